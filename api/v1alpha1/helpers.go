@@ -1,0 +1,186 @@
+package v1alpha1
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MerchantRef is the merchant reference sent to the provider: the spec's, or
+// "<namespace>.<name>". A default longer than the 64 characters providers
+// accept keeps its first 47 characters and appends a hash of the whole, so it
+// stays unique and deterministic.
+func (p *Payment) MerchantRef() string {
+	if p.Spec.MerchantReference != "" {
+		return p.Spec.MerchantReference
+	}
+	ref := p.Namespace + "." + p.Name
+	if len(ref) <= 64 {
+		return ref
+	}
+	sum := sha256.Sum256([]byte(ref))
+	return ref[:47] + "-" + hex.EncodeToString(sum[:])[:16]
+}
+
+// IdempotencyKey is the key sent with the provider create: the spec's, or the
+// object's UID, which no other Payment can share.
+func (p *Payment) IdempotencyKey() string {
+	if p.Spec.IdempotencyKey != "" {
+		return p.Spec.IdempotencyKey
+	}
+	return string(p.UID)
+}
+
+// currencyExponent lists ISO 4217 currencies whose minor unit is not 1/100.
+var currencyExponent = map[string]int{
+	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0,
+	"PYG": 0, "RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
+	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
+	"CLF": 4, "UYW": 4,
+}
+
+// FormatAmount renders minor units in major units with the currency, following
+// the ISO 4217 exponent: 1999 USD is "19.99 USD", 1999 JPY is "1999 JPY".
+func FormatAmount(value int64, currency string) string {
+	exp, ok := currencyExponent[currency]
+	if !ok {
+		exp = 2
+	}
+	neg := value < 0
+	u := value
+	if neg {
+		u = -u
+	}
+	s := strconv.FormatInt(u, 10)
+	if exp > 0 {
+		for len(s) <= exp {
+			s = "0" + s
+		}
+		s = s[:len(s)-exp] + "." + s[len(s)-exp:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s + " " + currency
+}
+
+// WebhookEventName is the deterministic name of the inbox object for one
+// provider event. Creating it is the dedup: a second copy of the event, by
+// webhook or backfill, gets AlreadyExists.
+func WebhookEventName(provider, eventID string) string {
+	sum := sha256.Sum256([]byte(eventID))
+	return fmt.Sprintf("%s-%s", provider, hex.EncodeToString(sum[:])[:20])
+}
+
+// Defaults of the PaymentProvider spec (SPEC §3). The API server applies them
+// through the CRD schema; the helpers below apply them again for objects built
+// in code.
+var (
+	DefaultSchedule = []time.Duration{
+		30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour,
+	}
+)
+
+const (
+	DefaultJitterPercent       = 10
+	DefaultQueryTimeout        = 10 * time.Second
+	DefaultQPS                 = 10
+	DefaultBurst               = 20
+	DefaultTolerance           = 5 * time.Minute
+	DefaultMaxBodyBytes        = 1 << 20
+	DefaultIdempotencyWindow   = 24 * time.Hour
+	DefaultSweepInterval       = 15 * time.Minute
+	DefaultOverdueAfter        = 15 * time.Minute
+	DefaultBackfillInterval    = 10 * time.Minute
+	DefaultBackfillOverlap     = 5 * time.Minute
+	DefaultBackfillMaxLookback = 72 * time.Hour
+	DefaultCircuitFailures     = 5
+	DefaultCircuitOpenFor      = time.Minute
+	DefaultWebhookRetention    = 168 * time.Hour
+)
+
+// QuerySchedule is the effective status-query schedule.
+func (s *PaymentProviderSpec) QuerySchedule() []time.Duration {
+	if len(s.StatusQuery.Schedule) == 0 {
+		return append([]time.Duration(nil), DefaultSchedule...)
+	}
+	out := make([]time.Duration, len(s.StatusQuery.Schedule))
+	for i, d := range s.StatusQuery.Schedule {
+		out[i] = d.Duration
+	}
+	return out
+}
+
+// JitterPercent is the effective schedule jitter in percent.
+func (s *PaymentProviderSpec) JitterPercent() int32 {
+	return int32Or(s.StatusQuery.Jitter, DefaultJitterPercent)
+}
+
+// QueryTimeout is the effective timeout of one provider call.
+func (s *PaymentProviderSpec) QueryTimeout() time.Duration {
+	return durationOr(s.StatusQuery.Timeout, DefaultQueryTimeout)
+}
+
+// RateLimit is the effective token bucket: calls per second and burst.
+func (s *PaymentProviderSpec) RateLimit() (qps, burst int32) {
+	return int32Or(s.StatusQuery.QPS, DefaultQPS), int32Or(s.StatusQuery.Burst, DefaultBurst)
+}
+
+// WebhookTolerance is the effective allowed clock skew of a webhook timestamp.
+func (s *PaymentProviderSpec) WebhookTolerance() time.Duration {
+	return durationOr(s.Webhook.Tolerance, DefaultTolerance)
+}
+
+// WebhookMaxBodyBytes is the effective webhook body cap.
+func (s *PaymentProviderSpec) WebhookMaxBodyBytes() int64 {
+	if s.Webhook.MaxBodyBytes == nil || *s.Webhook.MaxBodyBytes <= 0 {
+		return DefaultMaxBodyBytes
+	}
+	return *s.Webhook.MaxBodyBytes
+}
+
+// KeyWindow is the effective idempotency window of the provider.
+func (s *PaymentProviderSpec) KeyWindow() time.Duration {
+	return durationOr(s.IdempotencyWindow, DefaultIdempotencyWindow)
+}
+
+// SweepTiming is the effective sweep interval and overdue threshold.
+func (s *PaymentProviderSpec) SweepTiming() (interval, overdueAfter time.Duration) {
+	return durationOr(s.Sweep.Interval, DefaultSweepInterval), durationOr(s.Sweep.OverdueAfter, DefaultOverdueAfter)
+}
+
+// BackfillTiming is the effective backfill interval, overlap and lookback.
+func (s *PaymentProviderSpec) BackfillTiming() (interval, overlap, maxLookback time.Duration) {
+	return durationOr(s.Backfill.Interval, DefaultBackfillInterval),
+		durationOr(s.Backfill.Overlap, DefaultBackfillOverlap),
+		durationOr(s.Backfill.MaxLookback, DefaultBackfillMaxLookback)
+}
+
+// CircuitTiming is the effective failure threshold and open time of the breaker.
+func (s *PaymentProviderSpec) CircuitTiming() (failures int32, openFor time.Duration) {
+	return int32Or(s.CircuitBreaker.ConsecutiveFailures, DefaultCircuitFailures),
+		durationOr(s.CircuitBreaker.OpenFor, DefaultCircuitOpenFor)
+}
+
+// WebhookEventRetention is how long inbox events are kept.
+func (s *PaymentProviderSpec) WebhookEventRetention() time.Duration {
+	return durationOr(s.Retention.WebhookEvents, DefaultWebhookRetention)
+}
+
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil || d.Duration <= 0 {
+		return def
+	}
+	return d.Duration
+}
+
+func int32Or(v *int32, def int32) int32 {
+	if v == nil || *v < 0 {
+		return def
+	}
+	return *v
+}

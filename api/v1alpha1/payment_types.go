@@ -1,0 +1,382 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Annotations an operator sets on a Payment (SPEC §2.4). Each value is acted on
+// once; the value last acted on is remembered in status.actions.
+const (
+	// AnnotationRequery asks for a status query now and restarts the query
+	// schedule; any new value triggers it. It also takes an Unknown payment back
+	// into automatic handling.
+	AnnotationRequery = AnnotationPrefix + "requery"
+	// AnnotationResolve settles a payment by hand: Succeeded, Failed or Expired.
+	AnnotationResolve = AnnotationPrefix + "resolve"
+	// AnnotationResolveReason is the operator's reason for a resolve; it is
+	// recorded in history.
+	AnnotationResolveReason = AnnotationPrefix + "resolve-reason"
+)
+
+// PaymentPhase is where a payment stands.
+// +kubebuilder:validation:Enum=Pending;Processing;Succeeded;Failed;Expired;Unknown;PartiallyRefunded;Refunded
+type PaymentPhase string
+
+// The phases of a payment. Succeeded, Failed, Expired, PartiallyRefunded and
+// Refunded are final: only a refund, a dispute or an operator moves them.
+const (
+	PhasePending           PaymentPhase = "Pending"
+	PhaseProcessing        PaymentPhase = "Processing"
+	PhaseSucceeded         PaymentPhase = "Succeeded"
+	PhaseFailed            PaymentPhase = "Failed"
+	PhaseExpired           PaymentPhase = "Expired"
+	PhaseUnknown           PaymentPhase = "Unknown"
+	PhasePartiallyRefunded PaymentPhase = "PartiallyRefunded"
+	PhaseRefunded          PaymentPhase = "Refunded"
+)
+
+// IsFinal reports whether the provider (or an operator) has settled the payment.
+func (p PaymentPhase) IsFinal() bool {
+	switch p {
+	case PhaseSucceeded, PhaseFailed, PhaseExpired, PhasePartiallyRefunded, PhaseRefunded:
+		return true
+	}
+	return false
+}
+
+// ObservationSource says which channel an observation came through.
+// +kubebuilder:validation:Enum=Create;Webhook;StatusQuery;Backfill;Sweep;Manual
+type ObservationSource string
+
+// The channels that feed the state machine (SPEC §0).
+const (
+	SourceCreate      ObservationSource = "Create"
+	SourceWebhook     ObservationSource = "Webhook"
+	SourceStatusQuery ObservationSource = "StatusQuery"
+	SourceBackfill    ObservationSource = "Backfill"
+	SourceSweep       ObservationSource = "Sweep"
+	SourceManual      ObservationSource = "Manual"
+)
+
+// Condition types on a Payment.
+const (
+	// ConditionReady is True when the payment is settled in a final phase and
+	// needs nothing more from anyone.
+	ConditionReady = "Ready"
+	// ConditionNeedsReview is True when a human must look at the payment; its
+	// reason says why. Only a Manual action clears it.
+	ConditionNeedsReview = "NeedsReview"
+	// ConditionDisputed is True once the provider reported a dispute.
+	ConditionDisputed = "Disputed"
+)
+
+// Reasons of the NeedsReview condition (SPEC §2).
+const (
+	ReasonRetriesExhausted       = "RetriesExhausted"
+	ReasonAmountMismatch         = "AmountMismatch"
+	ReasonConflictingStatus      = "ConflictingStatus"
+	ReasonLateSuccess            = "LateSuccess"
+	ReasonCreateOutcomeUnknown   = "CreateOutcomeUnknown"
+	ReasonNonRetryableQueryError = "NonRetryableQueryError"
+)
+
+// Other reasons used on conditions, failures and history entries.
+const (
+	ReasonCreateRejected = "CreateRejected"
+	ReasonUnpaidTimeout  = "UnpaidTimeout"
+	ReasonSettled        = "Settled"
+	ReasonInProgress     = "InProgress"
+	ReasonResolved       = "ResolvedManually"
+	ReasonReviewed       = "Reviewed"
+	ReasonDisputeOpened  = "DisputeOpened"
+)
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// name of the referenced object in the same namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// Amount is a positive amount of money in minor units.
+type Amount struct {
+	// value in minor units of the currency (cents for USD, yen for JPY). Must be
+	// greater than zero.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Value int64 `json:"value"`
+	// currency is the ISO 4217 code, in upper case (e.g. USD, EUR, JPY).
+	// +kubebuilder:validation:Pattern=`^[A-Z]{3}$`
+	// +required
+	Currency string `json:"currency"`
+}
+
+// Money is an amount of money in minor units that may be zero (a refunded total,
+// an amount received).
+type Money struct {
+	// value in minor units of the currency.
+	// +kubebuilder:validation:Minimum=0
+	Value int64 `json:"value"`
+	// currency is the ISO 4217 code, in upper case.
+	// +kubebuilder:validation:Pattern=`^[A-Z]{3}$`
+	Currency string `json:"currency"`
+}
+
+// PaymentSpec is what the platform team asks for. It is immutable once created:
+// a payment cannot change amount, currency or provider after the fact.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable after creation; create a new Payment instead"
+type PaymentSpec struct {
+	// providerRef names the PaymentProvider, in the same namespace, that takes
+	// this payment.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="providerRef is immutable"
+	// +required
+	ProviderRef LocalObjectReference `json:"providerRef"`
+
+	// amount to collect, in minor units, with its currency.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="amount and currency are immutable"
+	// +required
+	Amount Amount `json:"amount"`
+
+	// merchantReference is the merchant order number sent to the provider
+	// (KukoPay out_trade_no, PayPal invoice_id/custom_id). Defaults to
+	// "<namespace>.<name>" (shortened with a hash suffix when that exceeds 64
+	// characters).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	MerchantReference string `json:"merchantReference,omitempty"`
+
+	// idempotencyKey is sent as the provider's idempotency header on create, so
+	// a retried create never makes a second payment. Defaults to metadata.uid.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+
+	// description is forwarded to the provider.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Description string `json:"description,omitempty"`
+
+	// metadata is forwarded to the provider as key/value pairs.
+	// +kubebuilder:validation:MaxProperties=50
+	// +optional
+	Metadata map[string]string `json:"metadata,omitempty"`
+
+	// providerPaymentID, when set, makes paywarden track a payment that was
+	// created elsewhere (a checkout page, say) instead of creating one: it never
+	// calls the provider's create for this Payment.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	ProviderPaymentID string `json:"providerPaymentID,omitempty"`
+
+	// expiresAfter closes out a payment that is still unpaid this long after
+	// creation: after one fresh status query confirms it is not paid, the phase
+	// becomes Expired with reason UnpaidTimeout. Go duration syntax (e.g. "30m").
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	ExpiresAfter *metav1.Duration `json:"expiresAfter,omitempty"`
+}
+
+// Failure is the provider's reason for a failed payment.
+type Failure struct {
+	// code is the provider's or paywarden's failure code.
+	// +optional
+	Code string `json:"code,omitempty"`
+	// message explains the failure for a human.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// QueryStatus is the position in the status-query schedule. Everything the
+// reconciler needs to resume after a restart lives here, nothing in memory.
+type QueryStatus struct {
+	// attempts is how many scheduled status queries have been made.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// lastTime is when the provider was last queried.
+	// +optional
+	LastTime *metav1.Time `json:"lastTime,omitempty"`
+	// nextTime is when the next status query is due. Empty when nothing is
+	// scheduled (final phase, or Unknown waiting for an operator).
+	// +optional
+	NextTime *metav1.Time `json:"nextTime,omitempty"`
+	// lastError is the error of the last failed query; cleared by a success.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+	// consecutiveErrors counts failed queries in a row.
+	// +optional
+	ConsecutiveErrors int32 `json:"consecutiveErrors,omitempty"`
+}
+
+// EventRef identifies the last observation applied to the payment.
+type EventRef struct {
+	// id of the provider event, when the observation had one.
+	// +optional
+	ID string `json:"id,omitempty"`
+	// type is the provider's event type or the observation's normalized status.
+	// +optional
+	Type string `json:"type,omitempty"`
+	// source is the channel the observation came through.
+	// +optional
+	Source ObservationSource `json:"source,omitempty"`
+	// time the provider says the event occurred (or when it was observed).
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+}
+
+// HistoryEntry records one applied change of a payment.
+type HistoryEntry struct {
+	// time of the change.
+	Time metav1.Time `json:"time"`
+	// from is the phase before the change.
+	// +optional
+	From PaymentPhase `json:"from,omitempty"`
+	// to is the phase after the change.
+	To PaymentPhase `json:"to"`
+	// source is the channel that brought the observation.
+	Source ObservationSource `json:"source"`
+	// eventID of the provider event, if any.
+	// +optional
+	EventID string `json:"eventID,omitempty"`
+	// reason for the change, machine-readable first word, then detail.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// ActionStatus remembers the operator actions already carried out, so each
+// annotation value is acted on exactly once.
+type ActionStatus struct {
+	// requery is the last requery annotation value acted on.
+	// +optional
+	Requery string `json:"requery,omitempty"`
+	// resolve is the last resolve annotation value acted on, with its reason.
+	// +optional
+	Resolve string `json:"resolve,omitempty"`
+}
+
+// PaymentStatus is paywarden's view of the payment at the provider. It is
+// written only through the state machine in internal/payment.
+type PaymentStatus struct {
+	// phase is where the payment stands.
+	// +optional
+	Phase PaymentPhase `json:"phase,omitempty"`
+
+	// amountDisplay is the amount in major units with its currency, as shown
+	// by kubectl (e.g. "19.99 USD", "1999 JPY").
+	// +optional
+	AmountDisplay string `json:"amountDisplay,omitempty"`
+
+	// providerPaymentID is the provider's id for this payment.
+	// +optional
+	ProviderPaymentID string `json:"providerPaymentID,omitempty"`
+
+	// providerStatus is the provider's own status string, as last seen.
+	// +optional
+	ProviderStatus string `json:"providerStatus,omitempty"`
+
+	// createRequestedAt is written before the provider's create is called: if
+	// it is set without a providerPaymentID, a create may have happened and is
+	// resolved with the same idempotency key, never repeated blindly.
+	// +optional
+	CreateRequestedAt *metav1.Time `json:"createRequestedAt,omitempty"`
+
+	// amountReceived is what the provider reports as paid.
+	// +optional
+	AmountReceived *Money `json:"amountReceived,omitempty"`
+
+	// amountRefunded is the cumulative refunded amount.
+	// +optional
+	AmountRefunded *Money `json:"amountRefunded,omitempty"`
+
+	// failure explains a Failed payment.
+	// +optional
+	Failure *Failure `json:"failure,omitempty"`
+
+	// query is the position in the status-query schedule.
+	// +optional
+	Query QueryStatus `json:"query,omitempty"`
+
+	// expiredLocally is true when paywarden itself closed the payment out as
+	// Expired (unpaid after spec.expiresAfter), as opposed to the provider.
+	// +optional
+	ExpiredLocally bool `json:"expiredLocally,omitempty"`
+
+	// lastEvent is the last observation applied.
+	// +optional
+	LastEvent *EventRef `json:"lastEvent,omitempty"`
+
+	// recentEventIDs are the ids of the last provider events seen (at most 16),
+	// a second line of dedup behind the WebhookEvent inbox.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	RecentEventIDs []string `json:"recentEventIDs,omitempty"`
+
+	// history of applied changes, oldest first, at most 20 entries.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	History []HistoryEntry `json:"history,omitempty"`
+
+	// historyDropped counts history entries dropped to keep history bounded.
+	// +optional
+	HistoryDropped int32 `json:"historyDropped,omitempty"`
+
+	// actions remembers operator annotations already acted on.
+	// +optional
+	Actions ActionStatus `json:"actions,omitempty"`
+
+	// conditions: Ready, NeedsReview, Disputed.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// Payment is one payment at a provider, driven to the provider's final answer.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pay,categories=paywarden
+// +kubebuilder:selectablefield:JSONPath=".status.phase"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
+// +kubebuilder:printcolumn:name="Amount",type=string,JSONPath=".status.amountDisplay"
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=".spec.providerRef.name"
+// +kubebuilder:printcolumn:name="Provider-ID",type=string,JSONPath=".status.providerPaymentID"
+// +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=".status.query.attempts"
+// +kubebuilder:printcolumn:name="Next-Query",type=date,JSONPath=".status.query.nextTime"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type Payment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the payment asked for; immutable.
+	// +required
+	Spec PaymentSpec `json:"spec"`
+
+	// status is paywarden's view of the payment at the provider.
+	// +optional
+	Status PaymentStatus `json:"status,omitempty"`
+}
+
+// PaymentList is a list of Payments.
+//
+// +kubebuilder:object:root=true
+type PaymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Payment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Payment{}, &PaymentList{})
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Regenerates deepcopy code, CRDs and RBAC into a scratch copy and fails when
+# the committed files differ, or when a Go file is not gofmt-clean. The work
+# tree is left exactly as it was.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${CONTROLLER_GEN:?CONTROLLER_GEN must point at controller-gen}"
+
+generated=(api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/role.yaml)
+snap=$(mktemp -d)
+trap 'rm -rf "$snap"' EXIT
+
+# Keep the current files aside, regenerate, compare, then put them back.
+for f in "${generated[@]}"; do
+  if [[ -e $f ]]; then mkdir -p "$snap/old/$(dirname "$f")"; cp -r "$f" "$snap/old/$f"; fi
+done
+restore() {
+  rm -rf config/crd/bases
+  for f in "${generated[@]}"; do
+    if [[ -e $snap/old/$f ]]; then rm -rf "$f"; mkdir -p "$(dirname "$f")"; cp -r "$snap/old/$f" "$f"; else rm -rf "$f"; fi
+  done
+}
+rm -rf config/crd/bases
+if ! "$CONTROLLER_GEN" object:headerFile=hack/boilerplate.go.txt paths=./api/... >"$snap/gen.log" 2>&1 ||
+   ! "$CONTROLLER_GEN" rbac:roleName=paywarden-manager crd paths=./api/... paths=./controllers/... \
+       output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac >>"$snap/gen.log" 2>&1; then
+  restore
+  cat "$snap/gen.log" >&2
+  echo "verify: controller-gen failed" >&2
+  exit 1
+fi
+for f in "${generated[@]}"; do
+  if [[ -e $f ]]; then mkdir -p "$snap/new/$(dirname "$f")"; cp -r "$f" "$snap/new/$f"; fi
+done
+restore
+
+status=0
+if ! diff -ruN "$snap/old" "$snap/new" >"$snap/diff"; then
+  echo "verify: generated files are stale; run 'make generate manifests' and commit the result:" >&2
+  sed 's|'"$snap"'/old/||; s|'"$snap"'/new/||' "$snap/diff" | head -60 >&2
+  status=1
+fi
+
+unformatted=$(git ls-files --cached --others --exclude-standard '*.go' | xargs -r gofmt -s -l)
+if [[ -n $unformatted ]]; then
+  echo "verify: these files are not gofmt -s clean (run 'make fmt'):" >&2
+  echo "$unformatted" >&2
+  status=1
+fi
+exit $status

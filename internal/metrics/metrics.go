@@ -1,0 +1,57 @@
+// Package metrics defines paywarden's Prometheus metrics (SPEC §8). The
+// manager registers them with controller-runtime's registry and the webhook
+// receiver with its own; both processes count transitions the same way
+// because both run the same state machine.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Transitions counts applied phase changes, by every writer.
+var Transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "paywarden_payment_transitions_total",
+	Help: "Payment phase transitions applied, by provider, from and to phase, and observation source.",
+}, []string{"provider", "from", "to", "source"})
+
+// StatusQueries counts per-payment status queries by result (found, error,
+// not_found, deferred_rate_limit, deferred_circuit_open).
+var StatusQueries = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "paywarden_status_queries_total",
+	Help: "Status queries against providers, by provider and result.",
+}, []string{"provider", "result"})
+
+// ProviderRequestDuration measures provider API calls.
+var ProviderRequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	Name:    "paywarden_provider_request_duration_seconds",
+	Help:    "Duration of provider API calls, by provider and operation.",
+	Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+}, []string{"provider", "op"})
+
+// CircuitOpen is 1 while a provider's circuit breaker is open.
+var CircuitOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "paywarden_circuit_open",
+	Help: "1 while the provider's circuit breaker is open (or half-open), else 0.",
+}, []string{"provider"})
+
+// RegisterShared registers the metrics both processes update.
+func RegisterShared(reg prometheus.Registerer) error {
+	return register(reg, Transitions)
+}
+
+// RegisterManager registers the manager's own metrics.
+func RegisterManager(reg prometheus.Registerer) error {
+	return register(reg, StatusQueries, ProviderRequestDuration, CircuitOpen)
+}
+
+func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			if _, ok := err.(prometheus.AlreadyRegisteredError); ok {
+				continue
+			}
+			return err
+		}
+	}
+	return nil
+}

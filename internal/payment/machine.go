@@ -1,0 +1,515 @@
+// Package payment holds the one state machine that decides every change of a
+// Payment's status (SPEC §2.1), and the helper every writer uses to store the
+// result with optimistic concurrency.
+//
+// Apply is a pure function: no client, no clock, no randomness. Time comes in
+// as an argument, so re-running it on freshly read state after a write
+// conflict is always correct, and the reconciler, the webhook receiver, the
+// inbox processor and operator actions cannot disagree about a rule.
+package payment
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+)
+
+// Observed is a provider status normalized across providers.
+type Observed string
+
+// Normalized observations (SPEC §2.1).
+const (
+	ObservedPending    Observed = "Pending"
+	ObservedProcessing Observed = "Processing"
+	ObservedSucceeded  Observed = "Succeeded"
+	ObservedFailed     Observed = "Failed"
+	ObservedExpired    Observed = "Expired"
+	ObservedRefund     Observed = "Refund"
+	ObservedDispute    Observed = "Dispute"
+	ObservedUnknown    Observed = "Unknown"
+)
+
+// Observation is one piece of news about a payment, from any channel.
+type Observation struct {
+	Source   v1alpha1.ObservationSource
+	Observed Observed
+	// Raw is the provider's own status string or event type.
+	Raw string
+	// EventID identifies a provider event; observations from status queries
+	// have none.
+	EventID    string
+	OccurredAt time.Time
+	// ProviderPaymentID, when known, is recorded on the payment.
+	ProviderPaymentID string
+	// Amount is what the provider says was paid (success observations).
+	Amount *v1alpha1.Money
+	// RefundedTotal is the provider's cumulative refunded amount (refunds).
+	RefundedTotal *v1alpha1.Money
+	Failure       *v1alpha1.Failure
+	// Review, on an Unknown observation, is the NeedsReview reason paywarden
+	// itself raises: RetriesExhausted, CreateOutcomeUnknown or
+	// NonRetryableQueryError.
+	Review string
+	// Local marks an Expired that paywarden decided (unpaid close-out, §2.5)
+	// rather than the provider.
+	Local bool
+	// Reason is free text recorded in history (e.g. an operator's reason).
+	Reason string
+}
+
+// Decision is what the state machine made of an observation.
+type Decision string
+
+// Decisions (SPEC §2.1).
+const (
+	// Applied: the observation changed the payment.
+	Applied Decision = "Applied"
+	// Duplicate: this event was applied before; nothing changes.
+	Duplicate Decision = "Duplicate"
+	// Stale: older or no newer news than the payment already has.
+	Stale Decision = "Stale"
+	// Conflict: the observation contradicts a final phase; the phase is kept
+	// and the payment needs review.
+	Conflict Decision = "Conflict"
+	// Ignored: the observation does not apply to the payment as it stands.
+	Ignored Decision = "Ignored"
+)
+
+// Event is a Kubernetes Event the caller should record for the change.
+type Event struct {
+	Warning bool
+	Reason  string
+	Message string
+}
+
+// Transition is a phase change, for metrics.
+type Transition struct {
+	From, To v1alpha1.PaymentPhase
+}
+
+// Result is the state machine's answer. Status is a new value; the input is
+// never modified.
+type Result struct {
+	Status     v1alpha1.PaymentStatus
+	Decision   Decision
+	Reason     string
+	Events     []Event
+	Transition *Transition
+}
+
+// Bounds of the lists kept in status.
+const (
+	MaxHistory        = 20
+	MaxRecentEventIDs = 16
+)
+
+// Apply runs the state machine: given a payment (its spec and current status),
+// one observation and the current time, it returns the new status and what it
+// decided. It is the only place that changes a payment's phase.
+func Apply(p *v1alpha1.Payment, obs Observation, now time.Time) Result {
+	m := machine{spec: &p.Spec, st: *p.Status.DeepCopy(), obs: obs, now: now}
+	m.run()
+	m.finish()
+	return Result{Status: m.st, Decision: m.decision, Reason: m.reason, Events: m.events, Transition: m.transition}
+}
+
+type machine struct {
+	spec       *v1alpha1.PaymentSpec
+	st         v1alpha1.PaymentStatus
+	obs        Observation
+	now        time.Time
+	decision   Decision
+	reason     string
+	events     []Event
+	transition *Transition
+}
+
+func (m *machine) run() {
+	if m.obs.EventID != "" && m.seen(m.obs.EventID) {
+		m.decide(Duplicate, "event %s already applied", m.obs.EventID)
+		return
+	}
+	if m.obs.Source == v1alpha1.SourceManual {
+		m.manual()
+		return
+	}
+	switch m.obs.Observed {
+	case ObservedPending, ObservedProcessing:
+		m.progress()
+	case ObservedSucceeded:
+		m.succeeded()
+	case ObservedFailed, ObservedExpired:
+		m.notPaid()
+	case ObservedRefund:
+		m.refund()
+	case ObservedDispute:
+		m.dispute()
+	case ObservedUnknown:
+		m.unknown()
+	default:
+		m.decide(Ignored, "unsupported observation %q", m.obs.Observed)
+	}
+}
+
+func (m *machine) phase() v1alpha1.PaymentPhase {
+	if m.st.Phase == "" {
+		return v1alpha1.PhasePending
+	}
+	return m.st.Phase
+}
+
+// progress handles Pending and Processing: they only ever move a payment forward.
+func (m *machine) progress() {
+	to := v1alpha1.PaymentPhase(m.obs.Observed)
+	from := m.phase()
+	switch {
+	case m.st.Phase == "":
+		m.moveTo(to, "")
+	case from == v1alpha1.PhasePending && to == v1alpha1.PhaseProcessing:
+		m.moveTo(to, "")
+	case from == to:
+		m.confirm()
+		m.decide(Stale, "already %s", from)
+	case from == v1alpha1.PhaseUnknown:
+		m.decide(Stale, "%s does not take a payment out of Unknown; only a final answer or an operator does", to)
+	default:
+		m.decide(Stale, "%s after %s is stale", to, from)
+	}
+}
+
+func (m *machine) succeeded() {
+	from := m.phase()
+	mismatch := m.amountMismatch()
+	switch {
+	case from == v1alpha1.PhaseSucceeded || from == v1alpha1.PhasePartiallyRefunded || from == v1alpha1.PhaseRefunded:
+		if from == v1alpha1.PhaseSucceeded {
+			m.confirm()
+		}
+		m.decide(Stale, "already %s", from)
+	case from == v1alpha1.PhaseExpired && m.st.ExpiredLocally:
+		// Money moved after paywarden closed the payment out: someone must
+		// fulfil or refund it.
+		m.recordAmount()
+		m.moveTo(v1alpha1.PhaseSucceeded, v1alpha1.ReasonLateSuccess)
+		m.st.ExpiredLocally = false
+		m.needsReview(v1alpha1.ReasonLateSuccess, "payment succeeded at the provider after it was closed out as unpaid")
+	case from == v1alpha1.PhaseFailed || from == v1alpha1.PhaseExpired:
+		m.conflict(from)
+	case mismatch != "":
+		if from == v1alpha1.PhaseUnknown && m.reviewReason() == v1alpha1.ReasonAmountMismatch {
+			m.decide(Stale, "amount mismatch already under review")
+			return
+		}
+		m.recordAmount()
+		m.moveTo(v1alpha1.PhaseUnknown, v1alpha1.ReasonAmountMismatch)
+		m.needsReview(v1alpha1.ReasonAmountMismatch, mismatch)
+	default:
+		m.recordAmount()
+		m.moveTo(v1alpha1.PhaseSucceeded, "")
+	}
+}
+
+// notPaid handles Failed and Expired answers from the provider.
+func (m *machine) notPaid() {
+	to := v1alpha1.PaymentPhase(m.obs.Observed)
+	from := m.phase()
+	switch from {
+	case v1alpha1.PhaseSucceeded, v1alpha1.PhasePartiallyRefunded, v1alpha1.PhaseRefunded:
+		m.conflict(from)
+	case v1alpha1.PhaseUnknown:
+		if m.obs.Local {
+			m.decide(Stale, "a local close-out does not take a payment out of Unknown")
+			return
+		}
+		m.settleNotPaid(to)
+	case v1alpha1.PhaseFailed, v1alpha1.PhaseExpired:
+		// Failed and Expired both mean "not paid": the first answer stands.
+		if from == to {
+			m.confirm()
+		}
+		m.decide(Stale, "already %s", from)
+	default:
+		m.settleNotPaid(to)
+	}
+}
+
+func (m *machine) settleNotPaid(to v1alpha1.PaymentPhase) {
+	{
+		if m.obs.Failure != nil {
+			f := *m.obs.Failure
+			m.st.Failure = &f
+		}
+		reason := m.obs.Reason
+		if m.obs.Local && to == v1alpha1.PhaseExpired {
+			m.st.ExpiredLocally = true
+			reason = v1alpha1.ReasonUnpaidTimeout
+		} else if m.obs.Failure != nil && m.obs.Failure.Code != "" && reason == "" {
+			reason = m.obs.Failure.Code
+		}
+		m.moveTo(to, reason)
+	}
+}
+
+func (m *machine) refund() {
+	from := m.phase()
+	if from != v1alpha1.PhaseSucceeded && from != v1alpha1.PhasePartiallyRefunded && from != v1alpha1.PhaseRefunded {
+		m.decide(Ignored, "refund reported while %s; refunds apply only after success", from)
+		return
+	}
+	if m.obs.RefundedTotal == nil {
+		m.decide(Ignored, "refund without a refunded total")
+		return
+	}
+	total := *m.obs.RefundedTotal
+	if total.Currency != m.spec.Amount.Currency {
+		m.conflictReview(from, fmt.Sprintf("refund in %s for a payment in %s", total.Currency, m.spec.Amount.Currency))
+		return
+	}
+	if m.st.AmountRefunded != nil && total.Value <= m.st.AmountRefunded.Value {
+		m.decide(Stale, "refunded total %d is not above %d", total.Value, m.st.AmountRefunded.Value)
+		return
+	}
+	m.st.AmountRefunded = &total
+	to := v1alpha1.PhasePartiallyRefunded
+	if total.Value >= m.spec.Amount.Value {
+		to = v1alpha1.PhaseRefunded
+	}
+	m.moveTo(to, fmt.Sprintf("refunded %s", v1alpha1.FormatAmount(total.Value, total.Currency)))
+}
+
+func (m *machine) dispute() {
+	if c := meta.FindStatusCondition(m.st.Conditions, v1alpha1.ConditionDisputed); c != nil && c.Status == metav1.ConditionTrue {
+		m.decide(Stale, "dispute already recorded")
+		return
+	}
+	meta.SetStatusCondition(&m.st.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionDisputed, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonDisputeOpened,
+		Message: "the provider reported a dispute", LastTransitionTime: metav1.NewTime(m.now),
+	})
+	m.warn(v1alpha1.ReasonDisputeOpened, "the provider reported a dispute on this payment")
+	m.moveTo(m.phase(), v1alpha1.ReasonDisputeOpened)
+}
+
+// unknown handles an "unknown" provider answer (not final: keep querying) and
+// paywarden's own decision that a payment cannot be settled automatically.
+func (m *machine) unknown() {
+	from := m.phase()
+	if m.obs.Review == "" {
+		if from != v1alpha1.PhaseUnknown && !from.IsFinal() {
+			m.confirm()
+		}
+		m.decide(Ignored, "the provider does not know the outcome yet")
+		return
+	}
+	if from.IsFinal() {
+		m.decide(Stale, "already %s", from)
+		return
+	}
+	if from == v1alpha1.PhaseUnknown && m.reviewReason() == m.obs.Review {
+		m.decide(Stale, "already under review for %s", m.obs.Review)
+		return
+	}
+	m.moveTo(v1alpha1.PhaseUnknown, m.obs.Review)
+	m.needsReview(m.obs.Review, m.obs.Reason)
+}
+
+// manual applies an operator's decision. It settles any non-final or Unknown
+// payment, and a final one only while it needs review.
+func (m *machine) manual() {
+	to := v1alpha1.PaymentPhase(m.obs.Observed)
+	switch to {
+	case v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseExpired:
+	default:
+		m.decide(Ignored, "a manual resolve must be Succeeded, Failed or Expired, not %q", m.obs.Observed)
+		return
+	}
+	from := m.phase()
+	reviewing := m.reviewReason() != ""
+	if from.IsFinal() && !reviewing {
+		m.decide(Ignored, "payment is already %s and needs no review", from)
+		return
+	}
+	m.st.ExpiredLocally = false
+	if reviewing {
+		meta.SetStatusCondition(&m.st.Conditions, metav1.Condition{
+			Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonReviewed,
+			Message: "resolved by an operator: " + m.obs.Reason, LastTransitionTime: metav1.NewTime(m.now),
+		})
+	}
+	m.moveTo(to, v1alpha1.ReasonResolved+": "+m.obs.Reason)
+}
+
+func (m *machine) conflict(from v1alpha1.PaymentPhase) {
+	m.conflictReview(from, fmt.Sprintf("provider reported %s for a payment already %s", m.obs.Observed, from))
+}
+
+func (m *machine) conflictReview(from v1alpha1.PaymentPhase, msg string) {
+	if m.obs.EventID == "" && m.reviewReason() == v1alpha1.ReasonConflictingStatus {
+		m.decide(Stale, "conflict already under review")
+		return
+	}
+	m.remember()
+	m.needsReview(v1alpha1.ReasonConflictingStatus, msg)
+	m.appendHistory(from, from, v1alpha1.ReasonConflictingStatus)
+	m.decide(Conflict, "%s", msg)
+}
+
+// moveTo applies a change: the new phase, history, an Event and a transition.
+func (m *machine) moveTo(to v1alpha1.PaymentPhase, reason string) {
+	from := m.st.Phase
+	m.remember()
+	m.confirm()
+	m.st.Phase = to
+	if to.IsFinal() || to == v1alpha1.PhaseUnknown {
+		// Nothing left to poll for; only new observations or operators move it.
+		m.st.Query.NextTime = nil
+	}
+	m.appendHistory(from, to, reason)
+	if from != to {
+		m.transition = &Transition{From: from, To: to}
+		msg := fmt.Sprintf("%s -> %s via %s", displayPhase(from), to, m.obs.Source)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		warn := to == v1alpha1.PhaseFailed || to == v1alpha1.PhaseUnknown
+		m.events = append(m.events, Event{Warning: warn, Reason: string(to), Message: msg})
+	}
+	m.decide(Applied, "%s", reason)
+}
+
+// confirm records what the provider says without deciding anything.
+func (m *machine) confirm() {
+	if m.obs.Raw != "" {
+		m.st.ProviderStatus = m.obs.Raw
+	}
+	if m.obs.ProviderPaymentID != "" && m.st.ProviderPaymentID == "" {
+		m.st.ProviderPaymentID = m.obs.ProviderPaymentID
+	}
+}
+
+// remember records the observation as the last event and its id for dedup.
+func (m *machine) remember() {
+	ref := &v1alpha1.EventRef{ID: m.obs.EventID, Type: m.obs.Raw, Source: m.obs.Source}
+	if ref.Type == "" {
+		ref.Type = string(m.obs.Observed)
+	}
+	if !m.obs.OccurredAt.IsZero() {
+		t := metav1.NewTime(m.obs.OccurredAt)
+		ref.Time = &t
+	}
+	m.st.LastEvent = ref
+	if m.obs.EventID == "" {
+		return
+	}
+	m.st.RecentEventIDs = append(m.st.RecentEventIDs, m.obs.EventID)
+	if n := len(m.st.RecentEventIDs); n > MaxRecentEventIDs {
+		m.st.RecentEventIDs = append([]string(nil), m.st.RecentEventIDs[n-MaxRecentEventIDs:]...)
+	}
+}
+
+func (m *machine) appendHistory(from, to v1alpha1.PaymentPhase, reason string) {
+	t := m.now
+	if n := len(m.st.History); n > 0 && m.st.History[n-1].Time.After(t) {
+		// Writers' clocks differ; history stays ordered.
+		t = m.st.History[n-1].Time.Time
+	}
+	if m.obs.Source == v1alpha1.SourceManual && reason == "" {
+		reason = m.obs.Reason
+	}
+	m.st.History = append(m.st.History, v1alpha1.HistoryEntry{
+		Time: metav1.NewTime(t), From: from, To: to, Source: m.obs.Source, EventID: m.obs.EventID, Reason: reason,
+	})
+	if n := len(m.st.History); n > MaxHistory {
+		m.st.HistoryDropped += int32(n - MaxHistory)
+		m.st.History = append([]v1alpha1.HistoryEntry(nil), m.st.History[n-MaxHistory:]...)
+	}
+}
+
+func (m *machine) needsReview(reason, msg string) {
+	meta.SetStatusCondition(&m.st.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue, Reason: reason,
+		Message: msg, LastTransitionTime: metav1.NewTime(m.now),
+	})
+	m.warn(reason, msg)
+}
+
+func (m *machine) warn(reason, msg string) {
+	m.events = append(m.events, Event{Warning: true, Reason: reason, Message: msg})
+}
+
+func (m *machine) reviewReason() string {
+	if c := meta.FindStatusCondition(m.st.Conditions, v1alpha1.ConditionNeedsReview); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Reason
+	}
+	return ""
+}
+
+func (m *machine) seen(id string) bool {
+	for _, s := range m.st.RecentEventIDs {
+		if s == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *machine) amountMismatch() string {
+	a := m.obs.Amount
+	if a == nil {
+		return ""
+	}
+	want := m.spec.Amount
+	if a.Value != want.Value || a.Currency != want.Currency {
+		return fmt.Sprintf("provider reports %s paid, expected %s",
+			v1alpha1.FormatAmount(a.Value, a.Currency), v1alpha1.FormatAmount(want.Value, want.Currency))
+	}
+	return ""
+}
+
+func (m *machine) recordAmount() {
+	if m.obs.Amount != nil {
+		a := *m.obs.Amount
+		m.st.AmountReceived = &a
+	}
+}
+
+func (m *machine) decide(d Decision, format string, args ...any) {
+	m.decision = d
+	m.reason = fmt.Sprintf(format, args...)
+}
+
+// finish keeps the derived parts of status in line with the rest.
+func (m *machine) finish() {
+	if m.decision == Duplicate {
+		return
+	}
+	m.st.AmountDisplay = v1alpha1.FormatAmount(m.spec.Amount.Value, m.spec.Amount.Currency)
+	setReady(&m.st, m.now)
+}
+
+// setReady derives the Ready condition: True only when the payment is settled
+// in a final phase and nobody needs to look at it.
+func setReady(st *v1alpha1.PaymentStatus, now time.Time) {
+	c := metav1.Condition{Type: v1alpha1.ConditionReady, LastTransitionTime: metav1.NewTime(now)}
+	review := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionNeedsReview)
+	switch {
+	case review != nil && review.Status == metav1.ConditionTrue:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, review.Reason, "needs review: "+review.Message
+	case st.Phase.IsFinal():
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ReasonSettled, "settled as "+string(st.Phase)
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonInProgress, "waiting for the provider's final answer"
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+func displayPhase(p v1alpha1.PaymentPhase) string {
+	if p == "" {
+		return "(new)"
+	}
+	return string(p)
+}
