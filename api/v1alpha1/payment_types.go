@@ -200,11 +200,12 @@ type QueryStatus struct {
 	Attempts int32 `json:"attempts,omitempty"`
 	// lastTime is when the provider was last queried.
 	// +optional
-	LastTime *metav1.Time `json:"lastTime,omitempty"`
+	LastTime *metav1.MicroTime `json:"lastTime,omitempty"`
 	// nextTime is when the next status query is due. Empty when nothing is
-	// scheduled (final phase, or Unknown waiting for an operator).
+	// scheduled (final phase, or Unknown waiting for an operator). Kept to the
+	// microsecond: the schedule must never fire early because of rounding.
 	// +optional
-	NextTime *metav1.Time `json:"nextTime,omitempty"`
+	NextTime *metav1.MicroTime `json:"nextTime,omitempty"`
 	// lastError is the error of the last failed query; cleared by a success.
 	// +optional
 	LastError string `json:"lastError,omitempty"`

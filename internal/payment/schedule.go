@@ -48,7 +48,7 @@ type QueryOutcome struct {
 // caller then feeds a RetriesExhausted observation to Apply.
 func ScheduleNext(st *v1alpha1.PaymentStatus, schedule []time.Duration, jitterPercent int32, seed string, out QueryOutcome, now time.Time) bool {
 	q := &st.Query
-	t := metav1.NewTime(now)
+	t := metav1.NewMicroTime(now)
 	q.LastTime = &t
 	q.Attempts++
 	if out.Err != "" {
@@ -66,7 +66,7 @@ func ScheduleNext(st *v1alpha1.PaymentStatus, schedule []time.Duration, jitterPe
 	if out.RetryAfter > d {
 		d = out.RetryAfter
 	}
-	next := metav1.NewTime(now.Add(d))
+	next := metav1.NewMicroTime(now.Add(d))
 	q.NextTime = &next
 	return true
 }
@@ -75,7 +75,7 @@ func ScheduleNext(st *v1alpha1.PaymentStatus, schedule []time.Duration, jitterPe
 // query due after delay. Used once a payment exists at the provider and by the
 // requery action.
 func StartSchedule(st *v1alpha1.PaymentStatus, delay time.Duration, now time.Time) {
-	next := metav1.NewTime(now.Add(delay))
+	next := metav1.NewMicroTime(now.Add(delay))
 	st.Query.Attempts = 0
 	st.Query.ConsecutiveErrors = 0
 	st.Query.LastError = ""
@@ -101,7 +101,7 @@ func RecordCreateError(st *v1alpha1.PaymentStatus, schedule []time.Duration, out
 	if out.RetryAfter > d {
 		d = out.RetryAfter
 	}
-	next := metav1.NewTime(now.Add(d))
+	next := metav1.NewMicroTime(now.Add(d))
 	q.NextTime = &next
 }
 

@@ -14,12 +14,11 @@ import (
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/scheme"
 )
 
 // Env is a running control plane.
@@ -33,16 +32,7 @@ type Env struct {
 }
 
 // Scheme returns a scheme with the core Kubernetes kinds and paywarden's.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err) // static registration; cannot fail at run time
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
+func Scheme() *runtime.Scheme { return scheme.New() }
 
 // Start starts the control plane and installs the CRDs from config/crd/bases.
 func Start() (*Env, error) {

@@ -287,7 +287,7 @@ func TestPrinterColumns(t *testing.T) {
 	if err := env.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	next := metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	next := metav1.NewMicroTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	p.Status = v1alpha1.PaymentStatus{
 		Phase: v1alpha1.PhaseProcessing, ProviderPaymentID: "pay_123",
 		AmountDisplay: v1alpha1.FormatAmount(1999, "JPY"),
