@@ -17,6 +17,7 @@ export KUBEBUILDER_ASSETS
 GO_TEST_FLAGS ?= -race -count=1
 GO_TEST_TIMEOUT ?= 20m
 FUZZTIME ?= 10s
+FUZZTIME_SHORT ?= 3s
 
 .PHONY: all
 all: build
@@ -50,12 +51,21 @@ envtest: ## Build the envtest control plane (kube-apiserver, etcd) into bin/k8s 
 	else echo "using KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"; fi
 
 .PHONY: test
-test: verify vet envtest ## Verify, then run the unit and envtest suites.
+test: verify vet envtest ## Verify, then run the unit and envtest suites, then a short run of every fuzz target.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
+	hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
 	hack/fuzz.sh $(FUZZTIME)
+
+.PHONY: dev
+dev: envtest ## Run everything locally on an embedded control plane with a demo; Ctrl-C stops it.
+	go run ./cmd/devenv
+
+.PHONY: dev-smoke
+dev-smoke: envtest ## The headless `make dev` smoke test: every demo payment reaches its expected phase.
+	go test -count=1 -v ./test/dev/
 
 ##@ Build
 
@@ -71,3 +81,19 @@ $(CONTROLLER_GEN):
 .PHONY: help
 help: ## Show the targets.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-12s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Deploy
+
+IMG ?= paywarden:latest
+
+.PHONY: docker-build
+docker-build: ## Build the image (needs a Docker engine).
+	docker build -t $(IMG) .
+
+.PHONY: deploy
+deploy: manifests ## Deploy to the cluster of the current kubeconfig, with image IMG.
+	cd config/default && kubectl kustomize . | sed 's|image: paywarden:latest|image: $(IMG)|' | kubectl apply -f -
+
+.PHONY: undeploy
+undeploy: ## Remove paywarden from the cluster (CRDs too: this deletes every Payment).
+	kubectl kustomize config/default | kubectl delete --ignore-not-found -f -

@@ -1,0 +1,289 @@
+package paysim
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/kukopay"
+	"github.com/paywarden/paywarden/internal/provider/paypal"
+)
+
+// maxRequestBody caps request bodies; provider APIs reject large bodies too.
+const maxRequestBody = 1 << 20
+
+func (s *Sim) routes() *http.ServeMux {
+	m := http.NewServeMux()
+	// KukoPay
+	m.HandleFunc("POST /kukopay/v1/payments", s.api(KukoPay, s.kukopayCreate))
+	m.HandleFunc("GET /kukopay/v1/payments/{id}", s.api(KukoPay, s.kukopayGet))
+	m.HandleFunc("GET /kukopay/v1/payments", s.api(KukoPay, s.kukopaySearch))
+	m.HandleFunc("GET /kukopay/v1/events", s.api(KukoPay, s.kukopayEvents))
+	// PayPal
+	m.HandleFunc("POST /paypal/v1/oauth2/token", s.api(PayPal, s.paypalToken))
+	m.HandleFunc("POST /paypal/v2/checkout/orders", s.api(PayPal, s.paypalCreate))
+	m.HandleFunc("GET /paypal/v2/checkout/orders/{id}", s.api(PayPal, s.paypalGet))
+	m.HandleFunc("POST /paypal/v1/notifications/verify-webhook-signature", s.api(PayPal, s.paypalVerify))
+	// Generic async-job API
+	m.HandleFunc("POST /generic/jobs", s.api(Generic, s.genericCreate))
+	m.HandleFunc("GET /generic/jobs/{id}", s.api(Generic, s.genericGet))
+	m.HandleFunc("GET /generic/jobs", s.api(Generic, s.genericSearch))
+	m.HandleFunc("GET /generic/events", s.api(Generic, s.genericEvents))
+	// Control API
+	s.controlRoutes(m)
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	return m
+}
+
+// api wraps a provider endpoint with fault injection. Decisions are drawn in a fixed
+// order from the seeded source so a run with the same seed and request sequence
+// injects the same faults.
+func (s *Sim) api(prov string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		f := s.faults.withDefaults()
+		slow, serverErr, tooMany, lost := s.chance(f.SlowRate), s.chance(f.ServerErrorRate), s.chance(f.TooManyRequestsRate), s.chance(f.LostResponseRate)
+		if slow {
+			s.counters.APIFaults.Slow++
+		}
+		switch {
+		case serverErr:
+			s.counters.APIFaults.ServerErrors++
+		case tooMany:
+			s.counters.APIFaults.TooManyRequests++
+		case lost:
+			s.counters.APIFaults.LostResponses++
+		}
+		s.mu.Unlock()
+
+		if slow {
+			t := time.NewTimer(f.SlowDelay)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			case <-s.ctx.Done():
+				t.Stop()
+			}
+		}
+		switch {
+		case serverErr:
+			s.writeError(w, prov, http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "paysim injected server error", nil, 0)
+			return
+		case tooMany:
+			secs := int64(math.Ceil(f.RetryAfter.Seconds()))
+			w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+			s.writeError(w, prov, http.StatusTooManyRequests, "RATE_LIMIT_REACHED", "paysim injected rate limit", nil, time.Duration(max(secs, 1))*time.Second)
+			return
+		case lost:
+			// The request takes effect; only the answer is lost.
+			h(discardWriter{header: http.Header{}}, r)
+			s.writeError(w, prov, http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "paysim injected lost response", nil, 0)
+			return
+		}
+		h(w, r)
+	}
+}
+
+type discardWriter struct{ header http.Header }
+
+func (d discardWriter) Header() http.Header         { return d.header }
+func (d discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d discardWriter) WriteHeader(int)             {}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+func writeRaw(w http.ResponseWriter, code int, contentType string, b []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// writeError answers in the provider's own error format. retryable is only
+// expressed by the generic provider (problem details); nil means "per status".
+func (s *Sim) writeError(w http.ResponseWriter, prov string, code int, errCode, msg string, retryable *bool, retryAfter time.Duration) {
+	switch prov {
+	case KukoPay:
+		writeJSON(w, code, kukopay.ErrorBody{Error: kukopay.ErrorDetail{Code: strings.ToLower(errCode), Message: msg}})
+	case PayPal:
+		writeJSON(w, code, paypal.ErrorBody{Name: errCode, Message: msg, DebugID: "paysim"})
+	default:
+		p := provider.Problem{
+			Type: "https://paysim.invalid/problems/" + strings.ToLower(errCode), Title: http.StatusText(code),
+			Status: code, Detail: msg, Retryable: retryable,
+		}
+		if p.Retryable == nil {
+			r := code == http.StatusTooManyRequests || code >= 500
+			p.Retryable = &r
+		}
+		if retryAfter > 0 {
+			p.RetryAfter = json.RawMessage(strconv.FormatInt(int64(retryAfter/time.Second), 10))
+		}
+		writeProblem(w, p)
+	}
+}
+
+func writeProblem(w http.ResponseWriter, p provider.Problem) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeRaw(w, p.Status, "application/problem+json", b)
+}
+
+// readJSON decodes a capped request body.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid JSON body: %w", err)
+	}
+	return nil
+}
+
+// bearer returns the token of an "Authorization: Bearer" header.
+func bearer(r *http.Request) string {
+	v := r.Header.Get("Authorization")
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	return ""
+}
+
+// credentialOK accepts want exactly, or any non-empty value when want is unset.
+func credentialOK(got, want string) bool {
+	if want == "" {
+		return got != ""
+	}
+	return got == want
+}
+
+func (s *Sim) unauthorized(w http.ResponseWriter, prov string) {
+	s.mu.Lock()
+	s.counters.Unauthorized++
+	s.mu.Unlock()
+	f := false
+	s.writeError(w, prov, http.StatusUnauthorized, "AUTHENTICATION_FAILURE", "missing or invalid credentials", &f, 0)
+}
+
+// idemEntry is the remembered first answer for an idempotency key.
+type idemEntry struct {
+	fingerprint [32]byte
+	status      int
+	contentType string
+	body        []byte
+	at          time.Time
+}
+
+var errIdemMismatch = errors.New("idempotency key reused with a different request")
+
+// idempotentLocked looks key up: a stored answer within the window is returned for
+// replay, a different request under the same key is an error. s.mu must be held.
+func (s *Sim) idempotentLocked(prov, key string, body []byte) (*idemEntry, [32]byte, error) {
+	fp := sha256.Sum256(body)
+	if key == "" {
+		return nil, fp, nil
+	}
+	e, ok := s.idem[prov+"/"+key]
+	if !ok || s.now().Sub(e.at) > s.opts.IdempotencyWindow {
+		return nil, fp, nil
+	}
+	if e.fingerprint != fp {
+		return nil, fp, errIdemMismatch
+	}
+	return e, fp, nil
+}
+
+func (s *Sim) rememberLocked(prov, key string, fp [32]byte, status int, contentType string, body []byte) {
+	if key == "" {
+		return
+	}
+	s.idem[prov+"/"+key] = &idemEntry{fingerprint: fp, status: status, contentType: contentType, body: body, at: s.now()}
+}
+
+// countCreateLocked counts one create call.
+func (s *Sim) countCreateLocked(prov, key string) {
+	s.counters.CreateRequests++
+	if key != "" {
+		s.counters.CreatesByKey[prov+"/"+key]++
+	}
+}
+
+// validCurrency checks ISO 4217 shape.
+func validCurrency(c string) bool {
+	if len(c) != 3 {
+		return false
+	}
+	for i := 0; i < 3; i++ {
+		if c[i] < 'A' || c[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// pageLimit parses ?limit= (default and max 100).
+func pageLimit(r *http.Request) int {
+	n, err := strconv.Atoi(r.URL.Query().Get("limit"))
+	if err != nil || n <= 0 || n > 100 {
+		return 100
+	}
+	return n
+}
+
+// parseSince accepts RFC 3339 or unix seconds; empty is the beginning of time.
+func parseSince(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return time.Unix(n, 0), nil
+	}
+	return time.Parse(time.RFC3339, v)
+}
+
+// eventsPageLocked pages provider's events created at or after since, optionally only
+// of type typ, starting after the event with id cursor. s.mu must be held.
+func (s *Sim) eventsPageLocked(prov string, since time.Time, typ, cursor string, limit int) (page []*EventRecord, hasMore bool, ok bool) {
+	evs := s.events[prov]
+	start := 0
+	if cursor != "" {
+		start = -1
+		for i, e := range evs {
+			if e.ID == cursor {
+				start = i + 1
+				break
+			}
+		}
+		if start < 0 {
+			return nil, false, false
+		}
+	}
+	for _, e := range evs[start:] {
+		if e.Created.Before(since.Truncate(time.Second)) || (typ != "" && e.Type != typ) {
+			continue
+		}
+		if len(page) == limit {
+			return page, true, true
+		}
+		page = append(page, e)
+	}
+	return page, false, true
+}

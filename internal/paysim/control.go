@@ -1,0 +1,131 @@
+package paysim
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// controlRoutes registers the JSON control API under /_paysim/. It mirrors the Go
+// methods so the dev environment and out-of-process tests can script paysim too.
+func (s *Sim) controlRoutes(m *http.ServeMux) {
+	m.HandleFunc("GET /_paysim/counters", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Counters()) })
+	m.HandleFunc("POST /_paysim/counters/reset", func(w http.ResponseWriter, _ *http.Request) {
+		s.ResetCounters()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("GET /_paysim/faults", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Faults()) })
+	m.HandleFunc("PUT /_paysim/faults", func(w http.ResponseWriter, r *http.Request) {
+		var f Faults
+		if err := readJSON(w, r, &f); err != nil {
+			controlError(w, http.StatusBadRequest, err)
+			return
+		}
+		s.SetFaults(f)
+		writeJSON(w, http.StatusOK, f)
+	})
+	m.HandleFunc("POST /_paysim/scripts", func(w http.ResponseWriter, r *http.Request) {
+		var rule Rule
+		if err := readJSON(w, r, &rule); err != nil {
+			controlError(w, http.StatusBadRequest, err)
+			return
+		}
+		if err := s.Script(rule); err != nil {
+			controlError(w, http.StatusBadRequest, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, rule)
+	})
+	m.HandleFunc("DELETE /_paysim/scripts", func(w http.ResponseWriter, _ *http.Request) {
+		s.ClearScripts()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("PUT /_paysim/webhooks/{provider}", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			URL     string   `json:"url"`
+			Secrets []string `json:"secrets"`
+		}
+		if err := readJSON(w, r, &body); err != nil {
+			controlError(w, http.StatusBadRequest, err)
+			return
+		}
+		secrets := make([][]byte, 0, len(body.Secrets))
+		for _, sec := range body.Secrets {
+			secrets = append(secrets, []byte(sec))
+		}
+		if err := s.SetWebhookTarget(r.PathValue("provider"), body.URL, secrets...); err != nil {
+			controlError(w, http.StatusNotFound, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("GET /_paysim/payments/{provider}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.Payments(r.PathValue("provider")))
+	})
+	m.HandleFunc("GET /_paysim/payments/{provider}/{id}", func(w http.ResponseWriter, r *http.Request) {
+		v, ok := s.Payment(r.PathValue("provider"), r.PathValue("id"))
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	})
+	m.HandleFunc("POST /_paysim/payments/{provider}/{id}/outcome", func(w http.ResponseWriter, r *http.Request) {
+		var sc Script
+		if err := readJSON(w, r, &sc); err != nil {
+			controlError(w, http.StatusBadRequest, err)
+			return
+		}
+		if err := s.SetOutcome(r.PathValue("provider"), r.PathValue("id"), sc); err != nil {
+			controlError(w, http.StatusNotFound, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("POST /_paysim/payments/{provider}/{id}/refund", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Amount int64 `json:"amount"`
+		}
+		if r.ContentLength != 0 {
+			if err := readJSON(w, r, &body); err != nil {
+				controlError(w, http.StatusBadRequest, err)
+				return
+			}
+		}
+		if err := s.Refund(r.PathValue("provider"), r.PathValue("id"), body.Amount); err != nil {
+			controlError(w, http.StatusConflict, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("POST /_paysim/payments/{provider}/{id}/dispute", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Reason string `json:"reason"`
+		}
+		if r.ContentLength != 0 {
+			if err := readJSON(w, r, &body); err != nil {
+				controlError(w, http.StatusBadRequest, err)
+				return
+			}
+		}
+		if err := s.Dispute(r.PathValue("provider"), r.PathValue("id"), body.Reason); err != nil {
+			controlError(w, http.StatusNotFound, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("GET /_paysim/events/{provider}", func(w http.ResponseWriter, r *http.Request) {
+		type ev struct {
+			EventRecord
+			Body json.RawMessage `json:"body"`
+		}
+		out := []ev{}
+		for _, e := range s.Events(r.PathValue("provider")) {
+			out = append(out, ev{e, e.Raw})
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+}
+
+func controlError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}

@@ -1,0 +1,100 @@
+package paysim_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+func call(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestControlAPI drives paysim over HTTP the way the dev environment and
+// out-of-process suites do.
+func TestControlAPI(t *testing.T) {
+	e := start(t, paysim.Options{TimeFactor: 0.001})
+	base := e.srv.URL + "/_paysim"
+	rcv := newReceiver(t, e.p[paysim.Generic], [][]byte{[]byte("whsec_YWJjZGVm")}, nil)
+
+	if code, body := call(t, "PUT", base+"/faults", `{"dropRate":0.5,"retryAfter":"2s"}`); code != 200 || !strings.Contains(body, `"retryAfter":"2s"`) {
+		t.Fatalf("faults: %d %s", code, body)
+	}
+	if f := e.sim.Faults(); f.DropRate != 0.5 || f.RetryAfter.Seconds() != 2 {
+		t.Fatalf("faults not applied: %+v", f)
+	}
+	call(t, "PUT", base+"/faults", `{}`)
+	if code, body := call(t, "POST", base+"/scripts", `{"amount":777,"script":{"outcome":"fail","failureCode":"insufficient_funds"}}`); code != 201 {
+		t.Fatalf("scripts: %d %s", code, body)
+	}
+	if code, _ := call(t, "POST", base+"/scripts", `{"script":{"outcome":"explode"}}`); code != 400 {
+		t.Fatalf("bad outcome accepted: %d", code)
+	}
+	if code, body := call(t, "PUT", base+"/webhooks/generic", `{"url":"`+rcv.srv.URL+`","secrets":["whsec_YWJjZGVm"]}`); code != 204 {
+		t.Fatalf("webhooks: %d %s", code, body)
+	}
+	if code, _ := call(t, "PUT", base+"/webhooks/stripe", `{"url":"x"}`); code != 404 {
+		t.Fatal("unknown provider accepted")
+	}
+
+	failing := e.create(t, paysim.Generic, "k1", "r1", 777, nil)
+	eventually(t, "scripted failure", func() bool {
+		p, err := e.p[paysim.Generic].Get(context.Background(), failing.ID)
+		return err == nil && p.Status == provider.StatusFailed && p.FailureCode == "insufficient_funds"
+	})
+	other := e.create(t, paysim.Generic, "k2", "r2", 100, nil)
+	if code, body := call(t, "POST", base+"/payments/generic/"+other.ID+"/outcome", `{"outcome":"succeed","after":"1s"}`); code != 204 {
+		t.Fatalf("outcome: %d %s", code, body)
+	}
+	eventually(t, "success delivered", func() bool { return e.sim.Counters().Webhooks.Delivered == 2 })
+	if code, body := call(t, "POST", base+"/payments/generic/"+other.ID+"/refund", `{"amount":40}`); code != 204 {
+		t.Fatalf("refund: %d %s", code, body)
+	}
+	if code, _ := call(t, "POST", base+"/payments/generic/"+other.ID+"/dispute", ""); code != 204 {
+		t.Fatal("dispute")
+	}
+	// Delivered is counted once the receiver's answer is back, so wait on the counter.
+	eventually(t, "refund and dispute delivered", func() bool { return e.sim.Counters().Webhooks.Delivered == 4 })
+	for _, d := range rcv.deliveries() {
+		if d.verifyErr != nil {
+			t.Fatalf("delivery not verifiable: %v", d.verifyErr)
+		}
+	}
+
+	code, body := call(t, "GET", base+"/counters", "")
+	var c paysim.Counters
+	if code != 200 || json.Unmarshal([]byte(body), &c) != nil {
+		t.Fatalf("counters: %d %s", code, body)
+	}
+	if c.PaymentsCreated != 2 || c.CreatesByKey["generic/k1"] != 1 || c.Webhooks.Delivered != 4 || c.QueriesByPayment[failing.ID] == 0 {
+		t.Fatalf("counters %+v", c)
+	}
+	code, body = call(t, "GET", base+"/payments/generic/"+other.ID, "")
+	if code != 200 || !strings.Contains(body, `"refunded":40`) {
+		t.Fatalf("payment view: %d %s", code, body)
+	}
+	code, body = call(t, "GET", base+"/events/generic", "")
+	if code != 200 || strings.Count(body, `"type":"job.`) < 4 {
+		t.Fatalf("events: %d %s", code, body)
+	}
+	if code, _ := call(t, "POST", base+"/counters/reset", ""); code != 204 || e.sim.Counters().PaymentsCreated != 0 {
+		t.Fatal("reset")
+	}
+}

@@ -1,0 +1,90 @@
+package paysim
+
+import "maps"
+
+// Counters is a snapshot of what the simulator saw and did. Tests assert on it: e.g.
+// "three creates with one idempotency key, one payment created" is no double charge.
+type Counters struct {
+	// CreateRequests counts create calls that reached the create logic (faults
+	// injected before processing are not included).
+	CreateRequests int `json:"createRequests"`
+	// CreatesByKey counts create calls per "<provider>/<idempotency key>", replays
+	// included. Calls without a key are not listed.
+	CreatesByKey map[string]int `json:"createsByKey"`
+	// PaymentsCreated counts payments that actually came into existence.
+	PaymentsCreated           int            `json:"paymentsCreated"`
+	PaymentsCreatedByProvider map[string]int `json:"paymentsCreatedByProvider"`
+	// QueriesByPayment counts status reads per provider payment id.
+	QueriesByPayment map[string]int `json:"queriesByPayment"`
+	Searches         int            `json:"searches"`       // find-by-merchant-reference calls
+	EventListCalls   int            `json:"eventListCalls"` // events API pages served
+	TokensIssued     int            `json:"tokensIssued"`   // PayPal OAuth2 tokens
+	VerifyCalls      int            `json:"verifyCalls"`    // PayPal verify-webhook-signature calls
+	Unauthorized     int            `json:"unauthorized"`   // API calls rejected for credentials
+
+	APIFaults          APIFaultCounters           `json:"apiFaults"`
+	Webhooks           WebhookCounters            `json:"webhooks"`
+	WebhooksByProvider map[string]WebhookCounters `json:"webhooksByProvider"`
+}
+
+// APIFaultCounters counts faults injected into API answers.
+type APIFaultCounters struct {
+	ServerErrors    int `json:"serverErrors"`    // 500 instead of processing
+	TooManyRequests int `json:"tooManyRequests"` // 429 with Retry-After instead of processing
+	Slow            int `json:"slow"`            // answers delayed by SlowDelay
+	LostResponses   int `json:"lostResponses"`   // processed, then answered 500
+}
+
+// WebhookCounters counts webhook deliveries by outcome. Events counts events that
+// were due for delivery (a target was set); each ends Delivered, Exhausted, Dropped or
+// still pending.
+type WebhookCounters struct {
+	Events     int `json:"events"`
+	Attempts   int `json:"attempts"`   // HTTP requests sent, duplicates included
+	Delivered  int `json:"delivered"`  // events acknowledged with a 2xx
+	Failed     int `json:"failed"`     // attempts answered non-2xx (3xx included), timed out or refused
+	Exhausted  int `json:"exhausted"`  // events whose whole retry schedule failed
+	Dropped    int `json:"dropped"`    // events never sent (fault)
+	Duplicated int `json:"duplicated"` // extra copies sent after a success (fault)
+	Reordered  int `json:"reordered"`  // events held back until the next one went out (fault)
+	Delayed    int `json:"delayed"`    // events whose first attempt was delayed (fault)
+}
+
+func newCounters() Counters {
+	return Counters{
+		CreatesByKey:              map[string]int{},
+		PaymentsCreatedByProvider: map[string]int{},
+		QueriesByPayment:          map[string]int{},
+		WebhooksByProvider:        map[string]WebhookCounters{},
+	}
+}
+
+func (c Counters) clone() Counters {
+	c.CreatesByKey = maps.Clone(c.CreatesByKey)
+	c.PaymentsCreatedByProvider = maps.Clone(c.PaymentsCreatedByProvider)
+	c.QueriesByPayment = maps.Clone(c.QueriesByPayment)
+	c.WebhooksByProvider = maps.Clone(c.WebhooksByProvider)
+	return c
+}
+
+// Counters returns a snapshot.
+func (s *Sim) Counters() Counters {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counters.clone()
+}
+
+// ResetCounters zeroes every counter (payments and events are kept).
+func (s *Sim) ResetCounters() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counters = newCounters()
+}
+
+// webhookCount applies f to provider's and the total webhook counters; s.mu held.
+func (s *Sim) webhookCount(provider string, f func(*WebhookCounters)) {
+	f(&s.counters.Webhooks)
+	w := s.counters.WebhooksByProvider[provider]
+	f(&w)
+	s.counters.WebhooksByProvider[provider] = w
+}

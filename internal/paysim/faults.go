@@ -1,0 +1,123 @@
+package paysim
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Faults are injected by rate (0 = never, 1 = always), decided per request or per
+// event from the seeded random source.
+type Faults struct {
+	// API calls (every provider endpoint, token and verify included; not /_paysim).
+	ServerErrorRate     float64       // answer 500 without processing
+	TooManyRequestsRate float64       // answer 429 + Retry-After without processing
+	RetryAfter          time.Duration // Retry-After sent with 429 (whole seconds, min 1s); default 1s
+	SlowRate            float64       // wait SlowDelay before answering
+	SlowDelay           time.Duration // real time, not scaled: it is meant to trip client timeouts; default 15s
+	// LostResponseRate processes the request and then answers 500: the payment exists
+	// but the client does not know. The double-charge trap idempotency must defuse.
+	LostResponseRate float64
+
+	// Webhooks (decided once per event).
+	DropRate      float64       // never send the event
+	DuplicateRate float64       // send it once more after it was acknowledged
+	ReorderRate   float64       // hold it back until the provider's next event went out
+	DelayRate     float64       // delay the first attempt by WebhookDelay
+	WebhookDelay  time.Duration // simulated (scaled); default 30s
+	ReorderHold   time.Duration // simulated (scaled) maximum hold; default 1m
+}
+
+func (f Faults) withDefaults() Faults {
+	if f.RetryAfter <= 0 {
+		f.RetryAfter = time.Second
+	}
+	if f.SlowDelay <= 0 {
+		f.SlowDelay = 15 * time.Second
+	}
+	if f.WebhookDelay <= 0 {
+		f.WebhookDelay = 30 * time.Second
+	}
+	if f.ReorderHold <= 0 {
+		f.ReorderHold = time.Minute
+	}
+	return f
+}
+
+// faultsJSON is the control API form: durations as Go duration strings.
+type faultsJSON struct {
+	ServerErrorRate     float64 `json:"serverErrorRate,omitempty"`
+	TooManyRequestsRate float64 `json:"tooManyRequestsRate,omitempty"`
+	RetryAfter          string  `json:"retryAfter,omitempty"`
+	SlowRate            float64 `json:"slowRate,omitempty"`
+	SlowDelay           string  `json:"slowDelay,omitempty"`
+	LostResponseRate    float64 `json:"lostResponseRate,omitempty"`
+	DropRate            float64 `json:"dropRate,omitempty"`
+	DuplicateRate       float64 `json:"duplicateRate,omitempty"`
+	ReorderRate         float64 `json:"reorderRate,omitempty"`
+	DelayRate           float64 `json:"delayRate,omitempty"`
+	WebhookDelay        string  `json:"webhookDelay,omitempty"`
+	ReorderHold         string  `json:"reorderHold,omitempty"`
+}
+
+// MarshalJSON writes durations as strings ("1.5s").
+func (f Faults) MarshalJSON() ([]byte, error) {
+	d := func(v time.Duration) string {
+		if v == 0 {
+			return ""
+		}
+		return v.String()
+	}
+	return json.Marshal(faultsJSON{
+		f.ServerErrorRate, f.TooManyRequestsRate, d(f.RetryAfter), f.SlowRate, d(f.SlowDelay), f.LostResponseRate,
+		f.DropRate, f.DuplicateRate, f.ReorderRate, f.DelayRate, d(f.WebhookDelay), d(f.ReorderHold),
+	})
+}
+
+// UnmarshalJSON reads durations as Go duration strings.
+func (f *Faults) UnmarshalJSON(b []byte) error {
+	var j faultsJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	var out Faults
+	out.ServerErrorRate, out.TooManyRequestsRate, out.SlowRate, out.LostResponseRate = j.ServerErrorRate, j.TooManyRequestsRate, j.SlowRate, j.LostResponseRate
+	out.DropRate, out.DuplicateRate, out.ReorderRate, out.DelayRate = j.DropRate, j.DuplicateRate, j.ReorderRate, j.DelayRate
+	for _, p := range []struct {
+		s   string
+		dst *time.Duration
+	}{{j.RetryAfter, &out.RetryAfter}, {j.SlowDelay, &out.SlowDelay}, {j.WebhookDelay, &out.WebhookDelay}, {j.ReorderHold, &out.ReorderHold}} {
+		if p.s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(p.s)
+		if err != nil {
+			return fmt.Errorf("faults: %w", err)
+		}
+		*p.dst = d
+	}
+	*f = out
+	return nil
+}
+
+// SetFaults replaces the active faults.
+func (s *Sim) SetFaults(f Faults) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = f
+}
+
+// Faults returns the active faults.
+func (s *Sim) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
+
+// chance draws from the seeded source; s.mu must be held.
+func (s *Sim) chance(rate float64) bool {
+	if rate <= 0 {
+		return false
+	}
+	return s.rng.Float64() < rate
+}

@@ -1,0 +1,179 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Error classes. Every error an adapter returns from an API call matches exactly one of
+// ErrRetryable, ErrNonRetryable, ErrNotFound or ErrUnsupported (errors.Is); callers
+// branch on the class and never on HTTP codes. "Not retryable" in the broad sense is
+// !errors.Is(err, ErrRetryable).
+var (
+	// ErrRetryable: transport errors, timeouts, cancellation, 5xx, 429, problem
+	// "retryable": true. The outcome of the call is unknown or transient; retry later
+	// (honouring RetryAfter), never conclude anything about the payment.
+	ErrRetryable = errors.New("retryable provider error")
+	// ErrNonRetryable: a definitive rejection (4xx, problem "retryable": false).
+	ErrNonRetryable = errors.New("non-retryable provider error")
+	// ErrNotFound: the provider has no such payment (404 on Get, empty search).
+	ErrNotFound = errors.New("not found at provider")
+	// ErrUnsupported: the provider has no such operation (e.g. PayPal events API).
+	ErrUnsupported = errors.New("operation not supported by provider")
+)
+
+// ErrInvalidSignature is returned by VerifyWebhook when the request is not authentic.
+// It always wraps one of the reasons below, so logs and metrics can say why.
+var (
+	ErrInvalidSignature = errors.New("invalid webhook signature")
+
+	ErrMissingHeader       = errors.New("missing signature header")
+	ErrMalformedHeader     = errors.New("malformed signature header")
+	ErrTimestampTolerance  = errors.New("timestamp outside tolerance")
+	ErrNoMatchingSignature = errors.New("no matching signature")
+)
+
+// ErrMalformedEvent is returned by ParseEvent for a body it cannot decode.
+var ErrMalformedEvent = errors.New("malformed event")
+
+// SignatureError builds an ErrInvalidSignature that wraps reason (one of the reason
+// sentinels) and adds detail. Detail must never contain secrets or the body.
+func SignatureError(reason error, detail string) error {
+	if detail == "" {
+		return fmt.Errorf("%w: %w", ErrInvalidSignature, reason)
+	}
+	return fmt.Errorf("%w: %w: %s", ErrInvalidSignature, reason, detail)
+}
+
+// MalformedEvent builds an ErrMalformedEvent with a detail and optional cause.
+func MalformedEvent(detail string, cause error) error {
+	if cause != nil {
+		return fmt.Errorf("%w: %s: %w", ErrMalformedEvent, detail, cause)
+	}
+	return fmt.Errorf("%w: %s", ErrMalformedEvent, detail)
+}
+
+// Error is a classified failure of one provider operation.
+type Error struct {
+	Provider   string        // Config.Name
+	Op         string        // "create", "get", "find", "list events", "verify webhook", "token"
+	Class      error         // ErrRetryable, ErrNonRetryable, ErrNotFound or ErrUnsupported
+	StatusCode int           // HTTP status, 0 when no answer was received
+	Problem    *Problem      // decoded application/problem+json body, if any
+	RetryAfter time.Duration // hint from Retry-After / retryAfter; 0 when none
+	Detail     string        // short provider message (never a request body or secret)
+	Err        error         // underlying cause (transport error, context error, ...)
+}
+
+// Error names the provider and operation first, so a log line alone says where.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("provider ")
+	if e.Provider != "" {
+		b.WriteString(e.Provider)
+	} else {
+		b.WriteString("(unnamed)")
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Op)
+	if e.StatusCode != 0 {
+		b.WriteString(": HTTP ")
+		b.WriteString(strconv.Itoa(e.StatusCode))
+	}
+	if e.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Detail)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	if e.RetryAfter > 0 {
+		b.WriteString(" (retry after ")
+		b.WriteString(e.RetryAfter.String())
+		b.WriteString(")")
+	}
+	if e.Class != nil {
+		b.WriteString(" [")
+		b.WriteString(e.Class.Error())
+		b.WriteString("]")
+	}
+	return b.String()
+}
+
+// Unwrap exposes both the class and the cause, so errors.Is works for
+// ErrRetryable and for e.g. context.DeadlineExceeded alike.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, 0, 2)
+	if e.Class != nil {
+		errs = append(errs, e.Class)
+	}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
+}
+
+// RetryAfter extracts a Retry-After/retryAfter hint from err.
+func RetryAfter(err error) (time.Duration, bool) {
+	var pe *Error
+	if errors.As(err, &pe) && pe.RetryAfter > 0 {
+		return pe.RetryAfter, true
+	}
+	return 0, false
+}
+
+// Unsupported returns the ErrUnsupported error for op.
+func Unsupported(providerName, op string) error {
+	return &Error{Provider: providerName, Op: op, Class: ErrUnsupported}
+}
+
+// ParseRetryAfter parses an HTTP Retry-After value: delay-seconds or an HTTP-date
+// (RFC 9110 §10.2.3). A date in the past yields 0, true: "retry now" is still a hint.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if isDigits(v) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n > maxRetryAfterSeconds {
+			// An absurd hint is treated as the cap rather than ignored: the provider
+			// clearly asked us to back off.
+			return maxRetryAfterSeconds * time.Second, true
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	// http.ParseTime accepts the three date formats RFC 9110 says recipients must parse.
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now)
+	if d < 0 {
+		d = 0
+	}
+	if d > maxRetryAfterSeconds*time.Second {
+		d = maxRetryAfterSeconds * time.Second
+	}
+	return d, true
+}
+
+// maxRetryAfterSeconds caps hints at a day; longer waits are the schedule's business.
+const maxRetryAfterSeconds = 24 * 60 * 60
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

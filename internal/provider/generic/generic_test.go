@@ -1,0 +1,267 @@
+package generic_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/generic"
+)
+
+var (
+	now    = time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
+	oldKey = []byte("whsec_" + base64.StdEncoding.EncodeToString([]byte("old signing key bytes")))
+	newKey = []byte("whsec_" + base64.StdEncoding.EncodeToString([]byte("new signing key bytes")))
+	body   = []byte(`{"id":"msg_1","type":"job.succeeded","timestamp":"2026-09-21T12:00:00Z","data":{"jobId":"job_1","correlationId":"ref-1","jobStatus":"succeeded","amount":{"value":1999,"currency":"USD"}}}`)
+)
+
+// TestStandardWebhooksSpecVector checks Sign against the example in the Standard
+// Webhooks specification, so paysim and the adapter cannot agree on a wrong scheme.
+func TestStandardWebhooksSpecVector(t *testing.T) {
+	key, err := generic.DecodeSecret([]byte("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := generic.Sign(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
+	if want := "g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Fatalf("got %s want %s", got, want)
+	}
+}
+
+func headers(t *testing.T, id string, ts time.Time, secrets ...[]byte) http.Header {
+	t.Helper()
+	h, err := generic.SignHeaders(id, ts, body, secrets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func sig(t *testing.T, secret []byte, ts time.Time) string {
+	k, err := generic.DecodeSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return generic.Sign(k, "msg_1", ts.Unix(), body)
+}
+
+// TestSignatureVectors is the vector list of issue 3 for Standard Webhooks.
+func TestSignatureVectors(t *testing.T) {
+	wrong := []byte("whsec_" + base64.StdEncoding.EncodeToString([]byte("attacker")))
+	with := func(sigHeader string) http.Header {
+		return http.Header{"Webhook-Id": {"msg_1"}, "Webhook-Timestamp": {strconv.FormatInt(now.Unix(), 10)}, "Webhook-Signature": {sigHeader}}
+	}
+	without := func(name string) http.Header {
+		h := headers(t, "msg_1", now, newKey)
+		h.Del(name)
+		return h
+	}
+	tests := []struct {
+		name    string
+		h       http.Header
+		body    []byte
+		secrets [][]byte
+		reason  error
+	}{
+		{"valid", headers(t, "msg_1", now, newKey), body, [][]byte{newKey}, nil},
+		{"tampered body", headers(t, "msg_1", now, newKey), []byte(strings.Replace(string(body), "1999", "9999", 1)), [][]byte{newKey}, provider.ErrNoMatchingSignature},
+		{"tampered webhook-id", func() http.Header { h := headers(t, "msg_1", now, newKey); h.Set("webhook-id", "msg_2"); return h }(), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
+		{"wrong secret", headers(t, "msg_1", now, wrong), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
+		{"two signatures only the second valid", with("v1," + sig(t, wrong, now) + " v1," + sig(t, newKey, now)), body, [][]byte{newKey}, nil},
+		{"only the old secret valid during rotation", with("v1," + sig(t, oldKey, now)), body, [][]byte{oldKey, newKey}, nil},
+		{"rotation headers signed by both secrets", headers(t, "msg_1", now, oldKey, newKey), body, [][]byte{newKey}, nil},
+		{"timestamp six minutes old", headers(t, "msg_1", now.Add(-6*time.Minute), newKey), body, [][]byte{newKey}, provider.ErrTimestampTolerance},
+		{"timestamp six minutes in the future", headers(t, "msg_1", now.Add(6*time.Minute), newKey), body, [][]byte{newKey}, provider.ErrTimestampTolerance},
+		{"missing webhook-signature", without("webhook-signature"), body, [][]byte{newKey}, provider.ErrMissingHeader},
+		{"missing webhook-id", without("webhook-id"), body, [][]byte{newKey}, provider.ErrMissingHeader},
+		{"missing webhook-timestamp", without("webhook-timestamp"), body, [][]byte{newKey}, provider.ErrMissingHeader},
+		{"malformed signature entry without version", with(sig(t, newKey, now)), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"malformed timestamp", func() http.Header {
+			h := headers(t, "msg_1", now, newKey)
+			h.Set("webhook-timestamp", "2026-09-21")
+			return h
+		}(), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"entries in another order", with("v1a,c2lnbmF0dXJl v1," + sig(t, wrong, now) + " v1," + sig(t, newKey, now)), body, [][]byte{newKey}, nil},
+		{"unknown schemes are ignored", with("v2," + sig(t, newKey, now) + " v1a,xyz v1," + sig(t, newKey, now)), body, [][]byte{newKey}, nil},
+		{"only unknown schemes is no match", with("v1a," + sig(t, newKey, now)), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
+		{"raw secret without prefix", headers(t, "msg_1", now, []byte("plain-secret")), body, [][]byte{[]byte("plain-secret")}, nil},
+		{"a broken secret does not block the good one", headers(t, "msg_1", now, newKey), body, [][]byte{[]byte("whsec_!!!notbase64"), newKey}, nil},
+		{"no secrets configured", headers(t, "msg_1", now, newKey), body, nil, provider.ErrNoMatchingSignature},
+	}
+	a := adapter(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			scheme, err := a.VerifyWebhook(context.Background(), tt.h, tt.body, tt.secrets, 5*time.Minute, now)
+			if scheme != provider.SchemeStandardWebhooks {
+				t.Errorf("scheme = %q", scheme)
+			}
+			if tt.reason == nil {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, tt.reason) {
+				t.Fatalf("err = %v, want %v", err, tt.reason)
+			}
+		})
+	}
+}
+
+func TestDecodeSecret(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     string
+		wantErr  bool
+	}{
+		{"whsec base64 is decoded", "whsec_" + base64.StdEncoding.EncodeToString([]byte("key")), "key", false},
+		{"trailing newline from a file is trimmed", "whsec_" + base64.StdEncoding.EncodeToString([]byte("key")) + "\n", "key", false},
+		{"missing padding is accepted", "whsec_" + base64.RawStdEncoding.EncodeToString([]byte("keyy")), "keyy", false},
+		{"no prefix is used raw", "raw key", "raw key", false},
+		{"invalid base64 is an error", "whsec_***", "", true},
+		{"empty after prefix is an error", "whsec_", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := generic.DecodeSecret([]byte(tt.in))
+			if (err != nil) != tt.wantErr || string(got) != tt.want {
+				t.Fatalf("got %q, %v", got, err)
+			}
+		})
+	}
+}
+
+func adapter(t *testing.T) *generic.Adapter {
+	t.Helper()
+	a, err := generic.New(provider.Config{Name: "ns/gen", APIURL: "http://127.0.0.1:1", Credentials: map[string][]byte{"token": []byte("t")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestJobStatusTable(t *testing.T) {
+	want := map[string]provider.Status{
+		"processing": provider.StatusProcessing, "succeeded": provider.StatusSucceeded, "failed": provider.StatusFailed,
+		"unknown": provider.StatusUnknown, "expired": provider.StatusExpired,
+		"partially_refunded": provider.StatusRefund, "refunded": provider.StatusRefund,
+	}
+	table := generic.JobStatuses()
+	if len(table) != len(want) {
+		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
+	}
+	for raw, st := range want {
+		t.Run(fmt.Sprintf("jobStatus %s is %s", raw, st), func(t *testing.T) {
+			if got := generic.MapJobStatus(raw); got != st || table[raw] != st {
+				t.Fatalf("got %s, table %s", got, table[raw])
+			}
+		})
+	}
+	t.Run("an unlisted jobStatus is Unknown", func(t *testing.T) {
+		if got := generic.MapJobStatus("paused"); got != provider.StatusUnknown {
+			t.Fatal(got)
+		}
+	})
+}
+
+func TestEventTypeTable(t *testing.T) {
+	want := map[string]provider.Status{
+		"job.processing": provider.StatusProcessing, "job.succeeded": provider.StatusSucceeded, "job.failed": provider.StatusFailed,
+		"job.expired": provider.StatusExpired, "job.refunded": provider.StatusRefund, "job.disputed": provider.StatusDispute,
+	}
+	table := generic.EventStatuses()
+	if len(table) != len(want) {
+		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
+	}
+	for typ, st := range want {
+		t.Run(fmt.Sprintf("%s is supported as %s", typ, st), func(t *testing.T) {
+			if got, ok := generic.MapEventType(typ); !ok || got != st {
+				t.Fatalf("got %s %v", got, ok)
+			}
+		})
+	}
+	t.Run("job.unknown is acknowledged but not acted on", func(t *testing.T) {
+		if _, ok := generic.MapEventType("job.unknown"); ok {
+			t.Fatal("supported")
+		}
+	})
+}
+
+func TestParseEvent(t *testing.T) {
+	ev, err := generic.ParseEvent(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := provider.Event{ID: "msg_1", Type: "job.succeeded", Status: provider.StatusSucceeded, Supported: true,
+		OccurredAt: now, PaymentID: "job_1", MerchantReference: "ref-1", Amount: 1999, Currency: "USD", Raw: body}
+	if fmt.Sprintf("%+v", ev) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("got  %+v\nwant %+v", ev, want)
+	}
+	refund := `{"id":"msg_2","type":"job.refunded","timestamp":"2026-09-21T12:00:00Z","data":{"jobId":"job_1","correlationId":"ref-1","jobStatus":"partially_refunded","amount":{"value":1999,"currency":"USD"},"amountReceived":{"value":1999,"currency":"USD"},"amountRefunded":{"value":500,"currency":"USD"}}}`
+	ev, err = generic.ParseEvent([]byte(refund))
+	if err != nil || ev.Status != provider.StatusRefund || ev.RefundedTotal != 500 || ev.Amount != 1999 {
+		t.Fatalf("refund: %+v %v", ev, err)
+	}
+	failed := `{"id":"msg_3","type":"job.failed","timestamp":"2026-09-21T12:00:00Z","data":{"jobId":"job_2","correlationId":"ref-2","jobStatus":"failed","amount":{"value":5,"currency":"EUR"},"failure":{"code":"insufficient_funds","message":"nope"}}}`
+	ev, err = generic.ParseEvent([]byte(failed))
+	if err != nil || ev.Status != provider.StatusFailed || ev.FailureCode != "insufficient_funds" || ev.FailureMessage != "nope" {
+		t.Fatalf("failed: %+v %v", ev, err)
+	}
+	for _, bad := range []string{``, `"x"`, `{"type":"job.failed"}`, `{"id":"m","type":"job.failed"}`, `{"id":"m","type":"job.failed","data":[]}`} {
+		if _, err := generic.ParseEvent([]byte(bad)); !errors.Is(err, provider.ErrMalformedEvent) {
+			t.Errorf("%s: err = %v", bad, err)
+		}
+	}
+}
+
+func FuzzParseSignatureHeader(f *testing.F) {
+	for _, s := range []string{"v1,abc", "v1,a v1,b", "v1a,x v1,y", "", "   ", "v1", ",abc", "v1,", "v1,a,b"} {
+		f.Add(s, "1758456000")
+	}
+	f.Add("v1,abc", "-1")
+	f.Add("v1,abc", "+1")
+	f.Add("v1,abc", "99999999999999999999")
+	f.Fuzz(func(t *testing.T, sigHeader, ts string) {
+		sigs, err := generic.ParseSignatureHeader(sigHeader)
+		if err != nil && !errors.Is(err, provider.ErrInvalidSignature) {
+			t.Fatalf("error not classified: %v", err)
+		}
+		for _, s := range sigs {
+			if s == "" {
+				t.Fatal("empty signature kept")
+			}
+		}
+		if _, err := generic.ParseTimestamp(ts); err != nil && !errors.Is(err, provider.ErrInvalidSignature) {
+			t.Fatalf("error not classified: %v", err)
+		}
+		h := http.Header{"Webhook-Id": {"msg"}, "Webhook-Timestamp": {ts}, "Webhook-Signature": {sigHeader}}
+		if err := generic.Verify(h, body, [][]byte{[]byte("unknown to the fuzzer")}, time.Minute, now); err == nil {
+			t.Fatalf("fuzzed header verified: %q", sigHeader)
+		}
+	})
+}
+
+func FuzzParseEvent(f *testing.F) {
+	f.Add(body)
+	f.Add([]byte(`{"id":"m","type":"job.unknown","timestamp":"x","data":null}`))
+	f.Add([]byte(`{"id":"m","type":"job.refunded","data":{"amountRefunded":null}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, err := generic.ParseEvent(b)
+		if err != nil {
+			if !errors.Is(err, provider.ErrMalformedEvent) {
+				t.Fatalf("error not classified: %v", err)
+			}
+			return
+		}
+		if ev.ID == "" || ev.Type == "" || string(ev.Raw) != string(b) || ev.Supported == (ev.Status == "") {
+			t.Fatalf("bad event %+v", ev)
+		}
+	})
+}

@@ -1,0 +1,149 @@
+package generic
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// SecretPrefix marks a Standard Webhooks secret serialized as base64.
+const SecretPrefix = "whsec_"
+
+// DecodeSecret returns the HMAC key of a configured secret: "whsec_<base64>" is
+// base64-decoded (surrounding whitespace, as left by editors and `echo`, is trimmed);
+// anything else is used as raw bytes, for providers that hand out plain secrets.
+func DecodeSecret(s []byte) ([]byte, error) {
+	t := bytes.TrimSpace(s)
+	if !bytes.HasPrefix(t, []byte(SecretPrefix)) {
+		return s, nil
+	}
+	enc := string(t[len(SecretPrefix):])
+	if k, err := base64.StdEncoding.DecodeString(enc); err == nil && len(k) > 0 {
+		return k, nil
+	}
+	k, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(enc, "="))
+	if err != nil || len(k) == 0 {
+		return nil, errors.New("whsec_ secret is not valid base64")
+	}
+	return k, nil
+}
+
+// Sign returns base64(HMAC-SHA256(key, "<id>.<ts>.<body>")) for a decoded key.
+func Sign(key []byte, id string, ts int64, body []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	m.Write([]byte{'.'})
+	m.Write([]byte(strconv.FormatInt(ts, 10)))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// SignHeaders returns the three Standard Webhooks headers for body, with one v1
+// signature per configured secret (two during a rotation).
+func SignHeaders(id string, t time.Time, body []byte, secrets ...[]byte) (http.Header, error) {
+	ts := t.Unix()
+	sigs := make([]string, 0, len(secrets))
+	for _, s := range secrets {
+		k, err := DecodeSecret(s)
+		if err != nil {
+			return nil, err
+		}
+		sigs = append(sigs, "v1,"+Sign(k, id, ts, body))
+	}
+	h := http.Header{}
+	h.Set(HeaderWebhookID, id)
+	h.Set(HeaderWebhookTS, strconv.FormatInt(ts, 10))
+	h.Set(HeaderWebhookSig, strings.Join(sigs, " "))
+	return h, nil
+}
+
+const maxSignatureHeader = 4096
+
+// ParseSignatureHeader returns the v1 signatures of a webhook-signature header:
+// space-separated "<version>,<base64>" entries. Other versions (v1a, v2, ...) are
+// ignored so the sender can add schemes without breaking receivers.
+func ParseSignatureHeader(v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, provider.SignatureError(provider.ErrMissingHeader, HeaderWebhookSig)
+	}
+	if len(v) > maxSignatureHeader {
+		return nil, provider.SignatureError(provider.ErrMalformedHeader, "header too long")
+	}
+	var sigs []string
+	for _, tok := range strings.Fields(v) {
+		ver, sig, ok := strings.Cut(tok, ",")
+		if !ok || ver == "" {
+			return nil, provider.SignatureError(provider.ErrMalformedHeader, "entry without version")
+		}
+		if ver == "v1" && sig != "" {
+			sigs = append(sigs, sig)
+		}
+	}
+	return sigs, nil
+}
+
+// ParseTimestamp parses webhook-timestamp (integer unix seconds).
+func ParseTimestamp(v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, provider.SignatureError(provider.ErrMissingHeader, HeaderWebhookTS)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || v[0] == '+' {
+		return 0, provider.SignatureError(provider.ErrMalformedHeader, HeaderWebhookTS+" is not a unix timestamp")
+	}
+	return n, nil
+}
+
+// Verify checks a Standard Webhooks request: every v1 signature against every secret in
+// constant time, then the timestamp within ±tolerance of now.
+func Verify(h http.Header, body []byte, secrets [][]byte, tolerance time.Duration, now time.Time) error {
+	id := provider.HeaderValue(h, HeaderWebhookID)
+	if id == "" {
+		return provider.SignatureError(provider.ErrMissingHeader, HeaderWebhookID)
+	}
+	ts, err := ParseTimestamp(provider.HeaderValue(h, HeaderWebhookTS))
+	if err != nil {
+		return err
+	}
+	sigs, err := ParseSignatureHeader(provider.HeaderValue(h, HeaderWebhookSig))
+	if err != nil {
+		return err
+	}
+	if len(sigs) == 0 {
+		return provider.SignatureError(provider.ErrNoMatchingSignature, "no v1 signature in header")
+	}
+	matched, usable := false, 0
+	for _, s := range secrets {
+		key, err := DecodeSecret(s)
+		if err != nil {
+			continue // one bad secret must not block the good one during a rotation
+		}
+		usable++
+		want := []byte(Sign(key, id, ts, body))
+		for _, got := range sigs {
+			if hmac.Equal(want, []byte(got)) {
+				matched = true
+			}
+		}
+	}
+	if usable == 0 {
+		return provider.SignatureError(provider.ErrNoMatchingSignature, "no usable secrets configured")
+	}
+	if !matched {
+		return provider.SignatureError(provider.ErrNoMatchingSignature, "")
+	}
+	if !provider.WithinTolerance(time.Unix(ts, 0), now, tolerance) {
+		return provider.SignatureError(provider.ErrTimestampTolerance, HeaderWebhookTS+"="+strconv.FormatInt(ts, 10))
+	}
+	return nil
+}

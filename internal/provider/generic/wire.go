@@ -1,0 +1,129 @@
+package generic
+
+import (
+	"encoding/json"
+	"maps"
+
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// Amount is a value in minor units with its currency.
+type Amount struct {
+	Value    int64  `json:"value"`
+	Currency string `json:"currency"`
+}
+
+// CreateJobRequest is the body of POST /jobs.
+type CreateJobRequest struct {
+	CorrelationID string            `json:"correlationId"`
+	Amount        Amount            `json:"amount"`
+	Description   string            `json:"description,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+}
+
+// Job is the async job (GET /jobs/{jobId}, and the data of every event).
+type Job struct {
+	JobID           string      `json:"jobId"`
+	CorrelationID   string      `json:"correlationId"`
+	JobStatus       string      `json:"jobStatus"`
+	ProcessingStage string      `json:"processingStage,omitempty"`
+	Amount          Amount      `json:"amount"`
+	AmountReceived  *Amount     `json:"amountReceived,omitempty"`
+	AmountRefunded  *Amount     `json:"amountRefunded,omitempty"`
+	Failure         *JobFailure `json:"failure,omitempty"`
+	SubmittedAt     string      `json:"submittedAt,omitempty"`
+	CompletedAt     string      `json:"completedAt,omitempty"`
+}
+
+// JobFailure explains a failed job.
+type JobFailure struct {
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// JobList is the answer of GET /jobs?correlationId=.
+type JobList struct {
+	Items []Job `json:"items"`
+}
+
+// EventEnvelope is one event: the webhook body and an element of GET /events. Its shape
+// follows the Standard Webhooks payload recommendation plus an id.
+type EventEnvelope struct {
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	Timestamp string          `json:"timestamp"` // RFC 3339
+	Data      json.RawMessage `json:"data"`
+}
+
+// EventList is the answer of GET /events.
+type EventList struct {
+	Events     []json.RawMessage `json:"events"`
+	NextCursor string            `json:"nextCursor,omitempty"`
+	HasMore    bool              `json:"hasMore"`
+}
+
+// Normalize maps the job to a provider.Payment; the amount is the received amount once
+// the job succeeded so an amount mismatch shows.
+func (j Job) Normalize() provider.Payment {
+	st := MapJobStatus(j.JobStatus)
+	p := provider.Payment{
+		ID: j.JobID, MerchantReference: j.CorrelationID, Status: st, RawStatus: j.JobStatus,
+		Amount: j.Amount.Value, Currency: j.Amount.Currency,
+	}
+	if j.ProcessingStage != "" {
+		p.RawStatus += "/" + j.ProcessingStage
+	}
+	if (st == provider.StatusSucceeded || st == provider.StatusRefund) && j.AmountReceived != nil {
+		p.Amount, p.Currency = j.AmountReceived.Value, j.AmountReceived.Currency
+	}
+	if j.AmountRefunded != nil {
+		p.RefundedTotal = j.AmountRefunded.Value
+	}
+	if j.Failure != nil {
+		p.FailureCode, p.FailureMessage = j.Failure.Code, j.Failure.Message
+	}
+	return p
+}
+
+// jobStatuses maps jobStatus. The spec's four values (processing, succeeded, failed,
+// unknown) plus expired and the refund states, which paysim's outcomes need.
+var jobStatuses = map[string]provider.Status{
+	"processing":         provider.StatusProcessing,
+	"succeeded":          provider.StatusSucceeded,
+	"failed":             provider.StatusFailed,
+	"unknown":            provider.StatusUnknown,
+	"expired":            provider.StatusExpired,
+	"partially_refunded": provider.StatusRefund,
+	"refunded":           provider.StatusRefund,
+}
+
+// eventStatuses maps the event types paywarden acts on. job.unknown is absent: "the
+// provider does not know" is no news, polling handles it.
+var eventStatuses = map[string]provider.Status{
+	"job.processing": provider.StatusProcessing,
+	"job.succeeded":  provider.StatusSucceeded,
+	"job.failed":     provider.StatusFailed,
+	"job.expired":    provider.StatusExpired,
+	"job.refunded":   provider.StatusRefund,
+	"job.disputed":   provider.StatusDispute,
+}
+
+// JobStatuses returns a copy of the jobStatus table.
+func JobStatuses() map[string]provider.Status { return maps.Clone(jobStatuses) }
+
+// EventStatuses returns a copy of the supported event type table.
+func EventStatuses() map[string]provider.Status { return maps.Clone(eventStatuses) }
+
+// MapJobStatus normalizes a jobStatus; unlisted strings are Unknown.
+func MapJobStatus(raw string) provider.Status {
+	if s, ok := jobStatuses[raw]; ok {
+		return s
+	}
+	return provider.StatusUnknown
+}
+
+// MapEventType normalizes an event type; supported is false for types not acted on.
+func MapEventType(typ string) (status provider.Status, supported bool) {
+	s, ok := eventStatuses[typ]
+	return s, ok
+}

@@ -1,0 +1,252 @@
+package kukopay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/kukopay"
+)
+
+var (
+	now    = time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
+	oldKey = []byte("whk_old_secret")
+	newKey = []byte("whk_new_secret")
+	body   = []byte(`{"id":"evt_1","object":"event","type":"payment.succeeded","created":1758456000,"data":{"object":{"id":"pay_1"}}}`)
+)
+
+func hdr(t time.Time, secrets ...[]byte) string {
+	return kukopay.SignatureHeaderValue(t, body, secrets...)
+}
+
+// TestSignatureVectors is the vector list of issue 3 for the KukoPay scheme.
+func TestSignatureVectors(t *testing.T) {
+	ts := now.Unix()
+	sigNew := kukopay.Sign(newKey, ts, body)
+	sigOld := kukopay.Sign(oldKey, ts, body)
+	sigWrong := kukopay.Sign([]byte("someone else"), ts, body)
+	tests := []struct {
+		name    string
+		header  string
+		body    []byte
+		secrets [][]byte
+		reason  error // nil = valid
+	}{
+		{"valid", hdr(now, newKey), body, [][]byte{newKey}, nil},
+		{"tampered body", hdr(now, newKey), append([]byte(" "), body...), [][]byte{newKey}, provider.ErrNoMatchingSignature},
+		{"wrong secret", hdr(now, []byte("someone else")), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
+		{"two signatures only the second valid", fmt.Sprintf("t=%d,v1=%s,v1=%s", ts, sigWrong, sigNew), body, [][]byte{newKey}, nil},
+		{"only the old secret valid during rotation", fmt.Sprintf("t=%d,v1=%s", ts, sigOld), body, [][]byte{oldKey, newKey}, nil},
+		{"rotation header signed by both secrets", hdr(now, oldKey, newKey), body, [][]byte{newKey}, nil},
+		{"timestamp six minutes old", hdr(now.Add(-6*time.Minute), newKey), body, [][]byte{newKey}, provider.ErrTimestampTolerance},
+		{"timestamp six minutes in the future", hdr(now.Add(6*time.Minute), newKey), body, [][]byte{newKey}, provider.ErrTimestampTolerance},
+		{"timestamp four minutes old is inside tolerance", hdr(now.Add(-4*time.Minute), newKey), body, [][]byte{newKey}, nil},
+		{"missing header", "", body, [][]byte{newKey}, provider.ErrMissingHeader},
+		{"malformed header without t", "v1=" + sigNew, body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"malformed header with a non-numeric t", "t=yesterday,v1=" + sigNew, body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"malformed header field without =", fmt.Sprintf("t=%d,v1", ts), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"malformed header with two t", fmt.Sprintf("t=%d,t=%d,v1=%s", ts, ts+1, sigNew), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"header fields in another order", fmt.Sprintf("v1=%s,t=%d", sigNew, ts), body, [][]byte{newKey}, nil},
+		{"spaces around fields are tolerated", fmt.Sprintf(" t=%d , v1=%s ", ts, sigNew), body, [][]byte{newKey}, nil},
+		{"unknown schemes are ignored", fmt.Sprintf("t=%d,v0=%s,v2=abc,v1=%s", ts, sigWrong, sigNew), body, [][]byte{newKey}, nil},
+		{"only unknown schemes is no match", fmt.Sprintf("t=%d,v0=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
+		{"upper-case hex still matches", fmt.Sprintf("t=%d,v1=%X", ts, mustHex(sigNew)), body, [][]byte{newKey}, nil},
+		{"no secrets configured", hdr(now, newKey), body, nil, provider.ErrNoMatchingSignature},
+	}
+	a := adapter(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			if tt.header != "" {
+				h.Set(kukopay.HeaderSignature, tt.header)
+			}
+			scheme, err := a.VerifyWebhook(context.Background(), h, tt.body, tt.secrets, 5*time.Minute, now)
+			if scheme != provider.SchemeKukoPay {
+				t.Errorf("scheme = %q", scheme)
+			}
+			if tt.reason == nil {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, tt.reason) {
+				t.Fatalf("err = %v, want %v", err, tt.reason)
+			}
+		})
+	}
+}
+
+func mustHex(s string) []byte {
+	b := make([]byte, len(s)/2)
+	fmt.Sscanf(s, "%x", &b)
+	return b
+}
+
+func adapter(t *testing.T) *kukopay.Adapter {
+	t.Helper()
+	a, err := kukopay.New(provider.Config{Name: "ns/kuko", APIURL: "http://127.0.0.1:1", Credentials: map[string][]byte{"apiKey": []byte("k")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestNewRequiresAPIKey(t *testing.T) {
+	if _, err := kukopay.New(provider.Config{Name: "ns/kuko", APIURL: "http://x"}); err == nil {
+		t.Fatal("missing apiKey accepted")
+	}
+}
+
+func TestPaymentStatusTable(t *testing.T) {
+	want := map[string]provider.Status{
+		"pending": provider.StatusPending, "processing": provider.StatusProcessing, "succeeded": provider.StatusSucceeded,
+		"failed": provider.StatusFailed, "expired": provider.StatusExpired,
+		"partially_refunded": provider.StatusRefund, "refunded": provider.StatusRefund,
+	}
+	table := kukopay.PaymentStatuses()
+	if len(table) != len(want) {
+		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
+	}
+	for raw, st := range want {
+		t.Run(fmt.Sprintf("%s is %s", raw, st), func(t *testing.T) {
+			if got := kukopay.MapPaymentStatus(raw); got != st {
+				t.Fatalf("got %s", got)
+			}
+			if table[raw] != st {
+				t.Fatalf("table says %s", table[raw])
+			}
+		})
+	}
+	t.Run("an unlisted status is Unknown, never final", func(t *testing.T) {
+		if got := kukopay.MapPaymentStatus("on_hold"); got != provider.StatusUnknown {
+			t.Fatalf("got %s", got)
+		}
+	})
+}
+
+func TestEventTypeTable(t *testing.T) {
+	want := map[string]provider.Status{
+		"payment.succeeded": provider.StatusSucceeded, "payment.failed": provider.StatusFailed,
+		"payment.expired": provider.StatusExpired, "refund.succeeded": provider.StatusRefund,
+		"dispute.created": provider.StatusDispute,
+	}
+	table := kukopay.EventStatuses()
+	if len(table) != len(want) {
+		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
+	}
+	for typ, st := range want {
+		t.Run(fmt.Sprintf("%s is supported as %s", typ, st), func(t *testing.T) {
+			got, ok := kukopay.MapEventType(typ)
+			if !ok || got != st {
+				t.Fatalf("got %s %v", got, ok)
+			}
+		})
+	}
+	for _, typ := range []string{"refund.failed", "payment.created", "customer.updated"} {
+		t.Run(typ+" is acknowledged but not acted on", func(t *testing.T) {
+			if _, ok := kukopay.MapEventType(typ); ok {
+				t.Fatal("supported")
+			}
+		})
+	}
+}
+
+func TestParseEvent(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  string
+		want provider.Event
+	}{
+		{"succeeded payment carries the received amount",
+			`{"id":"evt_1","object":"event","type":"payment.succeeded","created":1758456000,"data":{"object":{"id":"pay_1","object":"payment","out_trade_no":"ORD-1","amount":1000,"amount_received":990,"currency":"CNY","status":"succeeded"}}}`,
+			provider.Event{ID: "evt_1", Type: "payment.succeeded", Status: provider.StatusSucceeded, Supported: true, PaymentID: "pay_1", MerchantReference: "ORD-1", Amount: 990, Currency: "CNY"}},
+		{"failed payment carries the failure",
+			`{"id":"evt_2","type":"payment.failed","created":1758456000,"data":{"object":{"id":"pay_2","out_trade_no":"ORD-2","amount":500,"currency":"CNY","status":"failed","failure_code":"card_declined","failure_message":"no"}}}`,
+			provider.Event{ID: "evt_2", Type: "payment.failed", Status: provider.StatusFailed, Supported: true, PaymentID: "pay_2", MerchantReference: "ORD-2", Amount: 500, Currency: "CNY", FailureCode: "card_declined", FailureMessage: "no"}},
+		{"refund carries the cumulative refunded total",
+			`{"id":"evt_3","type":"refund.succeeded","created":1758456000,"data":{"object":{"id":"re_1","object":"refund","payment":"pay_1","out_trade_no":"ORD-1","amount":300,"currency":"CNY","status":"succeeded","payment_amount_refunded":500}}}`,
+			provider.Event{ID: "evt_3", Type: "refund.succeeded", Status: provider.StatusRefund, Supported: true, PaymentID: "pay_1", MerchantReference: "ORD-1", Amount: 300, Currency: "CNY", RefundedTotal: 500}},
+		{"dispute names the payment",
+			`{"id":"evt_4","type":"dispute.created","created":1758456000,"data":{"object":{"id":"dp_1","object":"dispute","payment":"pay_1","out_trade_no":"ORD-1","amount":990,"currency":"CNY","reason":"fraudulent"}}}`,
+			provider.Event{ID: "evt_4", Type: "dispute.created", Status: provider.StatusDispute, Supported: true, PaymentID: "pay_1", MerchantReference: "ORD-1", Amount: 990, Currency: "CNY", FailureCode: "fraudulent"}},
+		{"unknown type parses unsupported",
+			`{"id":"evt_5","type":"customer.updated","created":1758456000,"data":{"object":{"weird":true}}}`,
+			provider.Event{ID: "evt_5", Type: "customer.updated"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := kukopay.ParseEvent([]byte(tt.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got.Raw) != tt.raw {
+				t.Error("Raw is not the exact input")
+			}
+			if !got.OccurredAt.Equal(time.Unix(1758456000, 0)) {
+				t.Errorf("OccurredAt = %v", got.OccurredAt)
+			}
+			got.Raw, got.OccurredAt = nil, time.Time{}
+			if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", tt.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+	for _, bad := range []string{``, `[]`, `{"id":"e"}`, `{"type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded","data":{"object":[1]}}`, `{"id":"e","type":"payment.succeeded","created":"x"}`} {
+		t.Run("malformed "+bad, func(t *testing.T) {
+			if _, err := kukopay.ParseEvent([]byte(bad)); !errors.Is(err, provider.ErrMalformedEvent) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+func FuzzParseSignatureHeader(f *testing.F) {
+	ts := now.Unix()
+	for _, s := range []string{hdr(now, newKey), hdr(now, oldKey, newKey), fmt.Sprintf("v1=ab,t=%d", ts), "t=1,v0=x,v1=", "", ",,,", "t=,v1=", "t=-1", "t=+5,v1=a", "t=99999999999999999999,v1=a", "=,=", "t=1=2,v1=3=4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		ps, err := kukopay.ParseSignatureHeader(h)
+		if err != nil {
+			if !errors.Is(err, provider.ErrInvalidSignature) {
+				t.Fatalf("error not classified: %v", err)
+			}
+			return
+		}
+		if ps.Timestamp < 0 {
+			t.Fatalf("negative timestamp from %q", h)
+		}
+		// Verification must not panic either, and a fuzzed header never verifies
+		// against a secret it could not know.
+		if err := kukopay.Verify(h, body, [][]byte{[]byte("fuzz-secret-unknown")}, time.Minute, now); err == nil {
+			t.Fatalf("header %q verified", h)
+		}
+	})
+}
+
+func FuzzParseEvent(f *testing.F) {
+	f.Add([]byte(body))
+	f.Add([]byte(`{"id":"evt_3","type":"refund.succeeded","created":1,"data":{"object":{"payment":"p","amount":1,"payment_amount_refunded":2}}}`))
+	f.Add([]byte(`{"id":"e","type":"dispute.created","data":{"object":null}}`))
+	f.Add([]byte(`{"id":"e","type":"x.y","created":-9223372036854775808,"data":{"object":"s"}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, err := kukopay.ParseEvent(b)
+		if err != nil {
+			if !errors.Is(err, provider.ErrMalformedEvent) {
+				t.Fatalf("error not classified: %v", err)
+			}
+			return
+		}
+		if ev.ID == "" || ev.Type == "" || string(ev.Raw) != string(b) {
+			t.Fatalf("accepted event without id/type or altered raw: %+v", ev)
+		}
+		if ev.Supported == (ev.Status == "") {
+			t.Fatalf("supported=%v with status %q", ev.Supported, ev.Status)
+		}
+	})
+}

@@ -1,0 +1,123 @@
+package kukopay
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// ParsedSignature is the content of an X-KukoPay-Signature header.
+type ParsedSignature struct {
+	Timestamp int64    // t=, unix seconds
+	V1        []string // every v1= value, in order; more than one during a key rotation
+}
+
+// maxSignatureHeader bounds the work spent on a hostile header.
+const maxSignatureHeader = 4096
+
+// ParseSignatureHeader parses "t=<unix>,v1=<hex>[,v1=<hex>...]". Fields may come in any
+// order and unknown schemes (v0=, v2=) are ignored, so KukoPay can add schemes without
+// breaking receivers. Every v1 is kept: collapsing them into a map would keep only the
+// last one and break verification during a rotation.
+func ParseSignatureHeader(h string) (ParsedSignature, error) {
+	var ps ParsedSignature
+	if strings.TrimSpace(h) == "" {
+		return ps, provider.SignatureError(provider.ErrMissingHeader, HeaderSignature)
+	}
+	if len(h) > maxSignatureHeader {
+		return ps, provider.SignatureError(provider.ErrMalformedHeader, "header too long")
+	}
+	seenT := false
+	for _, item := range strings.Split(h, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(item, "=")
+		if !ok {
+			return ParsedSignature{}, provider.SignatureError(provider.ErrMalformedHeader, "field without '='")
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch k {
+		case "t":
+			if seenT {
+				// Two timestamps make the signed string ambiguous.
+				return ParsedSignature{}, provider.SignatureError(provider.ErrMalformedHeader, "more than one t")
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 || v[0] == '+' {
+				return ParsedSignature{}, provider.SignatureError(provider.ErrMalformedHeader, "t is not a unix timestamp")
+			}
+			ps.Timestamp, seenT = n, true
+		case "v1":
+			if v != "" {
+				ps.V1 = append(ps.V1, v)
+			}
+		}
+	}
+	if !seenT {
+		return ParsedSignature{}, provider.SignatureError(provider.ErrMalformedHeader, "no t")
+	}
+	return ps, nil
+}
+
+// Sign returns the v1 signature: hex(HMAC-SHA256(secret, "<t>.<raw body>")).
+func Sign(secret []byte, t int64, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(strconv.FormatInt(t, 10)))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// SignatureHeaderValue builds the header KukoPay sends: one v1 per secret, as during a
+// rotation when both the old and the new secret sign.
+func SignatureHeaderValue(t time.Time, body []byte, secrets ...[]byte) string {
+	ts := t.Unix()
+	var b strings.Builder
+	b.WriteString("t=")
+	b.WriteString(strconv.FormatInt(ts, 10))
+	for _, s := range secrets {
+		b.WriteString(",v1=")
+		b.WriteString(Sign(s, ts, body))
+	}
+	return b.String()
+}
+
+// Verify checks header against body. Every v1 is compared with every secret in
+// constant time; then the timestamp must be within ±tolerance of now (both directions).
+func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duration, now time.Time) error {
+	ps, err := ParseSignatureHeader(header)
+	if err != nil {
+		return err
+	}
+	if len(ps.V1) == 0 {
+		return provider.SignatureError(provider.ErrNoMatchingSignature, "no v1 signature in header")
+	}
+	if len(secrets) == 0 {
+		return provider.SignatureError(provider.ErrNoMatchingSignature, "no secrets configured")
+	}
+	matched := false
+	for _, secret := range secrets {
+		want := []byte(Sign(secret, ps.Timestamp, body))
+		for _, got := range ps.V1 {
+			// Lowercase so an upper-case hex sender still matches; hmac.Equal keeps the
+			// comparison constant-time.
+			if hmac.Equal(want, []byte(strings.ToLower(got))) {
+				matched = true
+			}
+		}
+	}
+	if !matched {
+		return provider.SignatureError(provider.ErrNoMatchingSignature, "")
+	}
+	if !provider.WithinTolerance(time.Unix(ps.Timestamp, 0), now, tolerance) {
+		return provider.SignatureError(provider.ErrTimestampTolerance, "t="+strconv.FormatInt(ps.Timestamp, 10))
+	}
+	return nil
+}

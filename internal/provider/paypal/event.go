@@ -1,0 +1,91 @@
+package paypal
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// ParseEvent decodes one PayPal webhook event. Unknown event types parse with
+// Supported=false as long as the envelope is sound.
+func ParseEvent(raw []byte) (provider.Event, error) {
+	var e WebhookEvent
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return provider.Event{}, provider.MalformedEvent("paypal event is not a JSON event object", err)
+	}
+	if e.ID == "" || e.EventType == "" {
+		return provider.Event{}, provider.MalformedEvent("paypal event lacks id or event_type", nil)
+	}
+	ev := provider.Event{ID: e.ID, Type: e.EventType, Raw: append([]byte(nil), raw...)}
+	if t, err := time.Parse(time.RFC3339, e.CreateTime); err == nil {
+		ev.OccurredAt = t.UTC()
+	}
+	ev.Status, ev.Supported = MapEventType(e.EventType)
+	if !ev.Supported {
+		return ev, nil
+	}
+	if len(e.Resource) == 0 || string(e.Resource) == "null" {
+		return provider.Event{}, provider.MalformedEvent("paypal event "+e.ID+" has no resource", nil)
+	}
+	var err error
+	switch ev.Status {
+	case provider.StatusSucceeded, provider.StatusFailed, provider.StatusProcessing:
+		var c Capture
+		if err = json.Unmarshal(e.Resource, &c); err == nil {
+			ev.MerchantReference = firstNonEmpty(c.InvoiceID, c.CustomID)
+			if c.SupplementaryData != nil {
+				ev.PaymentID = c.SupplementaryData.RelatedIDs.OrderID
+			}
+			ev.Currency = c.Amount.CurrencyCode
+			ev.Amount, err = ParseAmount(c.Amount.Value, c.Amount.CurrencyCode)
+			if c.StatusDetails != nil {
+				ev.FailureCode = c.StatusDetails.Reason
+			}
+		}
+	case provider.StatusRefund:
+		var r Refund
+		if err = json.Unmarshal(e.Resource, &r); err == nil {
+			ev.MerchantReference = firstNonEmpty(r.InvoiceID, r.CustomID)
+			if r.SupplementaryData != nil {
+				ev.PaymentID = r.SupplementaryData.RelatedIDs.OrderID
+			}
+			ev.Currency = r.Amount.CurrencyCode
+			ev.Amount, err = ParseAmount(r.Amount.Value, r.Amount.CurrencyCode)
+			if err == nil && r.SellerPayableBreakdown != nil && r.SellerPayableBreakdown.TotalRefundedAmount != nil {
+				m := r.SellerPayableBreakdown.TotalRefundedAmount
+				ev.RefundedTotal, err = ParseAmount(m.Value, m.CurrencyCode)
+			} else if err == nil {
+				// Without the cumulative total, this refund is the best lower bound.
+				ev.RefundedTotal = ev.Amount
+			}
+		}
+	case provider.StatusPending:
+		var o Order
+		if err = json.Unmarshal(e.Resource, &o); err == nil {
+			p := NormalizeOrder(o)
+			ev.PaymentID, ev.MerchantReference, ev.Amount, ev.Currency = p.ID, p.MerchantReference, p.Amount, p.Currency
+		}
+	case provider.StatusDispute:
+		var d Dispute
+		if err = json.Unmarshal(e.Resource, &d); err == nil {
+			// A dispute names the capture, not the order, so only the merchant reference
+			// can find the payment.
+			for _, t := range d.DisputedTransactions {
+				if ref := firstNonEmpty(t.InvoiceNumber, t.Custom); ref != "" {
+					ev.MerchantReference = ref
+					break
+				}
+			}
+			ev.Currency = d.DisputeAmount.CurrencyCode
+			ev.FailureCode = d.Reason
+			if d.DisputeAmount.Value != "" {
+				ev.Amount, err = ParseAmount(d.DisputeAmount.Value, d.DisputeAmount.CurrencyCode)
+			}
+		}
+	}
+	if err != nil {
+		return provider.Event{}, provider.MalformedEvent("paypal event "+e.ID+" resource", err)
+	}
+	return ev, nil
+}

@@ -1,0 +1,237 @@
+package paypal_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/paypal"
+)
+
+func TestOrderStatusTable(t *testing.T) {
+	want := map[string]provider.Status{
+		"CREATED": provider.StatusPending, "SAVED": provider.StatusPending, "APPROVED": provider.StatusPending,
+		"PAYER_ACTION_REQUIRED": provider.StatusPending, "VOIDED": provider.StatusFailed, "EXPIRED": provider.StatusExpired,
+	}
+	table := paypal.OrderStatuses()
+	if len(table) != len(want) {
+		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
+	}
+	for raw, st := range want {
+		t.Run(fmt.Sprintf("order %s is %s", raw, st), func(t *testing.T) {
+			got, rawOut := paypal.MapOrderStatus(paypal.Order{Status: raw})
+			if got != st || rawOut != raw || table[raw] != st {
+				t.Fatalf("got %s %q, table %s", got, rawOut, table[raw])
+			}
+		})
+	}
+	t.Run("an unlisted order status is Unknown", func(t *testing.T) {
+		if got, _ := paypal.MapOrderStatus(paypal.Order{Status: "NEW_THING"}); got != provider.StatusUnknown {
+			t.Fatal(got)
+		}
+	})
+}
+
+func completed(captures ...string) paypal.Order {
+	var cs []paypal.Capture
+	for _, c := range captures {
+		cs = append(cs, paypal.Capture{Status: c, Amount: paypal.Money{CurrencyCode: "USD", Value: "10.00"}})
+	}
+	return paypal.Order{Status: "COMPLETED", PurchaseUnits: []paypal.PurchaseUnit{{Amount: paypal.Money{CurrencyCode: "USD", Value: "10.00"}, Payments: &paypal.Payments{Captures: cs}}}}
+}
+
+func TestCaptureStatusTable(t *testing.T) {
+	want := map[string]provider.Status{
+		"COMPLETED": provider.StatusSucceeded, "DECLINED": provider.StatusFailed, "FAILED": provider.StatusFailed,
+		"PENDING": provider.StatusProcessing, "REFUNDED": provider.StatusRefund, "PARTIALLY_REFUNDED": provider.StatusRefund,
+	}
+	table := paypal.CaptureStatuses()
+	if len(table) != len(want) {
+		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
+	}
+	for raw, st := range want {
+		t.Run(fmt.Sprintf("COMPLETED order with %s capture is %s", raw, st), func(t *testing.T) {
+			got, rawOut := paypal.MapOrderStatus(completed(raw))
+			if got != st || rawOut != "COMPLETED/"+raw || table[raw] != st {
+				t.Fatalf("got %s %q", got, rawOut)
+			}
+		})
+	}
+	t.Run("COMPLETED order without a capture is Unknown, not paid", func(t *testing.T) {
+		if got, raw := paypal.MapOrderStatus(completed()); got != provider.StatusUnknown || raw != "COMPLETED/" {
+			t.Fatal(got, raw)
+		}
+	})
+	t.Run("the last capture decides", func(t *testing.T) {
+		if got, _ := paypal.MapOrderStatus(completed("DECLINED", "COMPLETED")); got != provider.StatusSucceeded {
+			t.Fatal(got)
+		}
+	})
+	t.Run("an unlisted capture status is Unknown", func(t *testing.T) {
+		if got, _ := paypal.MapOrderStatus(completed("ON_HOLD")); got != provider.StatusUnknown {
+			t.Fatal(got)
+		}
+	})
+}
+
+func TestEventTypeTable(t *testing.T) {
+	want := map[string]provider.Status{
+		"PAYMENT.CAPTURE.COMPLETED": provider.StatusSucceeded, "PAYMENT.CAPTURE.DENIED": provider.StatusFailed,
+		"PAYMENT.CAPTURE.DECLINED": provider.StatusFailed, "PAYMENT.CAPTURE.PENDING": provider.StatusProcessing,
+		"PAYMENT.CAPTURE.REFUNDED": provider.StatusRefund, "CHECKOUT.ORDER.APPROVED": provider.StatusPending,
+		"CUSTOMER.DISPUTE.CREATED": provider.StatusDispute,
+	}
+	table := paypal.EventStatuses()
+	if len(table) != len(want) {
+		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
+	}
+	for typ, st := range want {
+		t.Run(fmt.Sprintf("%s is supported as %s", typ, st), func(t *testing.T) {
+			if got, ok := paypal.MapEventType(typ); !ok || got != st {
+				t.Fatalf("got %s %v", got, ok)
+			}
+		})
+	}
+	t.Run("BILLING.SUBSCRIPTION.CREATED is acknowledged but not acted on", func(t *testing.T) {
+		if _, ok := paypal.MapEventType("BILLING.SUBSCRIPTION.CREATED"); ok {
+			t.Fatal("supported")
+		}
+	})
+}
+
+func TestAmounts(t *testing.T) {
+	tests := []struct {
+		minor    int64
+		currency string
+		decimal  string
+	}{
+		{1999, "USD", "19.99"}, {5, "USD", "0.05"}, {100, "EUR", "1.00"}, {1999, "JPY", "1999"},
+		{1234, "KWD", "1.234"}, {0, "USD", "0.00"}, {-150, "USD", "-1.50"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d %s is %s", tt.minor, tt.currency, tt.decimal), func(t *testing.T) {
+			if got := paypal.FormatAmount(tt.minor, tt.currency); got != tt.decimal {
+				t.Fatalf("format: %s", got)
+			}
+			if got, err := paypal.ParseAmount(tt.decimal, tt.currency); err != nil || got != tt.minor {
+				t.Fatalf("parse: %d %v", got, err)
+			}
+		})
+	}
+	for _, bad := range []struct{ v, c string }{{"1.999", "USD"}, {"1.5", "JPY"}, {"abc", "USD"}, {"", "USD"}, {"1.", "USD"}, {".5", "USD"}, {"99999999999999999999", "USD"}} {
+		t.Run("rejects "+bad.v+" "+bad.c, func(t *testing.T) {
+			if _, err := paypal.ParseAmount(bad.v, bad.c); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	if got, _ := paypal.ParseAmount("10.5", "USD"); got != 1050 {
+		t.Errorf("short fraction: %d", got)
+	}
+}
+
+func TestNormalizeOrderUsesCapturedAmountAndRefunds(t *testing.T) {
+	o := paypal.Order{ID: "O1", Status: "COMPLETED", PurchaseUnits: []paypal.PurchaseUnit{{
+		InvoiceID: "ref-1", Amount: paypal.Money{CurrencyCode: "USD", Value: "20.00"},
+		Payments: &paypal.Payments{
+			Captures: []paypal.Capture{{ID: "C1", Status: "PARTIALLY_REFUNDED", Amount: paypal.Money{CurrencyCode: "USD", Value: "19.00"}}},
+			Refunds:  []paypal.Refund{{Status: "COMPLETED", Amount: paypal.Money{CurrencyCode: "USD", Value: "5.00"}}, {Status: "FAILED", Amount: paypal.Money{CurrencyCode: "USD", Value: "1.00"}}},
+		},
+	}}}
+	p := paypal.NormalizeOrder(o)
+	if p.ID != "O1" || p.MerchantReference != "ref-1" || p.Status != provider.StatusRefund || p.Amount != 1900 || p.RefundedTotal != 500 || p.RawStatus != "COMPLETED/PARTIALLY_REFUNDED" {
+		t.Fatalf("%+v", p)
+	}
+}
+
+func TestParseEvent(t *testing.T) {
+	tests := []struct {
+		name, raw string
+		want      provider.Event
+	}{
+		{"capture completed names the order", `{"id":"WH-1","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"id":"C1","status":"COMPLETED","amount":{"currency_code":"USD","value":"19.99"},"invoice_id":"ref-1","supplementary_data":{"related_ids":{"order_id":"O1"}}}}`,
+			provider.Event{ID: "WH-1", Type: "PAYMENT.CAPTURE.COMPLETED", Status: provider.StatusSucceeded, Supported: true, PaymentID: "O1", MerchantReference: "ref-1", Amount: 1999, Currency: "USD"}},
+		{"capture denied carries the reason", `{"id":"WH-2","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.CAPTURE.DENIED","resource":{"id":"C1","status":"DECLINED","status_details":{"reason":"DECLINED_BY_RISK_FRAUD_FILTERS"},"amount":{"currency_code":"USD","value":"1.00"},"custom_id":"ref-2"}}`,
+			provider.Event{ID: "WH-2", Type: "PAYMENT.CAPTURE.DENIED", Status: provider.StatusFailed, Supported: true, MerchantReference: "ref-2", Amount: 100, Currency: "USD", FailureCode: "DECLINED_BY_RISK_FRAUD_FILTERS"}},
+		{"refund carries the cumulative total", `{"id":"WH-3","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.CAPTURE.REFUNDED","resource":{"id":"R1","status":"COMPLETED","amount":{"currency_code":"JPY","value":"300"},"invoice_id":"ref-3","seller_payable_breakdown":{"total_refunded_amount":{"currency_code":"JPY","value":"500"}},"supplementary_data":{"related_ids":{"order_id":"O3"}}}}`,
+			provider.Event{ID: "WH-3", Type: "PAYMENT.CAPTURE.REFUNDED", Status: provider.StatusRefund, Supported: true, PaymentID: "O3", MerchantReference: "ref-3", Amount: 300, Currency: "JPY", RefundedTotal: 500}},
+		{"order approved is pending", `{"id":"WH-4","create_time":"2026-09-21T12:00:00Z","event_type":"CHECKOUT.ORDER.APPROVED","resource":{"id":"O4","status":"APPROVED","purchase_units":[{"invoice_id":"ref-4","amount":{"currency_code":"EUR","value":"2.50"}}]}}`,
+			provider.Event{ID: "WH-4", Type: "CHECKOUT.ORDER.APPROVED", Status: provider.StatusPending, Supported: true, PaymentID: "O4", MerchantReference: "ref-4", Amount: 250, Currency: "EUR"}},
+		{"dispute is found by invoice number", `{"id":"WH-5","create_time":"2026-09-21T12:00:00Z","event_type":"CUSTOMER.DISPUTE.CREATED","resource":{"dispute_id":"PP-D-1","reason":"MERCHANDISE_OR_SERVICE_NOT_RECEIVED","dispute_amount":{"currency_code":"USD","value":"19.99"},"disputed_transactions":[{"seller_transaction_id":"C1","invoice_number":"ref-1"}]}}`,
+			provider.Event{ID: "WH-5", Type: "CUSTOMER.DISPUTE.CREATED", Status: provider.StatusDispute, Supported: true, MerchantReference: "ref-1", Amount: 1999, Currency: "USD", FailureCode: "MERCHANDISE_OR_SERVICE_NOT_RECEIVED"}},
+		{"unknown type parses unsupported", `{"id":"WH-6","create_time":"2026-09-21T12:00:00Z","event_type":"BILLING.PLAN.CREATED","resource":{"id":"P"}}`,
+			provider.Event{ID: "WH-6", Type: "BILLING.PLAN.CREATED"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := paypal.ParseEvent([]byte(tt.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got.Raw) != tt.raw || !got.OccurredAt.Equal(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)) {
+				t.Errorf("raw or time wrong: %v", got.OccurredAt)
+			}
+			got.Raw, got.OccurredAt = nil, time.Time{}
+			if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", tt.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+	for _, bad := range []string{``, `{}`, `{"id":"x"}`, `{"id":"x","event_type":"PAYMENT.CAPTURE.COMPLETED"}`, `{"id":"x","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"amount":{"currency_code":"USD","value":"1.234"}}}`} {
+		t.Run("malformed "+bad, func(t *testing.T) {
+			if _, err := paypal.ParseEvent([]byte(bad)); !errors.Is(err, provider.ErrMalformedEvent) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+func FuzzParseTransmissionHeaders(f *testing.F) {
+	f.Add("8b6c3f4e-1a2b", "2026-09-21T12:00:00Z", "c2ln", "https://api.paypal.com/v1/notifications/certs/CERT", "SHA256withRSA")
+	f.Add("", "", "", "", "")
+	f.Add("id", "not a time", "sig", "u", "a")
+	f.Add("id", "2026-09-21T12:00:00+99:00", "sig", "u", "a")
+	f.Fuzz(func(t *testing.T, id, ts, sig, cert, algo string) {
+		h := http.Header{}
+		h.Set(paypal.HeaderTransmissionID, id)
+		h.Set(paypal.HeaderTransmissionTime, ts)
+		h.Set(paypal.HeaderTransmissionSig, sig)
+		h.Set(paypal.HeaderCertURL, cert)
+		h.Set(paypal.HeaderAuthAlgo, algo)
+		tr, err := paypal.ParseTransmissionHeaders(h)
+		if err != nil {
+			if !errors.Is(err, provider.ErrInvalidSignature) {
+				t.Fatalf("error not classified: %v", err)
+			}
+			return
+		}
+		if tr.ID == "" || tr.Sig == "" || tr.CertURL == "" || tr.AuthAlgo == "" || tr.Time != ts {
+			t.Fatalf("accepted incomplete headers: %+v", tr)
+		}
+		if _, err := paypal.VerifyRequestBody(tr, "WH1", []byte(`{"id":"e"}`)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func FuzzParseEvent(f *testing.F) {
+	f.Add([]byte(`{"id":"WH-1","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"amount":{"currency_code":"USD","value":"19.99"}}}`))
+	f.Add([]byte(`{"id":"WH-3","event_type":"PAYMENT.CAPTURE.REFUNDED","resource":{"amount":{"currency_code":"USD","value":"1"},"seller_payable_breakdown":{"total_refunded_amount":null}}}`))
+	f.Add([]byte(`{"id":"WH-5","event_type":"CUSTOMER.DISPUTE.CREATED","resource":{"disputed_transactions":[{}]}}`))
+	f.Add([]byte(`{"id":"WH-4","event_type":"CHECKOUT.ORDER.APPROVED","resource":{"purchase_units":[]}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, err := paypal.ParseEvent(b)
+		if err != nil {
+			if !errors.Is(err, provider.ErrMalformedEvent) {
+				t.Fatalf("error not classified: %v", err)
+			}
+			return
+		}
+		if ev.ID == "" || ev.Type == "" || string(ev.Raw) != string(b) || ev.Supported == (ev.Status == "") {
+			t.Fatalf("bad event %+v", ev)
+		}
+	})
+}

@@ -1,0 +1,146 @@
+package paypal
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// Transmission is the set of PAYPAL-* headers that accompany a webhook.
+type Transmission struct {
+	ID, Time, Sig, CertURL, AuthAlgo string
+	At                               time.Time // Time parsed
+}
+
+// maxHeaderLen bounds each header value passed on to the verification API.
+const maxHeaderLen = 2048
+
+// ParseTransmissionHeaders extracts the five headers. Every one is required: PayPal's
+// API would reject the request anyway, and not calling it saves a round trip on junk.
+func ParseTransmissionHeaders(h http.Header) (Transmission, error) {
+	t := Transmission{
+		ID: provider.HeaderValue(h, HeaderTransmissionID), Time: provider.HeaderValue(h, HeaderTransmissionTime), Sig: provider.HeaderValue(h, HeaderTransmissionSig),
+		CertURL: provider.HeaderValue(h, HeaderCertURL), AuthAlgo: provider.HeaderValue(h, HeaderAuthAlgo),
+	}
+	for _, f := range []struct{ name, v string }{
+		{HeaderTransmissionID, t.ID}, {HeaderTransmissionTime, t.Time}, {HeaderTransmissionSig, t.Sig},
+		{HeaderCertURL, t.CertURL}, {HeaderAuthAlgo, t.AuthAlgo},
+	} {
+		if f.v == "" {
+			return Transmission{}, provider.SignatureError(provider.ErrMissingHeader, f.name)
+		}
+		if len(f.v) > maxHeaderLen {
+			return Transmission{}, provider.SignatureError(provider.ErrMalformedHeader, f.name+" too long")
+		}
+	}
+	at, err := time.Parse(time.RFC3339, t.Time)
+	if err != nil {
+		return Transmission{}, provider.SignatureError(provider.ErrMalformedHeader, HeaderTransmissionTime+" is not RFC 3339")
+	}
+	t.At = at
+	return t, nil
+}
+
+// VerifyWebhook implements provider.Provider by asking PayPal. secrets are not used:
+// PayPal signs with its own certificate and the account is identified by the
+// configured webhook id. The transmission time is checked against ±tolerance locally
+// first, because PayPal's API answers SUCCESS for a replayed request.
+func (a *Adapter) VerifyWebhook(ctx context.Context, h http.Header, rawBody []byte, _ [][]byte, tolerance time.Duration, now time.Time) (string, error) {
+	t, err := ParseTransmissionHeaders(h)
+	if err != nil {
+		return provider.SchemePayPal, err
+	}
+	if a.webhookID == "" {
+		return provider.SchemePayPal, provider.SignatureError(provider.ErrNoMatchingSignature, "no paypal webhook id configured")
+	}
+	if !json.Valid(rawBody) {
+		return provider.SchemePayPal, provider.SignatureError(provider.ErrNoMatchingSignature, "body is not JSON, so PayPal did not sign it")
+	}
+	if !provider.WithinTolerance(t.At, now, tolerance) {
+		return provider.SchemePayPal, provider.SignatureError(provider.ErrTimestampTolerance, HeaderTransmissionTime+"="+t.Time)
+	}
+	body, err := VerifyRequestBody(t, a.webhookID, rawBody)
+	if err != nil {
+		return provider.SchemePayPal, provider.SignatureError(provider.ErrMalformedHeader, err.Error())
+	}
+	var out VerifyResponse
+	err = a.do(ctx, provider.Request{Op: "verify webhook", Method: http.MethodPost, Path: "/v1/notifications/verify-webhook-signature", RawJSON: body}, &out)
+	if err != nil {
+		var pe *provider.Error
+		// PayPal answers 400 when the transmission fields are not even well-formed:
+		// that is a forged or mangled request, not an outage.
+		if errors.As(err, &pe) && (pe.StatusCode == http.StatusBadRequest || pe.StatusCode == http.StatusUnprocessableEntity) {
+			return provider.SchemePayPal, fmt.Errorf("%w: %w: %w", provider.ErrInvalidSignature, provider.ErrNoMatchingSignature, err)
+		}
+		return provider.SchemePayPal, err
+	}
+	if out.VerificationStatus != VerificationSuccess {
+		return provider.SchemePayPal, provider.SignatureError(provider.ErrNoMatchingSignature, "verification_status "+strconv.Quote(out.VerificationStatus))
+	}
+	return provider.SchemePayPal, nil
+}
+
+// VerifyRequestBody builds the verify-webhook-signature body with rawEvent spliced in
+// byte for byte: encoding/json would compact and re-escape a json.RawMessage, and
+// PayPal checks the signature against the event as it sent it.
+func VerifyRequestBody(t Transmission, webhookID string, rawEvent []byte) ([]byte, error) {
+	head, err := json.Marshal(struct {
+		AuthAlgo         string `json:"auth_algo"`
+		CertURL          string `json:"cert_url"`
+		TransmissionID   string `json:"transmission_id"`
+		TransmissionSig  string `json:"transmission_sig"`
+		TransmissionTime string `json:"transmission_time"`
+		WebhookID        string `json:"webhook_id"`
+	}{t.AuthAlgo, t.CertURL, t.ID, t.Sig, t.Time, webhookID})
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.Write(head[:len(head)-1])
+	b.WriteString(`,"webhook_event":`)
+	b.Write(rawEvent)
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// SimAuthAlgo is the PAYPAL-AUTH-ALGO paysim sends. Real PayPal signs with
+// SHA256withRSA and a certificate; paysim signs with an HMAC it can check itself in its
+// verify-webhook-signature endpoint, and says so instead of pretending to be RSA.
+const SimAuthAlgo = "PAYSIMHMACSHA256"
+
+// SignTransmission is paysim's transmission signature: base64(HMAC-SHA256(secret,
+// "<transmission id>|<transmission time>|<webhook id>|<crc32 of body>")), the same
+// signed string PayPal uses, with an HMAC in place of RSA.
+func SignTransmission(secret []byte, transmissionID, transmissionTime, webhookID string, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	fmt.Fprintf(m, "%s|%s|%s|%d", transmissionID, transmissionTime, webhookID, crc32.ChecksumIEEE(body))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// CheckTransmission is the check behind paysim's verify-webhook-signature endpoint:
+// true when any secret produced req.TransmissionSig for req.WebhookEvent.
+func CheckTransmission(req VerifyRequest, secrets [][]byte) bool {
+	got, err := base64.StdEncoding.DecodeString(req.TransmissionSig)
+	if err != nil {
+		return false
+	}
+	ok := false
+	for _, s := range secrets {
+		want, _ := base64.StdEncoding.DecodeString(SignTransmission(s, req.TransmissionID, req.TransmissionTime, req.WebhookID, req.WebhookEvent))
+		if hmac.Equal(want, got) {
+			ok = true
+		}
+	}
+	return ok
+}

@@ -1,0 +1,123 @@
+package paypal_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/paypal"
+)
+
+// The PayPal scheme is verified by PayPal's API, so these vectors run against paysim's
+// verify-webhook-signature endpoint over real HTTP.
+func TestSignatureVectors(t *testing.T) {
+	sim := paysim.New(paysim.Options{})
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { sim.Close(); srv.Close() })
+	oldSecret, newSecret := []byte("pp-old"), []byte("pp-new")
+	if err := sim.SetWebhookTarget(paysim.PayPal, "", newSecret); err != nil {
+		t.Fatal(err)
+	}
+	a, err := paypal.New(provider.Config{
+		Name: "ns/pp", APIURL: srv.URL + "/paypal", WebhookID: sim.PayPalWebhookID(),
+		Credentials: map[string][]byte{"clientID": []byte("id"), "clientSecret": []byte("secret")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	// Whitespace and an HTML character must survive the round trip: PayPal signs the
+	// event as sent, so it must be passed on byte for byte.
+	body := []byte(`{"id":"WH-1", "event_type":"PAYMENT.CAPTURE.COMPLETED","summary":"a < b & c","resource":{}}`)
+	signed := func(secret []byte, at time.Time, b []byte) http.Header {
+		ts := at.Format(time.RFC3339)
+		h := http.Header{}
+		h.Set(paypal.HeaderTransmissionID, "tx-1")
+		h.Set(paypal.HeaderTransmissionTime, ts)
+		h.Set(paypal.HeaderTransmissionSig, paypal.SignTransmission(secret, "tx-1", ts, sim.PayPalWebhookID(), b))
+		h.Set(paypal.HeaderCertURL, "https://paysim.invalid/cert")
+		h.Set(paypal.HeaderAuthAlgo, paypal.SimAuthAlgo)
+		return h
+	}
+	edit := func(h http.Header, f func(http.Header)) http.Header { h = h.Clone(); f(h); return h }
+	lower := http.Header{}
+	for k, v := range signed(newSecret, now, body) {
+		lower[strings.ToLower(k)] = v
+	}
+
+	tests := []struct {
+		name       string
+		h          http.Header
+		body       []byte
+		simSecrets [][]byte
+		reason     error // nil = valid
+		callsAPI   bool
+	}{
+		{"valid", signed(newSecret, now, body), body, nil, nil, true},
+		{"tampered body", signed(newSecret, now, body), []byte(strings.Replace(string(body), "WH-1", "WH-2", 1)), nil, provider.ErrNoMatchingSignature, true},
+		{"wrong secret", signed([]byte("attacker"), now, body), body, nil, provider.ErrNoMatchingSignature, true},
+		{"second of two configured secrets is the valid one", signed(newSecret, now, body), body, [][]byte{[]byte("unrelated"), newSecret}, nil, true},
+		{"only the old secret valid during rotation", signed(oldSecret, now, body), body, [][]byte{oldSecret, newSecret}, nil, true},
+		{"timestamp six minutes old is rejected without calling PayPal", signed(newSecret, now.Add(-6*time.Minute), body), body, nil, provider.ErrTimestampTolerance, false},
+		{"timestamp six minutes in the future is rejected without calling PayPal", signed(newSecret, now.Add(6*time.Minute), body), body, nil, provider.ErrTimestampTolerance, false},
+		{"missing header is rejected without calling PayPal", edit(signed(newSecret, now, body), func(h http.Header) { h.Del(paypal.HeaderTransmissionSig) }), body, nil, provider.ErrMissingHeader, false},
+		{"malformed transmission time is rejected without calling PayPal", edit(signed(newSecret, now, body), func(h http.Header) { h.Set(paypal.HeaderTransmissionTime, "yesterday") }), body, nil, provider.ErrMalformedHeader, false},
+		{"header names in another case and order", lower, body, nil, nil, true},
+		{"unknown auth algorithm fails verification", edit(signed(newSecret, now, body), func(h http.Header) { h.Set(paypal.HeaderAuthAlgo, "MD5withRSA") }), body, nil, provider.ErrNoMatchingSignature, true},
+		{"body that is not JSON is rejected without calling PayPal", signed(newSecret, now, []byte("nope")), []byte("nope"), nil, provider.ErrNoMatchingSignature, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			secrets := tt.simSecrets
+			if secrets == nil {
+				secrets = [][]byte{newSecret}
+			}
+			_ = sim.SetWebhookTarget(paysim.PayPal, "", secrets...)
+			before := sim.Counters().VerifyCalls
+			scheme, err := a.VerifyWebhook(context.Background(), tt.h, tt.body, nil, 5*time.Minute, now)
+			if scheme != provider.SchemePayPal {
+				t.Errorf("scheme %q", scheme)
+			}
+			if called := sim.Counters().VerifyCalls > before; called != tt.callsAPI {
+				t.Errorf("verify API called: %v", called)
+			}
+			if tt.reason == nil {
+				if err != nil {
+					t.Fatalf("want valid: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, tt.reason) {
+				t.Fatalf("err = %v, want %v", err, tt.reason)
+			}
+		})
+	}
+
+	t.Run("verification API outage is retryable, not an invalid signature", func(t *testing.T) {
+		_ = sim.SetWebhookTarget(paysim.PayPal, "", newSecret)
+		sim.SetFaults(paysim.Faults{ServerErrorRate: 1})
+		defer sim.SetFaults(paysim.Faults{})
+		_, err := a.VerifyWebhook(context.Background(), signed(newSecret, now, body), body, nil, 5*time.Minute, now)
+		if errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, provider.ErrRetryable) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("no webhook id configured cannot verify", func(t *testing.T) {
+		b, _ := paypal.New(provider.Config{Name: "ns/pp", APIURL: srv.URL + "/paypal", Credentials: map[string][]byte{"clientID": []byte("id"), "clientSecret": []byte("s")}})
+		if _, err := b.VerifyWebhook(context.Background(), signed(newSecret, now, body), body, nil, 5*time.Minute, now); !errors.Is(err, provider.ErrInvalidSignature) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestNewRequiresCredentials(t *testing.T) {
+	if _, err := paypal.New(provider.Config{Name: "ns/pp", APIURL: "http://x", Credentials: map[string][]byte{"clientID": []byte("id")}}); err == nil {
+		t.Fatal("missing clientSecret accepted")
+	}
+}

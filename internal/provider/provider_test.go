@@ -1,0 +1,352 @@
+package provider_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+var now = time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
+
+func TestParseRetryAfter(t *testing.T) {
+	tests := []struct {
+		name   string
+		in     string
+		want   time.Duration
+		wantOK bool
+	}{
+		{"delay-seconds", "120", 120 * time.Second, true},
+		{"zero seconds means retry now", "0", 0, true},
+		{"surrounding spaces are ignored", "  7 ", 7 * time.Second, true},
+		{"HTTP-date in the future", "Mon, 21 Sep 2026 12:00:30 GMT", 30 * time.Second, true},
+		{"HTTP-date in the past is retry now", "Mon, 21 Sep 2026 11:00:00 GMT", 0, true},
+		{"obsolete RFC 850 date is accepted", "Monday, 21-Sep-26 12:01:00 GMT", time.Minute, true},
+		{"absurd seconds are capped at a day", "99999999999999999999", 24 * time.Hour, true},
+		{"empty is no hint", "", 0, false},
+		{"negative is no hint", "-5", 0, false},
+		{"fraction is no hint", "1.5", 0, false},
+		{"garbage is no hint", "soon", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := provider.ParseRetryAfter(tt.in, now)
+			if got != tt.want || ok != tt.wantOK {
+				t.Fatalf("ParseRetryAfter(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestProblemDecodingKeepsAsyncJobMembersAndExtensions(t *testing.T) {
+	body := `{"type":"https://example.com/probs/job-failed","title":"Job failed","status":503,"detail":"settlement down",
+	"instance":"/jobs/j1","jobId":"j1","jobStatus":"FAILED","correlationId":"c1","processingStage":"settlement",
+	"retryable":true,"retryAfter":30,"submittedAt":"2026-09-21T11:59:00Z","vendorCode":{"x":1}}`
+	p, ok := provider.DecodeProblem([]byte(body))
+	if !ok {
+		t.Fatal("not decoded")
+	}
+	if p.Type != "https://example.com/probs/job-failed" || p.Title != "Job failed" || p.Status != 503 || p.Detail != "settlement down" || p.Instance != "/jobs/j1" {
+		t.Errorf("RFC 9457 members wrong: %+v", p)
+	}
+	if p.JobID != "j1" || p.JobStatus != "FAILED" || p.CorrelationID != "c1" || p.ProcessingStage != "settlement" {
+		t.Errorf("extension members wrong: %+v", p)
+	}
+	if p.Retryable == nil || !*p.Retryable {
+		t.Errorf("retryable = %v", p.Retryable)
+	}
+	if d, ok := p.RetryAfterDelay(now); !ok || d != 30*time.Second {
+		t.Errorf("retryAfter = %v %v", d, ok)
+	}
+	if string(p.Extensions["submittedAt"]) != `"2026-09-21T11:59:00Z"` || string(p.Extensions["vendorCode"]) != `{"x":1}` {
+		t.Errorf("unknown extensions not kept: %v", p.Extensions)
+	}
+	// Round trip keeps the extensions.
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"vendorCode":{"x":1}`) || !strings.Contains(string(b), `"jobId":"j1"`) {
+		t.Errorf("marshal lost members: %s", b)
+	}
+}
+
+func TestProblemMembersOfTheWrongTypeAreIgnored(t *testing.T) {
+	p, ok := provider.DecodeProblem([]byte(`{"status":"503","retryable":"yes","title":5,"jobId":"j"}`))
+	if !ok {
+		t.Fatal("a problem with odd member types must still decode")
+	}
+	if p.Status != 0 || p.Retryable != nil || p.Title != "" || p.JobID != "j" {
+		t.Errorf("got %+v", p)
+	}
+}
+
+func TestProblemRetryAfterForms(t *testing.T) {
+	tests := []struct {
+		name, raw string
+		want      time.Duration
+		ok        bool
+	}{
+		{"number of seconds", `5`, 5 * time.Second, true},
+		{"fractional seconds", `1.5`, 1500 * time.Millisecond, true},
+		{"seconds as a string", `"12"`, 12 * time.Second, true},
+		{"RFC 3339 timestamp", `"2026-09-21T12:01:00Z"`, time.Minute, true},
+		{"HTTP-date", `"Mon, 21 Sep 2026 12:00:10 GMT"`, 10 * time.Second, true},
+		{"negative number is ignored", `-1`, 0, false},
+		{"garbage string is ignored", `"later"`, 0, false},
+		{"object is ignored", `{}`, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := provider.Problem{RetryAfter: json.RawMessage(tt.raw)}
+			got, ok := p.RetryAfterDelay(now)
+			if got != tt.want || ok != tt.ok {
+				t.Fatalf("got %v %v want %v %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestWithinToleranceBothDirections(t *testing.T) {
+	tol := 5 * time.Minute
+	for _, tt := range []struct {
+		name string
+		ts   time.Time
+		want bool
+	}{
+		{"now is inside", now, true},
+		{"exactly tolerance old is inside", now.Add(-tol), true},
+		{"six minutes old is outside", now.Add(-6 * time.Minute), false},
+		{"six minutes in the future is outside", now.Add(6 * time.Minute), false},
+		{"far future does not overflow into inside", time.Unix(1<<62, 0), false},
+		{"far past does not overflow into inside", time.Unix(-1<<62, 0), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := provider.WithinTolerance(tt.ts, now, tol); got != tt.want {
+				t.Fatalf("got %v", got)
+			}
+		})
+	}
+}
+
+func TestErrorNamesProviderAndOperation(t *testing.T) {
+	err := &provider.Error{Provider: "shop/kuko", Op: "get", Class: provider.ErrRetryable, StatusCode: 503, Detail: "down", RetryAfter: 2 * time.Second}
+	msg := err.Error()
+	for _, want := range []string{"shop/kuko", "get", "503", "down", "2s"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+	if !errors.Is(err, provider.ErrRetryable) || errors.Is(err, provider.ErrNonRetryable) {
+		t.Error("class must match exactly one sentinel")
+	}
+	if d, ok := provider.RetryAfter(err); !ok || d != 2*time.Second {
+		t.Errorf("RetryAfter = %v %v", d, ok)
+	}
+	if _, ok := provider.RetryAfter(errors.New("plain")); ok {
+		t.Error("plain errors carry no hint")
+	}
+}
+
+func newClient(t *testing.T, url string, timeout time.Duration) *provider.Client {
+	t.Helper()
+	c, err := provider.NewClient(provider.Config{Name: "ns/p", APIURL: url, Timeout: timeout, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestClientClassification runs each answer through a real HTTP round trip.
+func TestClientClassification(t *testing.T) {
+	tests := []struct {
+		name       string
+		notFound   bool
+		handler    http.HandlerFunc
+		class      error
+		retryAfter time.Duration
+	}{
+		{"500 is retryable", false, status(500, "", ""), provider.ErrRetryable, 0},
+		{"503 with Retry-After seconds is retryable with the hint", false, status(503, "7", ""), provider.ErrRetryable, 7 * time.Second},
+		{"429 with Retry-After HTTP-date is retryable with the hint", false, status(429, "Mon, 21 Sep 2026 12:00:09 GMT", ""), provider.ErrRetryable, 9 * time.Second},
+		{"408 is retryable", false, status(408, "", ""), provider.ErrRetryable, 0},
+		{"400 is not retryable", false, status(400, "", `{"error":{"code":"invalid","message":"bad"}}`), provider.ErrNonRetryable, 0},
+		{"404 on a read is not found", true, status(404, "", ""), provider.ErrNotFound, 0},
+		{"404 elsewhere is not retryable", false, status(404, "", ""), provider.ErrNonRetryable, 0},
+		{"problem retryable false beats 503", false, problem(503, `{"title":"x","retryable":false}`), provider.ErrNonRetryable, 0},
+		{"problem retryable true beats 409", false, problem(409, `{"title":"busy","retryable":true,"retryAfter":3}`), provider.ErrRetryable, 3 * time.Second},
+		{"problem retryable false keeps 404 not found", true, problem(404, `{"retryable":false,"jobId":"j"}`), provider.ErrNotFound, 0},
+		{"redirect is not followed and not retryable", false, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		}, provider.ErrNonRetryable, 0},
+		{"2xx with a broken body is retryable (outcome unknown)", false, status(200, "", "{not json"), provider.ErrRetryable, 0},
+		{"oversized body is retryable", false, func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(200)
+			_, _ = w.Write([]byte(strings.Repeat(" ", provider.MaxResponseBytes+10)))
+		}, provider.ErrRetryable, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var elsewhere atomic.Int32
+			mux := http.NewServeMux()
+			mux.HandleFunc("/x", tt.handler)
+			mux.HandleFunc("/elsewhere", func(w http.ResponseWriter, _ *http.Request) { elsewhere.Add(1); w.Write([]byte(`{}`)) })
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			var out map[string]any
+			err := newClient(t, srv.URL, time.Second).Do(context.Background(), provider.Request{Op: "get", Method: "GET", Path: "/x", NotFound: tt.notFound}, &out)
+			if !errors.Is(err, tt.class) {
+				t.Fatalf("err = %v, want class %v", err, tt.class)
+			}
+			for _, other := range []error{provider.ErrRetryable, provider.ErrNonRetryable, provider.ErrNotFound, provider.ErrUnsupported} {
+				if other != tt.class && errors.Is(err, other) {
+					t.Errorf("err also matches %v", other)
+				}
+			}
+			if d, _ := provider.RetryAfter(err); d != tt.retryAfter {
+				t.Errorf("retry after = %v, want %v", d, tt.retryAfter)
+			}
+			if elsewhere.Load() != 0 {
+				t.Error("redirect was followed")
+			}
+		})
+	}
+}
+
+func TestClientDecodesProblemOnError(t *testing.T) {
+	srv := httptest.NewServer(problem(422, `{"type":"t","title":"Invalid","jobId":"j9","correlationId":"c9","processingStage":"validation","retryable":false}`))
+	defer srv.Close()
+	err := newClient(t, srv.URL, time.Second).Do(context.Background(), provider.Request{Op: "create", Method: "POST", Path: "/jobs", JSON: map[string]int{"a": 1}}, nil)
+	var pe *provider.Error
+	if !errors.As(err, &pe) || pe.Problem == nil {
+		t.Fatalf("err = %v", err)
+	}
+	if pe.Problem.JobID != "j9" || pe.Problem.CorrelationID != "c9" || pe.Problem.ProcessingStage != "validation" || pe.StatusCode != 422 {
+		t.Errorf("problem = %+v", pe.Problem)
+	}
+	if !strings.Contains(err.Error(), "ns/p") || !strings.Contains(err.Error(), "create") {
+		t.Errorf("error does not name provider and op: %v", err)
+	}
+}
+
+func TestClientTimeoutIsRetryable(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	start := time.Now()
+	err := newClient(t, srv.URL, 50*time.Millisecond).Do(context.Background(), provider.Request{Op: "get", Method: "GET", Path: "/"}, nil)
+	if !errors.Is(err, provider.ErrRetryable) {
+		t.Fatalf("err = %v", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatal("timeout not applied")
+	}
+}
+
+func TestClientRespectsCancellation(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	err := newClient(t, srv.URL, 10*time.Second).Do(ctx, provider.Request{Op: "get", Method: "GET", Path: "/"}, nil)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, provider.ErrRetryable) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestClientDoesNotFollowRedirectsEvenWithCallerClient(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/target" {
+			hits.Add(1)
+			return
+		}
+		http.Redirect(w, r, "/target", http.StatusMovedPermanently)
+	}))
+	defer srv.Close()
+	c, err := provider.NewClient(provider.Config{Name: "n", APIURL: srv.URL, HTTPClient: &http.Client{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Do(context.Background(), provider.Request{Op: "get", Method: "GET", Path: "/x"}, nil)
+	if !errors.Is(err, provider.ErrNonRetryable) || hits.Load() != 0 {
+		t.Fatalf("err = %v, hits = %d", err, hits.Load())
+	}
+}
+
+func TestNewClientRejectsBadURLs(t *testing.T) {
+	for _, u := range []string{"", "ftp://x", "not a url", "/relative"} {
+		if _, err := provider.NewClient(provider.Config{Name: "n", APIURL: u}); err == nil {
+			t.Errorf("%q accepted", u)
+		}
+	}
+}
+
+func status(code int, retryAfter, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}
+}
+
+func problem(code int, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json; charset=utf-8")
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"0", "120", "Mon, 21 Sep 2026 12:00:30 GMT", "Monday, 21-Sep-26 12:01:00 GMT", "Mon Sep 21 12:00:00 2026", "", "-1", "9999999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, ok := provider.ParseRetryAfter(s, now)
+		if d < 0 || d > 24*time.Hour || (!ok && d != 0) {
+			t.Fatalf("ParseRetryAfter(%q) = %v, %v", s, d, ok)
+		}
+	})
+}
+
+func FuzzDecodeProblem(f *testing.F) {
+	for _, s := range []string{`{"title":"x","retryable":true,"retryAfter":5}`, `{"retryAfter":"Mon, 21 Sep 2026 12:00:30 GMT"}`, `{"retryAfter":1e308}`, `{"retryAfter":"NaN"}`, `{"retryAfter":"Inf"}`, `[]`, `null`, `{"status":1e99}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, ok := provider.DecodeProblem(b)
+		if !ok {
+			return
+		}
+		if d, ok := p.RetryAfterDelay(now); d < 0 || d > 24*time.Hour || (!ok && d != 0) {
+			t.Fatalf("RetryAfterDelay = %v, %v", d, ok)
+		}
+		if _, err := json.Marshal(p); err != nil {
+			t.Fatalf("re-marshal: %v", err)
+		}
+	})
+}
