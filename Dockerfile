@@ -1,0 +1,21 @@
+# One image with paywarden's three entrypoints: /paywarden-manager,
+# /paywarden-receiver and /paysim. Static binaries on distroless, non-root.
+#   docker build -t paywarden:dev .     (or: make docker-build IMG=paywarden:dev)
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY api/ api/
+COPY cmd/ cmd/
+COPY controllers/ controllers/
+COPY internal/ internal/
+COPY webhookreceiver/ webhookreceiver/
+ENV CGO_ENABLED=0
+RUN go build -trimpath -ldflags='-s -w' -o /out/paywarden-manager ./cmd/manager && \
+    go build -trimpath -ldflags='-s -w' -o /out/paywarden-receiver ./cmd/receiver && \
+    go build -trimpath -ldflags='-s -w' -o /out/paysim ./cmd/paysim
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/ /
+USER 65532:65532
+ENTRYPOINT ["/paywarden-manager"]

@@ -1,0 +1,400 @@
+// Package devenv runs the whole of paywarden on one machine: a local control
+// plane (the envtest kube-apiserver and etcd from bin/k8s), the CRDs, one
+// paysim per provider type, the manager and the webhook receiver as local
+// processes, and a demo namespace whose Payments tell the interesting stories
+// (webhook on time, webhook lost, duplicates and reordering, declined, amount
+// mismatch, unpaid). `make dev` runs it for a person; the dev smoke test runs
+// the same flow headless and checks every story's final phase.
+package devenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/scheme"
+)
+
+// Namespace is where the demo objects live.
+const Namespace = "demo"
+
+// Story is one demo Payment and the phase it must end in.
+type Story struct {
+	Name        string
+	Provider    string
+	Title       string
+	Outcome     paysim.Outcome
+	After       string // simulated delay before the outcome
+	Amount      int64
+	Currency    string
+	ExpiresIn   string
+	Expect      v1alpha1.PaymentPhase
+	NeedsReview string // expected NeedsReview reason, if any
+}
+
+// Stories are the demo's payments. The providers are set up so that each
+// story exercises one path: kukopay delivers webhooks normally, paypal
+// duplicates and reorders them, generic delivers none (status queries alone
+// settle its payments).
+var Stories = []Story{
+	{Name: "webhook-on-time", Provider: "kukopay", Title: "webhook arrives on time", Outcome: paysim.OutcomeSucceed, After: "30s", Amount: 1999, Currency: "USD", Expect: v1alpha1.PhaseSucceeded},
+	{Name: "webhook-lost", Provider: "generic", Title: "webhook lost, recovered by a status query", Outcome: paysim.OutcomeSucceed, After: "30s", Amount: 4200, Currency: "EUR", Expect: v1alpha1.PhaseSucceeded},
+	{Name: "duplicates-reordered", Provider: "paypal", Title: "duplicate and out-of-order webhooks", Outcome: paysim.OutcomeSucceed, After: "30s", Amount: 2500, Currency: "USD", Expect: v1alpha1.PhaseSucceeded},
+	{Name: "declined", Provider: "kukopay", Title: "declined by the provider", Outcome: paysim.OutcomeFail, After: "20s", Amount: 999, Currency: "USD", Expect: v1alpha1.PhaseFailed},
+	{Name: "amount-mismatch", Provider: "kukopay", Title: "paid a different amount: needs review", Outcome: paysim.OutcomeMismatch, After: "20s", Amount: 5000, Currency: "JPY", Expect: v1alpha1.PhaseUnknown, NeedsReview: v1alpha1.ReasonAmountMismatch},
+	{Name: "unpaid", Provider: "kukopay", Title: "never paid: closed out as Expired", Outcome: paysim.OutcomePending, Amount: 1500, Currency: "GBP", ExpiresIn: "40s", Expect: v1alpha1.PhaseExpired},
+}
+
+// Options shape a dev environment.
+type Options struct {
+	// Root is the module root (bin/k8s, config/crd and cmd/ are found from it).
+	Root string
+	// Dir holds the kubeconfig, binaries and logs (default <Root>/bin/dev).
+	Dir string
+	// TimeFactor compresses paysim's simulated delays (default 0.1).
+	TimeFactor float64
+	// Schedule is the demo providers' status-query schedule.
+	Schedule []string
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// Env is a running dev environment.
+type Env struct {
+	Kubeconfig  string
+	Client      client.Client
+	Logs        map[string]string // process name -> log file
+	ReceiverURL string
+	opts        Options
+	cp          *envtest.Environment
+	procs       []*process
+}
+
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan error
+	log  *os.File
+}
+
+// signingSecrets are the demo's webhook signing secrets, shared by each paysim
+// and its PaymentProvider's signing Secret.
+var signingSecrets = map[string]string{
+	"kukopay": "demo-kukopay-signing-secret",
+	"paypal":  "demo-paypal-signing-secret",
+	"generic": "whsec_ZGVtby1nZW5lcmljLXNpZ25pbmctc2VjcmV0", // base64("demo-generic-signing-secret")
+}
+
+var providerTypes = map[string]v1alpha1.ProviderType{
+	"kukopay": v1alpha1.ProviderKukoPay, "paypal": v1alpha1.ProviderPayPal, "generic": v1alpha1.ProviderGeneric,
+}
+
+// Start builds the binaries, starts everything and applies the demo. On an
+// error everything started so far is stopped again.
+func Start(ctx context.Context, opts Options) (env *Env, err error) {
+	if opts.Dir == "" {
+		opts.Dir = filepath.Join(opts.Root, "bin", "dev")
+	}
+	if opts.TimeFactor == 0 {
+		opts.TimeFactor = 0.1
+	}
+	if len(opts.Schedule) == 0 {
+		opts.Schedule = []string{"5s", "10s", "15s", "30s", "60s", "120s"}
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	e := &Env{opts: opts, Logs: map[string]string{}}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+	binDir := filepath.Join(opts.Dir, "bin")
+	logDir := filepath.Join(opts.Dir, "logs")
+	for _, d := range []string{binDir, logDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+
+	e.logf("building manager, receiver and paysim")
+	build := exec.CommandContext(ctx, "go", "build", "-o", binDir+"/", "./cmd/manager", "./cmd/receiver", "./cmd/paysim")
+	build.Dir = opts.Root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build: %w\n%s", err, out)
+	}
+
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(opts.Root, "bin", "k8s")
+	}
+	e.logf("starting the control plane (kube-apiserver and etcd from %s)", assets)
+	e.cp = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(opts.Root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+		Scheme:                scheme.New(),
+	}
+	cfg, err := e.cp.Start()
+	if err != nil {
+		e.cp = nil
+		return nil, fmt.Errorf("start control plane (run `make envtest` first): %w", err)
+	}
+	e.Kubeconfig = filepath.Join(opts.Dir, "kubeconfig")
+	if err := os.WriteFile(e.Kubeconfig, e.cp.KubeConfig, 0o600); err != nil {
+		return nil, err
+	}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
+		return nil, err
+	}
+
+	ports, err := freePorts(7)
+	if err != nil {
+		return nil, err
+	}
+	receiverPort, managerMetrics, managerProbes, receiverMetrics := ports[0], ports[1], ports[2], ports[3]
+	e.ReceiverURL = fmt.Sprintf("http://127.0.0.1:%d", receiverPort)
+	sims := map[string]int{"kukopay": ports[4], "paypal": ports[5], "generic": ports[6]}
+	for name, port := range sims {
+		args := []string{
+			"--addr", fmt.Sprintf("127.0.0.1:%d", port),
+			"--time-factor", strconv.FormatFloat(opts.TimeFactor, 'f', -1, 64),
+			"--seed", "7",
+		}
+		args = append(args, "--"+name+"-webhook-secrets", signingSecrets[name])
+		switch name {
+		case "kukopay":
+			args = append(args, "--kukopay-webhook-url", e.ReceiverURL+"/webhooks/"+Namespace+"/kukopay")
+		case "paypal":
+			// Every PayPal webhook is sent twice and held back behind the
+			// next one: the state machine must sort it out.
+			args = append(args, "--paypal-webhook-url", e.ReceiverURL+"/webhooks/"+Namespace+"/paypal",
+				"--fault-webhook-duplicate", "1", "--fault-webhook-reorder", "0.5")
+		case "generic":
+			// No webhook URL: every event is lost; status queries recover.
+		}
+		if err := e.spawn(ctx, "paysim-"+name, filepath.Join(binDir, "paysim"), args...); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.spawn(ctx, "receiver", filepath.Join(binDir, "receiver"),
+		"--bind-address", fmt.Sprintf("127.0.0.1:%d", receiverPort),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", receiverMetrics)); err != nil {
+		return nil, err
+	}
+	if err := e.spawn(ctx, "manager", filepath.Join(binDir, "manager"),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", managerMetrics),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", managerProbes)); err != nil {
+		return nil, err
+	}
+	for name, port := range sims {
+		if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/_paysim/counters", port)); err != nil {
+			return nil, fmt.Errorf("paysim-%s did not come up: %w (log: %s)", name, err, e.Logs["paysim-"+name])
+		}
+	}
+	if err := waitHTTP(ctx, e.ReceiverURL+"/readyz"); err != nil {
+		return nil, fmt.Errorf("receiver did not become ready: %w (log: %s)", err, e.Logs["receiver"])
+	}
+	if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", managerProbes)); err != nil {
+		return nil, fmt.Errorf("manager did not become ready: %w (log: %s)", err, e.Logs["manager"])
+	}
+
+	e.logf("applying the demo namespace %q", Namespace)
+	if err := e.applyDemo(ctx, sims); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Env) logf(format string, args ...any) {
+	fmt.Fprintf(e.opts.Log, "dev: "+format+"\n", args...)
+}
+
+func (e *Env) spawn(ctx context.Context, name, bin string, args ...string) error {
+	path := filepath.Join(e.opts.Dir, "logs", name+".log")
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Own process group: Ctrl-C in the terminal reaches the dev program,
+	// which stops the children in order, not all at once.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan error, 1), log: f}
+	go func() { p.done <- cmd.Wait() }()
+	e.procs = append(e.procs, p)
+	e.Logs[name] = path
+	return nil
+}
+
+// Stop stops the processes (SIGTERM, then SIGKILL after 10 s) in reverse
+// order of start, then the control plane.
+func (e *Env) Stop() {
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		p := e.procs[i]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		p.log.Close()
+	}
+	e.procs = nil
+	if e.cp != nil {
+		_ = e.cp.Stop()
+		e.cp = nil
+	}
+}
+
+func (e *Env) applyDemo(ctx context.Context, sims map[string]int) error {
+	c := e.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil {
+		return err
+	}
+	schedule := make([]metav1.Duration, len(e.opts.Schedule))
+	for i, s := range e.opts.Schedule {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("schedule %q: %w", s, err)
+		}
+		schedule[i] = metav1.Duration{Duration: d}
+	}
+	for name, port := range sims {
+		creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name + "-credentials"},
+			StringData: map[string]string{"apiKey": "sk_demo", "clientID": "demo-client", "clientSecret": "demo-secret", "token": "demo-token"}}
+		signing := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name + "-webhook-secrets"},
+			StringData: map[string]string{"current": signingSecrets[name]}}
+		prov := &v1alpha1.PaymentProvider{
+			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
+			Spec: v1alpha1.PaymentProviderSpec{
+				Type:                 providerTypes[name],
+				APIURL:               fmt.Sprintf("http://127.0.0.1:%d/%s", port, name),
+				CredentialsSecretRef: v1alpha1.SecretReference{Name: creds.Name},
+				Webhook: v1alpha1.WebhookConfig{
+					SigningSecretRef: &v1alpha1.SecretReference{Name: signing.Name},
+					PayPalWebhookID:  paysim.DefaultPayPalWebhookID,
+				},
+				StatusQuery: v1alpha1.StatusQueryConfig{Schedule: schedule},
+			},
+		}
+		for _, o := range []client.Object{creds, signing, prov} {
+			if err := c.Create(ctx, o); err != nil {
+				return fmt.Errorf("create %s: %w", o.GetName(), err)
+			}
+		}
+	}
+	for _, s := range Stories {
+		p := &v1alpha1.Payment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: s.Name, Annotations: map[string]string{"paywarden.dev/story": s.Title}},
+			Spec: v1alpha1.PaymentSpec{
+				ProviderRef: v1alpha1.LocalObjectReference{Name: s.Provider},
+				Amount:      v1alpha1.Amount{Value: s.Amount, Currency: s.Currency},
+				Description: s.Title,
+				Metadata:    map[string]string{paysim.MetaOutcome: string(s.Outcome)},
+			},
+		}
+		if s.After != "" {
+			p.Spec.Metadata[paysim.MetaAfter] = s.After
+		}
+		if s.ExpiresIn != "" {
+			d, err := time.ParseDuration(s.ExpiresIn)
+			if err != nil {
+				return err
+			}
+			p.Spec.ExpiresAfter = &metav1.Duration{Duration: d}
+		}
+		if err := c.Create(ctx, p); err != nil {
+			return fmt.Errorf("create payment %s: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func waitHTTP(ctx context.Context, url string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode < 300 {
+				return nil
+			}
+			err = errors.New(resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s: %v", url, last)
+}
+
+// Instructions is what a person needs to watch the demo.
+func (e *Env) Instructions() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\npaywarden is running locally. In another terminal:\n\n")
+	fmt.Fprintf(&b, "  export KUBECONFIG=%s\n", e.Kubeconfig)
+	fmt.Fprintf(&b, "  kubectl get payments -n %s -w\n", Namespace)
+	fmt.Fprintf(&b, "  kubectl get payments -A --field-selector status.phase=Unknown\n")
+	fmt.Fprintf(&b, "  kubectl describe payment -n %s amount-mismatch\n", Namespace)
+	fmt.Fprintf(&b, "  kubectl get webhookevents -n %s\n", Namespace)
+	fmt.Fprintf(&b, "\nThe demo payments:\n")
+	for _, s := range Stories {
+		fmt.Fprintf(&b, "  %-22s %-8s %-45s -> %s\n", s.Name, s.Provider, s.Title, s.Expect)
+	}
+	fmt.Fprintf(&b, "\nLogs:\n")
+	for _, name := range []string{"manager", "receiver", "paysim-kukopay", "paysim-paypal", "paysim-generic"} {
+		fmt.Fprintf(&b, "  %-15s %s\n", name, e.Logs[name])
+	}
+	fmt.Fprintf(&b, "\nWebhook receiver: %s/webhooks/<namespace>/<provider>\nPress Ctrl-C to stop everything.\n", e.ReceiverURL)
+	return b.String()
+}
