@@ -190,20 +190,26 @@ func (m *machine) succeeded() {
 			m.confirm()
 		}
 		m.decide(Stale, "already %s", from)
-	case from == v1alpha1.PhaseExpired && m.st.ExpiredLocally:
+	case from == v1alpha1.PhaseExpired && m.st.ExpiredLocally && mismatch == "":
 		// Money moved after paywarden closed the payment out: someone must
 		// fulfil or refund it.
 		m.recordAmount()
 		m.moveTo(v1alpha1.PhaseSucceeded, v1alpha1.ReasonLateSuccess)
 		m.st.ExpiredLocally = false
 		m.needsReview(v1alpha1.ReasonLateSuccess, "payment succeeded at the provider after it was closed out as unpaid")
-	case from == v1alpha1.PhaseFailed || from == v1alpha1.PhaseExpired:
+	case from == v1alpha1.PhaseFailed || (from == v1alpha1.PhaseExpired && !m.st.ExpiredLocally):
 		m.conflict(from)
+	case mismatch == "" && m.obs.Amount == nil && from == v1alpha1.PhaseUnknown && m.reviewReason() == v1alpha1.ReasonAmountMismatch:
+		// A success that does not say how much was paid cannot settle a
+		// payment that is under review for the amount.
+		m.decide(Stale, "success without an amount does not settle an amount mismatch")
 	case mismatch != "":
 		if from == v1alpha1.PhaseUnknown && m.reviewReason() == v1alpha1.ReasonAmountMismatch {
 			m.decide(Stale, "amount mismatch already under review")
 			return
 		}
+		// A wrong amount is never a success, not even a late one.
+		m.st.ExpiredLocally = false
 		m.recordAmount()
 		m.moveTo(v1alpha1.PhaseUnknown, v1alpha1.ReasonAmountMismatch)
 		m.needsReview(v1alpha1.ReasonAmountMismatch, mismatch)
@@ -219,6 +225,12 @@ func (m *machine) notPaid() {
 	from := m.phase()
 	switch from {
 	case v1alpha1.PhaseSucceeded, v1alpha1.PhasePartiallyRefunded, v1alpha1.PhaseRefunded:
+		if m.obs.Local {
+			// paywarden's own close-out lost a race with the provider's
+			// answer (§2.5 closes out only unpaid payments): not a conflict.
+			m.decide(Stale, "a local close-out does not apply to a payment already %s", from)
+			return
+		}
 		m.conflict(from)
 	case v1alpha1.PhaseUnknown:
 		if m.obs.Local {
@@ -265,6 +277,10 @@ func (m *machine) refund() {
 		return
 	}
 	total := *m.obs.RefundedTotal
+	if total.Value <= 0 {
+		m.decide(Ignored, "refund with a refunded total of %d", total.Value)
+		return
+	}
 	if total.Currency != m.spec.Amount.Currency {
 		m.conflictReview(from, fmt.Sprintf("refund in %s for a payment in %s", total.Currency, m.spec.Amount.Currency))
 		return
@@ -313,8 +329,12 @@ func (m *machine) unknown() {
 		m.decide(Stale, "already under review for %s", m.obs.Review)
 		return
 	}
+	msg := m.obs.Reason
+	if msg == "" {
+		msg = "paywarden cannot settle this payment automatically: " + m.obs.Review
+	}
 	m.moveTo(v1alpha1.PhaseUnknown, m.obs.Review)
-	m.needsReview(m.obs.Review, m.obs.Reason)
+	m.needsReview(m.obs.Review, msg)
 }
 
 // manual applies an operator's decision. It settles any non-final or Unknown
@@ -371,14 +391,18 @@ func (m *machine) moveTo(to v1alpha1.PaymentPhase, reason string) {
 	m.appendHistory(from, to, reason)
 	if from != to {
 		m.transition = &Transition{From: from, To: to}
-		msg := fmt.Sprintf("%s -> %s via %s", displayPhase(from), to, m.obs.Source)
-		if reason != "" {
-			msg += ": " + reason
-		}
-		warn := to == v1alpha1.PhaseFailed || to == v1alpha1.PhaseUnknown
-		m.events = append(m.events, Event{Warning: warn, Reason: string(to), Message: msg})
+		m.phaseEvent(from, to, reason)
 	}
 	m.decide(Applied, "%s", reason)
+}
+
+func (m *machine) phaseEvent(from, to v1alpha1.PaymentPhase, reason string) {
+	msg := fmt.Sprintf("%s -> %s via %s", displayPhase(from), to, m.obs.Source)
+	if reason != "" {
+		msg += ": " + reason
+	}
+	warn := to == v1alpha1.PhaseFailed || to == v1alpha1.PhaseUnknown
+	m.events = append(m.events, Event{Warning: warn, Reason: string(to), Message: msg})
 }
 
 // confirm records what the provider says without deciding anything.
@@ -486,6 +510,12 @@ func (m *machine) decide(d Decision, format string, args ...any) {
 func (m *machine) finish() {
 	if m.decision == Duplicate {
 		return
+	}
+	// Every applied change gets an Event (SPEC §2.1), also one that keeps the
+	// phase: a larger refund, an operator confirming the phase under review.
+	if n := len(m.st.History); m.decision == Applied && len(m.events) == 0 && n > 0 {
+		h := m.st.History[n-1]
+		m.phaseEvent(h.From, h.To, h.Reason)
 	}
 	m.st.AmountDisplay = v1alpha1.FormatAmount(m.spec.Amount.Value, m.spec.Amount.Currency)
 	setReady(&m.st, m.now)
