@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/gateway"
+	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/scheme"
 )
@@ -85,16 +87,31 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 	if err := crmetrics.Registry.Register(controllers.PaymentCollector{Reader: mgr.GetCache()}); err != nil {
 		return err
 	}
+	gw := &gateway.Gateway{Reader: mgr.GetClient()}
+	// The inbox's Payment indexes serve the inbox processor and the backfill.
+	if err := inbox.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("inbox indexes: %w", err)
+	}
 	if err := (&controllers.PaymentReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Scheme:                  mgr.GetScheme(),
 		Recorder:                mgr.GetEventRecorder("paywarden-manager"),
 		Clock:                   clock.RealClock{},
-		Gateway:                 &gateway.Gateway{Reader: mgr.GetClient()},
+		Gateway:                 gw,
 		MaxConcurrentReconciles: workers,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("payment controller: %w", err)
+	}
+	if err := (&controllers.WebhookEventReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Recorder:  mgr.GetEventRecorder("paywarden-manager"),
+		Clock:     clock.RealClock{},
+		Gateway:   gw,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("inbox processor: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

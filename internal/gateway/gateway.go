@@ -55,7 +55,9 @@ func (g *Gateway) For(ctx context.Context, prov *v1alpha1.PaymentProvider) (*Ent
 	if err := g.Reader.Get(ctx, ref, secret); err != nil {
 		return nil, fmt.Errorf("provider %s: read credentials Secret %s: %w", key, ref.Name, err)
 	}
-	version := prov.ResourceVersion + "/" + secret.ResourceVersion
+	// Generation, not resourceVersion: status writes (circuit state, backfill
+	// cursor) must not rebuild the adapter and drop its cached OAuth token.
+	version := fmt.Sprintf("%d/%s", prov.Generation, secret.ResourceVersion)
 
 	g.mu.Lock()
 	defer g.mu.Unlock()

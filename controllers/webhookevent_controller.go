@@ -1,0 +1,256 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/gateway"
+	"github.com/paywarden/paywarden/internal/inbox"
+)
+
+// DefaultPendingGrace is how long after receipt the inbox processor leaves a
+// Pending event to the receiver that stored it. The receiver's apply budget
+// is seconds; the grace is longer so the two rarely work on one event (if
+// they do, the state machine's event-id dedup keeps it to one transition).
+const DefaultPendingGrace = 30 * time.Second
+
+// indexOrphanKeys indexes Orphaned WebhookEvents by the inbox keys of the
+// Payment they wait for ("ref:<provider>/<merchant ref>", "id:<provider>/<id>"),
+// so a Payment that appears or learns its provider id wakes exactly its orphans.
+const indexOrphanKeys = "webhookevent.orphanKeys"
+
+// indexEventProvider indexes WebhookEvents by their provider's name, so a
+// provider whose spec changed (a shorter retention, say) wakes its events.
+const indexEventProvider = "webhookevent.provider"
+
+// WebhookEventReconciler is the inbox processor (SPEC §7): it applies events
+// the receiver stored but did not finish (Pending, after a grace period),
+// applies Orphaned events once their Payment appears, and deletes events
+// older than the provider's retention.webhookEvents.
+type WebhookEventReconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+
+	// PendingGrace overrides DefaultPendingGrace.
+	PendingGrace time.Duration
+	// Gateway builds the adapters that re-parse stored payloads; share the
+	// manager's. When nil, SetupWithManager creates one reading mgr's cache.
+	Gateway *gateway.Gateway
+	// MaxConcurrentReconciles defaults to 4: events of different payments are
+	// independent, and events of one payment are serialized by optimistic
+	// concurrency on its status.
+	MaxConcurrentReconciles int
+
+	inbox *inbox.Inbox
+}
+
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=webhookevents,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=webhookevents/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the processor's WebhookEvent index and its
+// controller. The Payment indexes of inbox.SetupIndexes must be registered on
+// mgr too (once per manager).
+func (r *WebhookEventReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.PendingGrace <= 0 {
+		r.PendingGrace = DefaultPendingGrace
+	}
+	if r.Gateway == nil {
+		r.Gateway = &gateway.Gateway{Reader: r.Client}
+	}
+	if r.MaxConcurrentReconciles <= 0 {
+		r.MaxConcurrentReconciles = 4
+	}
+	r.inbox = &inbox.Inbox{Client: r.Client, Reader: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Clock: r.Clock}
+
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.WebhookEvent{}, indexOrphanKeys, orphanKeysOfEvent); err != nil {
+		return fmt.Errorf("index webhook events by orphan key: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.WebhookEvent{}, indexEventProvider, func(o client.Object) []string {
+		if e, ok := o.(*v1alpha1.WebhookEvent); ok && e.Spec.Provider != "" {
+			return []string{e.Spec.Provider}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index webhook events by provider: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("webhookevent").
+		// No generation predicate: the receiver's status writes (Pending,
+		// Orphaned, done) are exactly what this controller must see.
+		For(&v1alpha1.WebhookEvent{}).
+		Watches(&v1alpha1.Payment{}, handler.EnqueueRequestsFromMapFunc(r.orphansOf)).
+		// A provider created (back) or re-configured: its waiting events can
+		// be parsed now, and a changed retention moves every expiry.
+		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.eventsOf),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// Reconcile is level-triggered: what to do follows from the stored result and
+// the event's age alone, so a restart changes nothing.
+func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	evt := &v1alpha1.WebhookEvent{}
+	if err := r.Client.Get(ctx, req.NamespacedName, evt); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !evt.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	prov := &v1alpha1.PaymentProvider{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: evt.Namespace, Name: evt.Spec.Provider}, prov); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		prov = nil
+	}
+
+	retention := v1alpha1.DefaultWebhookRetention
+	if prov != nil {
+		retention = prov.Spec.WebhookEventRetention()
+	}
+	now := r.Clock.Now()
+	// The API server's creation time, not receivedAt: retention must not
+	// depend on the clock of whichever receiver replica stored the event.
+	expiresIn := retention - now.Sub(evt.CreationTimestamp.Time)
+	if expiresIn <= 0 {
+		uid := evt.UID
+		if err := r.Client.Delete(ctx, evt, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("delete expired event %s: %w", req.NamespacedName, err)
+		}
+		log.V(1).Info("deleted webhook event past retention", "eventID", evt.Spec.EventID, "retention", retention)
+		return ctrl.Result{}, nil
+	}
+
+	switch evt.Status.Result {
+	case v1alpha1.ResultOrphaned:
+		// Waiting for its Payment: orphansOf wakes it when one appears.
+	case "", v1alpha1.ResultPending:
+		if wait := r.PendingGrace - now.Sub(evt.Spec.ReceivedAt.Time); wait > 0 {
+			return ctrl.Result{RequeueAfter: min(wait, expiresIn)}, nil
+		}
+	default:
+		return ctrl.Result{RequeueAfter: expiresIn}, nil
+	}
+	if prov == nil {
+		// Without its provider the payload cannot be parsed; the event waits
+		// until a provider of that name appears (eventsOf) or it expires.
+		log.Info("webhook event waits for its PaymentProvider", "provider", evt.Spec.Provider, "eventID", evt.Spec.EventID)
+		return ctrl.Result{RequeueAfter: expiresIn}, nil
+	}
+
+	entry, err := r.Gateway.For(ctx, prov)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("event %s: %w", req.NamespacedName, err)
+	}
+	ev, err := inbox.Reparse(entry.Provider, evt)
+	if errors.Is(err, inbox.ErrNotReparsable) {
+		// Only the receiver, holding the whole body, could have applied it;
+		// the payment is settled by status queries instead.
+		out, ferr := r.inbox.Ignore(ctx, evt, err.Error())
+		if ferr != nil {
+			return ctrl.Result{}, ferr
+		}
+		log.Info("webhook event cannot be re-applied", "eventID", evt.Spec.EventID, "result", out.Result, "reason", err.Error())
+		return ctrl.Result{RequeueAfter: expiresIn}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	out, err := r.inbox.Apply(ctx, evt, ev)
+	if err != nil {
+		// Conflicts beyond the writer's retries and API errors come back with
+		// the controller's backoff; the event keeps its result until then.
+		return ctrl.Result{}, err
+	}
+	log.V(1).Info("webhook event processed", "eventID", evt.Spec.EventID, "result", out.Result, "payment", out.Payment)
+	return ctrl.Result{RequeueAfter: expiresIn}, nil
+}
+
+// orphansOf maps a Payment to the Orphaned events that may be about it.
+func (r *WebhookEventReconciler) orphansOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	p, ok := obj.(*v1alpha1.Payment)
+	if !ok || p.Spec.ProviderRef.Name == "" {
+		return nil
+	}
+	keys := []string{"ref:" + inbox.Key(p.Spec.ProviderRef.Name, p.MerchantRef())}
+	for _, id := range inbox.PaymentProviderIDs(p) {
+		keys = append(keys, "id:"+inbox.Key(p.Spec.ProviderRef.Name, id))
+	}
+	seen := map[types.NamespacedName]bool{}
+	var reqs []reconcile.Request
+	for _, k := range keys {
+		var l v1alpha1.WebhookEventList
+		if err := r.Client.List(ctx, &l, client.InNamespace(p.Namespace), client.MatchingFields{indexOrphanKeys: k}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "list orphaned webhook events", "payment", client.ObjectKeyFromObject(p))
+			continue
+		}
+		for _, e := range l.Items {
+			n := client.ObjectKeyFromObject(&e)
+			if !seen[n] {
+				seen[n] = true
+				reqs = append(reqs, reconcile.Request{NamespacedName: n})
+			}
+		}
+	}
+	return reqs
+}
+
+// eventsOf maps a PaymentProvider to its events.
+func (r *WebhookEventReconciler) eventsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	var l v1alpha1.WebhookEventList
+	if err := r.Client.List(ctx, &l, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexEventProvider: obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list webhook events of provider", "provider", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(l.Items))
+	for _, e := range l.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&e)})
+	}
+	return reqs
+}
+
+// orphanKeysOfEvent indexes only Orphaned events: the index stays as small as
+// the set of events waiting for a Payment.
+func orphanKeysOfEvent(o client.Object) []string {
+	e, ok := o.(*v1alpha1.WebhookEvent)
+	if !ok || e.Status.Result != v1alpha1.ResultOrphaned {
+		return nil
+	}
+	var keys []string
+	if e.Spec.MerchantReference != "" {
+		keys = append(keys, "ref:"+inbox.Key(e.Spec.Provider, e.Spec.MerchantReference))
+	}
+	if e.Spec.ProviderPaymentID != "" {
+		keys = append(keys, "id:"+inbox.Key(e.Spec.Provider, e.Spec.ProviderPaymentID))
+	}
+	return keys
+}

@@ -1,0 +1,353 @@
+// Package inbox is what happens when a provider event arrives, whoever brought
+// it: the webhook receiver, the events-API backfill, or the manager's inbox
+// processor finishing what the receiver could not.
+//
+// An event is first made durable as a WebhookEvent whose name is derived from
+// (provider, event id), so creating it is the dedup (AlreadyExists means a
+// copy was stored before). Then the Payment it is about is resolved — only in
+// the provider's namespace and only among Payments referencing that provider —
+// the event is turned into a state-machine observation, applied through
+// payment.Writer with optimistic concurrency, and the result is recorded on
+// the WebhookEvent. Everything the receiver and the processor do with an event
+// lives here, so they cannot disagree.
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// Inbox stores and applies provider events. The zero value is not usable;
+// Client, Reader and APIReader are required. Safe for concurrent use.
+type Inbox struct {
+	// Client creates WebhookEvents and writes WebhookEvent and Payment status.
+	Client client.Client
+	// Reader finds Payments through the indexes of SetupIndexes: a cache.
+	Reader client.Reader
+	// APIReader re-reads objects after a write conflict, from the API server:
+	// the cache may still hold the version that lost.
+	APIReader client.Reader
+	// Recorder receives the Kubernetes Events of applied changes; may be nil.
+	Recorder events.EventRecorder
+	// Clock stamps receivedAt, appliedAt and the state machine; default real time.
+	Clock clock.PassiveClock
+}
+
+// Outcome is what became of one event.
+type Outcome struct {
+	// Stored is false when the event was already in the inbox (a duplicate
+	// delivery, or the webhook and backfill copies of one event).
+	Stored bool
+	// Result is the event's result; Pending when the apply did not finish and
+	// is left to the inbox processor.
+	Result v1alpha1.EventResult
+	// Message explains the result.
+	Message string
+	// Payment is the name of the Payment the event was applied to, if any.
+	Payment string
+	// Event is the stored object (nil for a duplicate).
+	Event *v1alpha1.WebhookEvent
+}
+
+// maxMessage is WebhookEventStatus.message's schema limit.
+const maxMessage = 1024
+
+// maxResultWrites bounds the retries of a WebhookEvent status write that keeps
+// conflicting; only the receiver and the processor write it, so two suffice
+// in practice.
+const maxResultWrites = 5
+
+// pendingMarkTimeout bounds the best-effort write that records why an apply
+// was left Pending; it runs after the apply's own budget is spent.
+const pendingMarkTimeout = time.Second
+
+func (in *Inbox) now() time.Time {
+	if in.Clock == nil {
+		return time.Now()
+	}
+	return in.Clock.Now()
+}
+
+// Receive is the whole path of a verified, parsed event: store it, then apply
+// it within budget (0 = as long as ctx allows). An error means the event was
+// not stored (ErrInvalidEvent: never will be; anything else: retry later);
+// once stored, a failed or slow apply is not an error but a Pending outcome
+// the inbox processor finishes.
+func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev provider.Event, via v1alpha1.EventVia, scheme string, budget time.Duration) (Outcome, error) {
+	log := ctrl.LoggerFrom(ctx)
+	evt, stored, err := in.Store(ctx, prov, ev, via, scheme)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if !stored {
+		return Outcome{Result: v1alpha1.ResultDuplicate, Message: "event already in the inbox"}, nil
+	}
+	applyCtx := ctx
+	if budget > 0 {
+		var cancel context.CancelFunc
+		applyCtx, cancel = context.WithTimeout(ctx, budget)
+		defer cancel()
+	}
+	out, err := in.Apply(applyCtx, evt, ev)
+	if err == nil {
+		return out, nil
+	}
+	// The event is durable, so the provider must not retry it: the processor
+	// applies it after its grace period. Saying why on the record is worth a
+	// short extra write, on a context the spent budget does not cancel.
+	log.Info("event stored but not applied; left to the inbox processor", "event", evt.Name, "eventID", ev.ID, "error", err.Error())
+	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingMarkTimeout)
+	defer cancel()
+	msg := "not applied at receipt, left to the inbox processor: " + err.Error()
+	if merr := in.setResult(markCtx, evt, v1alpha1.ResultPending, msg, true); merr != nil {
+		log.V(1).Info("could not record the pending state", "event", evt.Name, "error", merr.Error())
+	}
+	return Outcome{Stored: true, Result: v1alpha1.ResultPending, Message: msg, Event: evt}, nil
+}
+
+// Store creates the WebhookEvent for ev; stored is false when a copy of the
+// event is already in the inbox. Receive calls it before applying; a caller
+// that only stores (a backfill with via=Backfill, say) leaves the record
+// Pending and the inbox processor applies it after its grace period.
+func (in *Inbox) Store(ctx context.Context, prov *v1alpha1.PaymentProvider, ev provider.Event, via v1alpha1.EventVia, scheme string) (evt *v1alpha1.WebhookEvent, stored bool, err error) {
+	evt, err = NewEvent(prov, ev, via, scheme, in.now())
+	if err != nil {
+		return nil, false, err
+	}
+	if ev.Supported {
+		// Recording the match at receipt makes `kubectl get whevent` show which
+		// payment an event was for; Apply resolves again, so a miss is fine.
+		if p, rerr := in.resolve(ctx, evt); rerr == nil {
+			evt.Spec.Payment = p.Name
+		}
+	}
+	err = in.Client.Create(ctx, evt)
+	switch {
+	case err == nil:
+		return evt, true, nil
+	case apierrors.IsAlreadyExists(err):
+		return nil, false, nil
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		return nil, false, fmt.Errorf("%w: store event %s of provider %s/%s: %w", ErrInvalidEvent, ev.ID, prov.Namespace, prov.Name, err)
+	default:
+		return nil, false, fmt.Errorf("store event %s of provider %s/%s: %w", ev.ID, prov.Namespace, prov.Name, err)
+	}
+}
+
+// Apply applies a stored event to its Payment and records the result on the
+// WebhookEvent. ev is the parsed event (Reparse recovers it from the record).
+// An error leaves the event as it was (Pending or Orphaned) for a retry; the
+// state machine's dedup by event id makes a retry after a partial success
+// harmless.
+func (in *Inbox) Apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provider.Event) (Outcome, error) {
+	if !ev.Supported {
+		msg := fmt.Sprintf("event type %q is not acted on", ev.Type)
+		return in.finish(ctx, evt, v1alpha1.ResultIgnored, msg, "")
+	}
+	p, err := in.resolve(ctx, evt)
+	if errors.Is(err, errNoPayment) {
+		return in.finish(ctx, evt, v1alpha1.ResultOrphaned, err.Error(), "")
+	}
+	if err != nil {
+		return Outcome{}, err
+	}
+	obs := Observation(ev, evt.Spec.Via)
+	w := payment.Writer{Client: in.Client, Reader: in.APIReader}
+	res, wrote, err := w.ApplyObservation(ctx, p, obs, in.now)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("apply event %s to payment %s/%s: %w", ev.ID, p.Namespace, p.Name, err)
+	}
+	if wrote {
+		// Announced only after the write: nothing is published that was not stored.
+		payment.Record(in.Recorder, p, res, obs.Source)
+	}
+	result, msg := resultOf(p, res, ev.ID)
+	if result == v1alpha1.ResultIgnored && obs.Observed == payment.ObservedRefund && !p.Status.Phase.IsFinal() {
+		// A refund delivered before the success it refunds (reordering) is
+		// not news to drop: it waits like an orphan and is applied when the
+		// payment changes. Recorded as Ignored, it would be lost for good,
+		// since its backfill copy dedups against this record.
+		result, msg = v1alpha1.ResultOrphaned, msg+"; waiting for the payment to succeed"
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("event applied", "payment", p.Name, "eventID", ev.ID, "result", result, "phase", p.Status.Phase)
+	return in.finish(ctx, evt, result, msg, p.Name)
+}
+
+// Ignore records that a stored event will not be applied, and why (e.g. its
+// payload cannot be parsed again).
+func (in *Inbox) Ignore(ctx context.Context, evt *v1alpha1.WebhookEvent, why string) (Outcome, error) {
+	return in.finish(ctx, evt, v1alpha1.ResultIgnored, why, "")
+}
+
+// finish records result on the event and builds the outcome.
+func (in *Inbox) finish(ctx context.Context, evt *v1alpha1.WebhookEvent, result v1alpha1.EventResult, msg, paymentName string) (Outcome, error) {
+	if err := in.setResult(ctx, evt, result, msg, true); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Stored: true, Result: evt.Status.Result, Message: evt.Status.Message, Payment: paymentName, Event: evt}, nil
+}
+
+// resultOf maps the state machine's decision onto the event's result. A
+// Duplicate whose id is in the payment's history is this very event, applied
+// by an earlier attempt that died before recording it: report what that
+// attempt did, not "duplicate".
+func resultOf(p *v1alpha1.Payment, res payment.Result, eventID string) (v1alpha1.EventResult, string) {
+	msg := fmt.Sprintf("payment %s", p.Name)
+	if res.Reason != "" {
+		msg += ": " + res.Reason
+	}
+	switch res.Decision {
+	case payment.Applied:
+		if res.Transition != nil {
+			msg = fmt.Sprintf("payment %s: %s -> %s", p.Name, phaseName(res.Transition.From), res.Transition.To)
+			if res.Reason != "" {
+				msg += ": " + res.Reason
+			}
+		}
+		return v1alpha1.ResultApplied, msg
+	case payment.Duplicate:
+		for _, h := range p.Status.History {
+			if h.EventID != eventID {
+				continue
+			}
+			if h.From == h.To && h.Reason == v1alpha1.ReasonConflictingStatus {
+				return v1alpha1.ResultConflict, fmt.Sprintf("payment %s: conflict recorded by an earlier attempt", p.Name)
+			}
+			return v1alpha1.ResultApplied, fmt.Sprintf("payment %s: applied by an earlier attempt", p.Name)
+		}
+		return v1alpha1.ResultDuplicate, msg
+	case payment.Stale:
+		return v1alpha1.ResultStale, msg
+	case payment.Conflict:
+		return v1alpha1.ResultConflict, msg
+	default:
+		return v1alpha1.ResultIgnored, msg
+	}
+}
+
+func phaseName(p v1alpha1.PaymentPhase) string {
+	if p == "" {
+		return "(new)"
+	}
+	return string(p)
+}
+
+// setResult writes the event's result with optimistic concurrency. When the
+// re-read after a conflict shows the event already finished, the other writer
+// (receiver or processor) won and its result stands. An unchanged Orphaned or
+// Pending record is not rewritten, so re-checking an orphan costs no write.
+func (in *Inbox) setResult(ctx context.Context, evt *v1alpha1.WebhookEvent, result v1alpha1.EventResult, msg string, attempt bool) error {
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage-3] + "..."
+	}
+	key := client.ObjectKeyFromObject(evt)
+	for i := 1; ; i++ {
+		if evt.Status.Result.IsDone() {
+			return nil
+		}
+		if !result.IsDone() && evt.Status.Result == result && evt.Status.Message == msg {
+			return nil
+		}
+		before := evt.Status
+		evt.Status.Result, evt.Status.Message = result, msg
+		if attempt {
+			evt.Status.Attempts++
+		}
+		if result.IsDone() {
+			t := metav1.NewTime(in.now())
+			evt.Status.AppliedAt = &t
+		}
+		err := in.Client.Status().Update(ctx, evt)
+		if err == nil {
+			return nil
+		}
+		evt.Status = before
+		if !apierrors.IsConflict(err) {
+			return fmt.Errorf("record result %s on event %s: %w", result, key, err)
+		}
+		if i >= maxResultWrites {
+			return fmt.Errorf("record result %s on event %s: %w", result, key, payment.ErrTooManyConflicts)
+		}
+		fresh := &v1alpha1.WebhookEvent{}
+		if err := in.APIReader.Get(ctx, key, fresh); err != nil {
+			return fmt.Errorf("re-read event %s after conflict: %w", key, err)
+		}
+		*evt = *fresh
+	}
+}
+
+// errNoPayment means no Payment matches the event (yet): the event is Orphaned.
+var errNoPayment = errors.New("no matching payment")
+
+// resolve finds the Payment an event is about: by merchant reference, else by
+// the provider's payment id, and only among Payments in the provider's
+// namespace that reference the provider (the index keys carry its name).
+func (in *Inbox) resolve(ctx context.Context, evt *v1alpha1.WebhookEvent) (*v1alpha1.Payment, error) {
+	ns, prov := evt.Namespace, evt.Spec.Provider
+	ref, id := evt.Spec.MerchantReference, evt.Spec.ProviderPaymentID
+	if ref != "" {
+		found, err := in.list(ctx, ns, IndexPaymentMerchantRef, Key(prov, ref))
+		if err != nil {
+			return nil, err
+		}
+		if len(found) > 1 && id != "" {
+			// Merchant references are not unique by construction (they can be
+			// set by hand); the provider's id tells the candidates apart.
+			found = withProviderID(found, id)
+		}
+		switch len(found) {
+		case 1:
+			return &found[0], nil
+		case 0:
+		default:
+			return nil, fmt.Errorf("%w: %d payments of provider %s share merchant reference %q", errNoPayment, len(found), prov, ref)
+		}
+	}
+	if id != "" {
+		found, err := in.list(ctx, ns, IndexPaymentProviderID, Key(prov, id))
+		if err != nil {
+			return nil, err
+		}
+		if len(found) == 1 {
+			return &found[0], nil
+		}
+		if len(found) > 1 {
+			return nil, fmt.Errorf("%w: %d payments of provider %s share provider payment id %q", errNoPayment, len(found), prov, id)
+		}
+	}
+	return nil, fmt.Errorf("%w: no Payment of provider %s in namespace %s with merchant reference %q or provider payment id %q", errNoPayment, prov, ns, ref, id)
+}
+
+func (in *Inbox) list(ctx context.Context, ns, index, key string) ([]v1alpha1.Payment, error) {
+	var l v1alpha1.PaymentList
+	if err := in.Reader.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{index: key}); err != nil {
+		return nil, fmt.Errorf("find payment by %s %q: %w", index, key, err)
+	}
+	return l.Items, nil
+}
+
+func withProviderID(ps []v1alpha1.Payment, id string) []v1alpha1.Payment {
+	var out []v1alpha1.Payment
+	for _, p := range ps {
+		for _, pid := range PaymentProviderIDs(&p) {
+			if pid == id {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}

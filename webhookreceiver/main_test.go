@@ -1,0 +1,145 @@
+package webhookreceiver_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/metrics"
+	"github.com/paywarden/paywarden/internal/testenv"
+)
+
+// The suite shares one control plane and one receiver (its own manager, as
+// in production); every test works in namespaces of its own.
+var (
+	env *testenv.Env
+	rcv *inboxtest.Receiver
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	// Errors only, unless asked: rejected requests log at info by design.
+	level := zapcore.ErrorLevel
+	if os.Getenv("PAYWARDEN_TEST_DEBUG") != "" {
+		level = zapcore.DebugLevel
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		// A missing control plane fails the suite; it never skips it.
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	rcv, err = inboxtest.StartReceiver(env.Config, env.Scheme, inboxtest.ReceiverOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = rcv.Stop() }()
+	return m.Run()
+}
+
+// kukoPay is a KukoPay provider in a fresh namespace.
+type kukoPay struct {
+	ns     string
+	name   string
+	secret string
+	prov   *v1alpha1.PaymentProvider
+}
+
+func newKukoPay(t *testing.T, mods ...func(*inboxtest.Provider)) kukoPay {
+	t.Helper()
+	k := kukoPay{ns: inboxtest.Namespace(t, env.Client, "recv"), name: "kukopay", secret: "whsec-current"}
+	p := inboxtest.Provider{Namespace: k.ns, Name: k.name, Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"current": k.secret}}
+	for _, m := range mods {
+		m(&p)
+	}
+	k.prov = inboxtest.CreateProvider(t, env.Client, p)
+	waitProviderCached(t, k.prov)
+	return k
+}
+
+// waitProviderCached waits until the receiver's cache holds the provider and
+// its Secrets, so the first request is judged on them.
+func waitProviderCached(t *testing.T, prov *v1alpha1.PaymentProvider) {
+	t.Helper()
+	inboxtest.WaitCached(t, rcv.Cache, prov)
+	for _, name := range []string{prov.Spec.CredentialsSecretRef.Name, prov.Spec.Webhook.SigningSecretRef.Name} {
+		s := &corev1.Secret{}
+		if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: prov.Namespace, Name: name}, s); err != nil {
+			t.Fatal(err)
+		}
+		inboxtest.WaitCached(t, rcv.Cache, s)
+	}
+}
+
+func (k kukoPay) url() string { return rcv.WebhookURL(k.ns, k.name) }
+
+// payment creates a tracked payment and waits for the receiver to see it.
+func (k kukoPay) payment(t *testing.T, name, ref, providerID string, amount int64) *v1alpha1.Payment {
+	t.Helper()
+	p := inboxtest.CreatePayment(t, env.Client, k.ns, name, k.name, ref, providerID, amount, "USD")
+	inboxtest.WaitCached(t, rcv.Cache, p)
+	return p
+}
+
+// event is a KukoPay event about a payment of this provider.
+func (k kukoPay) event(id, typ, status string, p *v1alpha1.Payment) inboxtest.KukoPayEvent {
+	return inboxtest.KukoPayEvent{
+		ID: id, Type: typ, Status: status, PaymentID: p.Spec.ProviderPaymentID, MerchantRef: p.Spec.MerchantReference,
+		Amount: p.Spec.Amount.Value, Currency: p.Spec.Amount.Currency,
+	}
+}
+
+// deliver sends a correctly signed event now.
+func (k kukoPay) deliver(t *testing.T, ev inboxtest.KukoPayEvent) inboxtest.Response {
+	t.Helper()
+	body := ev.Body(t)
+	return inboxtest.Send(t, "POST", k.url(), body, inboxtest.KukoPayHeader(body, time.Now(), k.secret))
+}
+
+// webhookCount reads paywarden_webhooks_total{provider,result}.
+func webhookCount(t *testing.T, provider, result string) float64 {
+	t.Helper()
+	return counterValue(t, metrics.Webhooks.WithLabelValues(provider, result))
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := c.Write(m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func wantCode(t *testing.T, r inboxtest.Response, code int) {
+	t.Helper()
+	if r.Code != code {
+		t.Fatalf("status %d (%s), want %d", r.Code, r.Body, code)
+	}
+}
+
+func wantNoEvents(t *testing.T, ns string) {
+	t.Helper()
+	if evs := inboxtest.Events(t, env.Client, ns); len(evs) != 0 {
+		t.Fatalf("%d WebhookEvents written for rejected requests, want none (first: %s result %q)", len(evs), evs[0].Name, evs[0].Status.Result)
+	}
+}

@@ -1,0 +1,429 @@
+package webhookreceiver_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/metrics"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// Issue 5, test 1.
+func TestVerifiedEventIsStoredOnceAndMovesThePayment(t *testing.T) {
+	k := newKukoPay(t)
+	p := k.payment(t, "order-1", "order-1", "pay_1", 1999)
+	accepted := webhookCount(t, k.name, metrics.WebhookAccepted)
+
+	r := k.deliver(t, k.event("evt_1", "payment.succeeded", "succeeded", p))
+	wantCode(t, r, http.StatusOK)
+	if !strings.Contains(r.Body, metrics.WebhookAccepted) {
+		t.Errorf("answer %q does not say accepted", r.Body)
+	}
+
+	// The receiver applies within the request, so the 200 already means
+	// "stored and applied": no polling here.
+	evs := inboxtest.Events(t, env.Client, k.ns)
+	if len(evs) != 1 {
+		t.Fatalf("%d WebhookEvents, want 1", len(evs))
+	}
+	e := evs[0]
+	if e.Name != v1alpha1.WebhookEventName(k.name, "evt_1") {
+		t.Errorf("event named %s, want the deterministic %s", e.Name, v1alpha1.WebhookEventName(k.name, "evt_1"))
+	}
+	if e.Status.Result != v1alpha1.ResultApplied || e.Status.Attempts != 1 || e.Status.AppliedAt == nil {
+		t.Errorf("event status %+v, want Applied after 1 attempt with appliedAt", e.Status)
+	}
+	if e.Spec.Via != v1alpha1.ViaWebhook || e.Spec.Payment != p.Name || e.Spec.SignatureScheme != provider.SchemeKukoPay ||
+		e.Spec.Type != "payment.succeeded" || e.Spec.ProviderPaymentID != "pay_1" || e.Spec.MerchantReference != "order-1" {
+		t.Errorf("event spec %+v does not describe the delivery", e.Spec)
+	}
+	if e.Spec.Payload == "" || len(e.Spec.PayloadSHA256) != 64 || e.Spec.PayloadTruncated {
+		t.Errorf("payload not stored whole with its sha256: truncated=%v sha=%q", e.Spec.PayloadTruncated, e.Spec.PayloadSHA256)
+	}
+
+	got := inboxtest.GetPayment(t, env.Client, p)
+	if got.Status.Phase != v1alpha1.PhaseSucceeded || inboxtest.Transitions(got) != 1 {
+		t.Fatalf("payment %s with %d transitions, want Succeeded after 1", got.Status.Phase, inboxtest.Transitions(got))
+	}
+	if got.Status.LastEvent == nil || got.Status.LastEvent.ID != "evt_1" || got.Status.LastEvent.Source != v1alpha1.SourceWebhook {
+		t.Errorf("lastEvent %+v, want evt_1 via Webhook", got.Status.LastEvent)
+	}
+	if got.Status.AmountReceived == nil || got.Status.AmountReceived.Value != 1999 {
+		t.Errorf("amountReceived %+v, want 1999 USD", got.Status.AmountReceived)
+	}
+	if d := webhookCount(t, k.name, metrics.WebhookAccepted) - accepted; d != 1 {
+		t.Errorf("accepted counter moved by %v, want 1", d)
+	}
+}
+
+// Issue 5, test 2.
+func TestRepeatedDeliveriesStoreAndApplyOnce(t *testing.T) {
+	k := newKukoPay(t)
+
+	t.Run("twice in a row", func(t *testing.T) {
+		p := k.payment(t, "order-seq", "order-seq", "pay_seq", 500)
+		ev := k.event("evt_seq", "payment.succeeded", "succeeded", p)
+		first, second := k.deliver(t, ev), k.deliver(t, ev)
+		wantCode(t, first, http.StatusOK)
+		wantCode(t, second, http.StatusOK)
+		if !strings.Contains(first.Body, metrics.WebhookAccepted) || !strings.Contains(second.Body, metrics.WebhookDuplicate) {
+			t.Errorf("answers %q then %q, want accepted then duplicate", first.Body, second.Body)
+		}
+		assertOnce(t, k, p, "evt_seq")
+	})
+
+	t.Run("twenty at once", func(t *testing.T) {
+		p := k.payment(t, "order-par", "order-par", "pay_par", 700)
+		ev := k.event("evt_par", "payment.succeeded", "succeeded", p)
+		body := ev.Body(t)
+		// Every copy carries its own fresh signature, as a provider's
+		// retries do; the dedup must not depend on identical requests.
+		var wg sync.WaitGroup
+		answers := make([]inboxtest.Response, 20)
+		for i := range answers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i] = inboxtest.Send(t, "POST", k.url(), body, inboxtest.KukoPayHeader(body, time.Now(), k.secret))
+			}()
+		}
+		wg.Wait()
+		accepted := 0
+		for _, a := range answers {
+			wantCode(t, a, http.StatusOK)
+			if strings.Contains(a.Body, metrics.WebhookAccepted) {
+				accepted++
+			}
+		}
+		if accepted != 1 {
+			t.Errorf("%d of 20 concurrent copies accepted, want exactly 1 (the rest duplicate)", accepted)
+		}
+		assertOnce(t, k, p, "evt_par")
+	})
+}
+
+func assertOnce(t *testing.T, k kukoPay, p *v1alpha1.Payment, eventID string) {
+	t.Helper()
+	n := 0
+	for _, e := range inboxtest.Events(t, env.Client, k.ns) {
+		if e.Spec.EventID == eventID {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d WebhookEvents for %s, want 1", n, eventID)
+	}
+	got := inboxtest.GetPayment(t, env.Client, p)
+	if got.Status.Phase != v1alpha1.PhaseSucceeded || inboxtest.Transitions(got) != 1 || len(got.Status.History) != 1 {
+		t.Errorf("payment %s with history %+v, want Succeeded after exactly one transition", got.Status.Phase, got.Status.History)
+	}
+}
+
+// Issue 5, test 3. KukoPay sends no processing events; the generic provider does.
+func TestProcessingAfterSucceededIsStale(t *testing.T) {
+	ns := inboxtest.Namespace(t, env.Client, "recv")
+	secret := "whsec_" + "c3RhbGUtdGVzdC1zZWNyZXQ=" // base64("stale-test-secret")
+	prov := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+		Namespace: ns, Name: "jobs", Type: v1alpha1.ProviderGeneric, SigningSecrets: map[string]string{"current": secret},
+	})
+	waitProviderCached(t, prov)
+	p := inboxtest.CreatePayment(t, env.Client, ns, "order-3", "jobs", "order-3", "job_3", 1200, "EUR")
+	inboxtest.WaitCached(t, rcv.Cache, p)
+	url := rcv.WebhookURL(ns, "jobs")
+	send := func(ev inboxtest.GenericEvent) inboxtest.Response {
+		body := ev.Body(t)
+		return inboxtest.Send(t, "POST", url, body, inboxtest.GenericHeader(t, ev.ID, body, time.Now(), secret))
+	}
+	now := time.Now()
+	succeeded := inboxtest.GenericEvent{ID: "msg_succeeded", Type: "job.succeeded", JobID: "job_3", CorrelationID: "order-3", JobStatus: "succeeded", Amount: 1200, Currency: "EUR", Timestamp: now}
+	processing := inboxtest.GenericEvent{ID: "msg_processing", Type: "job.processing", JobID: "job_3", CorrelationID: "order-3", JobStatus: "processing", Amount: 1200, Currency: "EUR", Timestamp: now.Add(-time.Minute)}
+
+	wantCode(t, send(succeeded), http.StatusOK)
+	wantCode(t, send(processing), http.StatusOK)
+
+	got := inboxtest.GetPayment(t, env.Client, p)
+	if got.Status.Phase != v1alpha1.PhaseSucceeded || inboxtest.Transitions(got) != 1 {
+		t.Fatalf("payment %s after %d transitions, want to stay Succeeded after 1", got.Status.Phase, inboxtest.Transitions(got))
+	}
+	if e := inboxtest.EventFor(t, env.Client, ns, "jobs", "msg_processing"); e == nil || e.Status.Result != v1alpha1.ResultStale {
+		t.Fatalf("late processing event %+v, want result Stale", e)
+	}
+	if e := inboxtest.EventFor(t, env.Client, ns, "jobs", "msg_succeeded"); e == nil || e.Status.Result != v1alpha1.ResultApplied {
+		t.Fatalf("succeeded event %+v, want result Applied", e)
+	}
+}
+
+// Issue 5, test 4.
+func TestInvalidSignaturesAreRejectedAndNothingIsWritten(t *testing.T) {
+	k := newKukoPay(t)
+	p := k.payment(t, "order-4", "order-4", "pay_4", 900)
+	before := webhookCount(t, k.name, metrics.WebhookInvalidSignature)
+	cases := []struct {
+		name   string
+		header func(body []byte) http.Header
+		body   func(body []byte) []byte
+	}{
+		{name: "signed with a secret that is not configured", header: func(b []byte) http.Header {
+			return inboxtest.KukoPayHeader(b, time.Now(), "not-the-secret")
+		}},
+		{name: "timestamp six minutes old", header: func(b []byte) http.Header {
+			return inboxtest.KukoPayHeader(b, time.Now().Add(-6*time.Minute), k.secret)
+		}},
+		{name: "timestamp six minutes ahead", header: func(b []byte) http.Header {
+			return inboxtest.KukoPayHeader(b, time.Now().Add(6*time.Minute), k.secret)
+		}},
+		{name: "signature header missing", header: func([]byte) http.Header { return http.Header{"Content-Type": {"application/json"}} }},
+		{name: "signature header malformed", header: func([]byte) http.Header {
+			return http.Header{"X-Kukopay-Signature": {"v1;deadbeef"}}
+		}},
+		{name: "signature header without a v1", header: func([]byte) http.Header {
+			return http.Header{"X-Kukopay-Signature": {"t=" + time.Now().Format("20060102")}}
+		}},
+		{name: "body changed after signing", header: func(b []byte) http.Header {
+			return inboxtest.KukoPayHeader(b, time.Now(), k.secret)
+		}, body: func(b []byte) []byte { return bytes.Replace(b, []byte(`"amount":900`), []byte(`"amount":9`), 1) }},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := k.event("evt_bad_"+string(rune('a'+i)), "payment.succeeded", "succeeded", p)
+			body := ev.Body(t)
+			h := tc.header(body)
+			if tc.body != nil {
+				body = tc.body(body)
+			}
+			r := inboxtest.Send(t, "POST", k.url(), body, h)
+			wantCode(t, r, http.StatusUnauthorized)
+		})
+	}
+	wantNoEvents(t, k.ns)
+	if got := inboxtest.GetPayment(t, env.Client, p); got.Status.Phase != "" || got.ResourceVersion != p.ResourceVersion {
+		t.Errorf("payment changed by rejected requests: phase %q", got.Status.Phase)
+	}
+	if d := webhookCount(t, k.name, metrics.WebhookInvalidSignature) - before; d != float64(len(cases)) {
+		t.Errorf("invalid_signature counter moved by %v, want %d", d, len(cases))
+	}
+}
+
+// Issue 5, test 5.
+func TestRejectedRequestsWriteNothing(t *testing.T) {
+	k := newKukoPay(t, func(p *inboxtest.Provider) { p.MaxBodyBytes = 1024 })
+	p := k.payment(t, "order-5", "order-5", "pay_5", 900)
+	big := bytes.Repeat([]byte("x"), 2048)
+	signed := func(body []byte) http.Header { return inboxtest.KukoPayHeader(body, time.Now(), k.secret) }
+	cases := []struct {
+		name   string
+		method string
+		path   string
+		body   []byte
+		header http.Header
+		// chunked hides the length, so the cap must hold while reading.
+		chunked bool
+		code    int
+	}{
+		{name: "body over maxBodyBytes", method: "POST", body: big, header: signed(big), code: http.StatusRequestEntityTooLarge},
+		{name: "body over maxBodyBytes without a length", method: "POST", body: big, header: signed(big), chunked: true, code: http.StatusRequestEntityTooLarge},
+		{name: "signed body that is not JSON", method: "POST", body: []byte("{not json"), header: signed([]byte("{not json")), code: http.StatusBadRequest},
+		{name: "signed JSON that is not an event", method: "POST", body: []byte(`{"object":"event"}`), header: signed([]byte(`{"object":"event"}`)), code: http.StatusBadRequest},
+		{name: "unknown provider", method: "POST", path: "/webhooks/" + k.ns + "/nope", code: http.StatusNotFound},
+		{name: "provider in another namespace", method: "POST", path: "/webhooks/default/" + k.name, code: http.StatusNotFound},
+		{name: "path with an extra segment", method: "POST", path: "/webhooks/" + k.ns + "/" + k.name + "/x", code: http.StatusNotFound},
+		{name: "unclean path is not redirected", method: "POST", path: "/webhooks/" + k.ns + "//" + k.name, code: http.StatusNotFound},
+		{name: "trailing slash is not redirected", method: "POST", path: "/webhooks/" + k.ns + "/", code: http.StatusNotFound},
+		{name: "GET", method: "GET", code: http.StatusMethodNotAllowed},
+		{name: "PUT", method: "PUT", body: []byte("{}"), code: http.StatusMethodNotAllowed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url := k.url()
+			if tc.path != "" {
+				url = rcv.URL + tc.path
+			}
+			var r inboxtest.Response
+			if tc.chunked {
+				r = sendChunked(t, url, tc.body, tc.header)
+			} else {
+				r = inboxtest.Send(t, tc.method, url, tc.body, tc.header)
+			}
+			wantCode(t, r, tc.code)
+			if tc.code == http.StatusMethodNotAllowed && r.Header.Get("Allow") != "POST" {
+				t.Errorf("405 without Allow: POST (got %q)", r.Header.Get("Allow"))
+			}
+		})
+	}
+	wantNoEvents(t, k.ns)
+	if got := inboxtest.GetPayment(t, env.Client, p); got.ResourceVersion != p.ResourceVersion {
+		t.Errorf("payment written by rejected requests")
+	}
+}
+
+// sendChunked posts body without a Content-Length.
+func sendChunked(t *testing.T, url string, body []byte, h http.Header) inboxtest.Response {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, struct{ *bytes.Reader }{bytes.NewReader(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = h.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if req.ContentLength > 0 {
+		t.Fatalf("request had a length; the chunked path was not exercised")
+	}
+	return inboxtest.Response{Code: resp.StatusCode, Header: resp.Header}
+}
+
+// Issue 5, test 6.
+func TestUnsupportedEventTypeIsAcknowledgedAndIgnored(t *testing.T) {
+	k := newKukoPay(t)
+	p := k.payment(t, "order-6", "order-6", "pay_6", 900)
+	for _, typ := range []string{"refund.failed", "customer.created"} {
+		t.Run(typ, func(t *testing.T) {
+			ev := k.event("evt_"+typ, typ, "succeeded", p)
+			r := k.deliver(t, ev)
+			wantCode(t, r, http.StatusOK)
+			if !strings.Contains(r.Body, metrics.WebhookIgnored) {
+				t.Errorf("answer %q, want ignored", r.Body)
+			}
+			e := inboxtest.EventFor(t, env.Client, k.ns, k.name, ev.ID)
+			if e == nil || e.Status.Result != v1alpha1.ResultIgnored {
+				t.Fatalf("event %+v, want stored with result Ignored", e)
+			}
+		})
+	}
+	if got := inboxtest.GetPayment(t, env.Client, p); got.ResourceVersion != p.ResourceVersion {
+		t.Errorf("an ignored event changed the payment (phase %q)", got.Status.Phase)
+	}
+}
+
+// Issue 5, test 10.
+func TestProvidersOnlyTouchTheirOwnNamespace(t *testing.T) {
+	a := newKukoPay(t, func(p *inboxtest.Provider) { p.SigningSecrets = map[string]string{"k": "secret-of-a"} })
+	a.secret = "secret-of-a"
+	b := newKukoPay(t, func(p *inboxtest.Provider) { p.SigningSecrets = map[string]string{"k": "secret-of-b"} })
+	b.secret = "secret-of-b"
+	// Same provider name, merchant reference and provider payment id in both.
+	pa := a.payment(t, "order", "order-10", "pay_same", 1000)
+	pb := b.payment(t, "order", "order-10", "pay_same", 1000)
+
+	// A second provider in namespace a, whose events carry the same ids.
+	other := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+		Namespace: a.ns, Name: "other", Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"k": "secret-of-other"},
+	})
+	waitProviderCached(t, other)
+
+	wantCode(t, a.deliver(t, a.event("evt_a", "payment.succeeded", "succeeded", pa)), http.StatusOK)
+	if got := inboxtest.GetPayment(t, env.Client, pb); got.ResourceVersion != pb.ResourceVersion {
+		t.Fatalf("provider a's event touched namespace b's payment (phase %q)", got.Status.Phase)
+	}
+	wantCode(t, b.deliver(t, b.event("evt_b", "payment.failed", "failed", pb)), http.StatusOK)
+	ga, gb := inboxtest.GetPayment(t, env.Client, pa), inboxtest.GetPayment(t, env.Client, pb)
+	if ga.Status.Phase != v1alpha1.PhaseSucceeded || gb.Status.Phase != v1alpha1.PhaseFailed {
+		t.Fatalf("phases a=%s b=%s, want a Succeeded and b Failed (no cross-talk)", ga.Status.Phase, gb.Status.Phase)
+	}
+	if inboxtest.Transitions(ga) != 1 || inboxtest.Transitions(gb) != 1 {
+		t.Fatalf("transitions a=%d b=%d, want 1 each", inboxtest.Transitions(ga), inboxtest.Transitions(gb))
+	}
+
+	t.Run("the same event id is a separate event per tenant", func(t *testing.T) {
+		for _, k := range []kukoPay{a, b} {
+			wantCode(t, k.deliver(t, k.event("evt_shared", "dispute.created", "succeeded", pa)), http.StatusOK)
+			if e := inboxtest.EventFor(t, env.Client, k.ns, k.name, "evt_shared"); e == nil || e.Status.Result == v1alpha1.ResultDuplicate {
+				t.Errorf("namespace %s: event %+v, want its own record", k.ns, e)
+			}
+		}
+	})
+
+	t.Run("a's signature is not valid at b", func(t *testing.T) {
+		ev := a.event("evt_cross", "payment.succeeded", "succeeded", pb)
+		body := ev.Body(t)
+		wantCode(t, inboxtest.Send(t, "POST", b.url(), body, inboxtest.KukoPayHeader(body, time.Now(), a.secret)), http.StatusUnauthorized)
+	})
+
+	t.Run("another provider's event does not match a's payment", func(t *testing.T) {
+		ev := a.event("evt_other", "payment.failed", "failed", pa)
+		body := ev.Body(t)
+		r := inboxtest.Send(t, "POST", rcv.WebhookURL(a.ns, "other"), body, inboxtest.KukoPayHeader(body, time.Now(), "secret-of-other"))
+		wantCode(t, r, http.StatusOK)
+		if e := inboxtest.EventFor(t, env.Client, a.ns, "other", "evt_other"); e == nil || e.Status.Result != v1alpha1.ResultOrphaned {
+			t.Fatalf("event %+v, want Orphaned: payment %s references provider kukopay, not other", e, pa.Name)
+		}
+		if got := inboxtest.GetPayment(t, env.Client, pa); got.Status.Phase != v1alpha1.PhaseSucceeded || hasReview(got) {
+			t.Fatalf("provider other's event reached payment %s: phase %s, conditions %+v", pa.Name, got.Status.Phase, got.Status.Conditions)
+		}
+	})
+}
+
+func hasReview(p *v1alpha1.Payment) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1alpha1.ConditionNeedsReview && c.Status == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// Issue 5, test 11.
+func TestSecretRotation(t *testing.T) {
+	k := newKukoPay(t, func(p *inboxtest.Provider) { p.SigningSecrets = map[string]string{"old": "secret-old"} })
+	ctx := context.Background()
+	n := 0
+	send := func(secrets ...string) int {
+		n++
+		ev := inboxtest.KukoPayEvent{ID: "evt_rot_" + string(rune('a'+n)), Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_rot", MerchantRef: "order-rot", Amount: 1, Currency: "USD"}
+		body := ev.Body(t)
+		return inboxtest.Send(t, "POST", k.url(), body, inboxtest.KukoPayHeader(body, time.Now(), secrets...)).Code
+	}
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: k.ns, Name: k.prov.Spec.Webhook.SigningSecretRef.Name}, secret); err != nil {
+		t.Fatal(err)
+	}
+	update := func(data map[string]string) {
+		t.Helper()
+		secret.Data = map[string][]byte{}
+		for key, v := range data {
+			secret.Data[key] = []byte(v)
+		}
+		if err := env.Client.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		// "The next request" is the first one after the receiver's cache
+		// has the new Secret; no restart, no sleep.
+		inboxtest.WaitCached(t, rcv.Cache, secret)
+	}
+
+	if code := send("secret-old"); code != http.StatusOK {
+		t.Fatalf("old secret before rotation: %d, want 200", code)
+	}
+	if code := send("secret-new"); code != http.StatusUnauthorized {
+		t.Fatalf("new secret before it was added: %d, want 401", code)
+	}
+	update(map[string]string{"old": "secret-old", "new": "secret-new"})
+	for _, tc := range []struct {
+		name    string
+		secrets []string
+	}{{"old secret during rotation", []string{"secret-old"}}, {"new secret during rotation", []string{"secret-new"}}, {"both signatures", []string{"secret-old", "secret-new"}}} {
+		if code := send(tc.secrets...); code != http.StatusOK {
+			t.Errorf("%s: %d, want 200", tc.name, code)
+		}
+	}
+	update(map[string]string{"new": "secret-new"})
+	if code := send("secret-old"); code != http.StatusUnauthorized {
+		t.Errorf("removed secret on the next request: %d, want 401", code)
+	}
+	if code := send("secret-new"); code != http.StatusOK {
+		t.Errorf("new secret after rotation: %d, want 200", code)
+	}
+}

@@ -1,0 +1,258 @@
+// Package webhookreceiver is paywarden's webhook endpoint: POST
+// /webhooks/{namespace}/{provider}. It caps and reads the raw body, verifies
+// the signature through the provider's adapter with the provider's active
+// secrets, parses the event and hands it to the inbox, then maps the outcome
+// to an HTTP status (SPEC §6). It has no business rules of its own: what an
+// event means for a payment is decided in internal/inbox and internal/payment.
+//
+// The receiver is stateless and scales horizontally. It reads PaymentProviders,
+// Secrets and Payments through a cache (a rotated secret takes effect on the
+// next request) and writes with a client. It also serves /healthz, /readyz and,
+// when given a gatherer, /metrics.
+package webhookreceiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paywarden/paywarden/internal/gateway"
+	"github.com/paywarden/paywarden/internal/inbox"
+)
+
+// Defaults of Options.
+const (
+	DefaultApplyBudget       = 2 * time.Second
+	DefaultStoreTimeout      = 3 * time.Second
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 10 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultShutdownTimeout   = 20 * time.Second
+	DefaultRetryAfter        = 10 * time.Second
+)
+
+// maxHeaderBytes caps request headers; signature headers are a few hundred bytes.
+const maxHeaderBytes = 64 << 10
+
+// Options configure a Server. Client, Reader and APIReader are required.
+type Options struct {
+	// Client creates WebhookEvents and writes WebhookEvent and Payment status.
+	Client client.Client
+	// Reader reads PaymentProviders, Secrets and Payments: a cache with the
+	// indexes of inbox.SetupIndexes.
+	Reader client.Reader
+	// APIReader re-reads after write conflicts, from the API server.
+	APIReader client.Reader
+	// Recorder receives Kubernetes Events for payment changes; may be nil.
+	Recorder events.EventRecorder
+	// Clock is used for signature timestamps and the records; default real time.
+	Clock clock.PassiveClock
+	// HTTPClient, when set, is used by the provider adapters (PayPal verifies
+	// webhooks through its API).
+	HTTPClient *http.Client
+
+	// Addr is the listen address of Start (e.g. ":8080"), unless Listener is set.
+	Addr string
+	// Listener, when set, is served by Start instead of listening on Addr.
+	Listener net.Listener
+	// Namespaces, when non-empty, are the only namespaces served; other paths
+	// answer 404 as if the provider did not exist.
+	Namespaces []string
+
+	// ApplyBudget bounds applying an event after it is stored; what does not
+	// finish stays Pending for the manager's inbox processor.
+	ApplyBudget time.Duration
+	// StoreTimeout bounds the WebhookEvent create; past it the request gets
+	// 503 and the provider retries.
+	StoreTimeout time.Duration
+	// ReadHeaderTimeout and ReadTimeout (headers and body) bound slow clients.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	// IdleTimeout closes idle keep-alive connections.
+	IdleTimeout time.Duration
+	// ShutdownTimeout bounds the graceful drain of in-flight requests.
+	ShutdownTimeout time.Duration
+	// RetryAfter is sent with 503 answers.
+	RetryAfter time.Duration
+
+	// Ready reports whether the caches are synced; /readyz answers 503 until
+	// it returns true. Nil means ready once Start serves.
+	Ready func(ctx context.Context) bool
+	// Gatherer, when set, is served on /metrics.
+	Gatherer prometheus.Gatherer
+	// Logger is the base logger; request logs carry provider and eventID,
+	// never secrets or bodies.
+	Logger logr.Logger
+}
+
+// Server is the webhook receiver. Create it with New; serve Handler in tests
+// or run Start.
+type Server struct {
+	opts       Options
+	clock      clock.PassiveClock
+	inbox      *inbox.Inbox
+	adapters   *gateway.Gateway
+	namespaces map[string]bool
+	handler    http.Handler
+
+	synced   atomic.Bool // caches synced
+	draining atomic.Bool // shutting down: not ready for new traffic
+}
+
+// New builds a Server.
+func New(opts Options) (*Server, error) {
+	if opts.Client == nil || opts.Reader == nil || opts.APIReader == nil {
+		return nil, errors.New("webhookreceiver: Client, Reader and APIReader are required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	setDefault(&opts.ApplyBudget, DefaultApplyBudget)
+	setDefault(&opts.StoreTimeout, DefaultStoreTimeout)
+	setDefault(&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDefault(&opts.ReadTimeout, DefaultReadTimeout)
+	setDefault(&opts.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&opts.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&opts.RetryAfter, DefaultRetryAfter)
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	s := &Server{
+		opts:  opts,
+		clock: opts.Clock,
+		inbox: &inbox.Inbox{
+			Client: opts.Client, Reader: opts.Reader, APIReader: opts.APIReader,
+			Recorder: opts.Recorder, Clock: opts.Clock,
+		},
+		// The gateway is the one place that builds an adapter from a
+		// PaymentProvider and its credentials; it caches the adapter until
+		// the provider or its credentials Secret changes (PayPal keeps its
+		// OAuth token in the adapter).
+		adapters: &gateway.Gateway{Reader: opts.Reader, HTTPClient: opts.HTTPClient},
+	}
+	if len(opts.Namespaces) > 0 {
+		s.namespaces = map[string]bool{}
+		for _, ns := range opts.Namespaces {
+			s.namespaces[ns] = true
+		}
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+func setDefault(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+// Handler serves the webhook, health and metrics endpoints.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// routes dispatches on the path by hand. http.ServeMux answers unclean paths
+// ("//", "..", a missing trailing slash) with a 301, and a provider must
+// never get a 3xx: it counts as a failed delivery and some follow it.
+func (s *Server) routes() http.Handler {
+	var metricsHandler http.Handler
+	if s.opts.Gatherer != nil {
+		metricsHandler = promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch path := r.URL.Path; {
+		case len(path) > len(webhookPrefix) && path[:len(webhookPrefix)] == webhookPrefix:
+			s.serveWebhook(w, r)
+		case path == "/healthz":
+			writeText(w, http.StatusOK, "ok")
+		case path == "/readyz":
+			if s.ready() {
+				writeText(w, http.StatusOK, "ok")
+			} else {
+				writeText(w, http.StatusServiceUnavailable, "not ready")
+			}
+		case path == "/metrics" && metricsHandler != nil:
+			metricsHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+func (s *Server) ready() bool {
+	if s.draining.Load() {
+		return false
+	}
+	return s.opts.Ready == nil || s.synced.Load()
+}
+
+// NeedLeaderElection is false: every receiver replica serves (manager.Runnable).
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx is cancelled, then stops accepting connections and
+// drains in-flight requests for up to ShutdownTimeout. Requests are not
+// cancelled by ctx: an event being stored or applied is finished, so the
+// provider gets its answer instead of a reset connection.
+func (s *Server) Start(ctx context.Context) error {
+	ln := s.opts.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", s.opts.Addr); err != nil {
+			return fmt.Errorf("webhookreceiver: listen on %s: %w", s.opts.Addr, err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		// ReadTimeout covers the body too: a client trickling a 1 MiB body
+		// cannot hold a connection for longer.
+		ReadTimeout: s.opts.ReadTimeout,
+		// Writing covers verify, store and apply; the budgets below bound
+		// them, this is the backstop.
+		WriteTimeout:   s.opts.ReadTimeout + s.opts.StoreTimeout + s.opts.ApplyBudget + 15*time.Second,
+		IdleTimeout:    s.opts.IdleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		BaseContext:    func(net.Listener) context.Context { return logr.NewContext(context.Background(), s.opts.Logger) },
+	}
+	if s.opts.Ready != nil {
+		go func() {
+			if s.opts.Ready(ctx) {
+				s.synced.Store(true)
+			}
+		}()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.opts.Logger.Info("webhook receiver serving", "addr", ln.Addr().String())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("webhookreceiver: serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("webhookreceiver: graceful shutdown: %w", err)
+	}
+	s.opts.Logger.Info("webhook receiver stopped")
+	return nil
+}
+
+func writeText(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(msg + "\n"))
+}
