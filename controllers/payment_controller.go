@@ -14,11 +14,14 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/gateway"
@@ -50,6 +53,9 @@ type PaymentReconciler struct {
 	Gateway   *gateway.Gateway
 	// MaxConcurrentReconciles bounds parallel reconciles (default 4).
 	MaxConcurrentReconciles int
+	// OverdueSource, when set, delivers payments the sweep found overdue (a
+	// lost requeue); see Sweep.Source.
+	OverdueSource source.Source
 }
 
 // SetupWithManager registers the reconciler, its index and its watches.
@@ -65,10 +71,16 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// No GenerationChangedPredicate: the reconciler must see status changes
 	// written by the webhook receiver, and annotation changes (operator
 	// actions), neither of which moves the generation.
-	return ctrl.NewControllerManagedBy(mgr).
+	// Provider status writes (circuit, backfill cursor) change nothing for
+	// its payments; only a spec change does.
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Payment{}).
-		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.paymentsOfProvider)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.paymentsOfProvider),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	if r.OverdueSource != nil {
+		b = b.WatchesRawSource(r.OverdueSource)
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("payment").
 		Complete(r)
 }

@@ -1,6 +1,7 @@
 // Command manager runs paywarden's controllers: the Payment reconciler (create
-// and status queries), with leader election, health probes and a Prometheus
-// metrics endpoint. It runs against any kubeconfig (--kubeconfig, $KUBECONFIG,
+// and status queries), the inbox processor, the PaymentProvider controller, the
+// overdue sweep, the events-API backfill and retention, with leader election,
+// health probes and a Prometheus metrics endpoint. It runs against any kubeconfig (--kubeconfig, $KUBECONFIG,
 // in-cluster config).
 package main
 
@@ -87,31 +88,50 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 	if err := crmetrics.Registry.Register(controllers.PaymentCollector{Reader: mgr.GetCache()}); err != nil {
 		return err
 	}
+	if err := controllers.RegisterSweepMetrics(crmetrics.Registry); err != nil {
+		return err
+	}
+	// One gateway: status queries, backfill and the inbox share each
+	// provider's rate limit and circuit breaker.
 	gw := &gateway.Gateway{Reader: mgr.GetClient()}
+	rec := mgr.GetEventRecorder("paywarden-manager")
+	realClock := clock.RealClock{}
 	// The inbox's Payment indexes serve the inbox processor and the backfill.
 	if err := inbox.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("inbox indexes: %w", err)
 	}
-	if err := (&controllers.PaymentReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Scheme:                  mgr.GetScheme(),
-		Recorder:                mgr.GetEventRecorder("paywarden-manager"),
-		Clock:                   clock.RealClock{},
-		Gateway:                 gw,
-		MaxConcurrentReconciles: workers,
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("payment controller: %w", err)
+	sweep := &controllers.Sweep{Client: mgr.GetClient(), Recorder: rec, Clock: realClock}
+	if err := sweep.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("sweep: %w", err)
 	}
-	if err := (&controllers.WebhookEventReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    mgr.GetScheme(),
-		Recorder:  mgr.GetEventRecorder("paywarden-manager"),
-		Clock:     clock.RealClock{},
-		Gateway:   gw,
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("inbox processor: %w", err)
+	setups := []struct {
+		name  string
+		setup func(ctrl.Manager) error
+	}{
+		{"payment controller", (&controllers.PaymentReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
+			Clock: realClock, Gateway: gw, MaxConcurrentReconciles: workers, OverdueSource: sweep.Source(),
+		}).SetupWithManager},
+		{"inbox processor", (&controllers.WebhookEventReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
+			Clock: realClock, Gateway: gw,
+		}).SetupWithManager},
+		{"provider controller", (&controllers.PaymentProviderReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
+			Clock: realClock, Gateway: gw,
+		}).SetupWithManager},
+		{"backfill", (&controllers.Backfill{
+			Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+			Recorder: rec, Clock: realClock, Gateway: gw,
+		}).SetupWithManager},
+		{"retention", (&controllers.Retention{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: realClock,
+		}).SetupWithManager},
+	}
+	for _, s := range setups {
+		if err := s.setup(mgr); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

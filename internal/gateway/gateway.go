@@ -82,21 +82,21 @@ func (g *Gateway) For(ctx context.Context, prov *v1alpha1.PaymentProvider) (*Ent
 	}
 	qps, burst := prov.Spec.RateLimit()
 	failures, openFor := prov.Spec.CircuitTiming()
+	// An Entry is never changed once handed out (callers use it without the
+	// lock); a rebuild makes a new one that carries over the limiter and
+	// breaker state.
+	next := &Entry{Name: key.String(), Provider: instrumented{Provider: adapter, name: prov.Name}, version: version}
 	if e == nil {
-		e = &Entry{
-			Limiter: rate.NewLimiter(rate.Limit(qps), int(burst)),
-			Breaker: NewBreaker(failures, openFor),
-		}
-		g.entries[key] = e
+		next.Limiter = rate.NewLimiter(rate.Limit(qps), int(burst))
+		next.Breaker = NewBreaker(failures, openFor)
 	} else {
-		e.Limiter.SetLimit(rate.Limit(qps))
-		e.Limiter.SetBurst(int(burst))
-		e.Breaker.Configure(failures, openFor)
+		next.Limiter, next.Breaker = e.Limiter, e.Breaker
+		next.Limiter.SetLimit(rate.Limit(qps))
+		next.Limiter.SetBurst(int(burst))
+		next.Breaker.Configure(failures, openFor)
 	}
-	e.Name = key.String()
-	e.Provider = instrumented{Provider: adapter, name: prov.Name}
-	e.version = version
-	return e, nil
+	g.entries[key] = next
+	return next, nil
 }
 
 // Forget drops a deleted provider's entry.

@@ -1,0 +1,349 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/gateway"
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/generic"
+	"github.com/paywarden/paywarden/internal/provider/kukopay"
+	"github.com/paywarden/paywarden/internal/provider/paypal"
+	"github.com/paywarden/paywarden/internal/provider/providers"
+)
+
+// Reasons of a PaymentProvider's Ready condition.
+const (
+	// ReasonProviderConfigured: the config is valid and every referenced
+	// Secret and key resolves.
+	ReasonProviderConfigured = "Configured"
+	// ReasonSecretNotFound: the credentials or the signing Secret does not exist.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonSecretKeyMissing: a required credentials key is absent or empty,
+	// or the signing Secret has no keys at all.
+	ReasonSecretKeyMissing = "SecretKeyMissing"
+	// ReasonInvalidConfig: the spec (or a signing key's format) cannot work,
+	// e.g. PayPal without webhook.paypalWebhookID.
+	ReasonInvalidConfig = "InvalidConfig"
+)
+
+// IndexProviderSecrets indexes PaymentProviders by the names of the Secrets
+// they reference (credentials and signing), so a changed Secret finds the
+// providers to re-check without a scan.
+const IndexProviderSecrets = "paymentprovider.secretRefs"
+
+// requiredCredentials are the credentials Secret keys each provider type needs.
+var requiredCredentials = map[v1alpha1.ProviderType][]string{
+	v1alpha1.ProviderKukoPay: {kukopay.CredentialAPIKey},
+	v1alpha1.ProviderPayPal:  {paypal.CredentialClientID, paypal.CredentialClientSecret},
+	v1alpha1.ProviderGeneric: {generic.CredentialToken},
+}
+
+// maxStatusWrites bounds the re-read-and-retry loop of a provider status write.
+const maxStatusWrites = 5
+
+// PaymentProviderReconciler validates a PaymentProvider (SPEC §3): its spec,
+// and that the credentials Secret with the keys its type needs and the
+// signing Secret (if referenced, with at least one key) exist. It reports the
+// verdict as the Ready condition with a precise reason, publishes
+// status.webhookPath, and re-checks whenever a referenced Secret changes, so
+// creating or rotating a Secret takes effect without a restart.
+//
+// It never touches status.circuit, the Degraded condition (PublishCircuit
+// owns them) or status.backfill (the Backfill controller's): every write
+// re-reads on conflict and changes only its own fields.
+type PaymentProviderReconciler struct {
+	Client client.Client
+	// APIReader re-reads a provider after a write conflict (not the cache).
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	// Gateway, when set, forgets the adapter, rate limit and circuit breaker
+	// of a deleted provider (share the manager's).
+	Gateway *gateway.Gateway
+}
+
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the Secret index and the controller.
+func (r *PaymentProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.PaymentProvider{}, IndexProviderSecrets, secretRefsOf); err != nil {
+		return fmt.Errorf("index payment providers by secret: %w", err)
+	}
+	// No predicate on the provider: a status write by another controller
+	// re-runs the (cache-only) validation, which writes nothing when nothing
+	// changed, and repairs a Ready condition someone removed.
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("paymentprovider").
+		For(&v1alpha1.PaymentProvider{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.providersOfSecret)).
+		Complete(r)
+}
+
+func secretRefsOf(o client.Object) []string {
+	p, ok := o.(*v1alpha1.PaymentProvider)
+	if !ok {
+		return nil
+	}
+	var names []string
+	if n := p.Spec.CredentialsSecretRef.Name; n != "" {
+		names = append(names, n)
+	}
+	if ref := p.Spec.Webhook.SigningSecretRef; ref != nil && ref.Name != "" && ref.Name != p.Spec.CredentialsSecretRef.Name {
+		names = append(names, ref.Name)
+	}
+	return names
+}
+
+func (r *PaymentProviderReconciler) providersOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.PaymentProviderList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexProviderSecrets: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "list providers referencing secret", "secret", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+// WebhookPath is the receiver path of a provider's webhooks.
+func WebhookPath(namespace, name string) string {
+	return "/webhooks/" + namespace + "/" + name
+}
+
+// Reconcile validates the provider and writes the verdict when it changed.
+func (r *PaymentProviderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	prov := &v1alpha1.PaymentProvider{}
+	if err := r.Client.Get(ctx, req.NamespacedName, prov); err != nil {
+		if apierrors.IsNotFound(err) && r.Gateway != nil {
+			// Drop the adapter, limiter and breaker of a deleted provider; one
+			// re-created under the name starts afresh.
+			r.Gateway.Forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !prov.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	v, err := r.validate(ctx, prov)
+	if err != nil {
+		// Not a verdict on the provider (the cache could not be read): retry.
+		return ctrl.Result{}, err
+	}
+
+	before := meta.FindStatusCondition(prov.Status.Conditions, v1alpha1.ConditionReady)
+	var prevStatus metav1.ConditionStatus
+	var prevReason string
+	if before != nil {
+		prevStatus, prevReason = before.Status, before.Reason
+	}
+	now := metav1.NewTime(r.Clock.Now())
+	wrote, err := writeProviderStatus(ctx, r.Client, r.APIReader, prov, func(p *v1alpha1.PaymentProvider) {
+		status := metav1.ConditionFalse
+		if v.ready {
+			status = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
+			Type: v1alpha1.ConditionReady, Status: status, Reason: v.reason, Message: v.message,
+			ObservedGeneration: p.Generation, LastTransitionTime: now,
+		})
+		p.Status.WebhookPath = WebhookPath(p.Namespace, p.Name)
+		p.Status.ObservedGeneration = p.Generation
+	})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if wrote {
+		log.FromContext(ctx).V(1).Info("provider validated", "provider", req.NamespacedName.String(), "ready", v.ready, "reason", v.reason)
+	}
+	if r.Recorder != nil && (prevStatus != condStatus(v.ready) || prevReason != v.reason) {
+		if v.ready {
+			r.Recorder.Eventf(prov, nil, corev1.EventTypeNormal, v.reason, "Validate", "%s", v.message)
+		} else {
+			r.Recorder.Eventf(prov, nil, corev1.EventTypeWarning, v.reason, "Validate", "%s", v.message)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+func condStatus(ok bool) metav1.ConditionStatus {
+	if ok {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}
+
+// verdict is the outcome of validating a provider.
+type verdict struct {
+	ready           bool
+	reason, message string
+}
+
+func notReady(reason, format string, args ...any) verdict {
+	return verdict{reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// validate checks the provider in the order an operator fixes things: the
+// spec, the credentials, then webhook verification. Only a failure to read
+// the cache is an error; everything else is a verdict.
+func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1.PaymentProvider) (verdict, error) {
+	spec := &prov.Spec
+	required, known := requiredCredentials[spec.Type]
+	if !known {
+		return notReady(ReasonInvalidConfig, "unknown provider type %q (supported: kukopay, paypal, generic)", spec.Type), nil
+	}
+	if u, err := url.Parse(spec.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return notReady(ReasonInvalidConfig, "apiURL %q is not an absolute http(s) URL", spec.APIURL), nil
+	}
+	if spec.Type == v1alpha1.ProviderPayPal && spec.Webhook.PayPalWebhookID == "" {
+		return notReady(ReasonInvalidConfig, "webhook.paypalWebhookID is required: PayPal webhooks are verified against the webhook id PayPal assigned, so without it every webhook is rejected"), nil
+	}
+
+	credName := spec.CredentialsSecretRef.Name
+	creds, err := r.secret(ctx, prov.Namespace, credName)
+	if err != nil {
+		return verdict{}, err
+	}
+	if creds == nil {
+		return notReady(ReasonSecretNotFound, "credentials Secret %q not found in namespace %s", credName, prov.Namespace), nil
+	}
+	var missing []string
+	for _, k := range required {
+		if len(creds.Data[k]) == 0 {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return notReady(ReasonSecretKeyMissing, "credentials Secret %q lacks non-empty key(s) %s (a %s provider needs %s)",
+			credName, strings.Join(missing, ", "), spec.Type, strings.Join(required, ", ")), nil
+	}
+
+	webhooks := "no webhook.signingSecretRef: webhooks cannot be verified and are rejected; status queries and backfill still settle payments"
+	if spec.Type == v1alpha1.ProviderPayPal {
+		webhooks = "webhooks verified through PayPal's verification API for webhook id " + spec.Webhook.PayPalWebhookID
+	}
+	if ref := spec.Webhook.SigningSecretRef; ref != nil {
+		signing, err := r.secret(ctx, prov.Namespace, ref.Name)
+		if err != nil {
+			return verdict{}, err
+		}
+		if signing == nil {
+			return notReady(ReasonSecretNotFound, "signing Secret %q not found in namespace %s", ref.Name, prov.Namespace), nil
+		}
+		keys := activeKeys(signing)
+		if len(keys) == 0 {
+			return notReady(ReasonSecretKeyMissing, "signing Secret %q has no keys: every key is an active signing secret, so add at least one", ref.Name), nil
+		}
+		if spec.Type == v1alpha1.ProviderGeneric {
+			for _, k := range keys {
+				if _, err := generic.DecodeSecret(signing.Data[k]); err != nil {
+					return notReady(ReasonInvalidConfig, "signing Secret %q key %q: %v", ref.Name, k, err), nil
+				}
+			}
+		}
+		webhooks = fmt.Sprintf("signing Secret %q has %d active key(s) (%s)", ref.Name, len(keys), strings.Join(keys, ", "))
+	}
+
+	// The adapter has the last word on its config. A throwaway one is built:
+	// validating must not replace the gateway's shared entry under callers.
+	if _, err := providers.New(string(spec.Type), provider.Config{
+		Name: prov.Namespace + "/" + prov.Name, APIURL: strings.TrimSuffix(spec.APIURL, "/"), Credentials: creds.Data,
+		WebhookID: spec.Webhook.PayPalWebhookID, Timeout: spec.QueryTimeout(),
+	}); err != nil {
+		return notReady(ReasonInvalidConfig, "the %s adapter rejects the config: %v", spec.Type, err), nil
+	}
+	return verdict{
+		ready:  true,
+		reason: ReasonProviderConfigured,
+		message: fmt.Sprintf("credentials Secret %q has %s; %s; webhooks are received at %s",
+			credName, strings.Join(required, ", "), webhooks, WebhookPath(prov.Namespace, prov.Name)),
+	}, nil
+}
+
+// secret reads a Secret from the cache; nil when it does not exist.
+func (r *PaymentProviderReconciler) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
+	}
+	return s, nil
+}
+
+// activeKeys are the signing Secret's keys with a value, sorted; the receiver
+// uses exactly these (an empty value is not a secret).
+func activeKeys(s *corev1.Secret) []string {
+	keys := make([]string, 0, len(s.Data))
+	for k, v := range s.Data {
+		if len(v) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// writeProviderStatus runs mutate on prov and writes the status when it
+// changed, with prov's resourceVersion as the precondition. On a conflict it
+// re-reads from the API server and runs mutate again, so fields other
+// writers own (circuit, Degraded, backfill, Ready) are never overwritten with
+// stale values. prov holds the stored object afterwards.
+func writeProviderStatus(ctx context.Context, c client.Client, apiReader client.Reader, prov *v1alpha1.PaymentProvider, mutate func(*v1alpha1.PaymentProvider)) (bool, error) {
+	key := client.ObjectKeyFromObject(prov)
+	for attempt := 1; ; attempt++ {
+		before := prov.Status.DeepCopy()
+		mutate(prov)
+		if equality.Semantic.DeepEqual(before, &prov.Status) {
+			return false, nil
+		}
+		err := c.Status().Update(ctx, prov)
+		if err == nil {
+			return true, nil
+		}
+		prov.Status = *before
+		if !apierrors.IsConflict(err) {
+			return false, fmt.Errorf("write status of provider %s: %w", key, err)
+		}
+		if attempt >= maxStatusWrites {
+			return false, fmt.Errorf("write status of provider %s: %w", key, errStatusConflicts)
+		}
+		fresh := &v1alpha1.PaymentProvider{}
+		if err := apiReader.Get(ctx, key, fresh); err != nil {
+			return false, fmt.Errorf("re-read provider %s after conflict: %w", key, err)
+		}
+		*prov = *fresh
+	}
+}
+
+var errStatusConflicts = errors.New("status write kept conflicting")

@@ -1,0 +1,277 @@
+package controllers_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/controllers"
+)
+
+// providerObject is a provider whose Secrets the test creates (or not).
+func providerObject(ns, name string, typ v1alpha1.ProviderType, credentials string, signing string) *v1alpha1.PaymentProvider {
+	p := &v1alpha1.PaymentProvider{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.PaymentProviderSpec{
+			Type: typ, APIURL: "https://api.provider.invalid",
+			CredentialsSecretRef: v1alpha1.SecretReference{Name: credentials},
+		},
+	}
+	if signing != "" {
+		p.Spec.Webhook.SigningSecretRef = &v1alpha1.SecretReference{Name: signing}
+	}
+	return p
+}
+
+func createSecret(t *testing.T, ns, name string, data map[string]string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: data}
+	if err := env.Client.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// updateSecret replaces a Secret's data.
+func updateSecret(t *testing.T, ns, name string, data map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Data = map[string][]byte{}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	if err := env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitReady waits until the provider's Ready condition has the status and
+// reason and its message contains every fragment.
+func waitReady(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string, fragments ...string) *v1alpha1.PaymentProvider {
+	t.Helper()
+	var got *v1alpha1.PaymentProvider
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got = getProvider(t, ns, name)
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		if c != nil && c.Status == status && c.Reason == reason && containsAll(c.Message, fragments) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("provider %s: want Ready=%s reason %s with %q; status:\n%s", name, status, reason, fragments, dump(got.Status))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func containsAll(s string, fragments []string) bool {
+	for _, f := range fragments {
+		if !strings.Contains(s, f) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestProviderValidation(t *testing.T) {
+	ns := newNamespace(t)
+	startNets(t, ns, netsOptions{providers: true})
+
+	kuko := map[string]string{"apiKey": "sk"}
+	cases := []struct {
+		name       string
+		typ        v1alpha1.ProviderType
+		secrets    map[string]map[string]string // created before the provider
+		signing    string
+		mutate     func(*v1alpha1.PaymentProviderSpec)
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantMsg    []string
+	}{
+		{
+			name: "credentials Secret that does not exist is SecretNotFound", typ: v1alpha1.ProviderKukoPay,
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonSecretNotFound,
+			wantMsg: []string{`credentials Secret "c1-creds" not found`},
+		},
+		{
+			name: "credentials without the key the type needs is SecretKeyMissing", typ: v1alpha1.ProviderGeneric,
+			secrets:    map[string]map[string]string{"c2-creds": {"apiKey": "not-a-token"}},
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonSecretKeyMissing,
+			wantMsg: []string{`credentials Secret "c2-creds" lacks non-empty key(s) token`},
+		},
+		{
+			name: "paypal credentials need both client keys", typ: v1alpha1.ProviderPayPal,
+			secrets: map[string]map[string]string{"c3-creds": {"clientID": "id"}},
+			mutate:  func(s *v1alpha1.PaymentProviderSpec) { s.Webhook.PayPalWebhookID = "WH1" },
+			// an empty value is as missing as an absent key
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonSecretKeyMissing,
+			wantMsg: []string{"clientSecret"},
+		},
+		{
+			name: "signing Secret that does not exist is SecretNotFound", typ: v1alpha1.ProviderKukoPay,
+			secrets: map[string]map[string]string{"c4-creds": kuko}, signing: "c4-signing-missing",
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonSecretNotFound,
+			wantMsg: []string{`signing Secret "c4-signing-missing" not found`},
+		},
+		{
+			name: "signing Secret without keys is SecretKeyMissing", typ: v1alpha1.ProviderKukoPay,
+			secrets: map[string]map[string]string{"c5-creds": kuko, "c5-signing": {}}, signing: "c5-signing",
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonSecretKeyMissing,
+			wantMsg: []string{`signing Secret "c5-signing" has no keys`},
+		},
+		{
+			name: "paypal without a webhook id is InvalidConfig", typ: v1alpha1.ProviderPayPal,
+			secrets:    map[string]map[string]string{"c6-creds": {"clientID": "id", "clientSecret": "s"}},
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonInvalidConfig,
+			wantMsg: []string{"webhook.paypalWebhookID is required"},
+		},
+		{
+			name: "generic signing key that is not valid whsec_ base64 is InvalidConfig", typ: v1alpha1.ProviderGeneric,
+			secrets: map[string]map[string]string{"c7-creds": {"token": "t"}, "c7-signing": {"current": "whsec_***not base64***"}},
+			signing: "c7-signing", wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonInvalidConfig,
+			wantMsg: []string{`signing Secret "c7-signing" key "current"`},
+		},
+		{
+			name: "complete kukopay config is Ready and counts its signing keys", typ: v1alpha1.ProviderKukoPay,
+			secrets: map[string]map[string]string{"c8-creds": kuko, "c8-signing": {"old": "s1", "new": "s2"}}, signing: "c8-signing",
+			wantStatus: metav1.ConditionTrue, wantReason: controllers.ReasonProviderConfigured,
+			wantMsg: []string{"2 active key(s) (new, old)"},
+		},
+		{
+			name: "kukopay without a signing Secret is Ready but says webhooks are rejected", typ: v1alpha1.ProviderKukoPay,
+			secrets:    map[string]map[string]string{"c9-creds": kuko},
+			wantStatus: metav1.ConditionTrue, wantReason: controllers.ReasonProviderConfigured,
+			wantMsg: []string{"webhooks cannot be verified and are rejected"},
+		},
+		{
+			name: "paypal with credentials and a webhook id is Ready", typ: v1alpha1.ProviderPayPal,
+			secrets: map[string]map[string]string{"c10-creds": {"clientID": "id", "clientSecret": "s"}},
+			mutate:  func(s *v1alpha1.PaymentProviderSpec) { s.Webhook.PayPalWebhookID = "WH-123" },
+			// PayPal verifies through its API: no signing Secret needed.
+			wantStatus: metav1.ConditionTrue, wantReason: controllers.ReasonProviderConfigured,
+			wantMsg: []string{"webhook id WH-123"},
+		},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "c" + strconv.Itoa(i+1)
+			for secret, data := range tc.secrets {
+				createSecret(t, ns, secret, data)
+			}
+			p := providerObject(ns, name, tc.typ, name+"-creds", tc.signing)
+			if tc.mutate != nil {
+				tc.mutate(&p.Spec)
+			}
+			if err := env.Client.Create(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			got := waitReady(t, ns, name, tc.wantStatus, tc.wantReason, tc.wantMsg...)
+			if want := "/webhooks/" + ns + "/" + name; got.Status.WebhookPath != want {
+				t.Errorf("webhookPath = %q, want %q", got.Status.WebhookPath, want)
+			}
+			if got.Status.ObservedGeneration != got.Generation {
+				t.Errorf("observedGeneration = %d, want %d", got.Status.ObservedGeneration, got.Generation)
+			}
+		})
+	}
+}
+
+// providerStatusWrites counts status writes of PaymentProviders.
+type providerStatusWrites struct {
+	client.Client
+	n atomic.Int32
+}
+
+func (c *providerStatusWrites) Status() client.SubResourceWriter {
+	return &countedProviderStatus{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+type countedProviderStatus struct {
+	client.SubResourceWriter
+	c *providerStatusWrites
+}
+
+func (s *countedProviderStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if _, ok := obj.(*v1alpha1.PaymentProvider); ok {
+		s.c.n.Add(1)
+	}
+	return s.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+func TestProviderFollowsSecretsWithoutRestart(t *testing.T) {
+	ns := newNamespace(t)
+	writes := &providerStatusWrites{}
+	n := startNets(t, ns, netsOptions{providers: true, wrap: func(c client.Client) client.Client {
+		writes.Client = c
+		return writes
+	}})
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, providerObject(ns, "shop", v1alpha1.ProviderKukoPay, "shop-creds", "shop-signing")); err != nil {
+		t.Fatal(err)
+	}
+
+	waitReady(t, ns, "shop", metav1.ConditionFalse, controllers.ReasonSecretNotFound, `credentials Secret "shop-creds"`)
+	createSecret(t, ns, "shop-creds", map[string]string{"apiKey": "sk_live"})
+	waitReady(t, ns, "shop", metav1.ConditionFalse, controllers.ReasonSecretNotFound, `signing Secret "shop-signing"`)
+	createSecret(t, ns, "shop-signing", map[string]string{"k1": "first"})
+	waitReady(t, ns, "shop", metav1.ConditionTrue, controllers.ReasonProviderConfigured, "1 active key(s) (k1)")
+
+	// The circuit state is PublishCircuit's: the provider controller's writes
+	// must keep it.
+	open := v1alpha1.CircuitStatus{State: v1alpha1.CircuitOpen, ConsecutiveFailures: 5, OpenedAt: &metav1.Time{Time: time.Now().Truncate(time.Second)}}
+	if err := controllers.PublishCircuit(ctx, env.Client, client.ObjectKey{Namespace: ns, Name: "shop"}, open, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Rotation: add the new key, then remove the old one.
+	updateSecret(t, ns, "shop-signing", map[string]string{"k1": "first", "k2": "second"})
+	waitReady(t, ns, "shop", metav1.ConditionTrue, controllers.ReasonProviderConfigured, "2 active key(s) (k1, k2)")
+	updateSecret(t, ns, "shop-signing", map[string]string{"k2": "second"})
+	got := waitReady(t, ns, "shop", metav1.ConditionTrue, controllers.ReasonProviderConfigured, "1 active key(s) (k2)")
+	if d := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue {
+		t.Errorf("Degraded condition clobbered: %s", dump(got.Status.Conditions))
+	}
+	if got.Status.Circuit.State != v1alpha1.CircuitOpen || got.Status.Circuit.ConsecutiveFailures != 5 {
+		t.Errorf("circuit clobbered: %s", dump(got.Status.Circuit))
+	}
+
+	// A credential rotation that loses the key is caught as well.
+	updateSecret(t, ns, "shop-creds", map[string]string{"apiKey": ""})
+	waitReady(t, ns, "shop", metav1.ConditionFalse, controllers.ReasonSecretKeyMissing, "apiKey")
+	updateSecret(t, ns, "shop-creds", map[string]string{"apiKey": "sk_rotated"})
+	waitReady(t, ns, "shop", metav1.ConditionTrue, controllers.ReasonProviderConfigured)
+
+	// Settled: a Secret change that changes nothing the verdict depends on
+	// costs no status write (no hot loop either).
+	time.Sleep(200 * time.Millisecond)
+	before := writes.n.Load()
+	s := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop-creds"}, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Labels = map[string]string{"touched": "yes"}
+	if err := env.Client.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if after := writes.n.Load(); after != before {
+		t.Errorf("%d status writes for an unchanged verdict", after-before)
+	}
+
+	if len(n.events.about("shop", controllers.ReasonSecretNotFound)) == 0 || len(n.events.about("shop", controllers.ReasonSecretKeyMissing)) == 0 {
+		t.Errorf("no Warning events for the failures; events: %+v", n.events.all())
+	}
+}

@@ -1,0 +1,169 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+)
+
+// IndexPaymentFinal indexes final Payments by their provider's name, so a
+// change of a provider's retention finds the payments it applies to.
+const IndexPaymentFinal = "retention.finalByProvider"
+
+// Retention deletes final Payments retention.finalPayments after they settled
+// (SPEC §3), measured from their last history entry: a refund or a dispute
+// restarts the clock. A payment with NeedsReview=True is never deleted, and
+// the delete is conditional on the version that was judged, so a payment that
+// changed meanwhile (say, a late conflicting webhook put it under review) is
+// judged again instead. WebhookEvents are not its business: the inbox
+// processor (WebhookEventReconciler) deletes them after retention.webhookEvents.
+//
+// Each final payment waits on its own expiry with RequeueAfter; nothing scans.
+type Retention struct {
+	// Client reads through the cache and deletes.
+	Client client.Client
+	// APIReader re-reads a payment whose delete lost a race (not the cache).
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+}
+
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the index and the controller.
+func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Payment{}, IndexPaymentFinal, finalKeys); err != nil {
+		return fmt.Errorf("index final payments: %w", err)
+	}
+	final := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		p, ok := o.(*v1alpha1.Payment)
+		return ok && p.Status.Phase.IsFinal()
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("payment-retention").
+		For(&v1alpha1.Payment{}, builder.WithPredicates(final)).
+		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.finalPaymentsOf),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(r)
+}
+
+func finalKeys(o client.Object) []string {
+	p, ok := o.(*v1alpha1.Payment)
+	if !ok || p.Spec.ProviderRef.Name == "" || !p.Status.Phase.IsFinal() {
+		return nil
+	}
+	return []string{p.Spec.ProviderRef.Name}
+}
+
+// finalPaymentsOf wakes a provider's final payments when its spec changes
+// (retention.finalPayments set, shortened or removed).
+func (r *Retention) finalPaymentsOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.PaymentList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()),
+		client.MatchingFields{IndexPaymentFinal: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "list final payments of provider", "provider", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	}
+	return reqs
+}
+
+// Reconcile deletes the payment when it is past its provider's retention, or
+// waits for that moment.
+func (r *Retention) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &v1alpha1.Payment{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	for attempt := 0; ; attempt++ {
+		wait, expired, err := r.judge(ctx, p)
+		if err != nil || !expired {
+			return ctrl.Result{RequeueAfter: wait}, err
+		}
+		uid, rv := p.UID, p.ResourceVersion
+		err = r.Client.Delete(ctx, p, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		switch {
+		case err == nil:
+			log.FromContext(ctx).Info("deleted payment past retention", "payment", req.NamespacedName.String(),
+				"phase", p.Status.Phase, "settledAt", settledAt(p).UTC().Format(time.RFC3339))
+			if r.Recorder != nil {
+				r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "RetentionExpired", "Delete",
+					"deleted: %s since %s, past the provider's retention.finalPayments", p.Status.Phase, settledAt(p).UTC().Format(time.RFC3339))
+			}
+			return ctrl.Result{}, nil
+		case apierrors.IsNotFound(err):
+			return ctrl.Result{}, nil
+		case apierrors.IsConflict(err) && attempt == 0:
+			// Judged on a version that is no longer current: judge the
+			// current one (from the API server, the cache may lag).
+			if err := r.APIReader.Get(ctx, req.NamespacedName, p); err != nil {
+				return ctrl.Result{}, client.IgnoreNotFound(err)
+			}
+		default:
+			return ctrl.Result{}, fmt.Errorf("delete payment %s past retention: %w", req.NamespacedName, err)
+		}
+	}
+}
+
+// judge says whether p may be deleted now, or how long until it may.
+func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.Duration, expired bool, err error) {
+	if !p.DeletionTimestamp.IsZero() || !p.Status.Phase.IsFinal() {
+		return 0, false, nil
+	}
+	if meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionNeedsReview) {
+		// A human must look first; clearing the condition is an update that
+		// brings the payment back here.
+		return 0, false, nil
+	}
+	prov := &v1alpha1.PaymentProvider{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}, prov); err != nil {
+		// Without its provider there is no retention to apply: keep it.
+		return 0, false, client.IgnoreNotFound(err)
+	}
+	keep := prov.Spec.Retention.FinalPayments
+	if keep == nil || keep.Duration <= 0 {
+		return 0, false, nil
+	}
+	left := settledAt(p).Add(keep.Duration).Sub(r.Clock.Now())
+	if left > 0 {
+		return left, false, nil
+	}
+	return 0, true, nil
+}
+
+// settledAt is when the payment last changed: its last history entry (the
+// final transition, or a later refund or dispute), else when Ready last
+// changed, else its creation.
+func settledAt(p *v1alpha1.Payment) time.Time {
+	if n := len(p.Status.History); n > 0 {
+		return p.Status.History[n-1].Time.Time
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return p.CreationTimestamp.Time
+}

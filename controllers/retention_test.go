@@ -1,0 +1,187 @@
+package controllers_test
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/controllers"
+)
+
+// settled describes a payment's stored state for the retention tests.
+type settled struct {
+	phase       v1alpha1.PaymentPhase
+	history     []time.Duration // ages of the history entries, oldest first
+	needsReview bool
+}
+
+// storedPayment creates a Payment of prov and stores st as its status.
+func storedPayment(t *testing.T, ns, name, prov string, now time.Time, st settled) *v1alpha1.Payment {
+	t.Helper()
+	p := &v1alpha1.Payment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.PaymentSpec{
+			ProviderRef: v1alpha1.LocalObjectReference{Name: prov},
+			Amount:      v1alpha1.Amount{Value: 1999, Currency: "USD"},
+		},
+	}
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return setStatus(t, p, func(s *v1alpha1.PaymentStatus) {
+		s.Phase = st.phase
+		from := v1alpha1.PhasePending
+		for i, age := range st.history {
+			to := st.phase
+			if i < len(st.history)-1 {
+				to = v1alpha1.PhaseSucceeded // refunds follow a success
+			}
+			s.History = append(s.History, v1alpha1.HistoryEntry{Time: metav1.NewTime(now.Add(-age)), From: from, To: to, Source: v1alpha1.SourceWebhook})
+			from = to
+		}
+		if st.needsReview {
+			s.Conditions = append(s.Conditions, metav1.Condition{
+				Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConflictingStatus,
+				Message: "provider said Succeeded after Failed", LastTransitionTime: metav1.NewTime(now),
+			})
+		}
+	})
+}
+
+func exists(t *testing.T, ns, name string) bool {
+	t.Helper()
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.Payment{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func remaining(t *testing.T, ns string) []string {
+	t.Helper()
+	var l v1alpha1.PaymentList
+	if err := env.Client.List(context.Background(), &l, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range l.Items {
+		names = append(names, p.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// TestRetentionDeletesExactlyWhatHasExpired judges each payment on a fake
+// clock: only final payments past retention.finalPayments since their last
+// change go, and never one that needs review.
+func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
+	ns := newNamespace(t)
+	now := time.Now().Truncate(time.Second)
+	clk := clocktesting.NewFakePassiveClock(now)
+	keep := netsProvider(t, ns, "keeps-1h", nil, v1alpha1.ProviderKukoPay, func(s *v1alpha1.PaymentProviderSpec) {
+		s.Retention.FinalPayments = dur("1h")
+	})
+	forever := netsProvider(t, ns, "keeps-all", nil, v1alpha1.ProviderKukoPay, nil)
+	r := &controllers.Retention{Client: env.Client, APIReader: env.Client, Clock: clk, Recorder: &eventLog{}}
+
+	cases := []struct {
+		name        string
+		provider    string
+		st          settled
+		wantDeleted bool
+		wantWait    time.Duration
+	}{
+		{name: "succeeded-2h-ago-is-deleted", provider: keep.Name, st: settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{2 * time.Hour}}, wantDeleted: true},
+		{name: "expired-2h-ago-is-deleted", provider: keep.Name, st: settled{phase: v1alpha1.PhaseExpired, history: []time.Duration{2 * time.Hour}}, wantDeleted: true},
+		{name: "succeeded-30m-ago-waits-30m", provider: keep.Name, st: settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{30 * time.Minute}}, wantWait: 30 * time.Minute},
+		{name: "refunded-10m-ago-counts-from-the-refund", provider: keep.Name, st: settled{phase: v1alpha1.PhaseRefunded, history: []time.Duration{3 * time.Hour, 10 * time.Minute}}, wantWait: 50 * time.Minute},
+		{name: "failed-needing-review-is-kept", provider: keep.Name, st: settled{phase: v1alpha1.PhaseFailed, history: []time.Duration{2 * time.Hour}, needsReview: true}},
+		{name: "unknown-is-not-final", provider: keep.Name, st: settled{phase: v1alpha1.PhaseUnknown, history: []time.Duration{2 * time.Hour}, needsReview: true}},
+		{name: "processing-is-not-final", provider: keep.Name, st: settled{phase: v1alpha1.PhaseProcessing, history: []time.Duration{2 * time.Hour}}},
+		{name: "provider-without-retention-keeps-it", provider: forever.Name, st: settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{24 * time.Hour}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			storedPayment(t, ns, tc.name, tc.provider, now, tc.st)
+			res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: tc.name}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gone := !exists(t, ns, tc.name); gone != tc.wantDeleted {
+				t.Errorf("deleted = %v, want %v", gone, tc.wantDeleted)
+			}
+			if res.RequeueAfter != tc.wantWait {
+				t.Errorf("RequeueAfter = %s, want %s", res.RequeueAfter, tc.wantWait)
+			}
+		})
+	}
+
+	// 31 minutes later the 30-minute-old one has expired too; the refund has not.
+	clk.SetTime(now.Add(31 * time.Minute))
+	for _, name := range []string{"succeeded-30m-ago-waits-30m", "refunded-10m-ago-counts-from-the-refund", "failed-needing-review-is-kept"} {
+		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An operator reviews the failed payment: now it may go.
+	setStatus(t, &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "failed-needing-review-is-kept"}}, func(s *v1alpha1.PaymentStatus) {
+		s.Conditions[0].Status, s.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonReviewed
+	})
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "failed-needing-review-is-kept"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"processing-is-not-final", "provider-without-retention-keeps-it", "refunded-10m-ago-counts-from-the-refund", "unknown-is-not-final"}
+	if got := remaining(t, ns); !equalStrings(got, want) {
+		t.Errorf("remaining payments %v, want %v", got, want)
+	}
+}
+
+// TestRetentionControllerWaitsForEachPayment runs the controller: a payment
+// is deleted when its own retention passes, one under review stays, and a
+// provider that starts keeping less applies it to payments settled before.
+func TestRetentionControllerWaitsForEachPayment(t *testing.T) {
+	ns := newNamespace(t)
+	short := netsProvider(t, ns, "short", nil, v1alpha1.ProviderKukoPay, func(s *v1alpha1.PaymentProviderSpec) {
+		s.Retention.FinalPayments = dur("1s")
+	})
+	later := netsProvider(t, ns, "later", nil, v1alpha1.ProviderKukoPay, nil)
+	startNets(t, ns, netsOptions{retention: true})
+	now := time.Now()
+	storedPayment(t, ns, "settled", short.Name, now, settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{0}})
+	storedPayment(t, ns, "under-review", short.Name, now, settled{phase: v1alpha1.PhaseFailed, history: []time.Duration{0}, needsReview: true})
+	storedPayment(t, ns, "of-later", later.Name, now, settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{time.Hour}})
+
+	eventually(t, 10*time.Second, "the settled payment to be deleted", func() bool { return !exists(t, ns, "settled") })
+	if !exists(t, ns, "of-later") {
+		t.Fatal("deleted a payment of a provider that keeps everything")
+	}
+	p := getProvider(t, ns, later.Name)
+	p.Spec.Retention.FinalPayments = dur("30m")
+	if err := env.Client.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the provider's new retention to apply", func() bool { return !exists(t, ns, "of-later") })
+	if !exists(t, ns, "under-review") {
+		t.Error("deleted a payment that needs review")
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

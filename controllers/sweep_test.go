@@ -1,0 +1,119 @@
+package controllers_test
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/paysim"
+)
+
+// TestSweepReenqueuesPaymentsWhoseRequeueWasLost: payments whose status query
+// is long overdue and that nothing will reconcile (their requeue was lost) are
+// found by the sweep, counted, reported, and handed to the payment
+// controller, which settles them; then the metric drops to zero.
+//
+// The payment controller here is fed only by the sweep's source (no watches,
+// no requeues of its own), and holds each request until the test has seen the
+// metric, so what it reconciles was enqueued by the sweep.
+func TestSweepReenqueuesPaymentsWhoseRequeueWasLost(t *testing.T) {
+	s := startSim(t, paysim.Options{})
+	ns := newNamespace(t)
+
+	var mu sync.Mutex
+	var consumed []string
+	release := make(chan struct{})
+	n := startNets(t, ns, netsOptions{sweepConsumer: func(payments *controllers.PaymentReconciler) reconcile.Reconciler {
+		return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			mu.Lock()
+			consumed = append(consumed, req.Name)
+			mu.Unlock()
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return reconcile.Result{}, nil
+			}
+			return payments.Reconcile(ctx, req)
+		})
+	}})
+	prov := netsProvider(t, ns, "shop", s, v1alpha1.ProviderKukoPay, func(spec *v1alpha1.PaymentProviderSpec) {
+		spec.Sweep = v1alpha1.SweepConfig{Interval: dur("200ms"), OverdueAfter: dur("1s")}
+	})
+
+	now := time.Now()
+	at := func(d time.Duration) *metav1.MicroTime { t := metav1.NewMicroTime(now.Add(d)); return &t }
+	cases := []struct {
+		name        string
+		phase       v1alpha1.PaymentPhase
+		next        *metav1.MicroTime
+		wantOverdue bool
+	}{
+		{name: "lost-requeue", phase: v1alpha1.PhaseProcessing, next: at(-time.Hour), wantOverdue: true},
+		{name: "unknown-still-scheduled", phase: v1alpha1.PhaseUnknown, next: at(-30 * time.Minute), wantOverdue: true},
+		{name: "due-later", phase: v1alpha1.PhaseProcessing, next: at(time.Hour)},
+		{name: "late-within-grace", phase: v1alpha1.PhasePending, next: at(30 * time.Second)},
+		{name: "unknown-waiting-for-a-human", phase: v1alpha1.PhaseUnknown},
+		{name: "settled", phase: v1alpha1.PhaseSucceeded, next: at(-time.Hour)},
+	}
+	ids := map[string]string{}
+	for _, tc := range cases {
+		p := trackedPayment(t, s, prov, tc.name, paysim.OutcomeSucceed)
+		ids[tc.name] = p.Spec.ProviderPaymentID
+		setStatus(t, p, func(st *v1alpha1.PaymentStatus) {
+			st.Phase, st.ProviderPaymentID = tc.phase, p.Spec.ProviderPaymentID
+			st.Query = v1alpha1.QueryStatus{Attempts: 1, NextTime: tc.next}
+		})
+	}
+
+	eventually(t, 10*time.Second, "the sweep to count 2 overdue payments", func() bool { return overdue(t, ns, prov.Name) == 2 })
+	for _, tc := range cases {
+		events := n.events.about(tc.name, "Overdue")
+		if tc.wantOverdue && len(events) == 0 {
+			t.Errorf("%s: no Overdue Warning event", tc.name)
+		}
+		if !tc.wantOverdue && len(events) > 0 {
+			t.Errorf("%s is not overdue but got %q", tc.name, events[0].message)
+		}
+	}
+	eventually(t, 10*time.Second, "the payment controller to receive both", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(consumed) >= 2
+	})
+
+	close(release)
+	for _, tc := range cases {
+		if tc.wantOverdue {
+			waitPhase(t, &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.name}}, v1alpha1.PhaseSucceeded, 10*time.Second)
+		}
+	}
+	eventually(t, 10*time.Second, "the overdue metric to drop to zero", func() bool { return overdue(t, ns, prov.Name) == 0 })
+
+	mu.Lock()
+	got := map[string]bool{}
+	for _, name := range consumed {
+		got[name] = true
+	}
+	mu.Unlock()
+	var names []string
+	for name := range got {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if len(names) != 2 || !got["lost-requeue"] || !got["unknown-still-scheduled"] {
+		t.Errorf("the sweep enqueued %v, want exactly lost-requeue and unknown-still-scheduled", names)
+	}
+	queries := s.Counters().QueriesByPayment
+	for _, tc := range cases {
+		if q := queries[ids[tc.name]]; !tc.wantOverdue && q != 0 {
+			t.Errorf("%s was queried %d times; only overdue payments may be", tc.name, q)
+		}
+	}
+}
