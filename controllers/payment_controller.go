@@ -231,31 +231,28 @@ func (r *PaymentReconciler) create(ctx context.Context, p *v1alpha1.Payment, pro
 		metrics.StatusQueries.WithLabelValues(prov.Name, "deferred_"+reason).Inc()
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	w := r.writer()
-
 	if p.Status.CreateRequestedAt == nil {
-		var res payment.Result
-		wrote, err := w.UpdateStatus(ctx, p, func(p *v1alpha1.Payment) error {
+		// The marker goes first: once it is stored, any later reconcile knows
+		// a create may have happened and resolves it instead of guessing.
+		err := r.observe(ctx, p, v1alpha1.SourceCreate, now, func(p *v1alpha1.Payment, apply func(payment.Observation)) {
 			if p.Status.CreateRequestedAt != nil {
-				return nil
+				return
 			}
-			res = payment.Apply(p, payment.Observation{Source: v1alpha1.SourceCreate, Observed: payment.ObservedPending}, now)
-			p.Status = res.Status
+			apply(payment.Observation{Source: v1alpha1.SourceCreate, Observed: payment.ObservedPending})
 			t := metav1.NewTime(now)
 			p.Status.CreateRequestedAt = &t
 			p.Status.ObservedGeneration = p.Generation
-			return nil
 		})
 		if err != nil {
 			e.Breaker.Release()
 			return ctrl.Result{}, err
 		}
-		if wrote {
-			r.record(p, res, v1alpha1.SourceCreate)
+		if p.Status.ProviderPaymentID != "" {
+			// A conflict's re-read showed the create already recorded.
+			e.Breaker.Release()
+			return r.requeue(p), nil
 		}
-	}
-
-	if p.Status.CreateRequestedAt != nil && p.Status.ProviderPaymentID == "" {
+	} else {
 		// A create may already have gone out (a crash, a timeout, or only a
 		// cache that has not caught up with our last write). Make sure from the
 		// API server before calling the provider again.
@@ -295,16 +292,9 @@ func (r *PaymentReconciler) create(ctx context.Context, p *v1alpha1.Payment, pro
 	r.breakerRecord(ctx, prov, e, err)
 	schedule, jitter := prov.Spec.QuerySchedule(), prov.Spec.JitterPercent()
 
-	var results []payment.Result
-	_, werr := w.UpdateStatus(ctx, p, func(p *v1alpha1.Payment) error {
-		results = nil
+	werr := r.observe(ctx, p, v1alpha1.SourceCreate, now, func(p *v1alpha1.Payment, apply func(payment.Observation)) {
 		if p.Status.ProviderPaymentID != "" {
-			return nil
-		}
-		apply := func(obs payment.Observation) {
-			res := payment.Apply(p, obs, now)
-			p.Status = res.Status
-			results = append(results, res)
+			return
 		}
 		switch {
 		case err == nil:
@@ -333,13 +323,9 @@ func (r *PaymentReconciler) create(ctx context.Context, p *v1alpha1.Payment, pro
 				Reason:  v1alpha1.ReasonCreateRejected,
 			})
 		}
-		return nil
 	})
 	if werr != nil {
 		return ctrl.Result{}, werr
-	}
-	for _, res := range results {
-		r.record(p, res, v1alpha1.SourceCreate)
 	}
 	if err != nil {
 		log.FromContext(ctx).Info("provider "+op+" failed", "error", err.Error())
@@ -371,14 +357,7 @@ func (r *PaymentReconciler) query(ctx context.Context, p *v1alpha1.Payment, prov
 	metrics.StatusQueries.WithLabelValues(prov.Name, queryResult(err)).Inc()
 	schedule, jitter := prov.Spec.QuerySchedule(), prov.Spec.JitterPercent()
 
-	var results []payment.Result
-	_, werr := r.writer().UpdateStatus(ctx, p, func(p *v1alpha1.Payment) error {
-		results = nil
-		apply := func(obs payment.Observation) {
-			res := payment.Apply(p, obs, now)
-			p.Status = res.Status
-			results = append(results, res)
-		}
+	werr := r.observe(ctx, p, v1alpha1.SourceStatusQuery, now, func(p *v1alpha1.Payment, apply func(payment.Observation)) {
 		p.Status.ObservedGeneration = p.Generation
 		if p.Status.ProviderPaymentID == "" {
 			p.Status.ProviderPaymentID = id
@@ -409,7 +388,7 @@ func (r *PaymentReconciler) query(ctx context.Context, p *v1alpha1.Payment, prov
 			})
 			// Asking again cannot help; an operator's requery restarts it.
 			p.Status.Query.NextTime = nil
-			return nil
+			return
 		}
 		if !more && !p.Status.Phase.IsFinal() {
 			apply(payment.Observation{
@@ -417,13 +396,9 @@ func (r *PaymentReconciler) query(ctx context.Context, p *v1alpha1.Payment, prov
 				Reason: fmt.Sprintf("no final answer after %d status queries (last error: %s)", p.Status.Query.Attempts, orNone(p.Status.Query.LastError)),
 			})
 		}
-		return nil
 	})
 	if werr != nil {
 		return ctrl.Result{}, werr
-	}
-	for _, res := range results {
-		r.record(p, res, v1alpha1.SourceStatusQuery)
 	}
 	if err != nil {
 		log.FromContext(ctx).Info("status query failed", "error", err.Error(), "attempts", p.Status.Query.Attempts)
@@ -518,6 +493,31 @@ func PublishCircuit(ctx context.Context, c client.Client, key types.NamespacedNa
 		}
 	}
 	return fmt.Errorf("provider %s: status kept conflicting", key)
+}
+
+// observe stores what one provider call taught: mutate feeds observations to
+// apply (the state machine, in order) and may update the schedule; it runs
+// again on fresh state after a write conflict. Events and metrics follow only
+// a successful write.
+func (r *PaymentReconciler) observe(ctx context.Context, p *v1alpha1.Payment, source v1alpha1.ObservationSource, now time.Time,
+	mutate func(p *v1alpha1.Payment, apply func(payment.Observation))) error {
+	var results []payment.Result
+	_, err := r.writer().UpdateStatus(ctx, p, func(p *v1alpha1.Payment) error {
+		results = results[:0]
+		mutate(p, func(obs payment.Observation) {
+			res := payment.Apply(p, obs, now)
+			p.Status = res.Status
+			results = append(results, res)
+		})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, res := range results {
+		r.record(p, res, source)
+	}
+	return nil
 }
 
 func (r *PaymentReconciler) writer() payment.Writer {

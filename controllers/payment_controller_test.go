@@ -49,10 +49,7 @@ func TestHappyPath(t *testing.T) {
 	if len(path) == 0 || path[0] != "Pending" || path[len(path)-1] != "Succeeded" {
 		t.Errorf("history %v, want Pending ... Succeeded", path)
 	}
-	evs := drainEvents(m.recorder)
-	if !containsEvent(evs, "Normal Succeeded") {
-		t.Errorf("no Succeeded event in %v", evs)
-	}
+	m.waitEvent(t, "Normal Succeeded")
 	c := s.Counters()
 	if c.PaymentsCreated != 1 || c.CreateRequests != 1 {
 		t.Errorf("provider saw %d creates and made %d payments, want 1 and 1", c.CreateRequests, c.PaymentsCreated)
@@ -222,9 +219,7 @@ func TestExhaustedScheduleStopsQuerying(t *testing.T) {
 	if got.Status.Query.Attempts != 3 || got.Status.Query.NextTime != nil {
 		t.Errorf("query status %+v, want 3 attempts and no next time", got.Status.Query)
 	}
-	if !containsEvent(drainEvents(m.recorder), "Warning "+v1alpha1.ReasonRetriesExhausted) {
-		t.Errorf("no RetriesExhausted warning event")
-	}
+	m.waitEvent(t, "Warning "+v1alpha1.ReasonRetriesExhausted)
 	before := s.Counters().QueriesByPayment[got.Status.ProviderPaymentID]
 	// Resyncs (any update) must not query again.
 	touch(t, p, "resync", "1")
@@ -311,11 +306,13 @@ func TestRateLimitBoundsProviderCalls(t *testing.T) {
 	eventually(t, 60*time.Second, "every payment to be queried", func() bool { return len(m.requests.snapshot(isGet)) >= n })
 	gets := m.requests.snapshot(isGet)
 	// Token bucket: in any interval [t_i, t_j], at most burst + qps·(t_j − t_i)
-	// calls (plus one for the token that refills during measurement).
+	// calls. Times are taken when a request leaves, a little after the
+	// limiter admitted it, so two calls of slack absorb scheduling delay on
+	// a busy machine; without the limiter the excess would be in the hundreds.
 	worst := 0.0
 	for i := range gets {
 		for j := i; j < len(gets); j++ {
-			allowed := 20 + 10*gets[j].at.Sub(gets[i].at).Seconds() + 1
+			allowed := 20 + 10*gets[j].at.Sub(gets[i].at).Seconds() + 2
 			if excess := float64(j-i+1) - allowed; excess > worst {
 				worst = excess
 			}
@@ -373,10 +370,8 @@ func TestCircuitBreakerDefersWithoutConsumingAttempts(t *testing.T) {
 		c := findCondition(got.Status.Conditions, v1alpha1.ConditionDegraded)
 		return c != nil && c.Status == metav1.ConditionFalse && got.Status.Circuit.State == v1alpha1.CircuitClosed
 	})
-	evs := drainEvents(m.recorder)
-	if !containsEvent(evs, "Warning CircuitOpen") || !containsEvent(evs, "Normal CircuitClosed") {
-		t.Errorf("circuit events missing: %v", evs)
-	}
+	m.waitEvent(t, "Warning CircuitOpen")
+	m.waitEvent(t, "Normal CircuitClosed")
 }
 
 func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
@@ -452,9 +447,7 @@ func TestAmountMismatchThenOperatorActions(t *testing.T) {
 	if c := condition(got, v1alpha1.ConditionNeedsReview); c == nil || c.Reason != v1alpha1.ReasonAmountMismatch {
 		t.Fatalf("NeedsReview = %+v, want AmountMismatch", c)
 	}
-	if !containsEvent(drainEvents(m.recorder), "Warning "+v1alpha1.ReasonAmountMismatch) {
-		t.Errorf("no AmountMismatch warning")
-	}
+	m.waitEvent(t, "Warning "+v1alpha1.ReasonAmountMismatch)
 	id := got.Status.ProviderPaymentID
 
 	// requery: one fresh query, remembered so it is acted on once.

@@ -171,6 +171,7 @@ type manager struct {
 	writes   *writeCounter
 	requests *requestLog
 	recorder *events.FakeRecorder
+	seen     []string // events drained from recorder
 	stop     func()
 }
 
@@ -407,23 +408,30 @@ func condition(p *v1alpha1.Payment, typ string) *metav1.Condition {
 	return meta.FindStatusCondition(p.Status.Conditions, typ)
 }
 
-func drainEvents(rec *events.FakeRecorder) []string {
-	var out []string
+// waitEvent waits for an Event containing fragment. Events are recorded
+// after the status write that they announce, so a test that has just seen
+// the new status may still have to wait for its Event.
+func (m *manager) waitEvent(t *testing.T, fragment string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
 	for {
-		select {
-		case e := <-rec.Events:
-			out = append(out, e)
-		default:
-			return out
+		for {
+			select {
+			case e := <-m.recorder.Events:
+				m.seen = append(m.seen, e)
+				continue
+			default:
+			}
+			break
 		}
-	}
-}
-
-func containsEvent(events []string, fragment string) bool {
-	for _, e := range events {
-		if strings.Contains(e, fragment) {
-			return true
+		for _, e := range m.seen {
+			if strings.Contains(e, fragment) {
+				return
+			}
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no event %q; got %v", fragment, m.seen)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return false
 }
