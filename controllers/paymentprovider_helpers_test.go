@@ -24,6 +24,7 @@ import (
 	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
+	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/providers"
@@ -356,7 +357,7 @@ func setStatus(t *testing.T, p *v1alpha1.Payment, mutate func(*v1alpha1.PaymentS
 func overdue(t *testing.T, ns, prov string) float64 {
 	t.Helper()
 	m := &dto.Metric{}
-	if err := controllers.PaymentsOverdue.WithLabelValues(ns, prov).Write(m); err != nil {
+	if err := metrics.PaymentsOverdue.WithLabelValues(ns, prov).Write(m); err != nil {
 		t.Fatal(err)
 	}
 	return m.GetGauge().GetValue()

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/metrics"
 )
 
 // IndexPaymentScheduled indexes the Payments that wait for a status query
@@ -30,23 +30,6 @@ import (
 // the bulk of a long-running cluster, are not in it, so a sweep reads only
 // the payments that can be overdue.
 const IndexPaymentScheduled = "sweep.scheduledByProvider"
-
-// PaymentsOverdue is paywarden_payments_overdue (SPEC §8): the payments the
-// last sweep of a provider found overdue.
-var PaymentsOverdue = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-	Name: "paywarden_payments_overdue",
-	Help: "Payments whose status query is more than the provider's sweep.overdueAfter past due, as of the provider's last sweep.",
-}, []string{"namespace", "provider"})
-
-// RegisterSweepMetrics registers paywarden_payments_overdue with reg.
-func RegisterSweepMetrics(reg prometheus.Registerer) error {
-	if err := reg.Register(PaymentsOverdue); err != nil {
-		if _, ok := err.(prometheus.AlreadyRegisteredError); !ok {
-			return err
-		}
-	}
-	return nil
-}
 
 // defaultSweepBuffer is how many overdue payments can wait for the payment
 // controller to pick them up before a sweep drops the rest (the next sweep
@@ -134,7 +117,7 @@ func (s *Sweep) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 	prov := &v1alpha1.PaymentProvider{}
 	if err := s.Client.Get(ctx, req.NamespacedName, prov); err != nil {
 		if apierrors.IsNotFound(err) {
-			PaymentsOverdue.DeleteLabelValues(req.Namespace, req.Name)
+			metrics.PaymentsOverdue.DeleteLabelValues(req.Namespace, req.Name)
 			s.mu.Lock()
 			delete(s.last, req.NamespacedName)
 			s.mu.Unlock()
@@ -155,7 +138,7 @@ func (s *Sweep) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	PaymentsOverdue.WithLabelValues(prov.Namespace, prov.Name).Set(float64(overdue))
+	metrics.PaymentsOverdue.WithLabelValues(prov.Namespace, prov.Name).Set(float64(overdue))
 	s.mu.Lock()
 	s.last[req.NamespacedName] = now
 	s.mu.Unlock()

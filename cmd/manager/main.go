@@ -88,9 +88,6 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 	if err := crmetrics.Registry.Register(controllers.PaymentCollector{Reader: mgr.GetCache()}); err != nil {
 		return err
 	}
-	if err := controllers.RegisterSweepMetrics(crmetrics.Registry); err != nil {
-		return err
-	}
 	// One gateway: status queries, backfill and the inbox share each
 	// provider's rate limit and circuit breaker.
 	gw := &gateway.Gateway{Reader: mgr.GetClient()}

@@ -34,6 +34,13 @@ var CircuitOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "1 while the provider's circuit breaker is open (or half-open), else 0.",
 }, []string{"provider"})
 
+// PaymentsOverdue is set by the sweep: the payments of a provider whose status
+// query is more than sweep.overdueAfter past due, as of its last sweep.
+var PaymentsOverdue = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "paywarden_payments_overdue",
+	Help: "Payments whose status query is more than the provider's sweep.overdueAfter past due, as of the provider's last sweep.",
+}, []string{"namespace", "provider"})
+
 // RegisterShared registers the metrics both processes update.
 func RegisterShared(reg prometheus.Registerer) error {
 	return register(reg, Transitions)
@@ -41,7 +48,7 @@ func RegisterShared(reg prometheus.Registerer) error {
 
 // RegisterManager registers the manager's own metrics.
 func RegisterManager(reg prometheus.Registerer) error {
-	return register(reg, StatusQueries, ProviderRequestDuration, CircuitOpen)
+	return register(reg, StatusQueries, ProviderRequestDuration, CircuitOpen, PaymentsOverdue)
 }
 
 func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
