@@ -61,7 +61,8 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
 
 .PHONY: dev
 dev: envtest ## Run everything locally on an embedded control plane with a demo; Ctrl-C stops it.
-	go run ./cmd/devenv
+	go build -o $(LOCALBIN)/devenv ./cmd/devenv
+	$(LOCALBIN)/devenv
 
 .PHONY: dev-smoke
 dev-smoke: envtest ## The headless `make dev` smoke test: every demo payment reaches its expected phase.

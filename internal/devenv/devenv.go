@@ -56,7 +56,7 @@ type Story struct {
 var Stories = []Story{
 	{Name: "webhook-on-time", Provider: "kukopay", Title: "webhook arrives on time", Outcome: paysim.OutcomeSucceed, After: "30s", Amount: 1999, Currency: "USD", Expect: v1alpha1.PhaseSucceeded},
 	{Name: "webhook-lost", Provider: "generic", Title: "webhook lost, recovered by a status query", Outcome: paysim.OutcomeSucceed, After: "30s", Amount: 4200, Currency: "EUR", Expect: v1alpha1.PhaseSucceeded},
-	{Name: "duplicates-reordered", Provider: "paypal", Title: "duplicate and out-of-order webhooks", Outcome: paysim.OutcomeSucceed, After: "30s", Amount: 2500, Currency: "USD", Expect: v1alpha1.PhaseSucceeded},
+	{Name: "duplicates-reordered", Provider: "paypal", Title: "every webhook delivered twice, some held back", Outcome: paysim.OutcomeSucceed, After: "30s", Amount: 2500, Currency: "USD", Expect: v1alpha1.PhaseSucceeded},
 	{Name: "declined", Provider: "kukopay", Title: "declined by the provider", Outcome: paysim.OutcomeFail, After: "20s", Amount: 999, Currency: "USD", Expect: v1alpha1.PhaseFailed},
 	{Name: "amount-mismatch", Provider: "kukopay", Title: "paid a different amount: needs review", Outcome: paysim.OutcomeMismatch, After: "20s", Amount: 5000, Currency: "JPY", Expect: v1alpha1.PhaseUnknown, NeedsReview: v1alpha1.ReasonAmountMismatch},
 	{Name: "unpaid", Provider: "kukopay", Title: "never paid: closed out as Expired", Outcome: paysim.OutcomePending, Amount: 1500, Currency: "GBP", ExpiresIn: "40s", Expect: v1alpha1.PhaseExpired},
