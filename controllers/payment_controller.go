@@ -370,15 +370,8 @@ func (r *PaymentReconciler) query(ctx context.Context, p *v1alpha1.Payment, prov
 		more := payment.ScheduleNext(&p.Status, schedule, jitter, string(p.UID), out, now)
 		switch {
 		case err == nil:
-			obs := observations(found, v1alpha1.SourceStatusQuery)
-			if closeOut && found.Status == provider.StatusPending {
-				// The provider confirms nobody paid: close it out locally.
-				obs = []payment.Observation{{
-					Source: v1alpha1.SourceStatusQuery, Observed: payment.ObservedExpired, Raw: found.RawStatus, Local: true,
-					Reason: fmt.Sprintf("%s: still unpaid %s after creation", v1alpha1.ReasonUnpaidTimeout, p.Spec.ExpiresAfter.Duration),
-				}}
-			}
-			for _, o := range obs {
+			for _, o := range observations(found, v1alpha1.SourceStatusQuery) {
+				o.PastExpiry = closeOut
 				apply(o)
 			}
 		case !errors.Is(err, provider.ErrRetryable):

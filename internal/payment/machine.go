@@ -57,6 +57,11 @@ type Observation struct {
 	// Local marks an Expired that paywarden decided (unpaid close-out, §2.5)
 	// rather than the provider.
 	Local bool
+	// PastExpiry says the payment is past its spec.expiresAfter: a Pending
+	// answer (the provider confirms nobody paid) then closes it out as a
+	// local Expired (§2.5). Processing means money may be moving and is not
+	// closed out.
+	PastExpiry bool
 	// Reason is free text recorded in history (e.g. an operator's reason).
 	Reason string
 }
@@ -139,6 +144,11 @@ func (m *machine) run() {
 	}
 	switch m.obs.Observed {
 	case ObservedPending, ObservedProcessing:
+		if m.obs.Observed == ObservedPending && m.obs.PastExpiry {
+			m.obs.Observed, m.obs.Local = ObservedExpired, true
+			m.notPaid()
+			return
+		}
 		m.progress()
 	case ObservedSucceeded:
 		m.succeeded()

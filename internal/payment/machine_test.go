@@ -91,6 +91,8 @@ func withReview(reason string) obsOpt { return func(o *payment.Observation) { o.
 
 func withLocal() obsOpt { return func(o *payment.Observation) { o.Local = true } }
 
+func withPastExpiry() obsOpt { return func(o *payment.Observation) { o.PastExpiry = true } }
+
 func withReason(r string) obsOpt { return func(o *payment.Observation) { o.Reason = r } }
 
 func withRaw(s string) obsOpt { return func(o *payment.Observation) { o.Raw = s } }
@@ -844,6 +846,38 @@ func TestApply(t *testing.T) {
 					t.Error("expiredLocally = false for a local close-out")
 				}
 			},
+		},
+		{
+			name:       "pending past expiry closes the payment out as a local Expired",
+			given:      givenProcessing,
+			obs:        obsQuery(payment.ObservedPending, withRaw("pending"), withPastExpiry()),
+			decision:   payment.Applied,
+			phase:      expired,
+			conds:      []string{readySettled},
+			history:    []v1alpha1.HistoryEntry{historyEntry(processing, expired, srcQuery, "", v1alpha1.ReasonUnpaidTimeout)},
+			events:     []string{"Normal/Expired"},
+			transition: phaseChange(processing, expired),
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if !after.ExpiredLocally {
+					t.Error("expiredLocally = false for a close-out")
+				}
+			},
+		},
+		{
+			name:     "processing past expiry is not closed out: money may be moving",
+			given:    givenProcessing,
+			obs:      obsQuery(payment.ObservedProcessing, withPastExpiry()),
+			decision: payment.Stale,
+			phase:    processing,
+			conds:    []string{readyInProgress},
+		},
+		{
+			name:     "pending past expiry does not take a payment out of Unknown",
+			given:    givenUnknown(v1alpha1.ReasonRetriesExhausted),
+			obs:      obsQuery(payment.ObservedPending, withPastExpiry()),
+			decision: payment.Stale,
+			phase:    unknown,
+			conds:    reviewing(v1alpha1.ReasonRetriesExhausted),
 		},
 		{
 			name:       "locally expired then succeeded is LateSuccess",
