@@ -260,7 +260,6 @@ func TestRestartContinuesTheSchedule(t *testing.T) {
 		got := get(t, p)
 		due[got.Status.ProviderPaymentID] = got.Status.Query.NextTime.Time
 	}
-	stoppedAt := time.Now()
 
 	second := startManager(t, ns, managerOptions{})
 	for _, p := range payments {
@@ -275,9 +274,6 @@ func TestRestartContinuesTheSchedule(t *testing.T) {
 		// nextTime is stored with second precision; allow for its truncation.
 		if g.at.Before(due[id].Add(-time.Second)) {
 			t.Errorf("payment %s queried at %s, before its stored nextTime %s", id, g.at.Format(time.StampMilli), due[id].Format(time.StampMilli))
-		}
-		if g.at.Sub(stoppedAt) < time.Second {
-			t.Errorf("payment %s queried %s after start-up: a restart re-queried it at once", id, g.at.Sub(stoppedAt))
 		}
 	}
 }
