@@ -28,6 +28,7 @@ import (
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
 // Annotations of a one-off backfill (the "replay after an outage" runbook).
@@ -204,10 +205,18 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		return ctrl.Result{RequeueAfter: st.LastRunTime.Add(interval).Sub(now)}, nil
 	}
 
-	if prov.Spec.Type == v1alpha1.ProviderPayPal {
-		// PayPal has no events API to read: webhooks (redelivered for 3 days)
-		// and status queries are its channels.
-		msg := "PayPal has no events API; payments of this provider are settled by webhooks (redelivered for up to 3 days) and status queries"
+	entry, err := r.Gateway.For(ctx, prov)
+	if err != nil {
+		msg := fmt.Sprintf("cannot reach the provider: %v", err)
+		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillUnavailable, msg); werr != nil {
+			return ctrl.Result{}, werr
+		}
+		return ctrl.Result{RequeueAfter: min(interval, providerRetry)}, nil
+	}
+	if !entry.Caps.EventsAPI {
+		// Without an events API to read, webhooks (which such providers
+		// redeliver for days) and status queries are the channels.
+		msg := fmt.Sprintf("provider type %s has no events API; its payments are settled by webhooks and status queries", prov.Spec.Type)
 		if err := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillUnsupported, msg); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -235,15 +244,6 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	// than maxLookback: those events are given up by design.
 	run.advance = due || (st.Cursor != nil && !run.since.After(st.Cursor.Time))
 	retry := min(interval, providerRetry)
-
-	entry, err := r.Gateway.For(ctx, prov)
-	if err != nil {
-		msg := fmt.Sprintf("cannot reach the provider: %v", err)
-		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillUnavailable, msg); werr != nil {
-			return ctrl.Result{}, werr
-		}
-		return ctrl.Result{RequeueAfter: retry}, nil
-	}
 
 	err = r.run(ctx, prov, entry, run)
 	var deferred *deferredError
@@ -279,12 +279,13 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if run.skipped > 0 {
 		msg += fmt.Sprintf(", %d unstorable (see Events)", run.skipped)
 	}
-	if _, err := writeProviderStatus(ctx, r.Client, r.APIReader, prov, func(p *v1alpha1.PaymentProvider) {
+	if _, err := statuswriter.Update(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, prov, func(p *v1alpha1.PaymentProvider) error {
 		p.Status.Backfill.EventsSeen += run.unsaved
 		if run.regular {
 			p.Status.Backfill.LastRunTime = &finished
 		}
 		setBackfillCondition(p, metav1.ConditionTrue, ReasonBackfillSynced, msg+"; cursor "+cursorString(p), finished)
+		return nil
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -312,7 +313,7 @@ var errListEvents = errors.New("list events")
 // open, or a long wait for the token bucket).
 type deferredError struct {
 	wait   time.Duration
-	reason string
+	reason gateway.Deferral
 }
 
 func (e *deferredError) Error() string {
@@ -329,7 +330,7 @@ func (r *Backfill) run(ctx context.Context, prov *v1alpha1.PaymentProvider, e *g
 			return err
 		}
 		page, err := adapter.ListEvents(ctx, run.since, pageCursor)
-		(&PaymentReconciler{Client: r.Client, Recorder: r.Recorder, Clock: r.Clock}).breakerRecord(ctx, prov, e, err)
+		e.Done(ctx, err)
 		if err != nil {
 			return fmt.Errorf("%w of provider %s/%s: %w", errListEvents, prov.Namespace, prov.Name, err)
 		}
@@ -366,12 +367,13 @@ func (r *Backfill) run(ctx context.Context, prov *v1alpha1.PaymentProvider, e *g
 		// second precision; rounding down only re-reads a little more.
 		newest = newest.Truncate(time.Second)
 		if c := prov.Status.Backfill.Cursor; run.advance && !newest.IsZero() && (c == nil || newest.After(c.Time)) {
-			if _, err := writeProviderStatus(ctx, r.Client, r.APIReader, prov, func(p *v1alpha1.PaymentProvider) {
+			if _, err := statuswriter.Update(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, prov, func(p *v1alpha1.PaymentProvider) error {
 				p.Status.Backfill.EventsSeen += run.unsaved
 				if c := p.Status.Backfill.Cursor; c == nil || newest.After(c.Time) {
 					t := metav1.NewTime(newest)
 					p.Status.Backfill.Cursor = &t
 				}
+				return nil
 			}); err != nil {
 				return err
 			}
@@ -403,14 +405,14 @@ func (r *Backfill) inInbox(ctx context.Context, prov *v1alpha1.PaymentProvider, 
 // an open circuit or a long wait ends the run with a deferredError.
 func (r *Backfill) admit(ctx context.Context, e *gateway.Entry) error {
 	for {
-		ok, wait, reason := e.Admit(r.Clock.Now())
-		if ok {
+		adm := e.Admit("", r.Clock.Now())
+		if adm.OK {
 			return nil
 		}
-		if reason == "circuit_open" || wait > maxAdmitWait {
-			return &deferredError{wait: wait, reason: reason}
+		if adm.Reason != gateway.DeferRateLimited || adm.Wait > maxAdmitWait {
+			return &deferredError{wait: adm.Wait, reason: adm.Reason}
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(adm.Wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -422,8 +424,9 @@ func (r *Backfill) admit(ctx context.Context, e *gateway.Entry) error {
 
 func (r *Backfill) setCondition(ctx context.Context, prov *v1alpha1.PaymentProvider, status metav1.ConditionStatus, reason, msg string) error {
 	now := metav1.NewTime(r.Clock.Now())
-	_, err := writeProviderStatus(ctx, r.Client, r.APIReader, prov, func(p *v1alpha1.PaymentProvider) {
+	_, err := statuswriter.Update(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, prov, func(p *v1alpha1.PaymentProvider) error {
 		setBackfillCondition(p, status, reason, msg, now)
+		return nil
 	})
 	return err
 }

@@ -2,13 +2,12 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -25,9 +25,11 @@ import (
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/gateway"
+	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
 // IndexPaymentProvider indexes Payments by spec.providerRef.name, so a change
@@ -38,14 +40,29 @@ const IndexPaymentProvider = "spec.providerRef.name"
 // missing or unusable; the provider watch usually wakes it sooner.
 const providerRetry = time.Minute
 
+// minIdleRequeue is the shortest wait of a reconcile that wrote nothing: no
+// path may spin on a payment without storing what it learned.
+const minIdleRequeue = time.Second
+
+// maxInlineWait is the longest a reconcile waits in line for its provider's
+// token bucket before handing the payment back to the queue.
+const maxInlineWait = time.Second
+
+// maxUnstoredAge bounds how long an answer whose status write failed is kept
+// to be stored again instead of asking the provider once more.
+const maxUnstoredAge = 10 * time.Minute
+
 // PaymentReconciler drives a Payment from manifest to the provider's final
-// answer (SPEC §2.2): it creates the payment at the provider without ever
-// double-charging, then queries its status on the provider's backoff schedule.
-// Everything it needs to resume is in status; nothing lives in memory except
-// the per-provider rate limit and circuit breaker.
+// answer (SPEC §2.2). It does I/O only: every decision — what to call, what
+// an answer or an error means, when to look again, when to give up — is
+// taken by internal/payment (Plan, AfterCreate, AfterLookup, AfterQuery) from
+// the stored status and the clock. Everything it needs to resume is in
+// status; in memory are only the providers' rate limits and circuit breakers
+// (internal/gateway) and answers whose status write failed.
 type PaymentReconciler struct {
 	Client client.Client
-	// APIReader re-reads a payment after a write conflict (not the cache).
+	// APIReader re-reads a payment after a write conflict and before a repeated
+	// create (not the cache).
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder
@@ -56,9 +73,20 @@ type PaymentReconciler struct {
 	// OverdueSource, when set, delivers payments the sweep found overdue (a
 	// lost requeue); see Sweep.Source.
 	OverdueSource source.Source
+
+	unstored unstoredAnswers
 }
 
-// SetupWithManager registers the reconciler, its index and its watches.
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler, its index and its watches. The
+// inbox's Payment indexes (inbox.SetupIndexes) must be registered on mgr: the
+// merchant-reference index finds another Payment using the same reference.
 func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Payment{}, IndexPaymentProvider,
 		func(o client.Object) []string { return []string{o.(*v1alpha1.Payment).Spec.ProviderRef.Name} }); err != nil {
@@ -68,14 +96,11 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if workers <= 0 {
 		workers = 4
 	}
-	// No GenerationChangedPredicate: the reconciler must see status changes
-	// written by the webhook receiver, and annotation changes (operator
-	// actions), neither of which moves the generation.
-	// Provider status writes (circuit, backfill cursor) change nothing for
-	// its payments; only a spec change does.
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.Payment{}).
+		For(&v1alpha1.Payment{}, builder.WithPredicates(paymentNews{})).
 		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.paymentsOfProvider),
+			// Provider status writes (circuit, backfill cursor) change
+			// nothing for its payments; only a spec change does.
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	if r.OverdueSource != nil {
 		b = b.WatchesRawSource(r.OverdueSource)
@@ -83,6 +108,27 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("payment").
 		Complete(r)
+}
+
+// paymentNews lets through the Payment updates the reconciler must act on at
+// once: operator annotations, a phase or provider id changed by another
+// writer (the receiver), deletion. Status writes that only move the schedule
+// — the reconciler's own, mostly — are not news: the wake-up they need was
+// already returned as RequeueAfter. Without this filter every status write
+// would cost a second reconcile.
+type paymentNews struct{ predicate.Funcs }
+
+func (paymentNews) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*v1alpha1.Payment)
+	n, ok2 := e.ObjectNew.(*v1alpha1.Payment)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.Generation != n.Generation ||
+		!maps.Equal(o.Annotations, n.Annotations) ||
+		o.Status.Phase != n.Status.Phase ||
+		payment.ProviderID(o) != payment.ProviderID(n) ||
+		!n.DeletionTimestamp.IsZero()
 }
 
 func (r *PaymentReconciler) paymentsOfProvider(ctx context.Context, o client.Object) []reconcile.Request {
@@ -100,8 +146,8 @@ func (r *PaymentReconciler) paymentsOfProvider(ctx context.Context, o client.Obj
 	return reqs
 }
 
-// Reconcile reads like the state diagram: operator actions first, then a
-// switch on the stored phase.
+// Reconcile asks the core what to do (payment.Plan), does it, and stores
+// what the core makes of the result. At most one provider call per reconcile.
 func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &v1alpha1.Payment{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
@@ -110,33 +156,109 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !p.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("payment", req.NamespacedName.String(), "provider", p.Spec.ProviderRef.Name))
+	logger := log.FromContext(ctx).WithValues("payment", req.NamespacedName.String(), "provider", p.Spec.ProviderRef.Name)
+	ctx = log.IntoContext(ctx, logger)
 
-	if err := r.operatorActions(ctx, p); err != nil {
-		return ctrl.Result{}, err
+	prov, entry, perr := r.provider(ctx, p)
+	pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{})
+	if prov != nil {
+		pol = payment.PolicyFor(&prov.Spec)
+	}
+	uid := string(p.UID)
+
+	// An answer whose write failed is stored before anything else: the
+	// provider is not asked again for what it already said.
+	if u, ok := r.unstored.get(uid, r.Clock.Now()); ok {
+		if _, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.unstored.drop(uid)
 	}
 
-	switch phase := p.Status.Phase; {
-	case phase.IsFinal():
-		// Settled: only webhooks, backfill or an operator move it now.
-		return ctrl.Result{}, nil
-	case phase == v1alpha1.PhaseUnknown && p.Status.Query.NextTime == nil:
-		// Waiting for a human (or a late authoritative event).
-		return ctrl.Result{}, nil
-	}
+	wrote, called, fresh := false, false, false
+	for {
+		now := r.Clock.Now()
+		step := payment.Plan(p, pol, r.facts(ctx, p), now)
+		switch step.Action {
+		case payment.Nothing:
+			release(entry, uid)
+			return ctrl.Result{}, nil
+		case payment.Wait:
+			release(entry, uid)
+			return requeueAt(step.At, now, wrote), nil
+		case payment.Write:
+			stored, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome {
+				if s := payment.Plan(p, pol, r.facts(ctx, p), now); s.Action == payment.Write {
+					return s.Outcome
+				}
+				return payment.Outcome{Status: p.Status}
+			})
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if !stored {
+				// The plan wanted a write that the fresh state no longer
+				// needs; planning again on it cannot loop.
+				return requeueAt(now.Add(minIdleRequeue), now, wrote), nil
+			}
+			wrote = true
+			continue
+		}
 
-	prov, entry, err := r.provider(ctx, p)
-	if err != nil {
-		log.FromContext(ctx).Info("provider not usable; waiting", "reason", err.Error())
-		return ctrl.Result{RequeueAfter: providerRetry}, nil
+		// A provider call is due.
+		if called {
+			return requeueAt(now, now, wrote), nil
+		}
+		if entry == nil {
+			logger.Info("provider not usable; waiting", "reason", perr.Error())
+			return ctrl.Result{RequeueAfter: providerRetry}, nil
+		}
+		if step.Action != payment.Query && !wrote && !fresh {
+			// A create may already have gone out, or been recorded by a write
+			// the cache has not caught up with: decide from the API server.
+			fresh = true
+			latest := &v1alpha1.Payment{}
+			if err := r.APIReader.Get(ctx, req.NamespacedName, latest); err != nil {
+				return ctrl.Result{}, client.IgnoreNotFound(err)
+			}
+			if latest.UID != p.UID {
+				// Deleted and created again under the same name: the new
+				// object gets its own reconcile.
+				return ctrl.Result{}, nil
+			}
+			if latest.ResourceVersion != p.ResourceVersion {
+				p = latest
+				continue
+			}
+		}
+		adm := r.admit(ctx, entry, uid)
+		if !adm.OK {
+			metrics.StatusQueries.WithLabelValues(prov.Name, "deferred_"+string(adm.Reason)).Inc()
+			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
+		}
+		at := r.Clock.Now()
+		call := r.call(ctx, entry, p, step.Action)
+		called = true
+		entry.Done(ctx, call.Err)
+		if step.Action == payment.Query {
+			metrics.StatusQueries.WithLabelValues(prov.Name, queryResult(call.Err)).Inc()
+		}
+		if call.Err != nil {
+			logger.Info("provider "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
+		}
+		u := unstored{action: step.Action, call: call, closeOut: step.CloseOut, at: at}
+		if _, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
+			// Keep the answer: the next attempt (after the controller's
+			// per-payment backoff) stores it without calling again.
+			r.unstored.put(uid, u)
+			return ctrl.Result{}, err
+		}
+		wrote = true
 	}
-	if p.Status.ProviderPaymentID == "" && p.Spec.ProviderPaymentID == "" {
-		return r.create(ctx, p, prov, entry)
-	}
-	return r.query(ctx, p, prov, entry)
 }
 
-// provider resolves the payment's PaymentProvider and its gateway entry.
+// provider resolves the payment's PaymentProvider and its gateway entry. The
+// provider alone is returned when only the entry is unusable.
 func (r *PaymentReconciler) provider(ctx context.Context, p *v1alpha1.Payment) (*v1alpha1.PaymentProvider, *gateway.Entry, error) {
 	prov := &v1alpha1.PaymentProvider{}
 	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}
@@ -148,139 +270,55 @@ func (r *PaymentReconciler) provider(ctx context.Context, p *v1alpha1.Payment) (
 	}
 	entry, err := r.Gateway.For(ctx, prov)
 	if err != nil {
-		return nil, nil, err
+		return prov, nil, err
 	}
 	return prov, entry, nil
 }
 
-// operatorActions applies the resolve and requery annotations (SPEC §2.4),
-// each value once; the value acted on is remembered in status.actions.
-func (r *PaymentReconciler) operatorActions(ctx context.Context, p *v1alpha1.Payment) error {
-	now := r.Clock.Now()
-	w := r.writer()
-	if v := resolveAction(p); v != "" && v != p.Status.Actions.Resolve {
-		var res payment.Result
-		wrote, err := w.UpdateStatus(ctx, p, func(p *v1alpha1.Payment) error {
-			if resolveAction(p) == p.Status.Actions.Resolve {
-				return nil // another writer already acted on it
-			}
-			res = payment.Apply(p, payment.Observation{
-				Source:   v1alpha1.SourceManual,
-				Observed: payment.Observed(p.Annotations[v1alpha1.AnnotationResolve]),
-				Reason:   p.Annotations[v1alpha1.AnnotationResolveReason],
-			}, now)
-			p.Status = res.Status
-			p.Status.Actions.Resolve = resolveAction(p)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if wrote {
-			r.record(p, res, v1alpha1.SourceManual)
-			if res.Decision != payment.Applied {
-				r.Recorder.Eventf(p, nil, "Warning", "ResolveIgnored", "Resolve", "resolve %q not applied: %s", p.Annotations[v1alpha1.AnnotationResolve], res.Reason)
-			}
-		}
+// facts reads what Plan needs besides the payment: before a first create,
+// whether an older Payment already uses the merchant reference.
+func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) payment.Facts {
+	if payment.ProviderID(p) != "" || p.Status.CreateRequestedAt != nil {
+		return payment.Facts{}
 	}
-	if v := p.Annotations[v1alpha1.AnnotationRequery]; v != "" && v != p.Status.Actions.Requery {
-		final := false
-		wrote, err := w.UpdateStatus(ctx, p, func(p *v1alpha1.Payment) error {
-			if p.Annotations[v1alpha1.AnnotationRequery] == p.Status.Actions.Requery {
-				return nil
-			}
-			if final = p.Status.Phase.IsFinal(); final {
-				p.Status.Actions.Requery = v
-				return nil
-			}
-			payment.Requery(&p.Status, v, now)
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if wrote {
-			if final {
-				r.Recorder.Eventf(p, nil, "Normal", "RequeryIgnored", "Requery", "payment is already %s; nothing to query", p.Status.Phase)
-			} else {
-				r.Recorder.Eventf(p, nil, "Normal", "Requery", "Requery", "status-query schedule restarted by an operator")
-			}
-		}
+	var list v1alpha1.PaymentList
+	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace),
+		client.MatchingFields{inbox.IndexPaymentMerchantRef: inbox.Key(p.Spec.ProviderRef.Name, p.MerchantRef())}); err != nil {
+		log.FromContext(ctx).Error(err, "list payments by merchant reference")
+		return payment.Facts{}
 	}
-	return nil
+	return payment.Facts{ReferenceOwner: payment.ReferenceOwner(p, list.Items)}
 }
 
-func resolveAction(p *v1alpha1.Payment) string {
-	v := p.Annotations[v1alpha1.AnnotationResolve]
-	if v == "" {
-		return ""
+// admit waits in line for the provider's token when the wait is short, so a
+// paced backlog costs one reconcile per call; a longer wait, an open circuit
+// or a refused configuration hand the payment back to the queue.
+func (r *PaymentReconciler) admit(ctx context.Context, e *gateway.Entry, uid string) gateway.Admission {
+	for {
+		adm := e.Admit(uid, r.Clock.Now())
+		if adm.OK || adm.Reason != gateway.DeferRateLimited || adm.Wait >= maxInlineWait {
+			return adm
+		}
+		t := time.NewTimer(adm.Wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			e.Release(uid)
+			return gateway.Admission{Wait: minIdleRequeue, Reason: gateway.DeferRateLimited}
+		case <-t.C:
+		}
 	}
-	return v + ": " + p.Annotations[v1alpha1.AnnotationResolveReason]
 }
 
-// create creates the payment at the provider without double charges (SPEC
-// §2.3): the createRequestedAt marker is stored before the call, every retry
-// uses the same idempotency key, and past the provider's key window the
-// payment is looked up by merchant reference instead of created again.
-func (r *PaymentReconciler) create(ctx context.Context, p *v1alpha1.Payment, prov *v1alpha1.PaymentProvider, e *gateway.Entry) (ctrl.Result, error) {
-	now := r.Clock.Now()
-	if next := p.Status.Query.NextTime; next != nil && now.Before(next.Time) {
-		return ctrl.Result{RequeueAfter: next.Sub(now)}, nil // a failed create waits for its retry time
-	}
-	if ok, wait, reason := e.Admit(now); !ok {
-		metrics.StatusQueries.WithLabelValues(prov.Name, "deferred_"+reason).Inc()
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
-	if p.Status.CreateRequestedAt == nil {
-		// The marker goes first: once it is stored, any later reconcile knows
-		// a create may have happened and resolves it instead of guessing.
-		err := r.observe(ctx, p, v1alpha1.SourceCreate, now, func(p *v1alpha1.Payment, apply func(payment.Observation)) {
-			if p.Status.CreateRequestedAt != nil {
-				return
-			}
-			apply(payment.Observation{Source: v1alpha1.SourceCreate, Observed: payment.ObservedPending})
-			t := metav1.NewTime(now)
-			p.Status.CreateRequestedAt = &t
-			p.Status.ObservedGeneration = p.Generation
-		})
-		if err != nil {
-			e.Breaker.Release()
-			return ctrl.Result{}, err
-		}
-		if p.Status.ProviderPaymentID != "" {
-			// A conflict's re-read showed the create already recorded.
-			e.Breaker.Release()
-			return r.requeue(p), nil
-		}
-	} else {
-		// A create may already have gone out (a crash, a timeout, or only a
-		// cache that has not caught up with our last write). Make sure from the
-		// API server before calling the provider again.
-		fresh := &v1alpha1.Payment{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(p), fresh); err != nil {
-			e.Breaker.Release()
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		if fresh.Status.ProviderPaymentID != "" {
-			e.Breaker.Release()
-			return r.requeue(fresh), nil
-		}
-		*p = *fresh
-	}
-
+// call makes the provider call the plan asked for.
+func (r *PaymentReconciler) call(ctx context.Context, e *gateway.Entry, p *v1alpha1.Payment, action payment.Action) payment.Call {
 	var (
-		found provider.Payment
-		err   error
-		op    string
+		pp  provider.Payment
+		err error
 	)
-	if now.Sub(p.Status.CreateRequestedAt.Time) > prov.Spec.KeyWindow() {
-		// The provider no longer replays the first answer for this key; a new
-		// create could charge twice. Look for what the first call made.
-		op = "find"
-		found, err = e.Provider.FindByMerchantReference(ctx, p.MerchantRef())
-	} else {
-		op = "create"
-		found, err = e.Provider.Create(ctx, provider.CreateRequest{
+	switch action {
+	case payment.Create:
+		pp, err = e.Provider.Create(ctx, provider.CreateRequest{
 			IdempotencyKey:    p.IdempotencyKey(),
 			MerchantReference: p.MerchantRef(),
 			Description:       p.Spec.Description,
@@ -288,283 +326,115 @@ func (r *PaymentReconciler) create(ctx context.Context, p *v1alpha1.Payment, pro
 			Currency:          p.Spec.Amount.Currency,
 			Metadata:          p.Spec.Metadata,
 		})
+	case payment.Lookup:
+		if !e.Caps.LookupByReference {
+			return payment.Call{Err: provider.Unsupported(e.Key.String(), "find")}
+		}
+		pp, err = e.Provider.FindByMerchantReference(ctx, p.MerchantRef())
+	case payment.Query:
+		pp, err = e.Provider.Get(ctx, payment.ProviderID(p))
 	}
-	r.breakerRecord(ctx, prov, e, err)
-	schedule, jitter := prov.Spec.QuerySchedule(), prov.Spec.JitterPercent()
+	return payment.Call{Payment: pp, Err: err}
+}
 
-	werr := r.observe(ctx, p, v1alpha1.SourceCreate, now, func(p *v1alpha1.Payment, apply func(payment.Observation)) {
-		if p.Status.ProviderPaymentID != "" {
-			return
-		}
-		switch {
-		case err == nil:
-			for _, obs := range observations(found, v1alpha1.SourceCreate) {
-				apply(obs)
-			}
-			first, _ := payment.Delay(schedule, jitter, 0, string(p.UID))
-			if !p.Status.Phase.IsFinal() && p.Status.Phase != v1alpha1.PhaseUnknown {
-				payment.StartSchedule(&p.Status, first, now)
-			}
-		case op == "find" && (errors.Is(err, provider.ErrNotFound) || errors.Is(err, provider.ErrUnsupported)):
-			apply(payment.Observation{
-				Source: v1alpha1.SourceCreate, Observed: payment.ObservedUnknown, Review: v1alpha1.ReasonCreateOutcomeUnknown,
-				Reason: fmt.Sprintf("create requested at %s is past the provider's %s idempotency window and no payment with merchant reference %q was found (%v); a new create could charge twice",
-					p.Status.CreateRequestedAt.Format(time.RFC3339), prov.Spec.KeyWindow(), p.MerchantRef(), err),
-			})
-		case errors.Is(err, provider.ErrRetryable):
-			// A timeout or 5xx says nothing about the payment: stay Pending and
-			// retry with the same key.
-			ra, _ := provider.RetryAfter(err)
-			payment.RecordCreateError(&p.Status, schedule, payment.QueryOutcome{Err: err.Error(), RetryAfter: ra}, now)
-		default:
-			apply(payment.Observation{
-				Source: v1alpha1.SourceCreate, Observed: payment.ObservedFailed,
-				Failure: &v1alpha1.Failure{Code: v1alpha1.ReasonCreateRejected, Message: err.Error()},
-				Reason:  v1alpha1.ReasonCreateRejected,
-			})
-		}
-	})
-	if werr != nil {
-		return ctrl.Result{}, werr
-	}
+// store writes what decide makes of the payment and publishes the outcome.
+func (r *PaymentReconciler) store(ctx context.Context, p *v1alpha1.Payment, decide func(*v1alpha1.Payment) payment.Outcome) (bool, error) {
+	out, wrote, err := payment.Store(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, p, decide)
 	if err != nil {
-		log.FromContext(ctx).Info("provider "+op+" failed", "error", err.Error())
+		return false, err
 	}
-	return r.requeue(p), nil
+	if wrote {
+		payment.Record(r.Recorder, p, out)
+	}
+	return wrote, nil
 }
 
-// query asks the provider for the payment's status when the schedule says it
-// is due (SPEC §2.2 steps 3–5), and closes out an unpaid payment after
-// spec.expiresAfter (SPEC §2.5).
-func (r *PaymentReconciler) query(ctx context.Context, p *v1alpha1.Payment, prov *v1alpha1.PaymentProvider, e *gateway.Entry) (ctrl.Result, error) {
-	now := r.Clock.Now()
-	closeOut, freshQueryDue := r.expiry(p, now)
-	if next := p.Status.Query.NextTime; next != nil && now.Before(next.Time) && !freshQueryDue {
-		return r.requeue(p), nil
+// requeueAt is the wake-up for at. A reconcile that stored nothing never
+// comes back in under a second.
+func requeueAt(at, now time.Time, wrote bool) ctrl.Result {
+	d := at.Sub(now)
+	if !wrote {
+		d = max(d, minIdleRequeue)
 	}
-	if ok, wait, reason := e.Admit(now); !ok {
-		// Deferred calls do not consume schedule attempts: a provider outage
-		// or a backlog must not push payments into Unknown.
-		metrics.StatusQueries.WithLabelValues(prov.Name, "deferred_"+reason).Inc()
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
-	id := p.Status.ProviderPaymentID
-	if id == "" {
-		id = p.Spec.ProviderPaymentID
-	}
-	found, err := e.Provider.Get(ctx, id)
-	r.breakerRecord(ctx, prov, e, err)
-	metrics.StatusQueries.WithLabelValues(prov.Name, queryResult(err)).Inc()
-	schedule, jitter := prov.Spec.QuerySchedule(), prov.Spec.JitterPercent()
-
-	werr := r.observe(ctx, p, v1alpha1.SourceStatusQuery, now, func(p *v1alpha1.Payment, apply func(payment.Observation)) {
-		p.Status.ObservedGeneration = p.Generation
-		if p.Status.ProviderPaymentID == "" {
-			p.Status.ProviderPaymentID = id
-		}
-		out := payment.QueryOutcome{}
-		if err != nil {
-			out.Err = err.Error()
-			out.RetryAfter, _ = provider.RetryAfter(err)
-		}
-		more := payment.ScheduleNext(&p.Status, schedule, jitter, string(p.UID), out, now)
-		switch {
-		case err == nil:
-			for _, o := range observations(found, v1alpha1.SourceStatusQuery) {
-				o.PastExpiry = closeOut
-				apply(o)
-			}
-		case !errors.Is(err, provider.ErrRetryable):
-			apply(payment.Observation{
-				Source: v1alpha1.SourceStatusQuery, Observed: payment.ObservedUnknown,
-				Review: v1alpha1.ReasonNonRetryableQueryError, Reason: err.Error(),
-			})
-			// Asking again cannot help; an operator's requery restarts it.
-			p.Status.Query.NextTime = nil
-			return
-		}
-		if !more && !p.Status.Phase.IsFinal() {
-			apply(payment.Observation{
-				Source: v1alpha1.SourceStatusQuery, Observed: payment.ObservedUnknown, Review: v1alpha1.ReasonRetriesExhausted,
-				Reason: fmt.Sprintf("no final answer after %d status queries (last error: %s)", p.Status.Query.Attempts, orNone(p.Status.Query.LastError)),
-			})
-		}
-	})
-	if werr != nil {
-		return ctrl.Result{}, werr
-	}
-	if err != nil {
-		log.FromContext(ctx).Info("status query failed", "error", err.Error(), "attempts", p.Status.Query.Attempts)
-	}
-	return r.requeue(p), nil
+	return ctrl.Result{RequeueAfter: max(d, 10*time.Millisecond)}
 }
 
-// expiry reports whether the payment is past spec.expiresAfter while unpaid,
-// and whether the one fresh query of the close-out (SPEC §2.5) is still due.
-func (r *PaymentReconciler) expiry(p *v1alpha1.Payment, now time.Time) (closeOut, freshQueryDue bool) {
-	at, ok := expiresAt(p)
-	if !ok || now.Before(at) {
-		return false, false
+func release(e *gateway.Entry, uid string) {
+	if e != nil {
+		e.Release(uid)
 	}
-	last := p.Status.Query.LastTime
-	return true, last == nil || last.Time.Before(at)
-}
-
-func expiresAt(p *v1alpha1.Payment) (time.Time, bool) {
-	if p.Spec.ExpiresAfter == nil {
-		return time.Time{}, false
-	}
-	switch p.Status.Phase {
-	case "", v1alpha1.PhasePending, v1alpha1.PhaseProcessing:
-		return p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration), true
-	}
-	return time.Time{}, false
-}
-
-// requeue computes the next wake-up from stored status alone, so a restart
-// resumes exactly where the schedule was.
-func (r *PaymentReconciler) requeue(p *v1alpha1.Payment) ctrl.Result {
-	next := p.Status.Query.NextTime
-	if next == nil || p.Status.Phase.IsFinal() {
-		return ctrl.Result{}
-	}
-	wake := next.Time
-	if at, ok := expiresAt(p); ok && at.Before(wake) {
-		if last := p.Status.Query.LastTime; last == nil || last.Time.Before(at) {
-			wake = at
-		}
-	}
-	d := wake.Sub(r.Clock.Now())
-	if d < 10*time.Millisecond {
-		d = 10 * time.Millisecond
-	}
-	return ctrl.Result{RequeueAfter: d}
-}
-
-// breakerRecord feeds a call's outcome to the circuit breaker and mirrors a
-// state change onto the PaymentProvider (Degraded condition, circuit status).
-func (r *PaymentReconciler) breakerRecord(ctx context.Context, prov *v1alpha1.PaymentProvider, e *gateway.Entry, err error) {
-	now := r.Clock.Now()
-	if !e.Breaker.Record(err, now) {
-		return
-	}
-	st := e.Breaker.Status()
-	open := 0.0
-	if st.State != v1alpha1.CircuitClosed {
-		open = 1
-	}
-	metrics.CircuitOpen.WithLabelValues(prov.Name).Set(open)
-	if perr := PublishCircuit(ctx, r.Client, client.ObjectKeyFromObject(prov), st, now); perr != nil {
-		log.FromContext(ctx).Error(perr, "publish circuit state", "state", st.State)
-	}
-	if st.State == v1alpha1.CircuitOpen {
-		r.Recorder.Eventf(prov, nil, "Warning", "CircuitOpen", "Query", "circuit opened after %d consecutive failures: %v", st.ConsecutiveFailures, err)
-	} else if st.State == v1alpha1.CircuitClosed {
-		r.Recorder.Eventf(prov, nil, "Normal", "CircuitClosed", "Query", "provider answers again; circuit closed")
-	}
-}
-
-// PublishCircuit writes the circuit state and the Degraded condition onto a
-// PaymentProvider's status, re-reading on conflict.
-func PublishCircuit(ctx context.Context, c client.Client, key types.NamespacedName, st v1alpha1.CircuitStatus, now time.Time) error {
-	for attempt := 0; attempt < 5; attempt++ {
-		prov := &v1alpha1.PaymentProvider{}
-		if err := c.Get(ctx, key, prov); err != nil {
-			return err
-		}
-		prov.Status.Circuit = st
-		cond := metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "CircuitClosed",
-			Message: "provider answers normally", LastTransitionTime: metav1.NewTime(now), ObservedGeneration: prov.Generation}
-		if st.State != v1alpha1.CircuitClosed {
-			cond.Status, cond.Reason = metav1.ConditionTrue, "Circuit"+string(st.State)
-			cond.Message = fmt.Sprintf("circuit breaker %s after %d consecutive failures; status queries are deferred without consuming attempts", st.State, st.ConsecutiveFailures)
-		}
-		meta.SetStatusCondition(&prov.Status.Conditions, cond)
-		err := c.Status().Update(ctx, prov)
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-	}
-	return fmt.Errorf("provider %s: status kept conflicting", key)
-}
-
-// observe stores what one provider call taught: mutate feeds observations to
-// apply (the state machine, in order) and may update the schedule; it runs
-// again on fresh state after a write conflict. Events and metrics follow only
-// a successful write.
-func (r *PaymentReconciler) observe(ctx context.Context, p *v1alpha1.Payment, source v1alpha1.ObservationSource, now time.Time,
-	mutate func(p *v1alpha1.Payment, apply func(payment.Observation))) error {
-	var results []payment.Result
-	_, err := r.writer().UpdateStatus(ctx, p, func(p *v1alpha1.Payment) error {
-		results = results[:0]
-		mutate(p, func(obs payment.Observation) {
-			res := payment.Apply(p, obs, now)
-			p.Status = res.Status
-			results = append(results, res)
-		})
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, res := range results {
-		r.record(p, res, source)
-	}
-	return nil
-}
-
-func (r *PaymentReconciler) writer() payment.Writer {
-	return payment.Writer{Client: r.Client, Reader: r.APIReader}
-}
-
-func (r *PaymentReconciler) record(p *v1alpha1.Payment, res payment.Result, source v1alpha1.ObservationSource) {
-	payment.Record(r.Recorder, p, res, source)
-}
-
-// observations turns the provider's view of a payment into observations for
-// the state machine. A refunded payment is reported as its success followed by
-// the refund, so a payment whose success was never seen still settles.
-func observations(pp provider.Payment, source v1alpha1.ObservationSource) []payment.Observation {
-	obs := payment.Observation{
-		Source: source, Observed: payment.Observed(pp.Status), Raw: pp.RawStatus, ProviderPaymentID: pp.ID,
-	}
-	if pp.FailureCode != "" || pp.FailureMessage != "" {
-		obs.Failure = &v1alpha1.Failure{Code: pp.FailureCode, Message: pp.FailureMessage}
-	}
-	paid := func() *v1alpha1.Money {
-		if pp.Currency == "" {
-			return nil
-		}
-		return &v1alpha1.Money{Value: pp.Amount, Currency: pp.Currency}
-	}
-	switch pp.Status {
-	case provider.StatusSucceeded:
-		obs.Amount = paid()
-	case provider.StatusRefund:
-		success := obs
-		success.Observed, success.Amount = payment.ObservedSucceeded, paid()
-		obs.RefundedTotal = &v1alpha1.Money{Value: pp.RefundedTotal, Currency: pp.Currency}
-		return []payment.Observation{success, obs}
-	}
-	return []payment.Observation{obs}
 }
 
 func queryResult(err error) string {
-	switch {
-	case err == nil:
+	switch payment.Classify(err) {
+	case payment.Answered:
 		return "found"
-	case errors.Is(err, provider.ErrNotFound):
+	case payment.NotFound:
 		return "not_found"
-	case errors.Is(err, provider.ErrRetryable):
+	case payment.NoAnswer:
 		return "error"
+	case payment.ConfigProblem, payment.Unsupported:
+		return "config_error"
 	default:
 		return "rejected"
 	}
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "none"
+// unstored is a provider answer whose status write failed.
+type unstored struct {
+	action   payment.Action
+	call     payment.Call
+	closeOut bool
+	at       time.Time
+}
+
+// decide is the core's decision on the answer, for the payment as it is now.
+func (u unstored) decide(p *v1alpha1.Payment, pol payment.Policy) payment.Outcome {
+	switch u.action {
+	case payment.Create:
+		return payment.AfterCreate(p, pol, u.call, u.at)
+	case payment.Lookup:
+		return payment.AfterLookup(p, pol, u.call, u.at)
+	default:
+		return payment.AfterQuery(p, pol, u.call, u.closeOut, u.at)
 	}
-	return s
+}
+
+// unstoredAnswers keeps answers whose status write failed (the API server
+// was away, say), per payment UID, so the retry stores them instead of
+// calling the provider again.
+type unstoredAnswers struct {
+	mu sync.Mutex
+	m  map[string]unstored
+}
+
+func (a *unstoredAnswers) put(uid string, u unstored) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]unstored{}
+	}
+	for k, v := range a.m {
+		if u.at.Sub(v.at) > maxUnstoredAge {
+			delete(a.m, k)
+		}
+	}
+	a.m[uid] = u
+}
+
+func (a *unstoredAnswers) get(uid string, now time.Time) (unstored, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	u, ok := a.m[uid]
+	if ok && now.Sub(u.at) > maxUnstoredAge {
+		delete(a.m, uid)
+		return unstored{}, false
+	}
+	return u, ok
+}
+
+func (a *unstoredAnswers) drop(uid string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.m, uid)
 }

@@ -2,14 +2,12 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,17 +17,17 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/provider"
-	"github.com/paywarden/paywarden/internal/provider/generic"
-	"github.com/paywarden/paywarden/internal/provider/kukopay"
-	"github.com/paywarden/paywarden/internal/provider/paypal"
 	"github.com/paywarden/paywarden/internal/provider/providers"
+	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
 // Reasons of a PaymentProvider's Ready condition.
@@ -45,22 +43,17 @@ const (
 	// ReasonInvalidConfig: the spec (or a signing key's format) cannot work,
 	// e.g. PayPal without webhook.paypalWebhookID.
 	ReasonInvalidConfig = "InvalidConfig"
+	// ReasonProviderRejectedConfig: the provider itself refused paywarden's
+	// configuration (401/403: bad or rotated credentials; a redirect; a route
+	// that is not there). Calls wait, payments keep their phase, and work
+	// resumes once the configuration is fixed.
+	ReasonProviderRejectedConfig = "ProviderRejectedConfig"
 )
 
 // IndexProviderSecrets indexes PaymentProviders by the names of the Secrets
 // they reference (credentials and signing), so a changed Secret finds the
 // providers to re-check without a scan.
 const IndexProviderSecrets = "paymentprovider.secretRefs"
-
-// requiredCredentials are the credentials Secret keys each provider type needs.
-var requiredCredentials = map[v1alpha1.ProviderType][]string{
-	v1alpha1.ProviderKukoPay: {kukopay.CredentialAPIKey},
-	v1alpha1.ProviderPayPal:  {paypal.CredentialClientID, paypal.CredentialClientSecret},
-	v1alpha1.ProviderGeneric: {generic.CredentialToken},
-}
-
-// maxStatusWrites bounds the re-read-and-retry loop of a provider status write.
-const maxStatusWrites = 5
 
 // PaymentProviderReconciler validates a PaymentProvider (SPEC §3): its spec,
 // and that the credentials Secret with the keys its type needs and the
@@ -69,9 +62,12 @@ const maxStatusWrites = 5
 // status.webhookPath, and re-checks whenever a referenced Secret changes, so
 // creating or rotating a Secret takes effect without a restart.
 //
-// It never touches status.circuit, the Degraded condition (PublishCircuit
-// owns them) or status.backfill (the Backfill controller's): every write
-// re-reads on conflict and changes only its own fields.
+// It also reports a configuration the provider itself refused (the gateway
+// notices it on a call and notifies this controller through ConfigSource).
+//
+// It never touches status.circuit, the Degraded condition (the gateway owns
+// them) or status.backfill (the Backfill controller's): every write re-reads
+// on conflict and changes only its own fields.
 type PaymentProviderReconciler struct {
 	Client client.Client
 	// APIReader re-reads a provider after a write conflict (not the cache).
@@ -80,8 +76,28 @@ type PaymentProviderReconciler struct {
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
 	// Gateway, when set, forgets the adapter, rate limit and circuit breaker
-	// of a deleted provider (share the manager's).
+	// of a deleted provider and reports configurations the provider refused
+	// (share the manager's).
 	Gateway *gateway.Gateway
+	// ConfigSource, when set, delivers providers whose refused configuration
+	// appeared or cleared (see ConfigChanges).
+	ConfigSource source.Source
+}
+
+// ConfigChanges connects a gateway's Notify to a source the
+// PaymentProviderReconciler watches: a configuration the provider refused is
+// reported within a reconcile, not at the next resync.
+func ConfigChanges(buffer int) (notify func(types.NamespacedName), src source.Source) {
+	ch := make(chan event.GenericEvent, buffer)
+	notify = func(key types.NamespacedName) {
+		prov := &v1alpha1.PaymentProvider{}
+		prov.Namespace, prov.Name = key.Namespace, key.Name
+		select {
+		case ch <- event.GenericEvent{Object: prov}:
+		default: // full: the periodic resync and Secret watches catch up
+		}
+	}
+	return notify, source.Channel(ch, &handler.EnqueueRequestForObject{})
 }
 
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
@@ -100,11 +116,14 @@ func (r *PaymentProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// No predicate on the provider: a status write by another controller
 	// re-runs the (cache-only) validation, which writes nothing when nothing
 	// changed, and repairs a Ready condition someone removed.
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("paymentprovider").
 		For(&v1alpha1.PaymentProvider{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.providersOfSecret)).
-		Complete(r)
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.providersOfSecret))
+	if r.ConfigSource != nil {
+		b = b.WatchesRawSource(r.ConfigSource)
+	}
+	return b.Complete(r)
 }
 
 func secretRefsOf(o client.Object) []string {
@@ -167,7 +186,7 @@ func (r *PaymentProviderReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		prevStatus, prevReason = before.Status, before.Reason
 	}
 	now := metav1.NewTime(r.Clock.Now())
-	wrote, err := writeProviderStatus(ctx, r.Client, r.APIReader, prov, func(p *v1alpha1.PaymentProvider) {
+	wrote, err := statuswriter.Update(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, prov, func(p *v1alpha1.PaymentProvider) error {
 		status := metav1.ConditionFalse
 		if v.ready {
 			status = metav1.ConditionTrue
@@ -178,6 +197,7 @@ func (r *PaymentProviderReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		})
 		p.Status.WebhookPath = WebhookPath(p.Namespace, p.Name)
 		p.Status.ObservedGeneration = p.Generation
+		return nil
 	})
 	if err != nil {
 		return ctrl.Result{}, err
@@ -217,15 +237,16 @@ func notReady(reason, format string, args ...any) verdict {
 // the cache is an error; everything else is a verdict.
 func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1.PaymentProvider) (verdict, error) {
 	spec := &prov.Spec
-	required, known := requiredCredentials[spec.Type]
+	caps, known := providers.Lookup(string(spec.Type))
 	if !known {
-		return notReady(ReasonInvalidConfig, "unknown provider type %q (supported: kukopay, paypal, generic)", spec.Type), nil
+		return notReady(ReasonInvalidConfig, "unknown provider type %q (supported: %s)", spec.Type, strings.Join(providers.Types(), ", ")), nil
 	}
+	required := caps.CredentialKeys
 	if u, err := url.Parse(spec.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return notReady(ReasonInvalidConfig, "apiURL %q is not an absolute http(s) URL", spec.APIURL), nil
 	}
-	if spec.Type == v1alpha1.ProviderPayPal && spec.Webhook.PayPalWebhookID == "" {
-		return notReady(ReasonInvalidConfig, "webhook.paypalWebhookID is required: PayPal webhooks are verified against the webhook id PayPal assigned, so without it every webhook is rejected"), nil
+	if caps.Verification.WebhookID && spec.Webhook.PayPalWebhookID == "" {
+		return notReady(ReasonInvalidConfig, "webhook.paypalWebhookID is required: %s webhooks are verified against the webhook id the provider assigned, so without it every webhook is rejected", spec.Type), nil
 	}
 
 	credName := spec.CredentialsSecretRef.Name
@@ -248,8 +269,8 @@ func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1
 	}
 
 	webhooks := "no webhook.signingSecretRef: webhooks cannot be verified and are rejected; status queries and backfill still settle payments"
-	if spec.Type == v1alpha1.ProviderPayPal {
-		webhooks = "webhooks verified through PayPal's verification API for webhook id " + spec.Webhook.PayPalWebhookID
+	if !caps.Verification.SigningSecret {
+		webhooks = "webhooks verified through the provider's verification API for webhook id " + spec.Webhook.PayPalWebhookID
 	}
 	if ref := spec.Webhook.SigningSecretRef; ref != nil {
 		signing, err := r.secret(ctx, prov.Namespace, ref.Name)
@@ -263,9 +284,9 @@ func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1
 		if len(keys) == 0 {
 			return notReady(ReasonSecretKeyMissing, "signing Secret %q has no keys: every key is an active signing secret, so add at least one", ref.Name), nil
 		}
-		if spec.Type == v1alpha1.ProviderGeneric {
+		if check := caps.Verification.CheckSecret; check != nil {
 			for _, k := range keys {
-				if _, err := generic.DecodeSecret(signing.Data[k]); err != nil {
+				if err := check(signing.Data[k]); err != nil {
 					return notReady(ReasonInvalidConfig, "signing Secret %q key %q: %v", ref.Name, k, err), nil
 				}
 			}
@@ -280,6 +301,11 @@ func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1
 		WebhookID: spec.Webhook.PayPalWebhookID, Timeout: spec.QueryTimeout(),
 	}); err != nil {
 		return notReady(ReasonInvalidConfig, "the %s adapter rejects the config: %v", spec.Type, err), nil
+	}
+	if r.Gateway != nil {
+		if msg, bad := r.Gateway.ConfigProblem(types.NamespacedName{Namespace: prov.Namespace, Name: prov.Name}); bad {
+			return notReady(ReasonProviderRejectedConfig, "the provider refused paywarden's configuration; calls wait and payments keep their phase until it is fixed (check the credentials Secret %q and apiURL): %s", credName, msg), nil
+		}
 	}
 	return verdict{
 		ready:  true,
@@ -313,37 +339,3 @@ func activeKeys(s *corev1.Secret) []string {
 	sort.Strings(keys)
 	return keys
 }
-
-// writeProviderStatus runs mutate on prov and writes the status when it
-// changed, with prov's resourceVersion as the precondition. On a conflict it
-// re-reads from the API server and runs mutate again, so fields other
-// writers own (circuit, Degraded, backfill, Ready) are never overwritten with
-// stale values. prov holds the stored object afterwards.
-func writeProviderStatus(ctx context.Context, c client.Client, apiReader client.Reader, prov *v1alpha1.PaymentProvider, mutate func(*v1alpha1.PaymentProvider)) (bool, error) {
-	key := client.ObjectKeyFromObject(prov)
-	for attempt := 1; ; attempt++ {
-		before := prov.Status.DeepCopy()
-		mutate(prov)
-		if equality.Semantic.DeepEqual(before, &prov.Status) {
-			return false, nil
-		}
-		err := c.Status().Update(ctx, prov)
-		if err == nil {
-			return true, nil
-		}
-		prov.Status = *before
-		if !apierrors.IsConflict(err) {
-			return false, fmt.Errorf("write status of provider %s: %w", key, err)
-		}
-		if attempt >= maxStatusWrites {
-			return false, fmt.Errorf("write status of provider %s: %w", key, errStatusConflicts)
-		}
-		fresh := &v1alpha1.PaymentProvider{}
-		if err := apiReader.Get(ctx, key, fresh); err != nil {
-			return false, fmt.Errorf("re-read provider %s after conflict: %w", key, err)
-		}
-		*prov = *fresh
-	}
-}
-
-var errStatusConflicts = errors.New("status write kept conflicting")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
 // providerObject is a provider whose Secrets the test creates (or not).
@@ -229,10 +230,15 @@ func TestProviderFollowsSecretsWithoutRestart(t *testing.T) {
 	createSecret(t, ns, "shop-signing", map[string]string{"k1": "first"})
 	waitReady(t, ns, "shop", metav1.ConditionTrue, controllers.ReasonProviderConfigured, "1 active key(s) (k1)")
 
-	// The circuit state is PublishCircuit's: the provider controller's writes
+	// The circuit state is the gateway's: the provider controller's writes
 	// must keep it.
 	open := v1alpha1.CircuitStatus{State: v1alpha1.CircuitOpen, ConsecutiveFailures: 5, OpenedAt: &metav1.Time{Time: time.Now().Truncate(time.Second)}}
-	if err := controllers.PublishCircuit(ctx, env.Client, client.ObjectKey{Namespace: ns, Name: "shop"}, open, time.Now()); err != nil {
+	shop := getProvider(t, ns, "shop")
+	if _, err := statuswriter.Update(ctx, statuswriter.Writer{Client: env.Client, APIReader: env.Client}, shop, func(p *v1alpha1.PaymentProvider) error {
+		p.Status.Circuit = open
+		meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "CircuitOpen", Message: "test"})
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -31,6 +31,7 @@ import (
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/gateway"
+	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/testenv"
 )
@@ -204,6 +205,9 @@ func startManager(t *testing.T, ns string, o managerOptions) *manager {
 		t.Fatal(err)
 	}
 	o.writes.Client = mgr.GetClient()
+	if err := inbox.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		t.Fatal(err)
+	}
 	rec := events.NewFakeRecorder(10000)
 	r := &controllers.PaymentReconciler{
 		Client:    o.writes,

@@ -101,6 +101,8 @@ const (
 	DefaultCircuitFailures     = 5
 	DefaultCircuitOpenFor      = time.Minute
 	DefaultWebhookRetention    = 168 * time.Hour
+	DefaultMaxUnreachable      = 72 * time.Hour
+	DefaultKeyWindowMargin     = 10
 )
 
 // QuerySchedule is the effective status-query schedule.
@@ -146,6 +148,18 @@ func (s *PaymentProviderSpec) WebhookMaxBodyBytes() int64 {
 // KeyWindow is the effective idempotency window of the provider.
 func (s *PaymentProviderSpec) KeyWindow() time.Duration {
 	return durationOr(s.IdempotencyWindow, DefaultIdempotencyWindow)
+}
+
+// KeyWindowMarginPercent is the effective safety margin before the end of the
+// idempotency window, in percent of it.
+func (s *PaymentProviderSpec) KeyWindowMarginPercent() int32 {
+	return int32Or(s.IdempotencyWindowMargin, DefaultKeyWindowMargin)
+}
+
+// MaxUnreachable is how long a payment waits for any answer from the provider
+// before it gives up with ProviderUnreachable.
+func (s *PaymentProviderSpec) MaxUnreachable() time.Duration {
+	return durationOr(s.StatusQuery.MaxUnreachable, DefaultMaxUnreachable)
 }
 
 // SweepTiming is the effective sweep interval and overdue threshold.

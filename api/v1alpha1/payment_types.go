@@ -70,7 +70,11 @@ const (
 	ConditionDisputed = "Disputed"
 )
 
-// Reasons of the NeedsReview condition (SPEC §2).
+// Reasons of the NeedsReview condition (SPEC §2, §11). The first four below
+// are raised by paywarden itself when it cannot settle a payment
+// automatically; AmountMismatch, ConflictingStatus, LateSuccess and
+// DuplicatePayment report something the provider did that a human must judge,
+// and a reason paywarden raises itself never replaces them.
 const (
 	ReasonRetriesExhausted       = "RetriesExhausted"
 	ReasonAmountMismatch         = "AmountMismatch"
@@ -78,17 +82,28 @@ const (
 	ReasonLateSuccess            = "LateSuccess"
 	ReasonCreateOutcomeUnknown   = "CreateOutcomeUnknown"
 	ReasonNonRetryableQueryError = "NonRetryableQueryError"
+	// ReasonProviderUnreachable: the provider gave no answer at all for
+	// statusQuery.maxUnreachable.
+	ReasonProviderUnreachable = "ProviderUnreachable"
+	// ReasonDuplicatePayment: the provider reported a payment id other than
+	// the one recorded for this order (a possible double charge), or another
+	// Payment already uses this merchant reference.
+	ReasonDuplicatePayment = "DuplicatePayment"
 )
 
 // Other reasons used on conditions, failures and history entries.
 const (
 	ReasonCreateRejected = "CreateRejected"
-	ReasonUnpaidTimeout  = "UnpaidTimeout"
-	ReasonSettled        = "Settled"
-	ReasonInProgress     = "InProgress"
-	ReasonResolved       = "ResolvedManually"
-	ReasonReviewed       = "Reviewed"
-	ReasonDisputeOpened  = "DisputeOpened"
+	// ReasonAmountNotRepresentable is the failure code of a payment whose
+	// amount the provider cannot represent (e.g. HUF with fillér on PayPal);
+	// it is refused before any call.
+	ReasonAmountNotRepresentable = "AmountNotRepresentable"
+	ReasonUnpaidTimeout          = "UnpaidTimeout"
+	ReasonSettled                = "Settled"
+	ReasonInProgress             = "InProgress"
+	ReasonResolved               = "ResolvedManually"
+	ReasonReviewed               = "Reviewed"
+	ReasonDisputeOpened          = "DisputeOpened"
 )
 
 // LocalObjectReference names an object in the same namespace.
@@ -209,9 +224,15 @@ type QueryStatus struct {
 	// lastError is the error of the last failed query; cleared by a success.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
-	// consecutiveErrors counts failed queries in a row.
+	// consecutiveErrors counts failed calls in a row.
 	// +optional
 	ConsecutiveErrors int32 `json:"consecutiveErrors,omitempty"`
+	// unansweredSince is when the first call of the current run of calls that
+	// got no answer (transport errors, timeouts, 5xx, 429) went out; cleared
+	// by an answer. The payment gives up with ProviderUnreachable when it is
+	// older than the provider's statusQuery.maxUnreachable.
+	// +optional
+	UnansweredSince *metav1.MicroTime `json:"unansweredSince,omitempty"`
 }
 
 // EventRef identifies the last observation applied to the payment.

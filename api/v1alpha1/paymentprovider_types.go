@@ -103,6 +103,16 @@ type StatusQueryConfig struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Burst *int32 `json:"burst,omitempty"`
+	// maxUnreachable is how long a payment keeps waiting while the provider
+	// gives no answer at all (transport errors, timeouts, 5xx, 429) before it
+	// becomes Unknown with NeedsReview=ProviderUnreachable. Calls that get no
+	// answer never consume schedule attempts. Longer than any provider's
+	// webhook redelivery window, so a webhook can still settle it.
+	// +kubebuilder:default="72h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	MaxUnreachable *metav1.Duration `json:"maxUnreachable,omitempty"`
 }
 
 // SweepConfig shapes the overdue sweep, the safety net for lost requeues.
@@ -210,6 +220,16 @@ type PaymentProviderSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	IdempotencyWindow *metav1.Duration `json:"idempotencyWindow,omitempty"`
+	// idempotencyWindowMargin is the safety margin, in percent of
+	// idempotencyWindow, before the window ends at which paywarden stops
+	// repeating a create and looks the payment up instead: a late retry from a
+	// replica with a skewed clock must not reach a provider that has forgotten
+	// the key.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=90
+	// +optional
+	IdempotencyWindowMargin *int32 `json:"idempotencyWindowMargin,omitempty"`
 	// sweep shapes the overdue sweep.
 	// +kubebuilder:default={}
 	// +optional

@@ -23,6 +23,7 @@ import (
 	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/scheme"
+	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
 func main() {
@@ -90,9 +91,16 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 	}
 	// One gateway: status queries, backfill and the inbox share each
 	// provider's rate limit and circuit breaker.
-	gw := &gateway.Gateway{Reader: mgr.GetClient()}
 	rec := mgr.GetEventRecorder("paywarden-manager")
 	realClock := clock.RealClock{}
+	// A configuration a provider refuses (401/403, a redirect) is noticed by
+	// the gateway on a call and reported by the provider controller at once.
+	notify, configChanges := controllers.ConfigChanges(256)
+	gw := &gateway.Gateway{
+		Reader:   mgr.GetClient(),
+		Status:   statuswriter.Writer{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
+		Recorder: rec, Clock: realClock, Notify: notify,
+	}
 	// The inbox's Payment indexes serve the inbox processor and the backfill.
 	if err := inbox.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("inbox indexes: %w", err)
@@ -115,7 +123,7 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 		}).SetupWithManager},
 		{"provider controller", (&controllers.PaymentProviderReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
-			Clock: realClock, Gateway: gw,
+			Clock: realClock, Gateway: gw, ConfigSource: configChanges,
 		}).SetupWithManager},
 		{"backfill", (&controllers.Backfill{
 			Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),

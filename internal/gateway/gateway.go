@@ -1,12 +1,15 @@
 // Package gateway is the manager's way out to providers: it builds the adapter
 // for a PaymentProvider from its spec and credentials Secret, and puts every
-// call to one provider behind that provider's shared token bucket and circuit
-// breaker, with a duration metric per operation. Adapters decide what an answer
-// means; the gateway decides whether a call may go out at all.
+// call to one provider behind that provider's shared token bucket, circuit
+// breaker and configuration check, with a duration metric per operation.
+// Adapters decide what an answer means; the gateway decides whether a call
+// may go out at all, and publishes the provider's health (status.circuit, the
+// Degraded condition, the circuit metric and Events) when it changes.
 package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,41 +18,106 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/providers"
+	"github.com/paywarden/paywarden/internal/statuswriter"
 )
+
+// DefaultConfigProbe is how long calls to a provider wait after it refused
+// paywarden's configuration (credentials, routes) before one probe call is
+// let through. A changed PaymentProvider or credentials Secret ends the wait
+// at once.
+const DefaultConfigProbe = time.Minute
 
 // Gateway caches one Entry per PaymentProvider. Safe for concurrent use.
 type Gateway struct {
-	// Reader reads credentials Secrets (the manager's cached client).
+	// Reader reads credentials Secrets.
 	Reader client.Reader
 	// HTTPClient, when set, is used by every adapter (tests record traffic).
 	HTTPClient *http.Client
+
+	// Status, when its Client is set, publishes circuit changes onto the
+	// PaymentProvider (status.circuit and the Degraded condition). Only the
+	// manager publishes; the receiver's gateway leaves it empty.
+	Status statuswriter.Writer
+	// Recorder receives the CircuitOpen/CircuitClosed Events; may be nil.
+	Recorder events.EventRecorder
+	// Clock defaults to real time.
+	Clock clock.PassiveClock
+	// ConfigProbe overrides DefaultConfigProbe.
+	ConfigProbe time.Duration
+	// Notify, when set, is called with a provider's key whenever its
+	// configuration problem appears or clears, so the PaymentProvider
+	// controller can report it (Ready=False) without polling. It must not block.
+	Notify func(types.NamespacedName)
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]*Entry
 }
 
-// Entry is one provider's adapter with its shared limits.
+// Entry is one provider's adapter with its shared limits. An Entry is never
+// changed once handed out except through its own methods; a config change
+// makes a new one that carries over the limiter and breaker state (a config
+// change must not reset an open circuit or refill the bucket), but not a
+// configuration problem, which the new config may have fixed.
 type Entry struct {
-	Name     string // "<namespace>/<name>"
+	Key      types.NamespacedName
 	Provider provider.Provider
+	Caps     provider.Capabilities
 	Limiter  *rate.Limiter
 	Breaker  *Breaker
-	version  string
+
+	gw      *Gateway
+	version string
+	held    *reservations
+	config  configState
+}
+
+// Deferral says why a call may not go out now.
+type Deferral string
+
+// Reasons a call is deferred; they are the suffix of the
+// paywarden_status_queries_total result "deferred_<reason>".
+const (
+	DeferCircuitOpen Deferral = "circuit_open"
+	DeferRateLimited Deferral = "rate_limited"
+	DeferConfig      Deferral = "provider_config"
+)
+
+// Admission is the gateway's answer to "may this call go out now?".
+type Admission struct {
+	OK bool
+	// Wait is how long to defer when not OK; the deferral consumes no
+	// schedule attempt.
+	Wait   time.Duration
+	Reason Deferral
+}
+
+func (g *Gateway) now() time.Time {
+	if g.Clock == nil {
+		return time.Now()
+	}
+	return g.Clock.Now()
 }
 
 // For returns the entry of prov, rebuilding the adapter when the provider or
-// its credentials changed. Limiter and breaker state survive a rebuild: a
-// config change must not reset an open circuit or refill the bucket.
+// its credentials changed.
 func (g *Gateway) For(ctx context.Context, prov *v1alpha1.PaymentProvider) (*Entry, error) {
 	key := types.NamespacedName{Namespace: prov.Namespace, Name: prov.Name}
+	caps, ok := providers.Lookup(string(prov.Spec.Type))
+	if !ok {
+		return nil, fmt.Errorf("provider %s: unknown provider type %q (supported: %s)", key, prov.Spec.Type, strings.Join(providers.Types(), ", "))
+	}
 	secret := &corev1.Secret{}
 	ref := types.NamespacedName{Namespace: prov.Namespace, Name: prov.Spec.CredentialsSecretRef.Name}
 	if err := g.Reader.Get(ctx, ref, secret); err != nil {
@@ -60,14 +128,13 @@ func (g *Gateway) For(ctx context.Context, prov *v1alpha1.PaymentProvider) (*Ent
 	version := fmt.Sprintf("%d/%s", prov.Generation, secret.ResourceVersion)
 
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.entries == nil {
-		g.entries = map[types.NamespacedName]*Entry{}
-	}
 	e := g.entries[key]
 	if e != nil && e.version == version {
+		g.mu.Unlock()
 		return e, nil
 	}
+	g.mu.Unlock()
+
 	cfg := provider.Config{
 		Name:        key.String(),
 		APIURL:      strings.TrimSuffix(prov.Spec.APIURL, "/"),
@@ -82,18 +149,34 @@ func (g *Gateway) For(ctx context.Context, prov *v1alpha1.PaymentProvider) (*Ent
 	}
 	qps, burst := prov.Spec.RateLimit()
 	failures, openFor := prov.Spec.CircuitTiming()
-	// An Entry is never changed once handed out (callers use it without the
-	// lock); a rebuild makes a new one that carries over the limiter and
-	// breaker state.
-	next := &Entry{Name: key.String(), Provider: instrumented{Provider: adapter, name: prov.Name}, version: version}
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.entries == nil {
+		g.entries = map[types.NamespacedName]*Entry{}
+	}
+	e = g.entries[key]
+	if e != nil && e.version == version {
+		return e, nil // built concurrently
+	}
+	next := &Entry{
+		Key: key, Provider: instrumented{Provider: adapter, name: prov.Name}, Caps: caps,
+		gw: g, version: version,
+	}
 	if e == nil {
 		next.Limiter = rate.NewLimiter(rate.Limit(qps), int(burst))
 		next.Breaker = NewBreaker(failures, openFor)
+		next.held = newReservations()
 	} else {
-		next.Limiter, next.Breaker = e.Limiter, e.Breaker
+		next.Limiter, next.Breaker, next.held = e.Limiter, e.Breaker, e.held
 		next.Limiter.SetLimit(rate.Limit(qps))
 		next.Limiter.SetBurst(int(burst))
 		next.Breaker.Configure(failures, openFor)
+		if e.config.problem() != "" && g.Notify != nil {
+			// The new configuration may have fixed it: let the provider
+			// controller re-check.
+			defer g.Notify(key)
+		}
 	}
 	g.entries[key] = next
 	return next, nil
@@ -106,25 +189,169 @@ func (g *Gateway) Forget(key types.NamespacedName) {
 	delete(g.entries, key)
 }
 
-// Admit asks the provider's circuit breaker and token bucket whether a call may
-// go out now. When it may not, wait says how long to defer: the caller
-// requeues without consuming a schedule attempt. A token is taken only when
-// the call is admitted, so deferred payments do not drain the bucket.
-func (e *Entry) Admit(now time.Time) (ok bool, wait time.Duration, reason string) {
+// ConfigProblem reports the configuration problem the provider's last calls
+// ran into (the provider answered 401/403, a redirect, a missing route), as
+// long as the configuration has not changed since.
+func (g *Gateway) ConfigProblem(key types.NamespacedName) (string, bool) {
+	g.mu.Lock()
+	e := g.entries[key]
+	g.mu.Unlock()
+	if e == nil {
+		return "", false
+	}
+	msg := e.config.problem()
+	return msg, msg != ""
+}
+
+// Admit asks whether a call for key (a payment's UID; "" for calls not made
+// on behalf of one payment) may go out now: not while the provider refuses
+// paywarden's configuration (but for one probe now and then), not while its
+// circuit is open, and only with a token from its bucket.
+//
+// A payment held back by the bucket keeps its place: the token is reserved
+// for it, and when it comes back at the returned Wait its call goes out. So
+// a backlog costs about one reconcile per call, oldest first, instead of
+// every waiting payment spinning for the next free token.
+func (e *Entry) Admit(key string, now time.Time) Admission {
+	if wait, deferred := e.config.admit(now, e.gw.configProbe()); deferred {
+		return Admission{Wait: wait, Reason: DeferConfig}
+	}
 	if ok, retryAt := e.Breaker.Allow(now); !ok {
-		return false, retryAt.Sub(now), "circuit_open"
+		return Admission{Wait: retryAt.Sub(now), Reason: DeferCircuitOpen}
 	}
-	r := e.Limiter.ReserveN(now, 1)
-	if !r.OK() {
-		return false, time.Second, "rate_limited"
+	wait, ok := e.held.take(e.Limiter, key, now)
+	if ok {
+		return Admission{OK: true}
 	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		// If the circuit let this call through as its probe, hand the slot back.
-		e.Breaker.Release()
-		return false, d, "rate_limited"
+	// If the circuit let this call through as its probe, hand the slot back.
+	e.Breaker.Release()
+	return Admission{Wait: wait, Reason: DeferRateLimited}
+}
+
+// Release gives back what Admit held for key when no call will go out for it
+// (the payment was settled meanwhile).
+func (e *Entry) Release(key string) {
+	e.held.release(key, e.gw.now())
+}
+
+// Done records the outcome of an admitted call: the circuit breaker counts
+// outages, and a refused configuration holds back further calls until it is
+// fixed. State changes are published (metric, PaymentProvider status, Events).
+func (e *Entry) Done(ctx context.Context, err error) {
+	now := e.gw.now()
+	configChanged := e.config.record(err, now, e.gw.configProbe())
+	if configChanged && e.gw.Notify != nil {
+		e.gw.Notify(e.Key)
 	}
-	return true, 0, ""
+	if !e.Breaker.Record(err, now) {
+		return
+	}
+	e.gw.publishCircuit(ctx, e.Key, e.Breaker.Status(), err, now)
+}
+
+func (g *Gateway) configProbe() time.Duration {
+	if g.ConfigProbe > 0 {
+		return g.ConfigProbe
+	}
+	return DefaultConfigProbe
+}
+
+// publishCircuit mirrors a breaker state change: the metric, the provider's
+// status.circuit and Degraded condition, and an Event.
+func (g *Gateway) publishCircuit(ctx context.Context, key types.NamespacedName, st v1alpha1.CircuitStatus, cause error, now time.Time) {
+	open := 0.0
+	if st.State != v1alpha1.CircuitClosed {
+		open = 1
+	}
+	metrics.CircuitOpen.WithLabelValues(key.Name).Set(open)
+	if g.Status.Client == nil {
+		return
+	}
+	prov := &v1alpha1.PaymentProvider{}
+	if err := g.Status.Client.Get(ctx, key, prov); err != nil {
+		log.FromContext(ctx).Error(err, "publish circuit state: read provider", "provider", key.String())
+		return
+	}
+	_, err := statuswriter.Update(ctx, g.Status, prov, func(p *v1alpha1.PaymentProvider) error {
+		p.Status.Circuit = st
+		cond := metav1.Condition{
+			Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: "CircuitClosed",
+			Message: "provider answers normally", LastTransitionTime: metav1.NewTime(now), ObservedGeneration: p.Generation,
+		}
+		if st.State != v1alpha1.CircuitClosed {
+			cond.Status, cond.Reason = metav1.ConditionTrue, "Circuit"+string(st.State)
+			cond.Message = fmt.Sprintf("circuit breaker %s after %d consecutive failures; calls are deferred without consuming schedule attempts", st.State, st.ConsecutiveFailures)
+		}
+		meta.SetStatusCondition(&p.Status.Conditions, cond)
+		return nil
+	})
+	if err != nil {
+		log.FromContext(ctx).Error(err, "publish circuit state", "provider", key.String(), "state", st.State)
+	}
+	if g.Recorder == nil {
+		return
+	}
+	switch st.State {
+	case v1alpha1.CircuitOpen:
+		g.Recorder.Eventf(prov, nil, corev1.EventTypeWarning, "CircuitOpen", "Call", "circuit opened after %d consecutive failures: %v", st.ConsecutiveFailures, cause)
+	case v1alpha1.CircuitClosed:
+		g.Recorder.Eventf(prov, nil, corev1.EventTypeNormal, "CircuitClosed", "Call", "provider answers again; circuit closed")
+	}
+}
+
+// configState holds back calls to a provider that refused paywarden's
+// configuration, but for one probe per probe interval.
+type configState struct {
+	mu      sync.Mutex
+	err     string
+	probeAt time.Time
+	probing bool
+}
+
+func (c *configState) problem() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *configState) admit(now time.Time, probe time.Duration) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.err == "":
+		return 0, false
+	case now.Before(c.probeAt) || c.probing:
+		if c.probing {
+			return probe, true
+		}
+		return c.probeAt.Sub(now), true
+	}
+	c.probing = true
+	c.probeAt = now.Add(probe)
+	return 0, false
+}
+
+// record feeds a call's outcome; it reports whether the problem appeared or
+// cleared.
+func (c *configState) record(err error, now time.Time, probe time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.probing = false
+	switch {
+	case errors.Is(err, provider.ErrProviderConfig):
+		first := c.err == ""
+		c.err = err.Error()
+		if first {
+			c.probeAt = now.Add(probe)
+		}
+		return first
+	case err == nil || !errors.Is(err, provider.ErrRetryable):
+		// Any answer shows the configuration works again.
+		cleared := c.err != ""
+		c.err = ""
+		return cleared
+	}
+	return false
 }
 
 // instrumented measures every provider API call.

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/provider"
 )
 
@@ -88,61 +87,6 @@ func capPayload(raw []byte) (string, bool) {
 		cut--
 	}
 	return string(raw[:cut]), true
-}
-
-// Observation translates a provider event into the state machine's input.
-// Amounts are passed only where the state machine reads them (a success is
-// checked against the spec amount; a refund carries the cumulative total).
-func Observation(ev provider.Event, via v1alpha1.EventVia) payment.Observation {
-	obs := payment.Observation{
-		Source:            v1alpha1.SourceWebhook,
-		Observed:          observed(ev.Status),
-		Raw:               ev.Type,
-		EventID:           ev.ID,
-		OccurredAt:        ev.OccurredAt,
-		ProviderPaymentID: ev.PaymentID,
-	}
-	if via == v1alpha1.ViaBackfill {
-		obs.Source = v1alpha1.SourceBackfill
-	}
-	switch obs.Observed {
-	case payment.ObservedSucceeded:
-		if ev.Currency != "" {
-			obs.Amount = &v1alpha1.Money{Value: ev.Amount, Currency: ev.Currency}
-		}
-	case payment.ObservedRefund:
-		if ev.Currency != "" {
-			obs.RefundedTotal = &v1alpha1.Money{Value: ev.RefundedTotal, Currency: ev.Currency}
-		}
-	case payment.ObservedFailed, payment.ObservedExpired:
-		if ev.FailureCode != "" || ev.FailureMessage != "" {
-			obs.Failure = &v1alpha1.Failure{Code: ev.FailureCode, Message: ev.FailureMessage}
-		}
-	}
-	return obs
-}
-
-// observed maps the adapters' normalized status onto the state machine's.
-// Anything unlisted is Unknown, which the state machine never settles on.
-func observed(s provider.Status) payment.Observed {
-	switch s {
-	case provider.StatusPending:
-		return payment.ObservedPending
-	case provider.StatusProcessing:
-		return payment.ObservedProcessing
-	case provider.StatusSucceeded:
-		return payment.ObservedSucceeded
-	case provider.StatusFailed:
-		return payment.ObservedFailed
-	case provider.StatusExpired:
-		return payment.ObservedExpired
-	case provider.StatusRefund:
-		return payment.ObservedRefund
-	case provider.StatusDispute:
-		return payment.ObservedDispute
-	default:
-		return payment.ObservedUnknown
-	}
 }
 
 // Reparse recovers the provider event from a stored WebhookEvent, for the

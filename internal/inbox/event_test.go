@@ -3,6 +3,7 @@ package inbox
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/provider"
 )
 
@@ -74,83 +74,30 @@ func TestNewEvent(t *testing.T) {
 	}
 }
 
-func TestObservation(t *testing.T) {
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	cases := []struct {
-		name string
-		ev   provider.Event
-		via  v1alpha1.EventVia
-		want payment.Observation
-	}{
-		{
-			name: "success carries the received amount for the mismatch check",
-			ev:   provider.Event{ID: "e1", Type: "payment.succeeded", Status: provider.StatusSucceeded, PaymentID: "p", Amount: 1999, Currency: "USD", OccurredAt: at},
-			via:  v1alpha1.ViaWebhook,
-			want: payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedSucceeded, Raw: "payment.succeeded", EventID: "e1", OccurredAt: at, ProviderPaymentID: "p", Amount: &v1alpha1.Money{Value: 1999, Currency: "USD"}},
-		},
-		{
-			name: "refund carries the cumulative total, not this refund",
-			ev:   provider.Event{ID: "e2", Type: "refund.succeeded", Status: provider.StatusRefund, Amount: 100, RefundedTotal: 300, Currency: "EUR"},
-			via:  v1alpha1.ViaBackfill,
-			want: payment.Observation{Source: v1alpha1.SourceBackfill, Observed: payment.ObservedRefund, Raw: "refund.succeeded", EventID: "e2", RefundedTotal: &v1alpha1.Money{Value: 300, Currency: "EUR"}},
-		},
-		{
-			name: "failure carries code and message",
-			ev:   provider.Event{ID: "e3", Type: "payment.failed", Status: provider.StatusFailed, FailureCode: "card_declined", FailureMessage: "no"},
-			via:  v1alpha1.ViaWebhook,
-			want: payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedFailed, Raw: "payment.failed", EventID: "e3", Failure: &v1alpha1.Failure{Code: "card_declined", Message: "no"}},
-		},
-		{
-			name: "an unknown status never settles anything",
-			ev:   provider.Event{ID: "e4", Type: "x", Status: "Weird"},
-			via:  v1alpha1.ViaWebhook,
-			want: payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedUnknown, Raw: "x", EventID: "e4"},
-		},
+// TestReparseRefusesAPayloadThatIsNotTheStoredEvent: the record's name was
+// derived from spec.eventID, so a payload carrying another id was not written
+// by the receiver and must not move a payment.
+func TestReparseRefusesAPayloadThatIsNotTheStoredEvent(t *testing.T) {
+	adapter := fakeParser{}
+	evt := &v1alpha1.WebhookEvent{Spec: v1alpha1.WebhookEventSpec{EventID: "evt_stored", Payload: `{"id":"evt_other"}`}}
+	if _, err := Reparse(adapter, evt); !errors.Is(err, ErrNotReparsable) || !strings.Contains(err.Error(), "evt_other") {
+		t.Fatalf("payload with another id: err %v, want ErrNotReparsable naming the id", err)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := Observation(tc.ev, tc.via)
-			if !equalObs(got, tc.want) {
-				t.Fatalf("got %+v\nwant %+v", got, tc.want)
-			}
-		})
+	evt.Spec.Payload = `{"id":"evt_stored"}`
+	if ev, err := Reparse(adapter, evt); err != nil || ev.ID != "evt_stored" {
+		t.Fatalf("matching payload: %+v %v", ev, err)
 	}
 }
 
-func equalObs(a, b payment.Observation) bool {
-	money := func(x, y *v1alpha1.Money) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
-	fail := func(x, y *v1alpha1.Failure) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
-	return a.Source == b.Source && a.Observed == b.Observed && a.Raw == b.Raw && a.EventID == b.EventID &&
-		a.OccurredAt.Equal(b.OccurredAt) && a.ProviderPaymentID == b.ProviderPaymentID &&
-		money(a.Amount, b.Amount) && money(a.RefundedTotal, b.RefundedTotal) && fail(a.Failure, b.Failure)
-}
+// fakeParser parses {"id": ...} bodies; only ParseEvent is used by Reparse.
+type fakeParser struct{ provider.Provider }
 
-func TestResultOf(t *testing.T) {
-	p := &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Name: "order"}}
-	p.Status.History = []v1alpha1.HistoryEntry{
-		{From: "", To: v1alpha1.PhaseSucceeded, EventID: "applied-before"},
-		{From: v1alpha1.PhaseSucceeded, To: v1alpha1.PhaseSucceeded, EventID: "conflict-before", Reason: v1alpha1.ReasonConflictingStatus},
+func (fakeParser) ParseEvent(raw []byte) (provider.Event, error) {
+	var v struct {
+		ID string `json:"id"`
 	}
-	cases := []struct {
-		name     string
-		decision payment.Decision
-		eventID  string
-		want     v1alpha1.EventResult
-	}{
-		{"applied is applied", payment.Applied, "e", v1alpha1.ResultApplied},
-		{"stale is stale", payment.Stale, "e", v1alpha1.ResultStale},
-		{"conflict is conflict", payment.Conflict, "e", v1alpha1.ResultConflict},
-		{"ignored is ignored", payment.Ignored, "e", v1alpha1.ResultIgnored},
-		{"a duplicate of another event is a duplicate", payment.Duplicate, "other", v1alpha1.ResultDuplicate},
-		{"this event applied by a crashed attempt is applied", payment.Duplicate, "applied-before", v1alpha1.ResultApplied},
-		{"this event's conflict recorded by a crashed attempt is a conflict", payment.Duplicate, "conflict-before", v1alpha1.ResultConflict},
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return provider.Event{}, provider.MalformedEvent("not json", err)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, msg := resultOf(p, payment.Result{Decision: tc.decision}, tc.eventID)
-			if got != tc.want || !strings.HasPrefix(msg, "payment order") {
-				t.Fatalf("result %s (%q), want %s", got, msg, tc.want)
-			}
-		})
-	}
+	return provider.Event{ID: v.ID, Raw: raw}, nil
 }

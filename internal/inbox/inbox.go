@@ -7,7 +7,7 @@
 // copy was stored before). Then the Payment it is about is resolved — only in
 // the provider's namespace and only among Payments referencing that provider —
 // the event is turned into a state-machine observation, applied through
-// payment.Writer with optimistic concurrency, and the result is recorded on
+// the one status writer (payment.Store) with optimistic concurrency, and the result is recorded on
 // the WebhookEvent. Everything the receiver and the processor do with an event
 // lives here, so they cannot disagree.
 package inbox
@@ -28,6 +28,7 @@ import (
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
 // Inbox stores and applies provider events. The zero value is not usable;
@@ -64,11 +65,6 @@ type Outcome struct {
 
 // maxMessage is WebhookEventStatus.message's schema limit.
 const maxMessage = 1024
-
-// maxResultWrites bounds the retries of a WebhookEvent status write that keeps
-// conflicting; only the receiver and the processor write it, so two suffice
-// in practice.
-const maxResultWrites = 5
 
 // pendingMarkTimeout bounds the best-effort write that records why an apply
 // was left Pending; it runs after the apply's own budget is spent.
@@ -112,7 +108,7 @@ func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev
 	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingMarkTimeout)
 	defer cancel()
 	msg := "not applied at receipt, left to the inbox processor: " + err.Error()
-	if merr := in.setResult(markCtx, evt, v1alpha1.ResultPending, msg, true); merr != nil {
+	if merr := in.setResult(markCtx, evt, v1alpha1.ResultPending, msg); merr != nil {
 		log.V(1).Info("could not record the pending state", "event", evt.Name, "error", merr.Error())
 	}
 	return Outcome{Stored: true, Result: v1alpha1.ResultPending, Message: msg, Event: evt}, nil
@@ -164,24 +160,18 @@ func (in *Inbox) Apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provi
 	if err != nil {
 		return Outcome{}, err
 	}
-	obs := Observation(ev, evt.Spec.Via)
-	w := payment.Writer{Client: in.Client, Reader: in.APIReader}
-	res, wrote, err := w.ApplyObservation(ctx, p, obs, in.now)
+	obs := payment.FromEvent(ev, evt.Spec.Via)
+	out, wrote, err := payment.Store(ctx, in.writer(), p, func(p *v1alpha1.Payment) payment.Outcome {
+		return payment.ApplyEvent(p, obs, in.now())
+	})
 	if err != nil {
 		return Outcome{}, fmt.Errorf("apply event %s to payment %s/%s: %w", ev.ID, p.Namespace, p.Name, err)
 	}
 	if wrote {
 		// Announced only after the write: nothing is published that was not stored.
-		payment.Record(in.Recorder, p, res, obs.Source)
+		payment.Record(in.Recorder, p, out)
 	}
-	result, msg := resultOf(p, res, ev.ID)
-	if result == v1alpha1.ResultIgnored && obs.Observed == payment.ObservedRefund && !p.Status.Phase.IsFinal() {
-		// A refund delivered before the success it refunds (reordering) is
-		// not news to drop: it waits like an orphan and is applied when the
-		// payment changes. Recorded as Ignored, it would be lost for good,
-		// since its backfill copy dedups against this record.
-		result, msg = v1alpha1.ResultOrphaned, msg+"; waiting for the payment to succeed"
-	}
+	result, msg := payment.EventResult(p, out, obs)
 	ctrl.LoggerFrom(ctx).V(1).Info("event applied", "payment", p.Name, "eventID", ev.ID, "result", result, "phase", p.Status.Phase)
 	return in.finish(ctx, evt, result, msg, p.Name)
 }
@@ -194,99 +184,40 @@ func (in *Inbox) Ignore(ctx context.Context, evt *v1alpha1.WebhookEvent, why str
 
 // finish records result on the event and builds the outcome.
 func (in *Inbox) finish(ctx context.Context, evt *v1alpha1.WebhookEvent, result v1alpha1.EventResult, msg, paymentName string) (Outcome, error) {
-	if err := in.setResult(ctx, evt, result, msg, true); err != nil {
+	if err := in.setResult(ctx, evt, result, msg); err != nil {
 		return Outcome{}, err
 	}
 	return Outcome{Stored: true, Result: evt.Status.Result, Message: evt.Status.Message, Payment: paymentName, Event: evt}, nil
 }
 
-// resultOf maps the state machine's decision onto the event's result. A
-// Duplicate whose id is in the payment's history is this very event, applied
-// by an earlier attempt that died before recording it: report what that
-// attempt did, not "duplicate".
-func resultOf(p *v1alpha1.Payment, res payment.Result, eventID string) (v1alpha1.EventResult, string) {
-	msg := fmt.Sprintf("payment %s", p.Name)
-	if res.Reason != "" {
-		msg += ": " + res.Reason
-	}
-	switch res.Decision {
-	case payment.Applied:
-		if res.Transition != nil {
-			msg = fmt.Sprintf("payment %s: %s -> %s", p.Name, phaseName(res.Transition.From), res.Transition.To)
-			if res.Reason != "" {
-				msg += ": " + res.Reason
-			}
-		}
-		return v1alpha1.ResultApplied, msg
-	case payment.Duplicate:
-		for _, h := range p.Status.History {
-			if h.EventID != eventID {
-				continue
-			}
-			if h.From == h.To && h.Reason == v1alpha1.ReasonConflictingStatus {
-				return v1alpha1.ResultConflict, fmt.Sprintf("payment %s: conflict recorded by an earlier attempt", p.Name)
-			}
-			return v1alpha1.ResultApplied, fmt.Sprintf("payment %s: applied by an earlier attempt", p.Name)
-		}
-		return v1alpha1.ResultDuplicate, msg
-	case payment.Stale:
-		return v1alpha1.ResultStale, msg
-	case payment.Conflict:
-		return v1alpha1.ResultConflict, msg
-	default:
-		return v1alpha1.ResultIgnored, msg
-	}
-}
-
-func phaseName(p v1alpha1.PaymentPhase) string {
-	if p == "" {
-		return "(new)"
-	}
-	return string(p)
-}
-
-// setResult writes the event's result with optimistic concurrency. When the
-// re-read after a conflict shows the event already finished, the other writer
-// (receiver or processor) won and its result stands. An unchanged Orphaned or
-// Pending record is not rewritten, so re-checking an orphan costs no write.
-func (in *Inbox) setResult(ctx context.Context, evt *v1alpha1.WebhookEvent, result v1alpha1.EventResult, msg string, attempt bool) error {
+// setResult writes the event's result through the one status writer. When
+// the event is already finished (another writer won: the receiver or the
+// processor), its result stands. An unchanged Orphaned or Pending record is
+// not rewritten, so re-checking an orphan costs no write.
+func (in *Inbox) setResult(ctx context.Context, evt *v1alpha1.WebhookEvent, result v1alpha1.EventResult, msg string) error {
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage-3] + "..."
 	}
-	key := client.ObjectKeyFromObject(evt)
-	for i := 1; ; i++ {
-		if evt.Status.Result.IsDone() {
+	_, err := statuswriter.Update(ctx, in.writer(), evt, func(evt *v1alpha1.WebhookEvent) error {
+		if evt.Status.Result.IsDone() || (!result.IsDone() && evt.Status.Result == result && evt.Status.Message == msg) {
 			return nil
 		}
-		if !result.IsDone() && evt.Status.Result == result && evt.Status.Message == msg {
-			return nil
-		}
-		before := evt.Status
 		evt.Status.Result, evt.Status.Message = result, msg
-		if attempt {
-			evt.Status.Attempts++
-		}
+		evt.Status.Attempts++
 		if result.IsDone() {
 			t := metav1.NewTime(in.now())
 			evt.Status.AppliedAt = &t
 		}
-		err := in.Client.Status().Update(ctx, evt)
-		if err == nil {
-			return nil
-		}
-		evt.Status = before
-		if !apierrors.IsConflict(err) {
-			return fmt.Errorf("record result %s on event %s: %w", result, key, err)
-		}
-		if i >= maxResultWrites {
-			return fmt.Errorf("record result %s on event %s: %w", result, key, payment.ErrTooManyConflicts)
-		}
-		fresh := &v1alpha1.WebhookEvent{}
-		if err := in.APIReader.Get(ctx, key, fresh); err != nil {
-			return fmt.Errorf("re-read event %s after conflict: %w", key, err)
-		}
-		*evt = *fresh
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record result %s on event %s/%s: %w", result, evt.Namespace, evt.Name, err)
 	}
+	return nil
+}
+
+func (in *Inbox) writer() statuswriter.Writer {
+	return statuswriter.Writer{Client: in.Client, APIReader: in.APIReader}
 }
 
 // errNoPayment means no Payment matches the event (yet): the event is Orphaned.

@@ -99,7 +99,9 @@ type Transition struct {
 // Result is the state machine's answer. Status is a new value; the input is
 // never modified.
 type Result struct {
-	Status     v1alpha1.PaymentStatus
+	Status v1alpha1.PaymentStatus
+	// Source is the channel of the observation, for the metrics.
+	Source     v1alpha1.ObservationSource
 	Decision   Decision
 	Reason     string
 	Events     []Event
@@ -119,7 +121,7 @@ func Apply(p *v1alpha1.Payment, obs Observation, now time.Time) Result {
 	m := machine{spec: &p.Spec, st: *p.Status.DeepCopy(), obs: obs, now: now}
 	m.run()
 	m.finish()
-	return Result{Status: m.st, Decision: m.decision, Reason: m.reason, Events: m.events, Transition: m.transition}
+	return Result{Status: m.st, Source: obs.Source, Decision: m.decision, Reason: m.reason, Events: m.events, Transition: m.transition}
 }
 
 type machine struct {
@@ -140,6 +142,10 @@ func (m *machine) run() {
 	}
 	if m.obs.Source == v1alpha1.SourceManual {
 		m.manual()
+		return
+	}
+	if other, known := m.otherPayment(); other {
+		m.duplicatePayment(known)
 		return
 	}
 	switch m.obs.Observed {
@@ -339,6 +345,16 @@ func (m *machine) unknown() {
 		m.decide(Stale, "already under review for %s", m.obs.Review)
 		return
 	}
+	if current := m.reviewReason(); IsHumanReason(current) && !IsHumanReason(m.obs.Review) {
+		// What the provider did (a wrong amount, a second payment, ...) is
+		// what a human must judge; paywarden's own reason must not hide it.
+		if from == v1alpha1.PhaseUnknown {
+			m.decide(Stale, "%s does not replace the review for %s", m.obs.Review, current)
+			return
+		}
+		m.moveTo(v1alpha1.PhaseUnknown, m.obs.Review)
+		return
+	}
 	msg := m.obs.Reason
 	if msg == "" {
 		msg = "paywarden cannot settle this payment automatically: " + m.obs.Review
@@ -528,7 +544,57 @@ func (m *machine) finish() {
 		m.phaseEvent(h.From, h.To, h.Reason)
 	}
 	m.st.AmountDisplay = v1alpha1.FormatAmount(m.spec.Amount.Value, m.spec.Amount.Currency)
+	settle(&m.st)
 	setReady(&m.st, m.now)
+}
+
+// settle keeps the schedule consistent with the phase: a final payment has
+// nothing to query, whatever brought it there, so its next query is cleared
+// in the same write that settles it.
+func settle(st *v1alpha1.PaymentStatus) {
+	if st.Phase.IsFinal() {
+		st.Query.NextTime = nil
+		st.Query.UnansweredSince = nil
+	}
+}
+
+// IsHumanReason reports whether a NeedsReview reason reports something the
+// provider did that a human must judge (as opposed to paywarden giving up).
+func IsHumanReason(reason string) bool {
+	switch reason {
+	case v1alpha1.ReasonAmountMismatch, v1alpha1.ReasonConflictingStatus, v1alpha1.ReasonLateSuccess, v1alpha1.ReasonDuplicatePayment:
+		return true
+	}
+	return false
+}
+
+// otherPayment reports whether the observation is about a provider payment
+// other than the one recorded for this Payment, and returns the recorded id.
+func (m *machine) otherPayment() (bool, string) {
+	known := m.st.ProviderPaymentID
+	if known == "" {
+		known = m.spec.ProviderPaymentID
+	}
+	id := m.obs.ProviderPaymentID
+	// paywarden's own decisions (a Review) are not provider news.
+	return m.obs.Review == "" && id != "" && known != "" && id != known, known
+}
+
+// duplicatePayment records that the provider reported a second payment for
+// this order: possibly a double charge. The phase is not touched (the news is
+// not about the payment paywarden tracks); a human must look.
+func (m *machine) duplicatePayment(known string) {
+	from := m.phase()
+	msg := fmt.Sprintf("the provider reported %s for payment %s, but this Payment is recorded as provider payment %s: possibly a second charge for one order",
+		m.obs.Observed, m.obs.ProviderPaymentID, known)
+	if m.reviewReason() == v1alpha1.ReasonDuplicatePayment && m.obs.EventID == "" {
+		m.decide(Stale, "second provider payment already under review")
+		return
+	}
+	m.remember()
+	m.needsReview(v1alpha1.ReasonDuplicatePayment, msg)
+	m.appendHistory(from, from, v1alpha1.ReasonDuplicatePayment+": "+m.obs.ProviderPaymentID)
+	m.decide(Conflict, "%s", msg)
 }
 
 // setReady derives the Ready condition: True only when the payment is settled

@@ -430,21 +430,65 @@ func TestApply(t *testing.T) {
 			events:     []string{"Normal/Succeeded"},
 			transition: phaseChange("", succeeded),
 		},
+		// One payment per order (SPEC §11.4): news about another provider
+		// payment is a possible double charge, never a change of phase.
 		{
-			name:       "the provider payment id is recorded once and never replaced",
+			name:     "a success for another provider payment on a succeeded order is a duplicate-payment review",
+			given:    andThen(givenPending, obsWebhook(payment.ObservedSucceeded, "evt-paid", withPaid(), withProviderID("pay_1"))),
+			obs:      obsWebhook(payment.ObservedSucceeded, "evt-second", withPaid(), withProviderID("pay_other")),
+			decision: payment.Conflict,
+			phase:    succeeded,
+			conds:    reviewing(v1alpha1.ReasonDuplicatePayment),
+			history:  []v1alpha1.HistoryEntry{historyEntry(succeeded, succeeded, srcWebhook, "evt-second", v1alpha1.ReasonDuplicatePayment+": pay_other")},
+			events:   []string{"Warning/DuplicatePayment"},
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				c := meta.FindStatusCondition(after.Conditions, v1alpha1.ConditionNeedsReview)
+				if c == nil || !strings.Contains(c.Message, "pay_other") || !strings.Contains(c.Message, "pay_1") {
+					t.Errorf("review message must name both ids: %+v", c)
+				}
+				if after.ProviderPaymentID != "pay_1" {
+					t.Errorf("providerPaymentID = %q, want pay_1 kept", after.ProviderPaymentID)
+				}
+				if !hasEventID(after.RecentEventIDs, "evt-second") {
+					t.Errorf("the event is not remembered, so its redelivery would raise the review again")
+				}
+			},
+		},
+		{
+			name:     "a failure for another provider payment never fails the order",
+			given:    givenPending,
+			obs:      obsWebhook(payment.ObservedFailed, "evt-fail-b", withProviderID("pay_other"), withFailure("card_declined", "no")),
+			decision: payment.Conflict,
+			phase:    pending,
+			conds:    reviewing(v1alpha1.ReasonDuplicatePayment),
+			history:  []v1alpha1.HistoryEntry{historyEntry(pending, pending, srcWebhook, "evt-fail-b", v1alpha1.ReasonDuplicatePayment+": pay_other")},
+			events:   []string{"Warning/DuplicatePayment"},
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if after.Failure != nil {
+					t.Errorf("failure recorded from another payment: %+v", after.Failure)
+				}
+			},
+		},
+		{
+			name:     "a status query answer about another payment is a duplicate-payment review",
+			given:    givenPending,
+			obs:      obsQuery(payment.ObservedProcessing, withProviderID("pay_other")),
+			decision: payment.Conflict,
+			phase:    pending,
+			conds:    reviewing(v1alpha1.ReasonDuplicatePayment),
+			history:  []v1alpha1.HistoryEntry{historyEntry(pending, pending, srcQuery, "", v1alpha1.ReasonDuplicatePayment+": pay_other")},
+			events:   []string{"Warning/DuplicatePayment"},
+		},
+		{
+			name:       "news about the recorded payment id is applied as usual",
 			given:      givenPending,
-			obs:        obsQuery(payment.ObservedProcessing, withProviderID("pay_other")),
+			obs:        obsQuery(payment.ObservedProcessing, withProviderID("pay_1")),
 			decision:   payment.Applied,
 			phase:      processing,
 			conds:      []string{readyInProgress},
 			history:    []v1alpha1.HistoryEntry{historyEntry(pending, processing, srcQuery, "", "")},
 			events:     []string{"Normal/Processing"},
 			transition: phaseChange(pending, processing),
-			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
-				if after.ProviderPaymentID != "pay_1" {
-					t.Errorf("providerPaymentID = %q, want pay_1 kept", after.ProviderPaymentID)
-				}
-			},
 		},
 
 		// A non-final observation never moves a payment backwards.
@@ -744,6 +788,203 @@ func TestApply(t *testing.T) {
 			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
 			decision: payment.Stale,
 			phase:    succeeded,
+			conds:    []string{readySettled},
+		},
+
+		// A reason paywarden raises itself never hides what the provider did.
+		{
+			name:     "retries exhausted does not replace an amount mismatch under review",
+			given:    givenAmountMismatch,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
+			decision: payment.Stale,
+			phase:    unknown,
+			conds:    reviewing(v1alpha1.ReasonAmountMismatch),
+		},
+		{
+			name:     "provider unreachable does not replace a late success under review",
+			given:    andThen(givenLocallyExpired, obsWebhook(payment.ObservedSucceeded, "evt-late", withPaid())),
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonProviderUnreachable)),
+			decision: payment.Stale,
+			phase:    succeeded,
+			conds:    reviewing(v1alpha1.ReasonLateSuccess),
+		},
+		{
+			name:       "retries exhausted on a pending payment under duplicate-payment review parks it in Unknown and keeps the reason",
+			given:      andThen(givenPending, obsWebhook(payment.ObservedSucceeded, "evt-b", withPaid(), withProviderID("pay_other"))),
+			obs:        obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
+			decision:   payment.Applied,
+			phase:      unknown,
+			conds:      reviewing(v1alpha1.ReasonDuplicatePayment),
+			history:    []v1alpha1.HistoryEntry{historyEntry(pending, unknown, srcQuery, "", v1alpha1.ReasonRetriesExhausted)},
+			events:     []string{"Warning/Unknown"},
+			transition: phaseChange(pending, unknown),
+		},
+		{
+			name:     "create outcome unknown does not replace a conflicting status under review",
+			given:    givenConflict,
+			obs:      obsCreated(payment.ObservedUnknown, withReview(v1alpha1.ReasonCreateOutcomeUnknown)),
+			decision: payment.Stale,
+			phase:    succeeded,
+			conds:    reviewing(v1alpha1.ReasonConflictingStatus),
+		},
+		{
+			name:     "a paywarden-raised RetriesExhausted on a failed payment is stale",
+			given:    givenFailed,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
+			decision: payment.Stale,
+			phase:    failed,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised NonRetryableQueryError on a failed payment is stale",
+			given:    givenFailed,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonNonRetryableQueryError)),
+			decision: payment.Stale,
+			phase:    failed,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised CreateOutcomeUnknown on a failed payment is stale",
+			given:    givenFailed,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonCreateOutcomeUnknown)),
+			decision: payment.Stale,
+			phase:    failed,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised ProviderUnreachable on a failed payment is stale",
+			given:    givenFailed,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonProviderUnreachable)),
+			decision: payment.Stale,
+			phase:    failed,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised RetriesExhausted on a expired by the provider payment is stale",
+			given:    givenProviderExpired,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
+			decision: payment.Stale,
+			phase:    expired,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised NonRetryableQueryError on a expired by the provider payment is stale",
+			given:    givenProviderExpired,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonNonRetryableQueryError)),
+			decision: payment.Stale,
+			phase:    expired,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised CreateOutcomeUnknown on a expired by the provider payment is stale",
+			given:    givenProviderExpired,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonCreateOutcomeUnknown)),
+			decision: payment.Stale,
+			phase:    expired,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised ProviderUnreachable on a expired by the provider payment is stale",
+			given:    givenProviderExpired,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonProviderUnreachable)),
+			decision: payment.Stale,
+			phase:    expired,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised RetriesExhausted on a expired locally payment is stale",
+			given:    givenLocallyExpired,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
+			decision: payment.Stale,
+			phase:    expired,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised NonRetryableQueryError on a expired locally payment is stale",
+			given:    givenLocallyExpired,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonNonRetryableQueryError)),
+			decision: payment.Stale,
+			phase:    expired,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised CreateOutcomeUnknown on a expired locally payment is stale",
+			given:    givenLocallyExpired,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonCreateOutcomeUnknown)),
+			decision: payment.Stale,
+			phase:    expired,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised ProviderUnreachable on a expired locally payment is stale",
+			given:    givenLocallyExpired,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonProviderUnreachable)),
+			decision: payment.Stale,
+			phase:    expired,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised RetriesExhausted on a partially refunded payment is stale",
+			given:    givenPartiallyRefunded,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
+			decision: payment.Stale,
+			phase:    partially,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised NonRetryableQueryError on a partially refunded payment is stale",
+			given:    givenPartiallyRefunded,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonNonRetryableQueryError)),
+			decision: payment.Stale,
+			phase:    partially,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised CreateOutcomeUnknown on a partially refunded payment is stale",
+			given:    givenPartiallyRefunded,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonCreateOutcomeUnknown)),
+			decision: payment.Stale,
+			phase:    partially,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised ProviderUnreachable on a partially refunded payment is stale",
+			given:    givenPartiallyRefunded,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonProviderUnreachable)),
+			decision: payment.Stale,
+			phase:    partially,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised RetriesExhausted on a refunded payment is stale",
+			given:    givenRefunded,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
+			decision: payment.Stale,
+			phase:    refundedP,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised NonRetryableQueryError on a refunded payment is stale",
+			given:    givenRefunded,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonNonRetryableQueryError)),
+			decision: payment.Stale,
+			phase:    refundedP,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised CreateOutcomeUnknown on a refunded payment is stale",
+			given:    givenRefunded,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonCreateOutcomeUnknown)),
+			decision: payment.Stale,
+			phase:    refundedP,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "a paywarden-raised ProviderUnreachable on a refunded payment is stale",
+			given:    givenRefunded,
+			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonProviderUnreachable)),
+			decision: payment.Stale,
+			phase:    refundedP,
 			conds:    []string{readySettled},
 		},
 

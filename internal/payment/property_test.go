@@ -197,6 +197,7 @@ var (
 	}
 	propReviews = []string{
 		"", "", v1alpha1.ReasonRetriesExhausted, v1alpha1.ReasonCreateOutcomeUnknown, v1alpha1.ReasonNonRetryableQueryError,
+		v1alpha1.ReasonProviderUnreachable,
 	}
 	propRaws = []string{"", "", "pending", "processing", "succeeded", "COMPLETED/COMPLETED", "unknown"}
 )
@@ -385,6 +386,30 @@ func checkStep(p *v1alpha1.Payment, obs payment.Observation, now time.Time) (v1a
 	// (e) Unknown leaves only on a Manual decision or an authoritative final answer.
 	if from == v1alpha1.PhaseUnknown && to != v1alpha1.PhaseUnknown && !authoritative(obs, p.Spec) {
 		fail("left Unknown on a non-authoritative observation: %s", moved)
+	}
+
+	// (f) A reason paywarden raises itself never touches a settled payment of
+	// any final phase, and never replaces what the provider did.
+	prevReview := ""
+	if c := meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionNeedsReview); c != nil && c.Status == metav1.ConditionTrue {
+		prevReview = c.Reason
+	}
+	if obs.Source != v1alpha1.SourceManual && obs.Review != "" && !payment.IsHumanReason(obs.Review) {
+		if from.IsFinal() && (to != from || !sameStatus(prev, next)) {
+			fail("paywarden's own %s changed a %s payment: %s", obs.Review, from, moved)
+		}
+		if payment.IsHumanReason(prevReview) {
+			if c := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionNeedsReview); c == nil || c.Reason != prevReview {
+				fail("paywarden's own %s replaced the review for %s", obs.Review, prevReview)
+			}
+		}
+	}
+
+	// (g) News about another provider payment than the recorded one never
+	// changes the phase (SPEC §11.4): it is a possible double charge.
+	recorded := prev.ProviderPaymentID
+	if obs.Source != v1alpha1.SourceManual && obs.Review == "" && obs.ProviderPaymentID != "" && recorded != "" && obs.ProviderPaymentID != recorded && from != to && prev.Phase != "" {
+		fail("an observation about %s moved a payment recorded as %s: %s", obs.ProviderPaymentID, recorded, moved)
 	}
 
 	// The rest of the rules that hold at every step.

@@ -8,22 +8,32 @@ import (
 	"github.com/paywarden/paywarden/internal/metrics"
 )
 
-// Record publishes what a stored state-machine result means to the outside:
-// a Kubernetes Event per change (Warning for failures, Unknown, conflicts and
-// reviews) and the transitions metric. Call it only after the status write
-// succeeded, so nothing is announced that was not stored.
-func Record(rec events.EventRecorder, p *v1alpha1.Payment, res Result, source v1alpha1.ObservationSource) {
-	if res.Transition != nil {
-		metrics.Transitions.WithLabelValues(p.Spec.ProviderRef.Name, string(res.Transition.From), string(res.Transition.To), string(source)).Inc()
+// Record publishes what a stored outcome means to the outside: a Kubernetes
+// Event per change (Warning for failures, Unknown, conflicts and reviews) and
+// the transitions metric. Call it only after the status write succeeded, so
+// nothing is announced that was not stored.
+func Record(rec events.EventRecorder, p *v1alpha1.Payment, out Outcome) {
+	for _, res := range out.Results {
+		if res.Transition != nil {
+			metrics.Transitions.WithLabelValues(p.Spec.ProviderRef.Name, string(res.Transition.From), string(res.Transition.To), string(res.Source)).Inc()
+		}
 	}
 	if rec == nil {
 		return
 	}
-	for _, e := range res.Events {
+	emit := func(e Event, action string) {
 		typ := corev1.EventTypeNormal
 		if e.Warning {
 			typ = corev1.EventTypeWarning
 		}
-		rec.Eventf(p, nil, typ, e.Reason, string(source), "%s", e.Message)
+		rec.Eventf(p, nil, typ, e.Reason, action, "%s", e.Message)
+	}
+	for _, res := range out.Results {
+		for _, e := range res.Events {
+			emit(e, string(res.Source))
+		}
+	}
+	for _, e := range out.Events {
+		emit(e, string(v1alpha1.SourceManual))
 	}
 }

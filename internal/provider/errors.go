@@ -24,7 +24,16 @@ var (
 	ErrNotFound = errors.New("not found at provider")
 	// ErrUnsupported: the provider has no such operation (e.g. PayPal events API).
 	ErrUnsupported = errors.New("operation not supported by provider")
+	// ErrProviderConfig: the provider refuses paywarden itself, not the payment:
+	// 401/403 (bad or rotated credentials), a redirect, a 404 on a route. Never
+	// a verdict on a payment; calls wait until the configuration is fixed.
+	ErrProviderConfig = errors.New("provider configuration error")
 )
+
+// ErrAmountNotRepresentable is wrapped (together with ErrNonRetryable) by a
+// create the adapter refuses before any call because the provider cannot
+// represent the amount in its currency.
+var ErrAmountNotRepresentable = errors.New("amount not representable by the provider")
 
 // ErrInvalidSignature is returned by VerifyWebhook when the request is not authentic.
 // It always wraps one of the reasons below, so logs and metrics can say why.

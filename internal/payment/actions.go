@@ -1,0 +1,66 @@
+package payment
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+)
+
+// Resolve applies the operator's resolve annotation (SPEC §2.4) once per
+// value: a Manual observation through the state machine. ok is false when
+// there is nothing new to act on.
+func Resolve(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
+	v := resolveValue(p)
+	if v == "" || v == p.Status.Actions.Resolve {
+		return Outcome{}, false
+	}
+	c := begin(p, now)
+	to := p.Annotations[v1alpha1.AnnotationResolve]
+	res := c.apply(Observation{
+		Source: v1alpha1.SourceManual, Observed: Observed(to),
+		Reason: p.Annotations[v1alpha1.AnnotationResolveReason],
+	})
+	c.st().Actions.Resolve = v
+	if res.Decision != Applied {
+		c.event(true, "ResolveIgnored", fmt.Sprintf("resolve %q not applied: %s", to, res.Reason))
+	}
+	return c.done(), true
+}
+
+// Requery applies the operator's requery annotation once per value: the
+// schedule restarts with a query due now, which also takes an Unknown
+// payment back into automatic handling. The phase is left to the answer.
+func Requery(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
+	v := p.Annotations[v1alpha1.AnnotationRequery]
+	if v == "" || v == p.Status.Actions.Requery {
+		return Outcome{}, false
+	}
+	c := begin(p, now)
+	st := c.st()
+	st.Actions.Requery = v
+	if st.Phase.IsFinal() {
+		c.event(false, "RequeryIgnored", fmt.Sprintf("payment is already %s; nothing to query", st.Phase))
+		return c.done(), true
+	}
+	st.Query.Attempts, st.Query.ConsecutiveErrors, st.Query.LastError = 0, 0, ""
+	st.Query.UnansweredSince = nil
+	st.Query.NextTime = ptrMicro(now)
+	phase := st.Phase
+	if phase == "" {
+		phase = v1alpha1.PhasePending
+	}
+	m := machine{st: *st, obs: Observation{Source: v1alpha1.SourceManual}, now: now}
+	m.appendHistory(phase, phase, "Requery: restart the status-query schedule")
+	c.p.Status = m.st
+	c.event(false, "Requery", "status-query schedule restarted by an operator")
+	return c.done(), true
+}
+
+func resolveValue(p *v1alpha1.Payment) string {
+	v := p.Annotations[v1alpha1.AnnotationResolve]
+	if v == "" {
+		return ""
+	}
+	return v + ": " + p.Annotations[v1alpha1.AnnotationResolveReason]
+}

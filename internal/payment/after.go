@@ -1,0 +1,252 @@
+package payment
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// Call is what one provider call produced: the provider's view of the
+// payment, or a classified error.
+type Call struct {
+	Payment provider.Payment
+	Err     error
+}
+
+// AfterCreate decides what a create call means (SPEC §2.3, §11.3). Only a
+// definitive refusal about the payment fails it; no answer is retried with
+// the same key, and a configuration problem waits for the fix.
+func AfterCreate(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outcome {
+	c := begin(p, now)
+	if ProviderID(c.p) != "" || c.st().CreateRequestedAt == nil {
+		return c.done() // recorded meanwhile by another writer
+	}
+	switch class := Classify(call.Err); {
+	case class == Answered && call.Payment.ID != "":
+		c.answered(call.Payment, v1alpha1.SourceCreate, false)
+		c.startSchedule(pol)
+	case class == Answered:
+		c.noAnswer(pol, errors.New("the provider answered the create without a payment id"), false)
+	case class == NoAnswer:
+		c.noAnswer(pol, call.Err, false)
+	case class == Refused:
+		code := v1alpha1.ReasonCreateRejected
+		if errors.Is(call.Err, provider.ErrAmountNotRepresentable) {
+			code = v1alpha1.ReasonAmountNotRepresentable
+		}
+		c.apply(Observation{
+			Source: v1alpha1.SourceCreate, Observed: ObservedFailed,
+			Failure: &v1alpha1.Failure{Code: code, Message: call.Err.Error()},
+			Reason:  v1alpha1.ReasonCreateRejected,
+		})
+	default:
+		// A refused configuration, a route that is not there: nothing is
+		// known about the payment. Wait for the fix, same key next time.
+		c.configProblem(pol, call.Err)
+	}
+	return c.done()
+}
+
+// AfterLookup decides what a lookup by merchant reference means: it replaces
+// the create once the key window (minus its margin) or spec.expiresAfter has
+// passed. Anything but a clear "found" ends in Unknown with
+// CreateOutcomeUnknown, never Failed: the first create may have charged.
+func AfterLookup(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outcome {
+	c := begin(p, now)
+	st := c.st()
+	if ProviderID(c.p) != "" || st.CreateRequestedAt == nil {
+		return c.done()
+	}
+	at, expires := expiresAt(c.p)
+	pastExpiry := expires && !now.Before(at)
+	switch class := Classify(call.Err); {
+	case class == Answered && call.Payment.ID != "":
+		// The lookup read the payment's status: past expiresAfter it is the
+		// close-out's fresh query, and a payment nobody paid closes out now.
+		st.Query.LastTime = ptrMicro(now)
+		c.answered(call.Payment, v1alpha1.SourceCreate, pastExpiry)
+		c.startSchedule(pol)
+	case class == NoAnswer:
+		c.noAnswer(pol, call.Err, false)
+	case class == ConfigProblem:
+		c.configProblem(pol, call.Err)
+	default:
+		why := fmt.Sprintf("it is past the provider's idempotency window (%s, less a %d%% margin)", pol.KeyWindow, pol.KeyWindowMarginPercent)
+		if pastExpiry {
+			why = "it is past spec.expiresAfter, so no create may be sent"
+		}
+		found := "the provider answered without a payment id"
+		if call.Err != nil {
+			found = call.Err.Error()
+		}
+		c.apply(Observation{
+			Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonCreateOutcomeUnknown,
+			Reason: fmt.Sprintf("a create was requested at %s and may have reached the provider; %s and looking merchant reference %q up found nothing usable (%s): a new create could charge twice",
+				st.CreateRequestedAt.UTC().Format(time.RFC3339), why, c.p.MerchantRef(), found),
+		})
+		c.park()
+	}
+	return c.done()
+}
+
+// AfterQuery decides what a status query means (SPEC §2.2, §11.2). Only an
+// answer consumes a schedule attempt. Run again on fresh state after a write
+// conflict, it never re-arms a payment that is settled or parked meanwhile.
+func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now time.Time) Outcome {
+	c := begin(p, now)
+	st := c.st()
+	held := st.Phase.IsFinal() || parked(st)
+	if st.ProviderPaymentID == "" {
+		st.ProviderPaymentID = c.p.Spec.ProviderPaymentID
+	}
+	q := &st.Query
+	switch Classify(call.Err) {
+	case Answered:
+		q.LastTime = ptrMicro(now)
+		q.LastError, q.ConsecutiveErrors, q.UnansweredSince = "", 0, nil
+		if !held {
+			q.Attempts++
+		}
+		for _, obs := range FromPayment(call.Payment, v1alpha1.SourceStatusQuery) {
+			obs.PastExpiry = closeOut
+			c.apply(obs)
+		}
+		if held || st.Phase.IsFinal() || parked(st) {
+			return c.done()
+		}
+		if d, ok := Delay(pol.Schedule, pol.JitterPercent, q.Attempts, string(c.p.UID)); ok {
+			c.wakeIn(d)
+			return c.done()
+		}
+		c.apply(Observation{
+			Source: v1alpha1.SourceStatusQuery, Observed: ObservedUnknown, Review: v1alpha1.ReasonRetriesExhausted,
+			Reason: fmt.Sprintf("no final answer after %d status queries (provider status %q)", q.Attempts, st.ProviderStatus),
+		})
+		c.park()
+	case NoAnswer:
+		if held {
+			return c.done()
+		}
+		q.LastTime = ptrMicro(now)
+		c.noAnswer(pol, call.Err, true)
+	case NotFound, Refused:
+		if held {
+			return c.done()
+		}
+		q.LastTime = ptrMicro(now)
+		q.Attempts++
+		c.apply(Observation{
+			Source: v1alpha1.SourceStatusQuery, Observed: ObservedUnknown,
+			Review: v1alpha1.ReasonNonRetryableQueryError, Reason: call.Err.Error(),
+		})
+		// Asking again cannot help; an operator's requery restarts it.
+		c.park()
+	default: // ConfigProblem, Unsupported
+		if held {
+			return c.done()
+		}
+		q.LastTime = ptrMicro(now)
+		c.configProblem(pol, call.Err)
+	}
+	return c.done()
+}
+
+// answered records what the provider said about the payment: its id (always,
+// even when the observation itself changes nothing) and the observations.
+func (c *change) answered(pp provider.Payment, source v1alpha1.ObservationSource, pastExpiry bool) {
+	for _, obs := range FromPayment(pp, source) {
+		obs.PastExpiry = pastExpiry
+		c.apply(obs)
+	}
+	st := c.st()
+	if st.ProviderPaymentID == "" {
+		st.ProviderPaymentID = pp.ID
+	}
+	st.Query.LastError, st.Query.ConsecutiveErrors, st.Query.UnansweredSince = "", 0, nil
+}
+
+// startSchedule starts the status-query schedule once the provider knows the
+// payment, unless the answer already settled or parked it.
+func (c *change) startSchedule(pol Policy) {
+	st := c.st()
+	if st.Phase.IsFinal() || parked(st) {
+		return
+	}
+	first, _ := Delay(pol.Schedule, pol.JitterPercent, 0, string(c.p.UID))
+	st.Query.Attempts = 0
+	c.wakeIn(first)
+}
+
+// noAnswer records a call that got no answer: the payment waits at its
+// current step (a query) or on the create backoff, honouring Retry-After,
+// and gives up only after Policy.MaxUnreachable without any answer.
+func (c *change) noAnswer(pol Policy, err error, query bool) {
+	q := &c.st().Query
+	q.LastError = err.Error()
+	q.ConsecutiveErrors++
+	if q.UnansweredSince == nil {
+		q.UnansweredSince = ptrMicro(c.now)
+	}
+	var wait time.Duration
+	if query {
+		wait = currentStep(pol, q.Attempts, string(c.p.UID))
+	} else {
+		wait = createBackoff(pol.Schedule, q.ConsecutiveErrors)
+	}
+	if ra, ok := provider.RetryAfter(err); ok && ra > wait {
+		wait = ra
+	}
+	c.wakeIn(wait)
+	if gaveUp(c.st(), pol, c.now) {
+		out := unreachable(c.p, pol, c.now)
+		c.merge(out)
+	}
+}
+
+// configProblem records a refused configuration: no attempt is consumed and
+// nothing about the payment changes; the call waits for the fix.
+func (c *change) configProblem(pol Policy, err error) {
+	q := &c.st().Query
+	q.LastError = "provider configuration problem, waiting for it to be fixed: " + err.Error()
+	c.wakeIn(pol.configRetry())
+}
+
+// MinWait is the shortest wait paywarden schedules between two calls for one
+// payment, whatever the provider's schedule says: no payment is ever queried
+// in a tight loop.
+const MinWait = time.Second
+
+// wakeIn schedules the next call for the payment.
+func (c *change) wakeIn(d time.Duration) {
+	c.st().Query.NextTime = ptrMicro(c.now.Add(max(d, MinWait)))
+}
+
+// currentStep is the wait of the schedule step the payment is at (the wait
+// before its next query), or the last step's past the end.
+func currentStep(pol Policy, attempts int32, seed string) time.Duration {
+	if d, ok := Delay(pol.Schedule, pol.JitterPercent, attempts, seed); ok {
+		return d
+	}
+	if n := len(pol.Schedule); n > 0 {
+		d, _ := Delay(pol.Schedule, pol.JitterPercent, int32(n-1), seed)
+		return d
+	}
+	return time.Minute
+}
+
+// createBackoff is the wait after the n-th create in a row that got no
+// answer: the first steps of the schedule, capped at its last step. A create
+// must eventually go through or be resolved, never be given up on.
+func createBackoff(schedule []time.Duration, n int32) time.Duration {
+	i := int(n) - 1
+	if i >= len(schedule) {
+		i = len(schedule) - 1
+	}
+	if i < 0 || len(schedule) == 0 {
+		return time.Second
+	}
+	return schedule[i]
+}

@@ -1,0 +1,73 @@
+package payment
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+)
+
+// Outcome is a decision about a payment: the status to store, what the state
+// machine decided on the way (for Events and metrics) and other Events to
+// record. Status is a new value; the payment decided on is never modified.
+type Outcome struct {
+	Status  v1alpha1.PaymentStatus
+	Results []Result
+	Events  []Event
+}
+
+// change builds an Outcome on a private copy of the payment.
+type change struct {
+	p   *v1alpha1.Payment
+	now time.Time
+	out Outcome
+}
+
+func begin(p *v1alpha1.Payment, now time.Time) *change {
+	return &change{p: p.DeepCopy(), now: now}
+}
+
+func (c *change) st() *v1alpha1.PaymentStatus { return &c.p.Status }
+
+// apply runs the state machine on the payment as it stands in this change.
+func (c *change) apply(obs Observation) Result {
+	res := Apply(c.p, obs, c.now)
+	c.p.Status = res.Status
+	c.out.Results = append(c.out.Results, res)
+	return res
+}
+
+// merge continues with the status and results of a nested decision.
+func (c *change) merge(o Outcome) {
+	c.p.Status = o.Status
+	c.out.Results = append(c.out.Results, o.Results...)
+	c.out.Events = append(c.out.Events, o.Events...)
+}
+
+func (c *change) event(warning bool, reason, message string) {
+	c.out.Events = append(c.out.Events, Event{Warning: warning, Reason: reason, Message: message})
+}
+
+// park stops automatic handling: nothing scheduled, no run of unanswered
+// calls. Used when paywarden gives up on a payment or a human must look.
+func (c *change) park() {
+	c.st().Query.NextTime = nil
+	c.st().Query.UnansweredSince = nil
+}
+
+func (c *change) done() Outcome {
+	settle(c.st())
+	c.out.Status = c.p.Status
+	return c.out
+}
+
+func ptrMicro(t time.Time) *metav1.MicroTime {
+	m := metav1.NewMicroTime(t)
+	return &m
+}
+
+func ptrTime(t time.Time) *metav1.Time {
+	m := metav1.NewTime(t)
+	return &m
+}

@@ -1,0 +1,239 @@
+package payment
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+)
+
+// Action is what the reconciler should do for a payment now.
+type Action int
+
+// The actions Plan chooses from.
+const (
+	// Nothing: no call and no wake-up; only news (an event, an operator)
+	// moves the payment now.
+	Nothing Action = iota
+	// Wait: look again at Step.At.
+	Wait
+	// Write: store Step.Outcome (no provider call), then plan again.
+	Write
+	// Create: call the provider's create with the payment's idempotency key.
+	Create
+	// Lookup: find the payment by merchant reference instead of creating it.
+	Lookup
+	// Query: ask the provider for the payment's status.
+	Query
+)
+
+func (a Action) String() string {
+	return [...]string{"Nothing", "Wait", "Write", "Create", "Lookup", "Query"}[a]
+}
+
+// Step is Plan's answer.
+type Step struct {
+	Action Action
+	// At is when to look again (Wait).
+	At time.Time
+	// Outcome is the status to store (Write).
+	Outcome Outcome
+	// CloseOut marks a query made after spec.expiresAfter (SPEC §2.5): a
+	// Pending answer then closes the payment out as a local Expired.
+	CloseOut bool
+	// Why explains the step, for logs.
+	Why string
+}
+
+// Facts are what the reconciler read besides the payment itself.
+type Facts struct {
+	// ReferenceOwner names an older Payment of the same provider in the same
+	// namespace that already uses this payment's merchant reference.
+	ReferenceOwner string
+}
+
+// Plan decides what to do for a payment now (SPEC §2.2–§2.5, §11): operator
+// actions first, then by stored phase. It is pure: the reconciler does the
+// I/O it names and feeds the result to AfterCreate, AfterLookup or
+// AfterQuery.
+func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
+	if out, ok := Resolve(p, now); ok {
+		return Step{Action: Write, Outcome: out, Why: "operator resolve"}
+	}
+	if out, ok := Requery(p, now); ok {
+		return Step{Action: Write, Outcome: out, Why: "operator requery"}
+	}
+	st := &p.Status
+	switch {
+	case st.Phase.IsFinal():
+		if st.Query.NextTime != nil || st.Query.UnansweredSince != nil {
+			c := begin(p, now)
+			return Step{Action: Write, Outcome: c.done(), Why: "a settled payment keeps no schedule"}
+		}
+		return Step{Action: Nothing, Why: "settled"}
+	case parked(st):
+		return Step{Action: Nothing, Why: "waiting for a final answer or an operator"}
+	}
+	if ProviderID(p) == "" {
+		return planCreate(p, pol, facts, now)
+	}
+	return planQuery(p, pol, now)
+}
+
+func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
+	st := &p.Status
+	marked := st.CreateRequestedAt != nil
+	if !marked && facts.ReferenceOwner != "" {
+		return Step{Action: Write, Outcome: referenceTaken(p, facts.ReferenceOwner, now), Why: "merchant reference already in use"}
+	}
+	expiry, expires := expiresAt(p)
+	pastExpiry := expires && !now.Before(expiry)
+	if pastExpiry && !marked {
+		return Step{Action: Write, Outcome: neverCreated(p, now), Why: "expired before it was created"}
+	}
+	if gaveUp(st, pol, now) {
+		return Step{Action: Write, Outcome: unreachable(p, pol, now), Why: "provider unreachable"}
+	}
+	if next := st.Query.NextTime; next != nil && now.Before(next.Time) {
+		return Step{Action: Wait, At: next.Time, Why: "create retry not due"}
+	}
+	switch {
+	case !marked:
+		return Step{Action: Write, Outcome: markCreate(p, now), Why: "create marker before the call"}
+	case pastExpiry:
+		return Step{Action: Lookup, Why: "past expiresAfter: no create is sent; look for one that may have gone out"}
+	case now.Sub(st.CreateRequestedAt.Time) >= pol.LookupAfter():
+		return Step{Action: Lookup, Why: "create marker older than the idempotency window minus its margin"}
+	}
+	return Step{Action: Create, Why: "create with the payment's idempotency key"}
+}
+
+func planQuery(p *v1alpha1.Payment, pol Policy, now time.Time) Step {
+	st := &p.Status
+	if gaveUp(st, pol, now) {
+		return Step{Action: Write, Outcome: unreachable(p, pol, now), Why: "provider unreachable"}
+	}
+	expiry, expires := expiresAt(p)
+	closeOut := expires && !now.Before(expiry)
+	last := st.Query.LastTime
+	freshDue := closeOut && (last == nil || last.Time.Before(expiry))
+	if next := st.Query.NextTime; next != nil && now.Before(next.Time) && !freshDue {
+		at := next.Time
+		if expires && !closeOut && expiry.Before(at) {
+			at = expiry // the close-out's fresh query
+		}
+		return Step{Action: Wait, At: at, Why: "next status query not due"}
+	}
+	return Step{Action: Query, CloseOut: closeOut, Why: "status query due"}
+}
+
+// ProviderID is the provider's id of the payment: recorded in status, or
+// given in spec for a payment paywarden only tracks.
+func ProviderID(p *v1alpha1.Payment) string {
+	if id := p.Status.ProviderPaymentID; id != "" {
+		return id
+	}
+	return p.Spec.ProviderPaymentID
+}
+
+// parked: in Unknown with nothing scheduled, waiting for a final answer or a
+// human. Nothing automatic re-arms it.
+func parked(st *v1alpha1.PaymentStatus) bool {
+	return st.Phase == v1alpha1.PhaseUnknown && st.Query.NextTime == nil
+}
+
+// expiresAt is when an unpaid payment is closed out (spec.expiresAfter).
+func expiresAt(p *v1alpha1.Payment) (time.Time, bool) {
+	if p.Spec.ExpiresAfter == nil {
+		return time.Time{}, false
+	}
+	switch p.Status.Phase {
+	case "", v1alpha1.PhasePending, v1alpha1.PhaseProcessing:
+		return p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration), true
+	}
+	return time.Time{}, false
+}
+
+func gaveUp(st *v1alpha1.PaymentStatus, pol Policy, now time.Time) bool {
+	u := st.Query.UnansweredSince
+	return u != nil && pol.MaxUnreachable > 0 && now.Sub(u.Time) >= pol.MaxUnreachable
+}
+
+func markCreate(p *v1alpha1.Payment, now time.Time) Outcome {
+	c := begin(p, now)
+	c.apply(Observation{Source: v1alpha1.SourceCreate, Observed: ObservedPending})
+	c.st().CreateRequestedAt = ptrTime(now)
+	c.st().ObservedGeneration = p.Generation
+	return c.done()
+}
+
+func neverCreated(p *v1alpha1.Payment, now time.Time) Outcome {
+	c := begin(p, now)
+	c.apply(Observation{
+		Source: v1alpha1.SourceCreate, Observed: ObservedExpired, Local: true,
+		Reason: "expiresAfter passed before the payment was created at the provider; nothing was sent",
+	})
+	c.park()
+	return c.done()
+}
+
+func referenceTaken(p *v1alpha1.Payment, owner string, now time.Time) Outcome {
+	c := begin(p, now)
+	c.apply(Observation{
+		Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonDuplicatePayment,
+		Reason: fmt.Sprintf("merchant reference %q is already used by Payment %s of provider %s; this Payment was not created at the provider, so the order cannot be charged twice: delete it, or give it its own spec.merchantReference",
+			p.MerchantRef(), owner, p.Spec.ProviderRef.Name),
+	})
+	c.park()
+	return c.done()
+}
+
+func unreachable(p *v1alpha1.Payment, pol Policy, now time.Time) Outcome {
+	c := begin(p, now)
+	q := c.st().Query
+	c.apply(Observation{
+		Source: v1alpha1.SourceStatusQuery, Observed: ObservedUnknown, Review: v1alpha1.ReasonProviderUnreachable,
+		Reason: fmt.Sprintf("no answer from the provider for %s (since %s; statusQuery.maxUnreachable is %s); last error: %s",
+			now.Sub(q.UnansweredSince.Time).Round(time.Second), q.UnansweredSince.UTC().Format(time.RFC3339), pol.MaxUnreachable, orNone(q.LastError)),
+	})
+	c.park()
+	return c.done()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// ReferenceOwner returns the name of the Payment that owns p's merchant
+// reference when that is not p: the oldest (creation time, then name) of the
+// Payments of the same provider using the reference. One that ended unpaid
+// (Failed, Expired) no longer holds it: an order may be paid again after a
+// decline. Everyone computes the same owner, so of two Payments created
+// together exactly one is created at the provider.
+func ReferenceOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
+	owner := p
+	for i := range same {
+		o := &same[i]
+		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || o.MerchantRef() != p.MerchantRef() ||
+			!o.DeletionTimestamp.IsZero() || o.Status.Phase == v1alpha1.PhaseFailed || o.Status.Phase == v1alpha1.PhaseExpired {
+			continue
+		}
+		if older(o, owner) {
+			owner = o
+		}
+	}
+	if owner == p {
+		return ""
+	}
+	return owner.Name
+}
+
+func older(a, b *v1alpha1.Payment) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
