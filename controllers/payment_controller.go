@@ -73,6 +73,9 @@ type PaymentReconciler struct {
 	// OverdueSource, when set, delivers payments the sweep found overdue (a
 	// lost requeue); see Sweep.Source.
 	OverdueSource source.Source
+	// Events, when set, wakes a provider's payments when its refused
+	// configuration is fixed (share the PaymentProvider controller's).
+	Events *ProviderEvents
 
 	unstored unstoredAnswers
 }
@@ -104,6 +107,9 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	if r.OverdueSource != nil {
 		b = b.WatchesRawSource(r.OverdueSource)
+	}
+	if r.Events != nil {
+		b = b.WatchesRawSource(r.Events.Source(handler.EnqueueRequestsFromMapFunc(r.paymentsOfProvider)))
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("payment").
@@ -178,7 +184,11 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	wrote, called, fresh := false, false, false
 	for {
 		now := r.Clock.Now()
-		step := payment.Plan(p, pol, r.facts(ctx, p), now)
+		facts, err := r.facts(ctx, p)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		step := payment.Plan(p, pol, facts, now)
 		switch step.Action {
 		case payment.Nothing:
 			release(entry, uid)
@@ -188,7 +198,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return requeueAt(step.At, now, wrote), nil
 		case payment.Write:
 			stored, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome {
-				if s := payment.Plan(p, pol, r.facts(ctx, p), now); s.Action == payment.Write {
+				if s := payment.Plan(p, pol, facts, now); s.Action == payment.Write {
 					return s.Outcome
 				}
 				return payment.Outcome{Status: p.Status}
@@ -276,18 +286,18 @@ func (r *PaymentReconciler) provider(ctx context.Context, p *v1alpha1.Payment) (
 }
 
 // facts reads what Plan needs besides the payment: before a first create,
-// whether an older Payment already uses the merchant reference.
-func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) payment.Facts {
+// whether an older Payment already uses the merchant reference. When that
+// cannot be read, nothing is created.
+func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (payment.Facts, error) {
 	if payment.ProviderID(p) != "" || p.Status.CreateRequestedAt != nil {
-		return payment.Facts{}
+		return payment.Facts{}, nil
 	}
 	var list v1alpha1.PaymentList
 	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace),
 		client.MatchingFields{inbox.IndexPaymentMerchantRef: inbox.Key(p.Spec.ProviderRef.Name, p.MerchantRef())}); err != nil {
-		log.FromContext(ctx).Error(err, "list payments by merchant reference")
-		return payment.Facts{}
+		return payment.Facts{}, fmt.Errorf("find payments sharing merchant reference %q: %w", p.MerchantRef(), err)
 	}
-	return payment.Facts{ReferenceOwner: payment.ReferenceOwner(p, list.Items)}
+	return payment.Facts{ReferenceOwner: payment.ReferenceOwner(p, list.Items)}, nil
 }
 
 // admit waits in line for the provider's token when the wait is short, so a

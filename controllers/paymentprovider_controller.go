@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -79,25 +80,43 @@ type PaymentProviderReconciler struct {
 	// of a deleted provider and reports configurations the provider refused
 	// (share the manager's).
 	Gateway *gateway.Gateway
-	// ConfigSource, when set, delivers providers whose refused configuration
-	// appeared or cleared (see ConfigChanges).
-	ConfigSource source.Source
+	// Events, when set, delivers providers whose refused configuration
+	// appeared or cleared (the gateway's Notify).
+	Events *ProviderEvents
 }
 
-// ConfigChanges connects a gateway's Notify to a source the
-// PaymentProviderReconciler watches: a configuration the provider refused is
-// reported within a reconcile, not at the next resync.
-func ConfigChanges(buffer int) (notify func(types.NamespacedName), src source.Source) {
-	ch := make(chan event.GenericEvent, buffer)
-	notify = func(key types.NamespacedName) {
-		prov := &v1alpha1.PaymentProvider{}
-		prov.Namespace, prov.Name = key.Namespace, key.Name
+// ProviderEvents fans the gateway's notifications about a provider (a
+// configuration the provider refused, or its fix) out to the controllers that
+// act on them: the PaymentProvider controller reports it, the Payment
+// reconciler wakes the provider's payments. Set Notify as the gateway's
+// Notify; each controller subscribes with Source before the manager starts.
+type ProviderEvents struct {
+	mu   sync.Mutex
+	subs []chan event.GenericEvent
+}
+
+// Notify tells every subscriber about the provider; it never blocks (a full
+// subscriber catches up through its other watches and resyncs).
+func (e *ProviderEvents) Notify(key types.NamespacedName) {
+	prov := &v1alpha1.PaymentProvider{}
+	prov.Namespace, prov.Name = key.Namespace, key.Name
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ch := range e.subs {
 		select {
 		case ch <- event.GenericEvent{Object: prov}:
-		default: // full: the periodic resync and Secret watches catch up
+		default:
 		}
 	}
-	return notify, source.Channel(ch, &handler.EnqueueRequestForObject{})
+}
+
+// Source subscribes a controller; h maps the provider to its requests.
+func (e *ProviderEvents) Source(h handler.EventHandler) source.Source {
+	ch := make(chan event.GenericEvent, 256)
+	e.mu.Lock()
+	e.subs = append(e.subs, ch)
+	e.mu.Unlock()
+	return source.Channel(ch, h)
 }
 
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
@@ -120,8 +139,8 @@ func (r *PaymentProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("paymentprovider").
 		For(&v1alpha1.PaymentProvider{}).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.providersOfSecret))
-	if r.ConfigSource != nil {
-		b = b.WatchesRawSource(r.ConfigSource)
+	if r.Events != nil {
+		b = b.WatchesRawSource(r.Events.Source(&handler.EnqueueRequestForObject{}))
 	}
 	return b.Complete(r)
 }
@@ -303,8 +322,12 @@ func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1
 		return notReady(ReasonInvalidConfig, "the %s adapter rejects the config: %v", spec.Type, err), nil
 	}
 	if r.Gateway != nil {
-		if msg, bad := r.Gateway.ConfigProblem(types.NamespacedName{Namespace: prov.Namespace, Name: prov.Name}); bad {
-			return notReady(ReasonProviderRejectedConfig, "the provider refused paywarden's configuration; calls wait and payments keep their phase until it is fixed (check the credentials Secret %q and apiURL): %s", credName, msg), nil
+		// For rebuilds the adapter when the spec or credentials changed since
+		// the refusal, which clears it (and wakes the provider's payments).
+		if entry, err := r.Gateway.For(ctx, prov); err == nil {
+			if msg := entry.ConfigProblem(); msg != "" {
+				return notReady(ReasonProviderRejectedConfig, "the provider refused paywarden's configuration; calls wait and payments keep their phase until it is fixed (check the credentials Secret %q and apiURL): %s", credName, msg), nil
+			}
 		}
 	}
 	return verdict{

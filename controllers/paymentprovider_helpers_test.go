@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/providers"
+	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
 // This file holds the fixtures of the safety-net suites (provider controller,
@@ -102,6 +104,8 @@ type netsOptions struct {
 	// wrap wraps the manager's client for the controllers' writes.
 	wrap  func(client.Client) client.Client
 	clock clock.PassiveClock
+	// httpClient, when set, carries every provider call (to count them).
+	httpClient *http.Client
 }
 
 type netsManager struct {
@@ -136,7 +140,12 @@ func startNets(t *testing.T, ns string, o netsOptions) *netsManager {
 	if o.wrap != nil {
 		writer = o.wrap(writer)
 	}
-	n := &netsManager{mgr: mgr, events: &eventLog{}, gateway: &gateway.Gateway{Reader: mgr.GetClient()}}
+	provEvents := &controllers.ProviderEvents{}
+	n := &netsManager{mgr: mgr, events: &eventLog{}}
+	n.gateway = &gateway.Gateway{
+		Reader: mgr.GetClient(), Status: statuswriter.Writer{Client: writer, APIReader: mgr.GetAPIReader()},
+		Recorder: n.events, Clock: o.clock, Notify: provEvents.Notify, HTTPClient: o.httpClient,
+	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -147,7 +156,7 @@ func startNets(t *testing.T, ns string, o netsOptions) *netsManager {
 	must(inbox.SetupIndexes(ctx, mgr.GetFieldIndexer()))
 	n.payments = &controllers.PaymentReconciler{
 		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-		Recorder: n.events, Clock: o.clock, Gateway: n.gateway,
+		Recorder: n.events, Clock: o.clock, Gateway: n.gateway, Events: provEvents,
 	}
 	if o.payments {
 		must(n.payments.SetupWithManager(mgr))
@@ -161,7 +170,7 @@ func startNets(t *testing.T, ns string, o netsOptions) *netsManager {
 	if o.providers {
 		must((&controllers.PaymentProviderReconciler{
 			Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: n.events,
-			Clock: o.clock, Gateway: n.gateway,
+			Clock: o.clock, Gateway: n.gateway, Events: provEvents,
 		}).SetupWithManager(mgr))
 	}
 	if o.sweep || o.sweepConsumer != nil {

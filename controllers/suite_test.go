@@ -18,12 +18,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -33,6 +35,7 @@ import (
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/statuswriter"
 	"github.com/paywarden/paywarden/internal/testenv"
 )
 
@@ -180,6 +183,8 @@ type managerOptions struct {
 	writes   *writeCounter
 	requests *requestLog
 	clock    clock.PassiveClock
+	// wrap wraps the reconciler's client (after the write counter).
+	wrap func(client.Client) client.Client
 }
 
 // startManager runs the Payment reconciler in a manager of its own, watching
@@ -209,13 +214,20 @@ func startManager(t *testing.T, ns string, o managerOptions) *manager {
 		t.Fatal(err)
 	}
 	rec := events.NewFakeRecorder(10000)
+	var reconcilerClient client.Client = o.writes
+	if o.wrap != nil {
+		reconcilerClient = o.wrap(o.writes)
+	}
 	r := &controllers.PaymentReconciler{
-		Client:    o.writes,
+		Client:    reconcilerClient,
 		APIReader: mgr.GetAPIReader(),
 		Scheme:    mgr.GetScheme(),
 		Recorder:  rec,
 		Clock:     o.clock,
-		Gateway:   &gateway.Gateway{Reader: mgr.GetClient(), HTTPClient: &http.Client{Transport: o.requests}},
+		Gateway: &gateway.Gateway{
+			Reader: mgr.GetClient(), HTTPClient: &http.Client{Transport: o.requests},
+			Status: statuswriter.Writer{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}, Recorder: rec,
+		},
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
@@ -438,4 +450,20 @@ func (m *manager) waitEvent(t *testing.T, fragment string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// intercept wraps c with controller-runtime's interceptor (the manager's
+// client does not watch, the interceptor wants one that does).
+func intercept(c client.Client, f interceptor.Funcs) client.Client {
+	w, ok := c.(client.WithWatch)
+	if !ok {
+		w = noWatch{c}
+	}
+	return interceptor.NewClient(w, f)
+}
+
+type noWatch struct{ client.Client }
+
+func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+	return nil, fmt.Errorf("watch is not supported by this client")
 }

@@ -95,11 +95,11 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 	realClock := clock.RealClock{}
 	// A configuration a provider refuses (401/403, a redirect) is noticed by
 	// the gateway on a call and reported by the provider controller at once.
-	notify, configChanges := controllers.ConfigChanges(256)
+	provEvents := &controllers.ProviderEvents{}
 	gw := &gateway.Gateway{
 		Reader:   mgr.GetClient(),
 		Status:   statuswriter.Writer{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
-		Recorder: rec, Clock: realClock, Notify: notify,
+		Recorder: rec, Clock: realClock, Notify: provEvents.Notify,
 	}
 	// The inbox's Payment indexes serve the inbox processor and the backfill.
 	if err := inbox.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
@@ -115,7 +115,7 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 	}{
 		{"payment controller", (&controllers.PaymentReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
-			Clock: realClock, Gateway: gw, MaxConcurrentReconciles: workers, OverdueSource: sweep.Source(),
+			Clock: realClock, Gateway: gw, MaxConcurrentReconciles: workers, OverdueSource: sweep.Source(), Events: provEvents,
 		}).SetupWithManager},
 		{"inbox processor", (&controllers.WebhookEventReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
@@ -123,7 +123,7 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 		}).SetupWithManager},
 		{"provider controller", (&controllers.PaymentProviderReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
-			Clock: realClock, Gateway: gw, ConfigSource: configChanges,
+			Clock: realClock, Gateway: gw, Events: provEvents,
 		}).SetupWithManager},
 		{"backfill", (&controllers.Backfill{
 			Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),

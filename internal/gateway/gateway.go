@@ -189,18 +189,12 @@ func (g *Gateway) Forget(key types.NamespacedName) {
 	delete(g.entries, key)
 }
 
-// ConfigProblem reports the configuration problem the provider's last calls
-// ran into (the provider answered 401/403, a redirect, a missing route), as
-// long as the configuration has not changed since.
-func (g *Gateway) ConfigProblem(key types.NamespacedName) (string, bool) {
-	g.mu.Lock()
-	e := g.entries[key]
-	g.mu.Unlock()
-	if e == nil {
-		return "", false
-	}
-	msg := e.config.problem()
-	return msg, msg != ""
+// ConfigProblem reports the configuration problem this entry's calls ran
+// into (the provider answered 401/403, a redirect, a missing route); empty
+// when there is none. A new entry (changed spec or credentials) starts
+// without one.
+func (e *Entry) ConfigProblem() string {
+	return e.config.problem()
 }
 
 // Admit asks whether a call for key (a payment's UID; "" for calls not made

@@ -215,9 +215,10 @@ func (c *change) configProblem(pol Policy, err error) {
 }
 
 // MinWait is the shortest wait paywarden schedules between two calls for one
-// payment, whatever the provider's schedule says: no payment is ever queried
-// in a tight loop.
-const MinWait = time.Second
+// payment, whatever the provider's schedule says: a next call is never due at
+// once. (Each call stores what it learned first, and every provider call
+// goes through the provider's rate limit.)
+const MinWait = 10 * time.Millisecond
 
 // wakeIn schedules the next call for the payment.
 func (c *change) wakeIn(d time.Duration) {

@@ -60,7 +60,7 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start envtest control plane from %s: %w", assets, err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
 	if err != nil {
 		_ = env.Stop()
 		return nil, fmt.Errorf("build client: %w", err)
