@@ -49,6 +49,12 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, req, http.StatusNotFound, metrics.WebhookNotFound, "unknown provider")
 		return
 	}
+	if !s.cachesSynced() {
+		// Until the caches hold every provider, an unknown one is not known
+		// to be unknown: 503, so the provider delivers again.
+		s.unavailable(w, req, "receiver starting")
+		return
+	}
 	// Requests are finished even if the provider hangs up: a half-done store
 	// or apply would only leave more for the inbox processor. Deadlines come
 	// from the store timeout and the apply budget instead.

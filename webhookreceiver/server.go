@@ -86,8 +86,9 @@ type Options struct {
 	// RetryAfter is sent with 503 answers.
 	RetryAfter time.Duration
 
-	// Ready reports whether the caches are synced; /readyz answers 503 until
-	// it returns true. Nil means ready once Start serves.
+	// Ready reports whether the caches are synced; /readyz, and webhooks with
+	// Retry-After, are answered 503 until it returns true. Nil means ready
+	// once Start serves.
 	Ready func(ctx context.Context) bool
 	// Gatherer, when set, is served on /metrics.
 	Gatherer prometheus.Gatherer
@@ -192,6 +193,12 @@ func (s *Server) ready() bool {
 	if s.draining.Load() {
 		return false
 	}
+	return s.cachesSynced()
+}
+
+// cachesSynced is false until the caches have synced. Until then webhooks
+// are answered 503: an empty cache would call every provider unknown.
+func (s *Server) cachesSynced() bool {
 	return s.opts.Ready == nil || s.synced.Load()
 }
 

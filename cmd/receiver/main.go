@@ -102,14 +102,18 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	// The receiver must come up while the API server is unreachable and
+	// answer 503 with Retry-After, not crash-loop into connection refused:
+	// ManagerOptions needs no discovery and does not hold the receiver
+	// back until the caches sync.
+	mgr, err := ctrl.NewManager(cfg, webhookreceiver.ManagerOptions(ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: serveMetrics},
 		HealthProbeBindAddress:  "0", // served by the webhook server itself
 		LeaderElection:          false,
 		GracefulShutdownTimeout: ptr(opts.ShutdownTimeout + 5*time.Second),
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("build manager: %w", err)
 	}
