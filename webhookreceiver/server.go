@@ -9,6 +9,12 @@
 // Secrets and Payments through a cache (a rotated secret takes effect on the
 // next request) and writes with a client. It also serves /healthz, /readyz and,
 // when given a gatherer, /metrics.
+//
+// It is the one component the internet reaches, so everything an
+// unauthenticated client can make it spend is bounded: header bytes and time,
+// body bytes (allocated as they arrive, never from a declared length) and the
+// number of requests past their first body byte. docs/receiver.md lists each
+// bound with the test that proves it.
 package webhookreceiver
 
 import (
@@ -40,10 +46,13 @@ const (
 	DefaultIdleTimeout       = 60 * time.Second
 	DefaultShutdownTimeout   = 20 * time.Second
 	DefaultRetryAfter        = 10 * time.Second
+	// DefaultMaxHeaderBytes caps request headers; signature headers are a
+	// few hundred bytes.
+	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultMaxConcurrentRequests bounds requests past their first body
+	// byte: with the default 1 MiB maxBodyBytes, at most 256 MiB of bodies.
+	DefaultMaxConcurrentRequests = 256
 )
-
-// maxHeaderBytes caps request headers; signature headers are a few hundred bytes.
-const maxHeaderBytes = 64 << 10
 
 // Options configure a Server. Client, Reader and APIReader are required.
 type Options struct {
@@ -85,6 +94,15 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// RetryAfter is sent with 503 answers.
 	RetryAfter time.Duration
+	// MaxHeaderBytes caps the request line and headers; more is answered 431.
+	MaxHeaderBytes int
+	// MaxConcurrentRequests bounds the webhook requests being read past
+	// their first body byte, verified, stored or applied. A request beyond it
+	// is answered 503 with Retry-After at once, without reading its body.
+	// Requests still waiting for their first body byte do not count: they
+	// hold a connection and a goroutine but no body, and ReadTimeout ends
+	// them, so idle connections cannot crowd out deliveries that arrive whole.
+	MaxConcurrentRequests int
 
 	// Ready reports whether the caches are synced; /readyz, and webhooks with
 	// Retry-After, are answered 503 until it returns true. Nil means ready
@@ -106,6 +124,8 @@ type Server struct {
 	adapters   *gateway.Gateway
 	namespaces map[string]bool
 	handler    http.Handler
+	// inflight holds one token per request past its first body byte.
+	inflight chan struct{}
 
 	synced   atomic.Bool // caches synced
 	draining atomic.Bool // shutting down: not ready for new traffic
@@ -126,6 +146,12 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&opts.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&opts.RetryAfter, DefaultRetryAfter)
+	if opts.MaxHeaderBytes <= 0 {
+		opts.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if opts.MaxConcurrentRequests <= 0 {
+		opts.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
@@ -141,6 +167,7 @@ func New(opts Options) (*Server, error) {
 		// the provider or its credentials Secret changes (PayPal keeps its
 		// OAuth token in the adapter).
 		adapters: &gateway.Gateway{Reader: opts.Reader, HTTPClient: opts.HTTPClient},
+		inflight: make(chan struct{}, opts.MaxConcurrentRequests),
 	}
 	if len(opts.Namespaces) > 0 {
 		s.namespaces = map[string]bool{}
@@ -202,6 +229,22 @@ func (s *Server) cachesSynced() bool {
 	return s.opts.Ready == nil || s.synced.Load()
 }
 
+// acquire takes an in-flight slot without waiting; release gives it back.
+func (s *Server) acquire() bool {
+	select {
+	case s.inflight <- struct{}{}:
+		inFlight.Inc()
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) release() {
+	<-s.inflight
+	inFlight.Dec()
+}
+
 // NeedLeaderElection is false: every receiver replica serves (manager.Runnable).
 func (s *Server) NeedLeaderElection() bool { return false }
 
@@ -220,14 +263,15 @@ func (s *Server) Start(ctx context.Context) error {
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
-		// ReadTimeout covers the body too: a client trickling a 1 MiB body
-		// cannot hold a connection for longer.
+		// ReadTimeout covers the body too: a client trickling a 1 MiB body,
+		// or declaring one and sending nothing, cannot hold a connection
+		// (or an in-flight slot) for longer.
 		ReadTimeout: s.opts.ReadTimeout,
 		// Writing covers verify, store and apply; the budgets below bound
 		// them, this is the backstop.
 		WriteTimeout:   s.opts.ReadTimeout + s.opts.StoreTimeout + s.opts.ApplyBudget + 15*time.Second,
 		IdleTimeout:    s.opts.IdleTimeout,
-		MaxHeaderBytes: maxHeaderBytes,
+		MaxHeaderBytes: s.opts.MaxHeaderBytes,
 		BaseContext:    func(net.Listener) context.Context { return logr.NewContext(context.Background(), s.opts.Logger) },
 	}
 	if s.opts.Ready != nil {

@@ -52,6 +52,8 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&opts.ReadHeaderTimeout, "read-header-timeout", webhookreceiver.DefaultReadHeaderTimeout, "Time allowed to read request headers.")
 	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", webhookreceiver.DefaultShutdownTimeout, "Time allowed to finish in-flight requests on shutdown.")
 	fs.DurationVar(&opts.RetryAfter, "retry-after", webhookreceiver.DefaultRetryAfter, "Retry-After sent with 503 answers.")
+	fs.IntVar(&opts.MaxHeaderBytes, "max-header-bytes", webhookreceiver.DefaultMaxHeaderBytes, "Largest request line and headers accepted; more is answered 431.")
+	fs.IntVar(&opts.MaxConcurrentRequests, "max-concurrent-requests", webhookreceiver.DefaultMaxConcurrentRequests, "Webhook requests read (past their first body byte), verified, stored or applied at once; more are answered 503 with Retry-After without reading their body.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +74,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	if err := metrics.RegisterWebhook(ctrlmetrics.Registry); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	if err := webhookreceiver.RegisterMetrics(ctrlmetrics.Registry); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 
@@ -122,7 +127,8 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("starting webhook receiver", "bindAddress", bindAddr, "metricsBindAddress", metricsAddr, "namespaces", opts.Namespaces,
-		"applyBudget", opts.ApplyBudget, "storeTimeout", opts.StoreTimeout)
+		"applyBudget", opts.ApplyBudget, "storeTimeout", opts.StoreTimeout,
+		"maxConcurrentRequests", opts.MaxConcurrentRequests)
 	return mgr.Start(ctx)
 }
 
