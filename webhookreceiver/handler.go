@@ -122,7 +122,11 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, req, "provider adapter unavailable")
 		return
 	}
-	scheme, err := entry.Provider.VerifyWebhook(ctx, r.Header, body, secrets, prov.Spec.WebhookTolerance(), s.clock.Now())
+	scheme, err := s.verifySignature(ctx, entry.Provider, prov, r.Header, body, secrets)
+	if errors.Is(err, errVerifyBudget) {
+		s.shed(w, req, shedVerifyRate, "signature verification busy")
+		return
+	}
 	if errors.Is(err, provider.ErrInvalidSignature) {
 		// The reason names which check failed (header, format, signature,
 		// timestamp); adapters never put secrets or the body in it.

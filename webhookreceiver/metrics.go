@@ -12,6 +12,14 @@ import (
 const (
 	shedNotReady    = "not_ready"   // caches not synced yet
 	shedConcurrency = "concurrency" // --max-concurrent-requests reached
+	shedVerifyRate  = "verify_rate" // provider's verification bucket empty
+)
+
+// Outcomes of paywarden_webhook_verify_api_total.
+const (
+	verifyCalled      = "called"
+	verifyCached      = "cached"
+	verifyRateLimited = "rate_limited"
 )
 
 var (
@@ -21,14 +29,18 @@ var (
 	})
 	shed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "paywarden_webhooks_shed_total",
-		Help: "Webhook requests answered 503 because a receiver bound was reached, by reason (not_ready, concurrency).",
+		Help: "Webhook requests answered 503 because a receiver bound was reached, by reason (not_ready, concurrency, verify_rate).",
 	}, []string{"reason"})
+	verifyAPI = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "paywarden_webhook_verify_api_total",
+		Help: "Signature verifications that need the provider's API, by provider and outcome (called, cached, rate_limited).",
+	}, []string{"provider", "outcome"})
 )
 
 // RegisterMetrics registers the receiver's own metrics with reg (alongside
 // metrics.RegisterWebhook).
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{inFlight, shed} {
+	for _, c := range []prometheus.Collector{inFlight, shed, verifyAPI} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

@@ -12,9 +12,11 @@
 //
 // It is the one component the internet reaches, so everything an
 // unauthenticated client can make it spend is bounded: header bytes and time,
-// body bytes (allocated as they arrive, never from a declared length) and the
-// number of requests past their first body byte. docs/receiver.md lists each
-// bound with the test that proves it.
+// body bytes (allocated as they arrive, never from a declared length), the
+// number of requests past their first body byte, and the calls a forged
+// request can make it send to a provider that verifies signatures through its
+// API (a per-provider token bucket and a verdict cache). docs/receiver.md
+// lists each bound with the test that proves it.
 package webhookreceiver
 
 import (
@@ -52,6 +54,12 @@ const (
 	// DefaultMaxConcurrentRequests bounds requests past their first body
 	// byte: with the default 1 MiB maxBodyBytes, at most 256 MiB of bodies.
 	DefaultMaxConcurrentRequests = 256
+	// DefaultVerifyQPS and DefaultVerifyBurst bound, per provider and
+	// replica, the calls to a provider's signature-verification API.
+	DefaultVerifyQPS   = 5
+	DefaultVerifyBurst = 10
+	// DefaultVerdictCacheSize bounds the remembered verification verdicts.
+	DefaultVerdictCacheSize = 10000
 )
 
 // Options configure a Server. Client, Reader and APIReader are required.
@@ -103,6 +111,15 @@ type Options struct {
 	// hold a connection and a goroutine but no body, and ReadTimeout ends
 	// them, so idle connections cannot crowd out deliveries that arrive whole.
 	MaxConcurrentRequests int
+	// VerifyQPS and VerifyBurst are the token bucket, per provider, for
+	// signature verifications that call the provider's API (PayPal). A
+	// request that would need a call when the bucket is empty is answered
+	// 503 with Retry-After; the provider delivers it again later.
+	VerifyQPS   float64
+	VerifyBurst int
+	// VerdictCacheSize bounds how many of those verdicts are remembered; a
+	// verdict is kept while its transmission time is within the tolerance.
+	VerdictCacheSize int
 
 	// Ready reports whether the caches are synced; /readyz, and webhooks with
 	// Retry-After, are answered 503 until it returns true. Nil means ready
@@ -126,6 +143,7 @@ type Server struct {
 	handler    http.Handler
 	// inflight holds one token per request past its first body byte.
 	inflight chan struct{}
+	verify   *apiVerification
 
 	synced   atomic.Bool // caches synced
 	draining atomic.Bool // shutting down: not ready for new traffic
@@ -152,6 +170,15 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxConcurrentRequests <= 0 {
 		opts.MaxConcurrentRequests = DefaultMaxConcurrentRequests
 	}
+	if opts.VerifyQPS <= 0 {
+		opts.VerifyQPS = DefaultVerifyQPS
+	}
+	if opts.VerifyBurst <= 0 {
+		opts.VerifyBurst = DefaultVerifyBurst
+	}
+	if opts.VerdictCacheSize <= 0 {
+		opts.VerdictCacheSize = DefaultVerdictCacheSize
+	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
@@ -168,6 +195,7 @@ func New(opts Options) (*Server, error) {
 		// OAuth token in the adapter).
 		adapters: &gateway.Gateway{Reader: opts.Reader, HTTPClient: opts.HTTPClient},
 		inflight: make(chan struct{}, opts.MaxConcurrentRequests),
+		verify:   newAPIVerification(opts.VerifyQPS, opts.VerifyBurst, opts.VerdictCacheSize, opts.Clock),
 	}
 	if len(opts.Namespaces) > 0 {
 		s.namespaces = map[string]bool{}

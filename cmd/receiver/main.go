@@ -54,6 +54,8 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&opts.RetryAfter, "retry-after", webhookreceiver.DefaultRetryAfter, "Retry-After sent with 503 answers.")
 	fs.IntVar(&opts.MaxHeaderBytes, "max-header-bytes", webhookreceiver.DefaultMaxHeaderBytes, "Largest request line and headers accepted; more is answered 431.")
 	fs.IntVar(&opts.MaxConcurrentRequests, "max-concurrent-requests", webhookreceiver.DefaultMaxConcurrentRequests, "Webhook requests read (past their first body byte), verified, stored or applied at once; more are answered 503 with Retry-After without reading their body.")
+	fs.Float64Var(&opts.VerifyQPS, "verify-qps", webhookreceiver.DefaultVerifyQPS, "Per provider, steady rate of signature verifications that call the provider's API (PayPal); beyond it requests are answered 503 with Retry-After.")
+	fs.IntVar(&opts.VerifyBurst, "verify-burst", webhookreceiver.DefaultVerifyBurst, "Per provider, burst of signature verifications that call the provider's API.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -128,7 +130,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	log.Info("starting webhook receiver", "bindAddress", bindAddr, "metricsBindAddress", metricsAddr, "namespaces", opts.Namespaces,
 		"applyBudget", opts.ApplyBudget, "storeTimeout", opts.StoreTimeout,
-		"maxConcurrentRequests", opts.MaxConcurrentRequests)
+		"maxConcurrentRequests", opts.MaxConcurrentRequests, "verifyQPS", opts.VerifyQPS, "verifyBurst", opts.VerifyBurst)
 	return mgr.Start(ctx)
 }
 
