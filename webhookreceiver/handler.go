@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"sort"
@@ -49,6 +50,12 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, req, http.StatusNotFound, metrics.WebhookNotFound, "unknown provider")
 		return
 	}
+	if !s.cachesSynced() {
+		// Until the caches hold every provider, an unknown one is not known
+		// to be unknown: 503, so the provider delivers again.
+		s.shed(w, req, shedNotReady, "receiver starting")
+		return
+	}
 	// Requests are finished even if the provider hangs up: a half-done store
 	// or apply would only leave more for the inbox processor. Deadlines come
 	// from the store timeout and the apply budget instead.
@@ -75,14 +82,29 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, code, err := readBody(w, r, prov.Spec.WebhookMaxBodyBytes())
+	limit := prov.Spec.WebhookMaxBodyBytes()
+	if r.ContentLength > limit {
+		req.log.Info("webhook rejected: declared body over the limit", "contentLength", r.ContentLength, "limit", limit)
+		s.reject(w, req, http.StatusRequestEntityTooLarge, metrics.WebhookTooLarge, http.StatusText(http.StatusRequestEntityTooLarge))
+		return
+	}
+	// The in-flight bound starts at the first body byte: a request that
+	// only sent headers holds a connection and a goroutine but no body, and
+	// ReadTimeout ends it, so such requests cannot keep genuine ones out.
+	rawBody := http.MaxBytesReader(w, r.Body, limit)
+	first, err := firstByte(rawBody)
 	if err != nil {
-		req.log.Info("webhook rejected: body not read", "status", code, "reason", err.Error())
-		result := metrics.WebhookMalformed
-		if code == http.StatusRequestEntityTooLarge {
-			result = metrics.WebhookTooLarge
-		}
-		s.reject(w, req, code, result, http.StatusText(code))
+		s.bodyNotRead(w, req, err)
+		return
+	}
+	if !s.acquire() {
+		s.shed(w, req, shedConcurrency, "too many requests in flight")
+		return
+	}
+	defer s.release()
+	body, err := readBody(first, rawBody)
+	if err != nil {
+		s.bodyNotRead(w, req, err)
 		return
 	}
 
@@ -100,7 +122,11 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, req, "provider adapter unavailable")
 		return
 	}
-	scheme, err := entry.Provider.VerifyWebhook(ctx, r.Header, body, secrets, prov.Spec.WebhookTolerance(), s.clock.Now())
+	scheme, err := s.verifySignature(ctx, entry.Provider, prov, r.Header, body, secrets)
+	if errors.Is(err, errVerifyBudget) {
+		s.shed(w, req, shedVerifyRate, "signature verification busy")
+		return
+	}
 	if errors.Is(err, provider.ErrInvalidSignature) {
 		// The reason names which check failed (header, format, signature,
 		// timestamp); adapters never put secrets or the body in it.
@@ -163,28 +189,43 @@ func parsePath(path string) (ns, name string, ok bool) {
 	return ns, name, true
 }
 
-// readBody reads at most limit bytes of the raw body. A declared length over
-// the limit is refused before reading anything.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int, error) {
-	if r.ContentLength > limit {
-		return nil, http.StatusRequestEntityTooLarge, errors.New("declared body length " + strconv.FormatInt(r.ContentLength, 10) + " over the limit")
+// firstByte waits for the first byte of the body (none for an empty body).
+// It reads into a one-byte array: until the client actually sends, the
+// request has nothing allocated for its body.
+func firstByte(body io.Reader) ([]byte, error) {
+	var b [1]byte
+	n, err := io.ReadFull(body, b[:])
+	if errors.Is(err, io.EOF) {
+		return nil, nil
 	}
+	return b[:n], err
+}
+
+// readBody reads the rest of the body after first. The buffer grows with the
+// bytes that arrive, up to the cap of body (a MaxBytesReader); a declared
+// length never sizes it, so declaring 16 MiB and sending nothing costs
+// nothing.
+func readBody(first []byte, body io.Reader) ([]byte, error) {
 	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	buf.Write(first)
+	if _, err := buf.ReadFrom(body); err != nil {
+		return nil, err
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	return buf.Bytes(), nil
+}
+
+// bodyNotRead answers a request whose body could not be read.
+func (s *Server) bodyNotRead(w http.ResponseWriter, req *request, err error) {
+	code, result, reason := http.StatusBadRequest, metrics.WebhookMalformed, "body read failed: "+err.Error()
 	var tooLarge *http.MaxBytesError
 	switch {
-	case err == nil:
-		return buf.Bytes(), 0, nil
 	case errors.As(err, &tooLarge):
-		return nil, http.StatusRequestEntityTooLarge, errors.New("body over the limit")
+		code, result, reason = http.StatusRequestEntityTooLarge, metrics.WebhookTooLarge, "body over the limit"
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, http.StatusRequestTimeout, errors.New("body read timed out")
-	default:
-		return nil, http.StatusBadRequest, errors.New("body read failed: " + err.Error())
+		code, reason = http.StatusRequestTimeout, "body read timed out"
 	}
+	req.log.Info("webhook rejected: body not read", "status", code, "reason", reason)
+	s.reject(w, req, code, result, http.StatusText(code))
 }
 
 // signingSecrets returns every value of the provider's signing Secret: each
@@ -228,6 +269,16 @@ func (s *Server) reject(w http.ResponseWriter, req *request, code int, result, m
 func (s *Server) unavailable(w http.ResponseWriter, req *request, msg string) {
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(s.opts.RetryAfter.Round(time.Second)/time.Second))))
 	s.answer(w, req, http.StatusServiceUnavailable, metrics.WebhookUnavailable, response{Result: msg})
+}
+
+// shed answers 503 with Retry-After before doing the work, because a bound
+// was reached. The connection is closed rather than drained: whatever body
+// the client still has to send is not read.
+func (s *Server) shed(w http.ResponseWriter, req *request, reason, msg string) {
+	shed.WithLabelValues(reason).Inc()
+	req.log.V(1).Info("webhook shed", "reason", reason)
+	w.Header().Set("Connection", "close")
+	s.unavailable(w, req, msg)
 }
 
 func (s *Server) answer(w http.ResponseWriter, req *request, code int, result string, body response) {

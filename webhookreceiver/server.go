@@ -9,6 +9,14 @@
 // Secrets and Payments through a cache (a rotated secret takes effect on the
 // next request) and writes with a client. It also serves /healthz, /readyz and,
 // when given a gatherer, /metrics.
+//
+// It is the one component the internet reaches, so everything an
+// unauthenticated client can make it spend is bounded: header bytes and time,
+// body bytes (allocated as they arrive, never from a declared length), the
+// number of requests past their first body byte, and the calls a forged
+// request can make it send to a provider that verifies signatures through its
+// API (a per-provider token bucket and a verdict cache). docs/receiver.md
+// lists each bound with the test that proves it.
 package webhookreceiver
 
 import (
@@ -40,10 +48,19 @@ const (
 	DefaultIdleTimeout       = 60 * time.Second
 	DefaultShutdownTimeout   = 20 * time.Second
 	DefaultRetryAfter        = 10 * time.Second
+	// DefaultMaxHeaderBytes caps request headers; signature headers are a
+	// few hundred bytes.
+	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultMaxConcurrentRequests bounds requests past their first body
+	// byte: with the default 1 MiB maxBodyBytes, at most 256 MiB of bodies.
+	DefaultMaxConcurrentRequests = 256
+	// DefaultVerifyQPS and DefaultVerifyBurst bound, per provider and
+	// replica, the calls to a provider's signature-verification API.
+	DefaultVerifyQPS   = 5
+	DefaultVerifyBurst = 10
+	// DefaultVerdictCacheSize bounds the remembered verification verdicts.
+	DefaultVerdictCacheSize = 10000
 )
-
-// maxHeaderBytes caps request headers; signature headers are a few hundred bytes.
-const maxHeaderBytes = 64 << 10
 
 // Options configure a Server. Client, Reader and APIReader are required.
 type Options struct {
@@ -85,9 +102,28 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// RetryAfter is sent with 503 answers.
 	RetryAfter time.Duration
+	// MaxHeaderBytes caps the request line and headers; more is answered 431.
+	MaxHeaderBytes int
+	// MaxConcurrentRequests bounds the webhook requests being read past
+	// their first body byte, verified, stored or applied. A request beyond it
+	// is answered 503 with Retry-After at once, without reading its body.
+	// Requests still waiting for their first body byte do not count: they
+	// hold a connection and a goroutine but no body, and ReadTimeout ends
+	// them, so idle connections cannot crowd out deliveries that arrive whole.
+	MaxConcurrentRequests int
+	// VerifyQPS and VerifyBurst are the token bucket, per provider, for
+	// signature verifications that call the provider's API (PayPal). A
+	// request that would need a call when the bucket is empty is answered
+	// 503 with Retry-After; the provider delivers it again later.
+	VerifyQPS   float64
+	VerifyBurst int
+	// VerdictCacheSize bounds how many of those verdicts are remembered; a
+	// verdict is kept while its transmission time is within the tolerance.
+	VerdictCacheSize int
 
-	// Ready reports whether the caches are synced; /readyz answers 503 until
-	// it returns true. Nil means ready once Start serves.
+	// Ready reports whether the caches are synced; /readyz, and webhooks with
+	// Retry-After, are answered 503 until it returns true. Nil means ready
+	// once Start serves.
 	Ready func(ctx context.Context) bool
 	// Gatherer, when set, is served on /metrics.
 	Gatherer prometheus.Gatherer
@@ -105,6 +141,9 @@ type Server struct {
 	adapters   *gateway.Gateway
 	namespaces map[string]bool
 	handler    http.Handler
+	// inflight holds one token per request past its first body byte.
+	inflight chan struct{}
+	verify   *apiVerification
 
 	synced   atomic.Bool // caches synced
 	draining atomic.Bool // shutting down: not ready for new traffic
@@ -125,6 +164,21 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&opts.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&opts.RetryAfter, DefaultRetryAfter)
+	if opts.MaxHeaderBytes <= 0 {
+		opts.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if opts.MaxConcurrentRequests <= 0 {
+		opts.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
+	if opts.VerifyQPS <= 0 {
+		opts.VerifyQPS = DefaultVerifyQPS
+	}
+	if opts.VerifyBurst <= 0 {
+		opts.VerifyBurst = DefaultVerifyBurst
+	}
+	if opts.VerdictCacheSize <= 0 {
+		opts.VerdictCacheSize = DefaultVerdictCacheSize
+	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
@@ -140,6 +194,8 @@ func New(opts Options) (*Server, error) {
 		// the provider or its credentials Secret changes (PayPal keeps its
 		// OAuth token in the adapter).
 		adapters: &gateway.Gateway{Reader: opts.Reader, HTTPClient: opts.HTTPClient},
+		inflight: make(chan struct{}, opts.MaxConcurrentRequests),
+		verify:   newAPIVerification(opts.VerifyQPS, opts.VerifyBurst, opts.VerdictCacheSize, opts.Clock),
 	}
 	if len(opts.Namespaces) > 0 {
 		s.namespaces = map[string]bool{}
@@ -192,7 +248,29 @@ func (s *Server) ready() bool {
 	if s.draining.Load() {
 		return false
 	}
+	return s.cachesSynced()
+}
+
+// cachesSynced is false until the caches have synced. Until then webhooks
+// are answered 503: an empty cache would call every provider unknown.
+func (s *Server) cachesSynced() bool {
 	return s.opts.Ready == nil || s.synced.Load()
+}
+
+// acquire takes an in-flight slot without waiting; release gives it back.
+func (s *Server) acquire() bool {
+	select {
+	case s.inflight <- struct{}{}:
+		inFlight.Inc()
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) release() {
+	<-s.inflight
+	inFlight.Dec()
 }
 
 // NeedLeaderElection is false: every receiver replica serves (manager.Runnable).
@@ -213,14 +291,15 @@ func (s *Server) Start(ctx context.Context) error {
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
-		// ReadTimeout covers the body too: a client trickling a 1 MiB body
-		// cannot hold a connection for longer.
+		// ReadTimeout covers the body too: a client trickling a 1 MiB body,
+		// or declaring one and sending nothing, cannot hold a connection
+		// (or an in-flight slot) for longer.
 		ReadTimeout: s.opts.ReadTimeout,
 		// Writing covers verify, store and apply; the budgets below bound
 		// them, this is the backstop.
 		WriteTimeout:   s.opts.ReadTimeout + s.opts.StoreTimeout + s.opts.ApplyBudget + 15*time.Second,
 		IdleTimeout:    s.opts.IdleTimeout,
-		MaxHeaderBytes: maxHeaderBytes,
+		MaxHeaderBytes: s.opts.MaxHeaderBytes,
 		BaseContext:    func(net.Listener) context.Context { return logr.NewContext(context.Background(), s.opts.Logger) },
 	}
 	if s.opts.Ready != nil {

@@ -297,10 +297,16 @@ type PaymentProviderStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
+// MaxPaymentProviderNameLength is the longest PaymentProvider name: its
+// WebhookEvents are named "<provider>-<20 hex>" (WebhookEventName), and that
+// must fit the 253-character object-name limit: 253 - 1 - 20 = 232.
+const MaxPaymentProviderNameLength = 232
+
 // PaymentProvider is one account at a payment provider: where its API is, its
 // credentials, how its webhooks are verified and how hard paywarden may call it.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 232",message="metadata.name must be at most 232 characters: the provider's WebhookEvents are named <name>-<20 hex characters>, and object names are limited to 253"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=payprov,categories=paywarden
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=".spec.type"

@@ -52,6 +52,10 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&opts.ReadHeaderTimeout, "read-header-timeout", webhookreceiver.DefaultReadHeaderTimeout, "Time allowed to read request headers.")
 	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", webhookreceiver.DefaultShutdownTimeout, "Time allowed to finish in-flight requests on shutdown.")
 	fs.DurationVar(&opts.RetryAfter, "retry-after", webhookreceiver.DefaultRetryAfter, "Retry-After sent with 503 answers.")
+	fs.IntVar(&opts.MaxHeaderBytes, "max-header-bytes", webhookreceiver.DefaultMaxHeaderBytes, "Largest request line and headers accepted; more is answered 431.")
+	fs.IntVar(&opts.MaxConcurrentRequests, "max-concurrent-requests", webhookreceiver.DefaultMaxConcurrentRequests, "Webhook requests read (past their first body byte), verified, stored or applied at once; more are answered 503 with Retry-After without reading their body.")
+	fs.Float64Var(&opts.VerifyQPS, "verify-qps", webhookreceiver.DefaultVerifyQPS, "Per provider, steady rate of signature verifications that call the provider's API (PayPal); beyond it requests are answered 503 with Retry-After.")
+	fs.IntVar(&opts.VerifyBurst, "verify-burst", webhookreceiver.DefaultVerifyBurst, "Per provider, burst of signature verifications that call the provider's API.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +76,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	if err := metrics.RegisterWebhook(ctrlmetrics.Registry); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	if err := webhookreceiver.RegisterMetrics(ctrlmetrics.Registry); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 
@@ -102,14 +109,18 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	// The receiver must come up while the API server is unreachable and
+	// answer 503 with Retry-After, not crash-loop into connection refused:
+	// ManagerOptions needs no discovery and does not hold the receiver
+	// back until the caches sync.
+	mgr, err := ctrl.NewManager(cfg, webhookreceiver.ManagerOptions(ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: serveMetrics},
 		HealthProbeBindAddress:  "0", // served by the webhook server itself
 		LeaderElection:          false,
 		GracefulShutdownTimeout: ptr(opts.ShutdownTimeout + 5*time.Second),
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("build manager: %w", err)
 	}
@@ -118,7 +129,8 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("starting webhook receiver", "bindAddress", bindAddr, "metricsBindAddress", metricsAddr, "namespaces", opts.Namespaces,
-		"applyBudget", opts.ApplyBudget, "storeTimeout", opts.StoreTimeout)
+		"applyBudget", opts.ApplyBudget, "storeTimeout", opts.StoreTimeout,
+		"maxConcurrentRequests", opts.MaxConcurrentRequests, "verifyQPS", opts.VerifyQPS, "verifyBurst", opts.VerifyBurst)
 	return mgr.Start(ctx)
 }
 

@@ -378,3 +378,64 @@ func TestStatusPhaseIsSelectable(t *testing.T) {
 		t.Errorf("a field that is not selectable on Payments must be refused")
 	}
 }
+
+// A provider's WebhookEvents are named "<provider>-<20 hex>", so a provider
+// name over 232 characters would make every one of its events unstorable:
+// such a provider is refused at admission, with the reason.
+func TestProviderNameMustLeaveRoomForItsEventNames(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	provider := func(name string) *v1alpha1.PaymentProvider {
+		return &v1alpha1.PaymentProvider{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.PaymentProviderSpec{
+				Type: v1alpha1.ProviderKukoPay, APIURL: "https://api.kukopay.example",
+				CredentialsSecretRef: v1alpha1.SecretReference{Name: "kukopay-credentials"},
+			},
+		}
+	}
+	// A valid DNS subdomain of n characters, with dots as a real name might have.
+	name := func(n int) string {
+		b := []byte(strings.Repeat("a", n))
+		for i := 50; i < n-1; i += 51 {
+			b[i] = '.'
+		}
+		return string(b)
+	}
+	if v1alpha1.MaxPaymentProviderNameLength != 253-1-20 {
+		t.Fatalf("MaxPaymentProviderNameLength %d, want 253 - len(\"-\") - 20 hex", v1alpha1.MaxPaymentProviderNameLength)
+	}
+
+	t.Run("233 characters is rejected with the reason", func(t *testing.T) {
+		err := env.Client.Create(ctx, provider(name(v1alpha1.MaxPaymentProviderNameLength+1)))
+		if !apierrors.IsInvalid(err) {
+			t.Fatalf("want Invalid, got %v", err)
+		}
+		for _, w := range []string{"at most 232 characters", "WebhookEvents", "253"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("message %q does not mention %q", err.Error(), w)
+			}
+		}
+	})
+
+	t.Run("232 characters is accepted and its events can be stored", func(t *testing.T) {
+		p := provider(name(v1alpha1.MaxPaymentProviderNameLength))
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatalf("create provider with a %d-character name: %v", len(p.Name), err)
+		}
+		evName := v1alpha1.WebhookEventName(p.Name, "evt_longest_name")
+		if len(evName) != 253 {
+			t.Fatalf("event name is %d characters, want exactly the 253 limit", len(evName))
+		}
+		ev := &v1alpha1.WebhookEvent{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: evName},
+			Spec: v1alpha1.WebhookEventSpec{
+				Provider: p.Name, EventID: "evt_longest_name", Type: "payment.succeeded",
+				Via: v1alpha1.ViaWebhook, ReceivedAt: metav1.Now(),
+			},
+		}
+		if err := env.Client.Create(ctx, ev); err != nil {
+			t.Fatalf("store an event of the provider: %v", err)
+		}
+	})
+}
