@@ -18,7 +18,7 @@ func TestLongestProviderNameReceivesWebhooks(t *testing.T) {
 	k.name = name
 	p := k.payment(t, "order-long", "order-long", "pay_long", 100)
 	wantCode(t, k.deliver(t, k.event("evt_long", "payment.succeeded", "succeeded", p)), http.StatusOK)
-	e := inboxtest.EventFor(t, env.Client, k.ns, name, "evt_long")
+	e := inboxtest.WaitResult(t, env.Client, k.ns, name, "evt_long")
 	if e == nil || len(e.Name) != 253 || e.Status.Result != v1alpha1.ResultApplied {
 		t.Fatalf("event %+v, want stored under a 253-character name and applied", e)
 	}

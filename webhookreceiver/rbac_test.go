@@ -65,7 +65,7 @@ func TestShippedRBACIsEnoughAndNoMore(t *testing.T) {
 	body := ev.Body(t)
 	resp := inboxtest.Send(t, "POST", r.WebhookURL(k.ns, k.name), body, inboxtest.KukoPayHeader(body, time.Now(), k.secret))
 	wantCode(t, resp, http.StatusOK)
-	if e := inboxtest.EventFor(t, env.Client, k.ns, k.name, "evt_rbac"); e == nil || e.Status.Result != v1alpha1.ResultApplied {
+	if e := inboxtest.WaitResult(t, env.Client, k.ns, k.name, "evt_rbac"); e == nil || e.Status.Result != v1alpha1.ResultApplied {
 		t.Fatalf("event %+v, want Applied by a receiver running with the shipped RBAC", e)
 	}
 	if got := inboxtest.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseFailed {

@@ -30,8 +30,12 @@ func TestVerifiedEventIsStoredOnceAndMovesThePayment(t *testing.T) {
 		t.Errorf("answer %q does not say accepted", r.Body)
 	}
 
-	// The receiver applies within the request, so the 200 already means
-	// "stored and applied": no polling here.
+	// The 200 means "stored and applied": the payment moved before the
+	// answer. The result on the record follows the answer.
+	if got := inboxtest.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Fatalf("acknowledged before the payment moved: phase %q", got.Status.Phase)
+	}
+	inboxtest.WaitResult(t, env.Client, k.ns, k.name, "evt_1")
 	evs := inboxtest.Events(t, env.Client, k.ns)
 	if len(evs) != 1 {
 		t.Fatalf("%d WebhookEvents, want 1", len(evs))
@@ -155,10 +159,10 @@ func TestProcessingAfterSucceededIsStale(t *testing.T) {
 	if got.Status.Phase != v1alpha1.PhaseSucceeded || inboxtest.Transitions(got) != 1 {
 		t.Fatalf("payment %s after %d transitions, want to stay Succeeded after 1", got.Status.Phase, inboxtest.Transitions(got))
 	}
-	if e := inboxtest.EventFor(t, env.Client, ns, "jobs", "msg_processing"); e == nil || e.Status.Result != v1alpha1.ResultStale {
+	if e := inboxtest.WaitResult(t, env.Client, ns, "jobs", "msg_processing"); e == nil || e.Status.Result != v1alpha1.ResultStale {
 		t.Fatalf("late processing event %+v, want result Stale", e)
 	}
-	if e := inboxtest.EventFor(t, env.Client, ns, "jobs", "msg_succeeded"); e == nil || e.Status.Result != v1alpha1.ResultApplied {
+	if e := inboxtest.WaitResult(t, env.Client, ns, "jobs", "msg_succeeded"); e == nil || e.Status.Result != v1alpha1.ResultApplied {
 		t.Fatalf("succeeded event %+v, want result Applied", e)
 	}
 }
@@ -297,7 +301,7 @@ func TestUnsupportedEventTypeIsAcknowledgedAndIgnored(t *testing.T) {
 			if !strings.Contains(r.Body, metrics.WebhookIgnored) {
 				t.Errorf("answer %q, want ignored", r.Body)
 			}
-			e := inboxtest.EventFor(t, env.Client, k.ns, k.name, ev.ID)
+			e := inboxtest.WaitResult(t, env.Client, k.ns, k.name, ev.ID)
 			if e == nil || e.Status.Result != v1alpha1.ResultIgnored {
 				t.Fatalf("event %+v, want stored with result Ignored", e)
 			}
@@ -357,7 +361,7 @@ func TestProvidersOnlyTouchTheirOwnNamespace(t *testing.T) {
 		body := ev.Body(t)
 		r := inboxtest.Send(t, "POST", rcv.WebhookURL(a.ns, "other"), body, inboxtest.KukoPayHeader(body, time.Now(), "secret-of-other"))
 		wantCode(t, r, http.StatusOK)
-		if e := inboxtest.EventFor(t, env.Client, a.ns, "other", "evt_other"); e == nil || e.Status.Result != v1alpha1.ResultOrphaned {
+		if e := inboxtest.WaitResult(t, env.Client, a.ns, "other", "evt_other"); e == nil || e.Status.Result != v1alpha1.ResultOrphaned {
 			t.Fatalf("event %+v, want Orphaned: payment %s references provider kukopay, not other", e, pa.Name)
 		}
 		if got := inboxtest.GetPayment(t, env.Client, pa); got.Status.Phase != v1alpha1.PhaseSucceeded || hasReview(got) {

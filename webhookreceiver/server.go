@@ -60,6 +60,7 @@ const (
 	DefaultVerifyBurst = 10
 	// DefaultVerdictCacheSize bounds the remembered verification verdicts.
 	DefaultVerdictCacheSize = 10000
+	DefaultRecentEvents     = 65536
 )
 
 // Options configure a Server. Client, Reader and APIReader are required.
@@ -120,6 +121,14 @@ type Options struct {
 	// VerdictCacheSize bounds how many of those verdicts are remembered; a
 	// verdict is kept while its transmission time is within the tolerance.
 	VerdictCacheSize int
+	// RecentEvents is how many stored events the receiver remembers, so a
+	// provider's repeated delivery is answered "duplicate" without an API
+	// request (default DefaultRecentEvents; negative disables).
+	RecentEvents int
+	// SyncResults records each event's result before answering (three API
+	// writes per new event instead of two). Off by default: the result
+	// follows the answer, and the inbox processor finishes any that is lost.
+	SyncResults bool
 
 	// Ready reports whether the caches are synced; /readyz, and webhooks with
 	// Retry-After, are answered 503 until it returns true. Nil means ready
@@ -179,6 +188,9 @@ func New(opts Options) (*Server, error) {
 	if opts.VerdictCacheSize <= 0 {
 		opts.VerdictCacheSize = DefaultVerdictCacheSize
 	}
+	if opts.RecentEvents == 0 {
+		opts.RecentEvents = DefaultRecentEvents
+	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
@@ -188,6 +200,7 @@ func New(opts Options) (*Server, error) {
 		inbox: &inbox.Inbox{
 			Client: opts.Client, Reader: opts.Reader, APIReader: opts.APIReader,
 			Recorder: opts.Recorder, Clock: opts.Clock,
+			Recent: inbox.NewRecentEvents(opts.RecentEvents),
 		},
 		// The gateway is the one place that builds an adapter from a
 		// PaymentProvider and its credentials; it caches the adapter until
@@ -196,6 +209,11 @@ func New(opts Options) (*Server, error) {
 		adapters: &gateway.Gateway{Reader: opts.Reader, HTTPClient: opts.HTTPClient},
 		inflight: make(chan struct{}, opts.MaxConcurrentRequests),
 		verify:   newAPIVerification(opts.VerifyQPS, opts.VerifyBurst, opts.VerdictCacheSize, opts.Clock),
+	}
+	if !opts.SyncResults {
+		// An event is acknowledged once it is stored and applied; its result
+		// on the record follows.
+		s.inbox.Results = inbox.NewResultQueue(4*opts.MaxConcurrentRequests, 4, opts.StoreTimeout)
 	}
 	if len(opts.Namespaces) > 0 {
 		s.namespaces = map[string]bool{}
@@ -324,6 +342,10 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("webhookreceiver: graceful shutdown: %w", err)
+	}
+	if s.inbox.Results != nil {
+		// Results not written by now are finished by the inbox processor.
+		s.inbox.Results.Close(shutdownCtx)
 	}
 	s.opts.Logger.Info("webhook receiver stopped")
 	return nil

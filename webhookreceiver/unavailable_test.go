@@ -142,6 +142,10 @@ func TestAPIServerUnavailable(t *testing.T) {
 		t.Errorf("paysim deliveries %+v, want failures then exactly one delivery", c)
 	}
 	evs := inboxtest.Events(t, env.Client, ns)
+	if len(evs) == 1 {
+		inboxtest.WaitResult(t, env.Client, ns, evs[0].Spec.Provider, evs[0].Spec.EventID)
+		evs = inboxtest.Events(t, env.Client, ns)
+	}
 	if len(evs) != 1 || evs[0].Status.Result != v1alpha1.ResultApplied || evs[0].Status.Attempts != 1 {
 		t.Fatalf("events %+v, want exactly one, Applied on its first attempt", evs)
 	}

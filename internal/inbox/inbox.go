@@ -45,6 +45,13 @@ type Inbox struct {
 	Recorder events.EventRecorder
 	// Clock stamps receivedAt, appliedAt and the state machine; default real time.
 	Clock clock.PassiveClock
+	// Results, when set, records the result of an applied event after
+	// Receive returns (the receiver's ack then costs two API writes: the
+	// record and the payment). Nil records it before returning.
+	Results *ResultQueue
+	// Recent, when set, answers a repeated delivery of an event this process
+	// stored recently as a duplicate without an API request.
+	Recent *RecentEvents
 }
 
 // Outcome is what became of one event.
@@ -84,10 +91,15 @@ func (in *Inbox) now() time.Time {
 // the inbox processor finishes.
 func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev provider.Event, via v1alpha1.EventVia, scheme string, budget time.Duration) (Outcome, error) {
 	log := ctrl.LoggerFrom(ctx)
+	recent := prov.Namespace + "/" + v1alpha1.WebhookEventName(prov.Name, ev.ID)
+	if in.Recent.Seen(recent) {
+		return Outcome{Result: v1alpha1.ResultDuplicate, Message: "event already in the inbox (stored recently)"}, nil
+	}
 	evt, stored, err := in.Store(ctx, prov, ev, via, scheme)
 	if err != nil {
 		return Outcome{}, err
 	}
+	in.Recent.Add(recent)
 	if !stored {
 		return Outcome{Result: v1alpha1.ResultDuplicate, Message: "event already in the inbox"}, nil
 	}
@@ -97,7 +109,7 @@ func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev
 		applyCtx, cancel = context.WithTimeout(ctx, budget)
 		defer cancel()
 	}
-	out, err := in.Apply(applyCtx, evt, ev)
+	out, err := in.apply(applyCtx, evt, ev, in.Results)
 	if err == nil {
 		return out, nil
 	}
@@ -149,13 +161,25 @@ func (in *Inbox) Store(ctx context.Context, prov *v1alpha1.PaymentProvider, ev p
 // state machine's dedup by event id makes a retry after a partial success
 // harmless.
 func (in *Inbox) Apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provider.Event) (Outcome, error) {
+	return in.apply(ctx, evt, ev, nil)
+}
+
+// apply is Apply, with the result recorded through later when set.
+func (in *Inbox) apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provider.Event, later *ResultQueue) (Outcome, error) {
+	finish := func(result v1alpha1.EventResult, msg, paymentName string) (Outcome, error) {
+		if later != nil && result.IsDone() {
+			later.add(ctx, resultJob{in: in, evt: evt, result: result, msg: msg})
+			return Outcome{Stored: true, Result: result, Message: msg, Payment: paymentName, Event: evt}, nil
+		}
+		return in.finish(ctx, evt, result, msg, paymentName)
+	}
 	if !ev.Supported {
 		msg := fmt.Sprintf("event type %q is not acted on", ev.Type)
-		return in.finish(ctx, evt, v1alpha1.ResultIgnored, msg, "")
+		return finish(v1alpha1.ResultIgnored, msg, "")
 	}
 	p, err := in.resolve(ctx, evt)
 	if errors.Is(err, errNoPayment) {
-		return in.finish(ctx, evt, v1alpha1.ResultOrphaned, err.Error(), "")
+		return finish(v1alpha1.ResultOrphaned, err.Error(), "")
 	}
 	if err != nil {
 		return Outcome{}, err
@@ -173,7 +197,7 @@ func (in *Inbox) Apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provi
 	}
 	result, msg := payment.EventResult(p, out, obs)
 	ctrl.LoggerFrom(ctx).V(1).Info("event applied", "payment", p.Name, "eventID", ev.ID, "result", result, "phase", p.Status.Phase)
-	return in.finish(ctx, evt, result, msg, p.Name)
+	return finish(result, msg, p.Name)
 }
 
 // Ignore records that a stored event will not be applied, and why (e.g. its
