@@ -68,7 +68,7 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 	}
 	var out Job
 	err := a.c.Do(ctx, provider.Request{
-		Op: "create", Method: http.MethodPost, Path: "/jobs", Header: h,
+		Op: "create", Method: http.MethodPost, Path: "/jobs", Header: h, ConflictRetryable: true,
 		JSON: CreateJobRequest{
 			CorrelationID: req.MerchantReference, Amount: Amount{Value: req.Amount, Currency: req.Currency},
 			Description: req.Description, Metadata: req.Metadata,

@@ -10,6 +10,7 @@ package kukopay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -68,16 +69,34 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 	}
 	var out PaymentObject
 	err := a.c.Do(ctx, provider.Request{
-		Op: "create", Method: http.MethodPost, Path: "/v1/payments", Header: h,
+		Op: "create", Method: http.MethodPost, Path: "/v1/payments", Header: h, ConflictRetryable: true,
 		JSON: CreatePaymentRequest{
 			OutTradeNo: req.MerchantReference, Amount: req.Amount, Currency: req.Currency,
 			Description: req.Description, Metadata: req.Metadata,
 		},
 	}, &out)
 	if err != nil {
-		return provider.Payment{}, err
+		return provider.Payment{}, duplicateReference(err)
 	}
 	return out.Normalize(), nil
+}
+
+// ErrorCodeDuplicateOutTradeNo is KukoPay's error code for a create whose out_trade_no
+// already belongs to a payment with a different amount or currency.
+const ErrorCodeDuplicateOutTradeNo = "duplicate_out_trade_no"
+
+// duplicateReference reclassifies KukoPay's one non-transient 409: a create is
+// retryable on 409 (the same Idempotency-Key still in flight), but an out_trade_no that
+// belongs to a different payment is a definitive answer about this one, and retrying
+// with the same key can only repeat it.
+func duplicateReference(err error) error {
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.StatusCode == http.StatusConflict && pe.Code == ErrorCodeDuplicateOutTradeNo {
+		c := *pe
+		c.Class = provider.ErrNonRetryable
+		return &c
+	}
+	return err
 }
 
 // Get implements provider.Provider.

@@ -93,7 +93,7 @@ func (t *tokenSource) get(ctx context.Context) (string, error) {
 		Form: url.Values{"grant_type": {"client_credentials"}},
 	}, &out)
 	if err != nil {
-		return "", err
+		return "", tokenError(err)
 	}
 	if out.AccessToken == "" {
 		return "", &provider.Error{Provider: t.c.Name(), Op: "token", Class: provider.ErrRetryable, Detail: "empty access_token"}
@@ -102,6 +102,20 @@ func (t *tokenSource) get(ctx context.Context) (string, error) {
 	margin := min(maxTokenMargin, ttl/10)
 	t.token, t.expiry = out.AccessToken, t.c.Now().Add(ttl-margin)
 	return t.token, nil
+}
+
+// tokenError classifies a failed token request. The request carries nothing about a
+// payment, so a definitive refusal of it (401/400 invalid_client, an unsupported grant,
+// a wrong path) is always a configuration problem, never a verdict on the payment that
+// needed the token. Transient failures stay retryable.
+func tokenError(err error) error {
+	var pe *provider.Error
+	if errors.As(err, &pe) && !errors.Is(err, provider.ErrRetryable) && !errors.Is(err, provider.ErrProviderConfig) {
+		c := *pe
+		c.Class = provider.ErrProviderConfig
+		return &c
+	}
+	return err
 }
 
 // invalidate drops tok if it is still the cached one (a 401 means PayPal revoked it).
@@ -113,7 +127,10 @@ func (t *tokenSource) invalidate(tok string) {
 	}
 }
 
-// do sends r with a bearer token; on 401 it fetches a fresh token and tries once more.
+// do sends r with a bearer token; on 401 it fetches a fresh token and tries once more
+// (PayPal revokes tokens before expires_in, e.g. when the app's secret is rotated). A
+// second 401 is ErrProviderConfig, as classified by the client: the new token was
+// refused too, so the credentials or the app's permissions are wrong.
 func (a *Adapter) do(ctx context.Context, r provider.Request, out any) error {
 	for attempt := 0; ; attempt++ {
 		tok, err := a.tokens.get(ctx)
@@ -146,7 +163,7 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 	h.Set("Prefer", "return=representation")
 	var out Order
 	err := a.do(ctx, provider.Request{
-		Op: "create", Method: http.MethodPost, Path: "/v2/checkout/orders", Header: h,
+		Op: "create", Method: http.MethodPost, Path: "/v2/checkout/orders", Header: h, ConflictRetryable: true,
 		JSON: CreateOrderRequest{Intent: "CAPTURE", PurchaseUnits: []PurchaseUnitRequest{{
 			ReferenceID: "default", InvoiceID: req.MerchantReference, CustomID: req.MerchantReference,
 			Description: req.Description,
