@@ -40,18 +40,35 @@ type Adapter struct {
 
 var _ provider.Provider = (*Adapter)(nil)
 
+// Type is the PaymentProvider type of this adapter.
+const Type = "kukopay"
+
+// Capabilities describes KukoPay: an API key, an events API, search by out_trade_no,
+// webhooks signed with the signing Secret's keys (any non-empty value).
+func Capabilities() provider.Capabilities {
+	return provider.Capabilities{
+		Type:              Type,
+		CredentialKeys:    []string{CredentialAPIKey},
+		EventsAPI:         true,
+		LookupByReference: true,
+		Verification:      provider.Verification{SigningSecret: true},
+	}
+}
+
 // New builds a KukoPay adapter; cfg.Credentials must hold "apiKey".
 func New(cfg provider.Config) (*Adapter, error) {
-	key := string(cfg.Credentials[CredentialAPIKey])
-	if key == "" {
-		return nil, fmt.Errorf("provider %s: kukopay credentials need a non-empty %q key", cfg.Name, CredentialAPIKey)
+	if err := Capabilities().CheckCredentials(cfg.Name, cfg.Credentials); err != nil {
+		return nil, err
 	}
 	c, err := provider.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{c: c, apiKey: key}, nil
+	return &Adapter{c: c, apiKey: string(cfg.Credentials[CredentialAPIKey])}, nil
 }
+
+// Capabilities implements provider.Provider.
+func (a *Adapter) Capabilities() provider.Capabilities { return Capabilities() }
 
 func (a *Adapter) header() http.Header {
 	h := http.Header{}

@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
@@ -49,18 +48,35 @@ type Adapter struct {
 
 var _ provider.Provider = (*Adapter)(nil)
 
+// Type is the PaymentProvider type of this adapter.
+const Type = "paypal"
+
+// Capabilities describes PayPal: OAuth2 client credentials, no events API and no
+// search by invoice id, webhooks verified by PayPal's API with the credentials and the
+// configured webhook id (no signing Secret).
+func Capabilities() provider.Capabilities {
+	return provider.Capabilities{
+		Type:           Type,
+		CredentialKeys: []string{CredentialClientID, CredentialClientSecret},
+		Verification:   provider.Verification{Credentials: true, WebhookID: true},
+	}
+}
+
 // New builds a PayPal adapter; cfg.Credentials must hold "clientID" and "clientSecret".
 func New(cfg provider.Config) (*Adapter, error) {
-	id, secret := string(cfg.Credentials[CredentialClientID]), string(cfg.Credentials[CredentialClientSecret])
-	if id == "" || secret == "" {
-		return nil, fmt.Errorf("provider %s: paypal credentials need non-empty %q and %q keys", cfg.Name, CredentialClientID, CredentialClientSecret)
+	if err := Capabilities().CheckCredentials(cfg.Name, cfg.Credentials); err != nil {
+		return nil, err
 	}
 	c, err := provider.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
+	id, secret := string(cfg.Credentials[CredentialClientID]), string(cfg.Credentials[CredentialClientSecret])
 	return &Adapter{c: c, webhookID: cfg.WebhookID, tokens: &tokenSource{c: c, clientID: id, clientSecret: secret}}, nil
 }
+
+// Capabilities implements provider.Provider.
+func (a *Adapter) Capabilities() provider.Capabilities { return Capabilities() }
 
 // tokenSource caches the OAuth2 token until shortly before it expires. Asking PayPal for
 // a token on every call would double the request count and hit its token rate limit.
