@@ -92,6 +92,9 @@ func (a *Adapter) header() http.Header {
 // Create implements provider.Provider: POST /jobs with Idempotency-Key; the merchant
 // reference travels as correlationId so both sides' logs line up.
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
+	if err := checkAmount(a.c.Name(), req); err != nil {
+		return provider.Payment{}, err
+	}
 	h := a.header()
 	if req.IdempotencyKey != "" {
 		h.Set(HeaderIdempotencyKey, req.IdempotencyKey)

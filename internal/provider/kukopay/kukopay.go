@@ -80,6 +80,9 @@ func (a *Adapter) header() http.Header {
 // both sent: the key replays the first answer for 24h, the merchant reference protects
 // beyond that window.
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
+	if err := checkAmount(a.c.Name(), req); err != nil {
+		return provider.Payment{}, err
+	}
 	h := a.header()
 	if req.IdempotencyKey != "" {
 		h.Set(HeaderIdempotencyKey, req.IdempotencyKey)

@@ -169,21 +169,28 @@ func (a *Adapter) do(ctx context.Context, r provider.Request, out any) error {
 }
 
 // Create implements provider.Provider: POST /v2/checkout/orders with PayPal-Request-Id.
+// The amount is converted from ISO minor units to PayPal's decimals (ToMoney).
 // The merchant reference goes into both invoice_id and custom_id: invoice_id is what
 // the PayPal dashboard shows, custom_id survives into every capture and dispute.
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
+	// Refused before any request, the token included: nothing PayPal could answer
+	// would make this amount sendable.
+	amount, err := ToMoney(req.Amount, req.Currency)
+	if err != nil {
+		return provider.Payment{}, &provider.Error{Provider: a.c.Name(), Op: "create", Class: provider.ErrNonRetryable, Err: err}
+	}
 	h := http.Header{}
 	if req.IdempotencyKey != "" {
 		h.Set(HeaderRequestID, req.IdempotencyKey)
 	}
 	h.Set("Prefer", "return=representation")
 	var out Order
-	err := a.do(ctx, provider.Request{
+	err = a.do(ctx, provider.Request{
 		Op: "create", Method: http.MethodPost, Path: "/v2/checkout/orders", Header: h, ConflictRetryable: true,
 		JSON: CreateOrderRequest{Intent: "CAPTURE", PurchaseUnits: []PurchaseUnitRequest{{
 			ReferenceID: "default", InvoiceID: req.MerchantReference, CustomID: req.MerchantReference,
 			Description: req.Description,
-			Amount:      Money{CurrencyCode: req.Currency, Value: FormatAmount(req.Amount, req.Currency)},
+			Amount:      amount,
 		}}},
 	}, &out)
 	if err != nil {
