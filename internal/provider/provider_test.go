@@ -123,6 +123,11 @@ func TestWithinToleranceBothDirections(t *testing.T) {
 	}{
 		{"now is inside", now, true},
 		{"exactly tolerance old is inside", now.Add(-tol), true},
+		{"exactly tolerance in the future is inside", now.Add(tol), true},
+		{"four minutes in the future is inside", now.Add(4 * time.Minute), true},
+		{"four minutes old is inside", now.Add(-4 * time.Minute), true},
+		{"tolerance plus a second old is outside", now.Add(-tol - time.Second), false},
+		{"tolerance plus a second in the future is outside", now.Add(tol + time.Second), false},
 		{"six minutes old is outside", now.Add(-6 * time.Minute), false},
 		{"six minutes in the future is outside", now.Add(6 * time.Minute), false},
 		{"far future does not overflow into inside", time.Unix(1<<62, 0), false},
