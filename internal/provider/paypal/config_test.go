@@ -127,13 +127,28 @@ func TestConfigurationErrors(t *testing.T) {
 		}
 	})
 
-	t.Run("verification API rejecting our credentials cannot decide", func(t *testing.T) {
-		f := &fakePayPal{token: issueToken, api: answer(401, `{"error":"invalid_token"}`)}
+	for _, tt := range []struct {
+		name       string
+		token, api http.HandlerFunc
+	}{
+		{"verification API rejecting our token twice cannot decide", issueToken, answer(401, `{"error":"invalid_token"}`)},
+		{"token endpoint rejecting our client with 400 cannot decide", answer(400, `{"error":"invalid_client"}`), answer(200, `{"verification_status":"SUCCESS"}`)},
+		{"token endpoint rejecting our client with 401 cannot decide", answer(401, `{"error":"invalid_client"}`), answer(200, `{"verification_status":"SUCCESS"}`)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, body := transmission("2026-09-21T12:00:00Z")
+			_, err := fakeAdapter(t, &fakePayPal{token: tt.token, api: tt.api}).VerifyWebhook(context.Background(), h, body, nil, 0, parseTime(t, "2026-09-21T12:00:00Z"))
+			assertClass(t, err, provider.ErrProviderConfig)
+			if errors.Is(err, provider.ErrInvalidSignature) {
+				t.Fatal("our own credentials problem must not reject the sender's webhook")
+			}
+		})
+	}
+	t.Run("verification API answering 400 rejects the webhook", func(t *testing.T) {
 		h, body := transmission("2026-09-21T12:00:00Z")
-		_, err := fakeAdapter(t, f).VerifyWebhook(context.Background(), h, body, nil, 0, parseTime(t, "2026-09-21T12:00:00Z"))
-		assertClass(t, err, provider.ErrProviderConfig)
-		if errors.Is(err, provider.ErrInvalidSignature) {
-			t.Fatal("our own credentials problem must not reject the sender's webhook")
+		_, err := fakeAdapter(t, &fakePayPal{token: issueToken, api: answer(400, `{"name":"VALIDATION_ERROR"}`)}).VerifyWebhook(context.Background(), h, body, nil, 0, parseTime(t, "2026-09-21T12:00:00Z"))
+		if !errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, provider.ErrNoMatchingSignature) {
+			t.Fatalf("err = %v", err)
 		}
 	})
 }
