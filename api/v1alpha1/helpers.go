@@ -4,10 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	iso4217 "github.com/paywarden/paywarden/internal/currency"
 )
 
 // MerchantRef is the merchant reference sent to the provider: the spec's, or
@@ -35,37 +36,17 @@ func (p *Payment) IdempotencyKey() string {
 	return string(p.UID)
 }
 
-// currencyExponent lists ISO 4217 currencies whose minor unit is not 1/100.
-var currencyExponent = map[string]int{
-	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0,
-	"PYG": 0, "RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
-	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
-	"CLF": 4, "UYW": 4,
-}
-
 // FormatAmount renders minor units in major units with the currency, following
-// the ISO 4217 exponent: 1999 USD is "19.99 USD", 1999 JPY is "1999 JPY".
+// the ISO 4217 exponent of internal/currency (the one table paywarden has):
+// 1999 USD is "19.99 USD", 1999 JPY is "1999 JPY", 199900 HUF is "1999.00 HUF".
+// An unknown code is shown with two decimals: this is a display string, and
+// hiding the amount would help nobody.
 func FormatAmount(value int64, currency string) string {
-	exp, ok := currencyExponent[currency]
+	exp, ok := iso4217.Exponent(currency)
 	if !ok {
 		exp = 2
 	}
-	neg := value < 0
-	u := value
-	if neg {
-		u = -u
-	}
-	s := strconv.FormatInt(u, 10)
-	if exp > 0 {
-		for len(s) <= exp {
-			s = "0" + s
-		}
-		s = s[:len(s)-exp] + "." + s[len(s)-exp:]
-	}
-	if neg {
-		s = "-" + s
-	}
-	return s + " " + currency
+	return iso4217.FormatMinor(value, exp) + " " + currency
 }
 
 // WebhookEventName is the deterministic name of the inbox object for one

@@ -630,7 +630,7 @@ func TestWrongCredentialsAreNotRetryable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Get(context.Background(), "x"); !errors.Is(err, provider.ErrNonRetryable) {
+		if _, err := a.Get(context.Background(), "x"); !errors.Is(err, provider.ErrProviderConfig) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

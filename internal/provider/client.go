@@ -77,9 +77,14 @@ type Request struct {
 	// check needs the webhook event embedded exactly as received, and encoding/json
 	// would compact and re-escape a json.RawMessage.
 	RawJSON []byte
-	// NotFound makes a 404 mean ErrNotFound (reads of one resource). Elsewhere a 404
-	// means a wrong URL and is non-retryable.
+	// NotFound makes a 404 mean ErrNotFound: a read of one resource the provider may
+	// not have. Elsewhere (collections, searches, actions) a 404 means the route does
+	// not exist, i.e. a wrong apiURL: ErrProviderConfig.
 	NotFound bool
+	// ConflictRetryable makes a 409 mean ErrRetryable. Set it on create: with an
+	// idempotency key a 409 says "a request with this key is still in progress", and
+	// retrying with the same key later gets the first request's answer.
+	ConflictRetryable bool
 }
 
 // Do performs r and decodes a 2xx JSON answer into out (when out is non-nil). Every
@@ -156,22 +161,30 @@ func (c *Client) fail(op string, class error, code int, err error) *Error {
 	return &Error{Provider: c.name, Op: op, Class: class, StatusCode: code, Err: err}
 }
 
-// classify turns a non-2xx answer into an *Error.
+// classify turns a non-2xx answer into an *Error. The order matters: configuration
+// codes are decided first and nothing in the body can change them; then the provider's
+// explicit problem "retryable" verdict beats the status code.
 func (c *Client) classify(r Request, resp *http.Response, raw []byte) *Error {
 	e := &Error{Provider: c.name, Op: r.Op, StatusCode: resp.StatusCode}
 	code := resp.StatusCode
 	switch {
 	case code >= 300 && code < 400:
-		e.Class = ErrNonRetryable
+		e.Class = ErrProviderConfig
 		e.Detail = "redirect not followed"
 		if loc := resp.Header.Get("Location"); loc != "" {
 			e.Detail += " (Location: " + truncate(loc, 200) + ")"
 		}
 		return e
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		e.Class = ErrProviderConfig
+	case code == http.StatusNotFound && !r.NotFound:
+		e.Class = ErrProviderConfig
+	case code == http.StatusNotFound:
+		e.Class = ErrNotFound
+	case code == http.StatusConflict && r.ConflictRetryable:
+		e.Class = ErrRetryable
 	case code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500:
 		e.Class = ErrRetryable
-	case code == http.StatusNotFound && r.NotFound:
-		e.Class = ErrNotFound
 	default:
 		e.Class = ErrNonRetryable
 	}
@@ -182,8 +195,11 @@ func (c *Client) classify(r Request, resp *http.Response, raw []byte) *Error {
 		if p, ok := DecodeProblem(raw); ok {
 			e.Problem = p
 			// The provider's explicit verdict beats the status code: that is the point
-			// of the retryable member. A 404 stays NotFound unless it says retry.
-			if p.Retryable != nil {
+			// of the retryable member. Two exceptions: a configuration problem stays one
+			// (retrying with rejected credentials cannot help, and calling it retryable
+			// would hide it behind the schedule), and a 404 on a read stays NotFound
+			// unless it says retry.
+			if p.Retryable != nil && e.Class != ErrProviderConfig {
 				switch {
 				case *p.Retryable:
 					e.Class = ErrRetryable
@@ -202,7 +218,37 @@ func (c *Client) classify(r Request, resp *http.Response, raw []byte) *Error {
 	if e.Detail == "" {
 		e.Detail = http.StatusText(code)
 	}
+	e.Code = errorCode(e.Problem, raw)
 	return e
+}
+
+// errorCode pulls the provider's machine-readable error code out of the common body
+// shapes: the problem type, KukoPay's {"error":{"code"}}, OAuth2's {"error":"..."} and
+// PayPal's {"name"}. Adapters use it where one status code has two meanings.
+func errorCode(p *Problem, raw []byte) string {
+	if p != nil && p.Type != "" && p.Type != "about:blank" {
+		return truncate(p.Type, 200)
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	var s string
+	if v, ok := m["error"]; ok {
+		if json.Unmarshal(v, &s) == nil {
+			return truncate(s, 200)
+		}
+		var inner struct {
+			Code string `json:"code"`
+		}
+		if json.Unmarshal(v, &inner) == nil && inner.Code != "" {
+			return truncate(inner.Code, 200)
+		}
+	}
+	if v, ok := m["name"]; ok && json.Unmarshal(v, &s) == nil {
+		return truncate(s, 200)
+	}
+	return ""
 }
 
 // errorDetail pulls a short human message out of the common error body shapes

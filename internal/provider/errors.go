@@ -10,30 +10,47 @@ import (
 )
 
 // Error classes. Every error an adapter returns from an API call matches exactly one of
-// ErrRetryable, ErrNonRetryable, ErrNotFound or ErrUnsupported (errors.Is); callers
-// branch on the class and never on HTTP codes. "Not retryable" in the broad sense is
-// !errors.Is(err, ErrRetryable).
+// ErrRetryable, ErrNonRetryable, ErrNotFound, ErrUnsupported or ErrProviderConfig
+// (errors.Is); callers branch on the class and never on HTTP codes. "Not retryable" in
+// the broad sense is !errors.Is(err, ErrRetryable).
 var (
-	// ErrRetryable: transport errors, timeouts, cancellation, 5xx, 429, problem
-	// "retryable": true. The outcome of the call is unknown or transient; retry later
-	// (honouring RetryAfter), never conclude anything about the payment.
+	// ErrRetryable: transport errors, timeouts, cancellation, 5xx, 429, 408, a 409 on
+	// create (the same idempotency key is still in flight), problem "retryable": true.
+	// The outcome of the call is unknown or transient; retry later (honouring
+	// RetryAfter), never conclude anything about the payment.
 	ErrRetryable = errors.New("retryable provider error")
-	// ErrNonRetryable: a definitive rejection (4xx, problem "retryable": false).
+	// ErrNonRetryable: a definitive answer about the request itself (other 4xx, problem
+	// "retryable": false, an amount the provider cannot represent).
 	ErrNonRetryable = errors.New("non-retryable provider error")
 	// ErrNotFound: the provider has no such payment (404 on Get, empty search).
 	ErrNotFound = errors.New("not found at provider")
 	// ErrUnsupported: the provider has no such operation (e.g. PayPal events API).
 	ErrUnsupported = errors.New("operation not supported by provider")
-	// ErrProviderConfig: the provider refuses paywarden itself, not the payment:
-	// 401/403 (bad or rotated credentials), a redirect, a 404 on a route. Never
-	// a verdict on a payment; calls wait until the configuration is fixed.
+	// ErrProviderConfig: the provider refused paywarden, not the payment: 401/403
+	// (wrong or rotated credentials), any 3xx (redirects are never followed), a 404 on
+	// a collection or route path (wrong apiURL), an OAuth client rejected by the token
+	// endpoint. It is never a verdict on a payment: the call is deferred like an open
+	// circuit and resumes once the PaymentProvider is fixed. A problem "retryable"
+	// member does not override it: a credential problem does not go away by retrying.
 	ErrProviderConfig = errors.New("provider configuration error")
 )
 
-// ErrAmountNotRepresentable is wrapped (together with ErrNonRetryable) by a
-// create the adapter refuses before any call because the provider cannot
-// represent the amount in its currency.
-var ErrAmountNotRepresentable = errors.New("amount not representable by the provider")
+// ErrAmountNotRepresentable is wrapped, together with ErrNonRetryable, by an adapter
+// that refuses an amount before any call because its provider cannot express it (an
+// unknown currency, HUF with fillér at PayPal). Callers use it to record the failure
+// code AmountNotRepresentable on the payment.
+var ErrAmountNotRepresentable = errors.New("amount not representable at provider")
+
+// AmountNotRepresentable builds the error an adapter returns for an amount it refuses
+// before calling the provider: class ErrNonRetryable, wrapping ErrAmountNotRepresentable.
+func AmountNotRepresentable(providerName, op, detail string) error {
+	return &Error{Provider: providerName, Op: op, Class: ErrNonRetryable, Detail: detail, Err: ErrAmountNotRepresentable}
+}
+
+// Classes lists the error classes, for tests that check "exactly one class".
+func Classes() []error {
+	return []error{ErrRetryable, ErrNonRetryable, ErrNotFound, ErrUnsupported, ErrProviderConfig}
+}
 
 // ErrInvalidSignature is returned by VerifyWebhook when the request is not authentic.
 // It always wraps one of the reasons below, so logs and metrics can say why.
@@ -70,8 +87,9 @@ func MalformedEvent(detail string, cause error) error {
 type Error struct {
 	Provider   string        // Config.Name
 	Op         string        // "create", "get", "find", "list events", "verify webhook", "token"
-	Class      error         // ErrRetryable, ErrNonRetryable, ErrNotFound or ErrUnsupported
+	Class      error         // ErrRetryable, ErrNonRetryable, ErrNotFound, ErrUnsupported or ErrProviderConfig
 	StatusCode int           // HTTP status, 0 when no answer was received
+	Code       string        // the provider's machine-readable error code, when the body has one
 	Problem    *Problem      // decoded application/problem+json body, if any
 	RetryAfter time.Duration // hint from Retry-After / retryAfter; 0 when none
 	Detail     string        // short provider message (never a request body or secret)

@@ -13,7 +13,9 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -115,6 +117,55 @@ type Provider interface {
 	VerifyWebhook(ctx context.Context, h http.Header, rawBody []byte, secrets [][]byte, tolerance time.Duration, now time.Time) (scheme string, err error)
 	// ParseEvent decodes one webhook body; ErrMalformedEvent when it cannot.
 	ParseEvent(rawBody []byte) (Event, error)
+	// Capabilities says what this adapter's type needs and can do (the same value as
+	// the type's entry in package providers).
+	Capabilities() Capabilities
+}
+
+// Capabilities is what an adapter type needs and can do; controllers read it instead of
+// switching on the type.
+type Capabilities struct {
+	Type              string       // "kukopay", "paypal", "generic"
+	CredentialKeys    []string     // non-empty keys the credentials Secret must have
+	EventsAPI         bool         // ListEvents works (backfill possible)
+	LookupByReference bool         // FindByMerchantReference works
+	Verification      Verification // what VerifyWebhook needs
+}
+
+// Verification is what an adapter type's VerifyWebhook needs from the PaymentProvider.
+type Verification struct {
+	SigningSecret bool // verifies with the signing Secret's keys (kukopay, generic)
+	Credentials   bool // needs the API credentials (paypal verify API)
+	WebhookID     bool // needs spec.webhook.paypalWebhookID (paypal)
+	// CheckSecret validates one signing-secret value (generic: whsec_ base64); nil = any
+	// non-empty value.
+	CheckSecret func([]byte) error
+}
+
+// MissingCredentials returns the CredentialKeys that creds lacks or has empty, in the
+// order of CredentialKeys; nil when nothing is missing.
+func (c Capabilities) MissingCredentials(creds map[string][]byte) []string {
+	var missing []string
+	for _, k := range c.CredentialKeys {
+		if len(creds[k]) == 0 {
+			missing = append(missing, k)
+		}
+	}
+	return missing
+}
+
+// CheckCredentials is the error an adapter's constructor returns when creds lacks a
+// key its type needs; it names every missing key and never a value.
+func (c Capabilities) CheckCredentials(providerName string, creds map[string][]byte) error {
+	missing := c.MissingCredentials(creds)
+	if len(missing) == 0 {
+		return nil
+	}
+	quoted := make([]string, len(missing))
+	for i, k := range missing {
+		quoted[i] = strconv.Quote(k)
+	}
+	return fmt.Errorf("provider %s: %s credentials Secret needs non-empty %s", providerName, c.Type, strings.Join(quoted, ", "))
 }
 
 // Signature scheme names returned by VerifyWebhook.

@@ -123,6 +123,11 @@ func TestWithinToleranceBothDirections(t *testing.T) {
 	}{
 		{"now is inside", now, true},
 		{"exactly tolerance old is inside", now.Add(-tol), true},
+		{"exactly tolerance in the future is inside", now.Add(tol), true},
+		{"four minutes in the future is inside", now.Add(4 * time.Minute), true},
+		{"four minutes old is inside", now.Add(-4 * time.Minute), true},
+		{"tolerance plus a second old is outside", now.Add(-tol - time.Second), false},
+		{"tolerance plus a second in the future is outside", now.Add(tol + time.Second), false},
 		{"six minutes old is outside", now.Add(-6 * time.Minute), false},
 		{"six minutes in the future is outside", now.Add(6 * time.Minute), false},
 		{"far future does not overflow into inside", time.Unix(1<<62, 0), false},
@@ -144,9 +149,7 @@ func TestErrorNamesProviderAndOperation(t *testing.T) {
 			t.Errorf("%q lacks %q", msg, want)
 		}
 	}
-	if !errors.Is(err, provider.ErrRetryable) || errors.Is(err, provider.ErrNonRetryable) {
-		t.Error("class must match exactly one sentinel")
-	}
+	assertClass(t, err, provider.ErrRetryable)
 	if d, ok := provider.RetryAfter(err); !ok || d != 2*time.Second {
 		t.Errorf("RetryAfter = %v %v", d, ok)
 	}
@@ -166,28 +169,50 @@ func newClient(t *testing.T, url string, timeout time.Duration) *provider.Client
 
 // TestClientClassification runs each answer through a real HTTP round trip.
 func TestClientClassification(t *testing.T) {
+	read := func(r *provider.Request) { r.NotFound = true }
+	create := func(r *provider.Request) { r.Method, r.ConflictRetryable = "POST", true }
 	tests := []struct {
 		name       string
-		notFound   bool
+		req        func(*provider.Request) // nil: a GET of a collection
 		handler    http.HandlerFunc
 		class      error
 		retryAfter time.Duration
 	}{
-		{"500 is retryable", false, status(500, "", ""), provider.ErrRetryable, 0},
-		{"503 with Retry-After seconds is retryable with the hint", false, status(503, "7", ""), provider.ErrRetryable, 7 * time.Second},
-		{"429 with Retry-After HTTP-date is retryable with the hint", false, status(429, "Mon, 21 Sep 2026 12:00:09 GMT", ""), provider.ErrRetryable, 9 * time.Second},
-		{"408 is retryable", false, status(408, "", ""), provider.ErrRetryable, 0},
-		{"400 is not retryable", false, status(400, "", `{"error":{"code":"invalid","message":"bad"}}`), provider.ErrNonRetryable, 0},
-		{"404 on a read is not found", true, status(404, "", ""), provider.ErrNotFound, 0},
-		{"404 elsewhere is not retryable", false, status(404, "", ""), provider.ErrNonRetryable, 0},
-		{"problem retryable false beats 503", false, problem(503, `{"title":"x","retryable":false}`), provider.ErrNonRetryable, 0},
-		{"problem retryable true beats 409", false, problem(409, `{"title":"busy","retryable":true,"retryAfter":3}`), provider.ErrRetryable, 3 * time.Second},
-		{"problem retryable false keeps 404 not found", true, problem(404, `{"retryable":false,"jobId":"j"}`), provider.ErrNotFound, 0},
-		{"redirect is not followed and not retryable", false, func(w http.ResponseWriter, r *http.Request) {
+		{"500 is retryable", nil, status(500, "", ""), provider.ErrRetryable, 0},
+		{"503 with Retry-After seconds is retryable with the hint", nil, status(503, "7", ""), provider.ErrRetryable, 7 * time.Second},
+		{"429 with Retry-After HTTP-date is retryable with the hint", nil, status(429, "Mon, 21 Sep 2026 12:00:09 GMT", ""), provider.ErrRetryable, 9 * time.Second},
+		{"408 is retryable", nil, status(408, "", ""), provider.ErrRetryable, 0},
+		{"400 is not retryable", nil, status(400, "", `{"error":{"code":"invalid","message":"bad"}}`), provider.ErrNonRetryable, 0},
+		{"422 is not retryable", nil, status(422, "", ""), provider.ErrNonRetryable, 0},
+		{"404 on a read of one payment is not found", read, status(404, "", ""), provider.ErrNotFound, 0},
+		{"404 on a collection route is a configuration problem", nil, status(404, "", ""), provider.ErrProviderConfig, 0},
+		{"404 on create is a configuration problem", create, status(404, "", ""), provider.ErrProviderConfig, 0},
+		{"401 is a configuration problem", nil, status(401, "", `{"error":"invalid_token"}`), provider.ErrProviderConfig, 0},
+		{"401 on a read is a configuration problem, not not-found", read, status(401, "", ""), provider.ErrProviderConfig, 0},
+		{"403 is a configuration problem", create, status(403, "", `{"name":"NOT_AUTHORIZED"}`), provider.ErrProviderConfig, 0},
+		{"409 on create is retryable (same key in progress)", create, status(409, "2", `{"error":{"code":"idempotency_key_in_use"}}`), provider.ErrRetryable, 2 * time.Second},
+		{"409 elsewhere is not retryable", nil, status(409, "", ""), provider.ErrNonRetryable, 0},
+		{"problem retryable false beats 503", nil, problem(503, `{"title":"x","retryable":false}`), provider.ErrNonRetryable, 0},
+		{"problem retryable true beats 409", nil, problem(409, `{"title":"busy","retryable":true,"retryAfter":3}`), provider.ErrRetryable, 3 * time.Second},
+		{"problem retryable false beats 409 on create", create, problem(409, `{"title":"key reused","retryable":false}`), provider.ErrNonRetryable, 0},
+		{"problem retryable true beats 400", nil, problem(400, `{"retryable":true}`), provider.ErrRetryable, 0},
+		{"problem retryable false keeps 404 on a read not found", read, problem(404, `{"retryable":false,"jobId":"j"}`), provider.ErrNotFound, 0},
+		{"problem retryable true makes 404 on a read retryable", read, problem(404, `{"retryable":true,"jobId":"j"}`), provider.ErrRetryable, 0},
+		// Configuration wins over the body: rejected credentials do not start working
+		// on a retry, and calling them retryable would hide them behind the schedule.
+		{"problem retryable true does not make 401 retryable", nil, problem(401, `{"title":"expired key","retryable":true,"retryAfter":5}`), provider.ErrProviderConfig, 5 * time.Second},
+		{"problem retryable true does not make 403 retryable", nil, problem(403, `{"retryable":true}`), provider.ErrProviderConfig, 0},
+		{"problem retryable false leaves 401 a configuration problem", nil, problem(401, `{"retryable":false}`), provider.ErrProviderConfig, 0},
+		{"problem retryable true does not make a 404 route retryable", nil, problem(404, `{"retryable":true}`), provider.ErrProviderConfig, 0},
+		{"redirect is not followed and is a configuration problem", nil, func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/elsewhere", http.StatusFound)
-		}, provider.ErrNonRetryable, 0},
-		{"2xx with a broken body is retryable (outcome unknown)", false, status(200, "", "{not json"), provider.ErrRetryable, 0},
-		{"oversized body is retryable", false, func(w http.ResponseWriter, _ *http.Request) {
+		}, provider.ErrProviderConfig, 0},
+		{"redirect on a read is a configuration problem, not not-found", read, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+		}, provider.ErrProviderConfig, 0},
+		{"304 is a configuration problem too", nil, status(304, "", ""), provider.ErrProviderConfig, 0},
+		{"2xx with a broken body is retryable (outcome unknown)", nil, status(200, "", "{not json"), provider.ErrRetryable, 0},
+		{"oversized body is retryable", nil, func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(200)
 			_, _ = w.Write([]byte(strings.Repeat(" ", provider.MaxResponseBytes+10)))
 		}, provider.ErrRetryable, 0},
@@ -200,16 +225,13 @@ func TestClientClassification(t *testing.T) {
 			mux.HandleFunc("/elsewhere", func(w http.ResponseWriter, _ *http.Request) { elsewhere.Add(1); w.Write([]byte(`{}`)) })
 			srv := httptest.NewServer(mux)
 			defer srv.Close()
+			req := provider.Request{Op: "op", Method: "GET", Path: "/x"}
+			if tt.req != nil {
+				tt.req(&req)
+			}
 			var out map[string]any
-			err := newClient(t, srv.URL, time.Second).Do(context.Background(), provider.Request{Op: "get", Method: "GET", Path: "/x", NotFound: tt.notFound}, &out)
-			if !errors.Is(err, tt.class) {
-				t.Fatalf("err = %v, want class %v", err, tt.class)
-			}
-			for _, other := range []error{provider.ErrRetryable, provider.ErrNonRetryable, provider.ErrNotFound, provider.ErrUnsupported} {
-				if other != tt.class && errors.Is(err, other) {
-					t.Errorf("err also matches %v", other)
-				}
-			}
+			err := newClient(t, srv.URL, time.Second).Do(context.Background(), req, &out)
+			assertClass(t, err, tt.class)
 			if d, _ := provider.RetryAfter(err); d != tt.retryAfter {
 				t.Errorf("retry after = %v, want %v", d, tt.retryAfter)
 			}
@@ -217,6 +239,57 @@ func TestClientClassification(t *testing.T) {
 				t.Error("redirect was followed")
 			}
 		})
+	}
+}
+
+// assertClass fails unless err matches class and no other class.
+func assertClass(t *testing.T, err, class error) {
+	t.Helper()
+	if !errors.Is(err, class) {
+		t.Fatalf("err = %v, want class %v", err, class)
+	}
+	for _, other := range provider.Classes() {
+		if other != class && errors.Is(err, other) {
+			t.Errorf("err %v also matches %v", err, other)
+		}
+	}
+}
+
+func TestClientKeepsTheProviderErrorCode(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		code    string
+	}{
+		{"KukoPay error object", status(409, "", `{"error":{"code":"duplicate_out_trade_no","message":"used"}}`), "duplicate_out_trade_no"},
+		{"OAuth2 error string", status(401, "", `{"error":"invalid_client","error_description":"Client Authentication failed"}`), "invalid_client"},
+		{"PayPal name", status(422, "", `{"name":"UNPROCESSABLE_ENTITY","message":"x"}`), "UNPROCESSABLE_ENTITY"},
+		{"problem type", problem(404, `{"type":"https://example.com/probs/job_not_found"}`), "https://example.com/probs/job_not_found"},
+		{"no body", status(500, "", ""), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(tt.handler)
+			defer srv.Close()
+			err := newClient(t, srv.URL, time.Second).Do(context.Background(), provider.Request{Op: "op", Method: "GET", Path: "/x"}, nil)
+			var pe *provider.Error
+			if !errors.As(err, &pe) || pe.Code != tt.code {
+				t.Fatalf("err = %v, code %q, want %q", err, pe.Code, tt.code)
+			}
+		})
+	}
+}
+
+func TestAmountNotRepresentableIsNonRetryable(t *testing.T) {
+	err := provider.AmountNotRepresentable("ns/p", "create", "HUF 1999.50 has fillér")
+	assertClass(t, err, provider.ErrNonRetryable)
+	if !errors.Is(err, provider.ErrAmountNotRepresentable) {
+		t.Fatal("does not wrap ErrAmountNotRepresentable")
+	}
+	for _, want := range []string{"ns/p", "create", "HUF 1999.50"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
 	}
 }
 
@@ -288,8 +361,8 @@ func TestClientDoesNotFollowRedirectsEvenWithCallerClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Do(context.Background(), provider.Request{Op: "get", Method: "GET", Path: "/x"}, nil)
-	if !errors.Is(err, provider.ErrNonRetryable) || hits.Load() != 0 {
+	err = c.Do(context.Background(), provider.Request{Op: "get", Method: "GET", Path: "/x", NotFound: true}, nil)
+	if !errors.Is(err, provider.ErrProviderConfig) || hits.Load() != 0 {
 		t.Fatalf("err = %v, hits = %d", err, hits.Load())
 	}
 }

@@ -9,8 +9,10 @@
 package generic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -40,18 +42,46 @@ type Adapter struct {
 
 var _ provider.Provider = (*Adapter)(nil)
 
+// Type is the PaymentProvider type of this adapter.
+const Type = "generic"
+
+// Capabilities describes the generic async-job API: a bearer token, an events API,
+// search by correlationId, Standard Webhooks signed with whsec_ secrets.
+func Capabilities() provider.Capabilities {
+	return provider.Capabilities{
+		Type:              Type,
+		CredentialKeys:    []string{CredentialToken},
+		EventsAPI:         true,
+		LookupByReference: true,
+		Verification:      provider.Verification{SigningSecret: true, CheckSecret: CheckSecret},
+	}
+}
+
+// CheckSecret validates one signing-secret value: a whsec_ secret must decode to a
+// non-empty key. (Verify skips a secret that does not, so without this check a typo in
+// the Secret would only show as every webhook being rejected.)
+func CheckSecret(s []byte) error {
+	if len(bytes.TrimSpace(s)) == 0 {
+		return errors.New("signing secret is empty")
+	}
+	_, err := DecodeSecret(s)
+	return err
+}
+
 // New builds the adapter; cfg.Credentials must hold "token".
 func New(cfg provider.Config) (*Adapter, error) {
-	tok := string(cfg.Credentials[CredentialToken])
-	if tok == "" {
-		return nil, fmt.Errorf("provider %s: generic credentials need a non-empty %q key", cfg.Name, CredentialToken)
+	if err := Capabilities().CheckCredentials(cfg.Name, cfg.Credentials); err != nil {
+		return nil, err
 	}
 	c, err := provider.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{c: c, token: tok}, nil
+	return &Adapter{c: c, token: string(cfg.Credentials[CredentialToken])}, nil
 }
+
+// Capabilities implements provider.Provider.
+func (a *Adapter) Capabilities() provider.Capabilities { return Capabilities() }
 
 func (a *Adapter) header() http.Header {
 	h := http.Header{}
@@ -62,13 +92,16 @@ func (a *Adapter) header() http.Header {
 // Create implements provider.Provider: POST /jobs with Idempotency-Key; the merchant
 // reference travels as correlationId so both sides' logs line up.
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
+	if err := checkAmount(a.c.Name(), req); err != nil {
+		return provider.Payment{}, err
+	}
 	h := a.header()
 	if req.IdempotencyKey != "" {
 		h.Set(HeaderIdempotencyKey, req.IdempotencyKey)
 	}
 	var out Job
 	err := a.c.Do(ctx, provider.Request{
-		Op: "create", Method: http.MethodPost, Path: "/jobs", Header: h,
+		Op: "create", Method: http.MethodPost, Path: "/jobs", Header: h, ConflictRetryable: true,
 		JSON: CreateJobRequest{
 			CorrelationID: req.MerchantReference, Amount: Amount{Value: req.Amount, Currency: req.Currency},
 			Description: req.Description, Metadata: req.Metadata,

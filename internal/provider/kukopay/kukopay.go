@@ -10,6 +10,7 @@ package kukopay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -39,18 +40,35 @@ type Adapter struct {
 
 var _ provider.Provider = (*Adapter)(nil)
 
+// Type is the PaymentProvider type of this adapter.
+const Type = "kukopay"
+
+// Capabilities describes KukoPay: an API key, an events API, search by out_trade_no,
+// webhooks signed with the signing Secret's keys (any non-empty value).
+func Capabilities() provider.Capabilities {
+	return provider.Capabilities{
+		Type:              Type,
+		CredentialKeys:    []string{CredentialAPIKey},
+		EventsAPI:         true,
+		LookupByReference: true,
+		Verification:      provider.Verification{SigningSecret: true},
+	}
+}
+
 // New builds a KukoPay adapter; cfg.Credentials must hold "apiKey".
 func New(cfg provider.Config) (*Adapter, error) {
-	key := string(cfg.Credentials[CredentialAPIKey])
-	if key == "" {
-		return nil, fmt.Errorf("provider %s: kukopay credentials need a non-empty %q key", cfg.Name, CredentialAPIKey)
+	if err := Capabilities().CheckCredentials(cfg.Name, cfg.Credentials); err != nil {
+		return nil, err
 	}
 	c, err := provider.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Adapter{c: c, apiKey: key}, nil
+	return &Adapter{c: c, apiKey: string(cfg.Credentials[CredentialAPIKey])}, nil
 }
+
+// Capabilities implements provider.Provider.
+func (a *Adapter) Capabilities() provider.Capabilities { return Capabilities() }
 
 func (a *Adapter) header() http.Header {
 	h := http.Header{}
@@ -62,22 +80,43 @@ func (a *Adapter) header() http.Header {
 // both sent: the key replays the first answer for 24h, the merchant reference protects
 // beyond that window.
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
+	if err := checkAmount(a.c.Name(), req); err != nil {
+		return provider.Payment{}, err
+	}
 	h := a.header()
 	if req.IdempotencyKey != "" {
 		h.Set(HeaderIdempotencyKey, req.IdempotencyKey)
 	}
 	var out PaymentObject
 	err := a.c.Do(ctx, provider.Request{
-		Op: "create", Method: http.MethodPost, Path: "/v1/payments", Header: h,
+		Op: "create", Method: http.MethodPost, Path: "/v1/payments", Header: h, ConflictRetryable: true,
 		JSON: CreatePaymentRequest{
 			OutTradeNo: req.MerchantReference, Amount: req.Amount, Currency: req.Currency,
 			Description: req.Description, Metadata: req.Metadata,
 		},
 	}, &out)
 	if err != nil {
-		return provider.Payment{}, err
+		return provider.Payment{}, duplicateReference(err)
 	}
 	return out.Normalize(), nil
+}
+
+// ErrorCodeDuplicateOutTradeNo is KukoPay's error code for a create whose out_trade_no
+// already belongs to a payment with a different amount or currency.
+const ErrorCodeDuplicateOutTradeNo = "duplicate_out_trade_no"
+
+// duplicateReference reclassifies KukoPay's one non-transient 409: a create is
+// retryable on 409 (the same Idempotency-Key still in flight), but an out_trade_no that
+// belongs to a different payment is a definitive answer about this one, and retrying
+// with the same key can only repeat it.
+func duplicateReference(err error) error {
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.StatusCode == http.StatusConflict && pe.Code == ErrorCodeDuplicateOutTradeNo {
+		c := *pe
+		c.Class = provider.ErrNonRetryable
+		return &c
+	}
+	return err
 }
 
 // Get implements provider.Provider.

@@ -2,6 +2,8 @@ package paypal
 
 import (
 	"encoding/json"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/paywarden/paywarden/internal/provider"
@@ -9,6 +11,13 @@ import (
 
 // ParseEvent decodes one PayPal webhook event. Unknown event types parse with
 // Supported=false as long as the envelope is sound.
+//
+// Event.PaymentID is always the ORDER id, the id Create and Get return and paywarden
+// records as the payment's providerPaymentID; never a capture, refund or dispute id,
+// which would look like a second payment for the same order. Capture events name the
+// order in supplementary_data.related_ids.order_id (or an "up" link to the order);
+// refunds may carry it in supplementary_data; disputes never do. Without it PaymentID
+// stays empty and the payment is found by merchant reference.
 func ParseEvent(raw []byte) (provider.Event, error) {
 	var e WebhookEvent
 	if err := json.Unmarshal(raw, &e); err != nil {
@@ -34,7 +43,8 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		var c Capture
 		if err = json.Unmarshal(e.Resource, &c); err == nil {
 			ev.MerchantReference = firstNonEmpty(c.InvoiceID, c.CustomID)
-			if c.SupplementaryData != nil {
+			ev.PaymentID = orderIDFromLinks(c.Links)
+			if c.SupplementaryData != nil && c.SupplementaryData.RelatedIDs.OrderID != "" {
 				ev.PaymentID = c.SupplementaryData.RelatedIDs.OrderID
 			}
 			ev.Currency = c.Amount.CurrencyCode
@@ -88,4 +98,23 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		return provider.Event{}, provider.MalformedEvent("paypal event "+e.ID+" resource", err)
 	}
 	return ev, nil
+}
+
+// orderIDFromLinks returns the order id of an "up" link to /v2/checkout/orders/{id}, as
+// a capture carries; "" for any other link (a refund's "up" is its capture).
+func orderIDFromLinks(links []Link) string {
+	for _, l := range links {
+		if l.Rel != "up" {
+			continue
+		}
+		u, err := url.Parse(l.Href)
+		if err != nil {
+			continue
+		}
+		id, ok := strings.CutPrefix(u.Path, "/v2/checkout/orders/")
+		if ok && id != "" && !strings.Contains(id, "/") {
+			return id
+		}
+	}
+	return ""
 }

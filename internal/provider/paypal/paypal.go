@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
@@ -49,18 +48,35 @@ type Adapter struct {
 
 var _ provider.Provider = (*Adapter)(nil)
 
+// Type is the PaymentProvider type of this adapter.
+const Type = "paypal"
+
+// Capabilities describes PayPal: OAuth2 client credentials, no events API and no
+// search by invoice id, webhooks verified by PayPal's API with the credentials and the
+// configured webhook id (no signing Secret).
+func Capabilities() provider.Capabilities {
+	return provider.Capabilities{
+		Type:           Type,
+		CredentialKeys: []string{CredentialClientID, CredentialClientSecret},
+		Verification:   provider.Verification{Credentials: true, WebhookID: true},
+	}
+}
+
 // New builds a PayPal adapter; cfg.Credentials must hold "clientID" and "clientSecret".
 func New(cfg provider.Config) (*Adapter, error) {
-	id, secret := string(cfg.Credentials[CredentialClientID]), string(cfg.Credentials[CredentialClientSecret])
-	if id == "" || secret == "" {
-		return nil, fmt.Errorf("provider %s: paypal credentials need non-empty %q and %q keys", cfg.Name, CredentialClientID, CredentialClientSecret)
+	if err := Capabilities().CheckCredentials(cfg.Name, cfg.Credentials); err != nil {
+		return nil, err
 	}
 	c, err := provider.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
+	id, secret := string(cfg.Credentials[CredentialClientID]), string(cfg.Credentials[CredentialClientSecret])
 	return &Adapter{c: c, webhookID: cfg.WebhookID, tokens: &tokenSource{c: c, clientID: id, clientSecret: secret}}, nil
 }
+
+// Capabilities implements provider.Provider.
+func (a *Adapter) Capabilities() provider.Capabilities { return Capabilities() }
 
 // tokenSource caches the OAuth2 token until shortly before it expires. Asking PayPal for
 // a token on every call would double the request count and hit its token rate limit.
@@ -93,7 +109,7 @@ func (t *tokenSource) get(ctx context.Context) (string, error) {
 		Form: url.Values{"grant_type": {"client_credentials"}},
 	}, &out)
 	if err != nil {
-		return "", err
+		return "", tokenError(err)
 	}
 	if out.AccessToken == "" {
 		return "", &provider.Error{Provider: t.c.Name(), Op: "token", Class: provider.ErrRetryable, Detail: "empty access_token"}
@@ -102,6 +118,20 @@ func (t *tokenSource) get(ctx context.Context) (string, error) {
 	margin := min(maxTokenMargin, ttl/10)
 	t.token, t.expiry = out.AccessToken, t.c.Now().Add(ttl-margin)
 	return t.token, nil
+}
+
+// tokenError classifies a failed token request. The request carries nothing about a
+// payment, so a definitive refusal of it (401/400 invalid_client, an unsupported grant,
+// a wrong path) is always a configuration problem, never a verdict on the payment that
+// needed the token. Transient failures stay retryable.
+func tokenError(err error) error {
+	var pe *provider.Error
+	if errors.As(err, &pe) && !errors.Is(err, provider.ErrRetryable) && !errors.Is(err, provider.ErrProviderConfig) {
+		c := *pe
+		c.Class = provider.ErrProviderConfig
+		return &c
+	}
+	return err
 }
 
 // invalidate drops tok if it is still the cached one (a 401 means PayPal revoked it).
@@ -113,7 +143,10 @@ func (t *tokenSource) invalidate(tok string) {
 	}
 }
 
-// do sends r with a bearer token; on 401 it fetches a fresh token and tries once more.
+// do sends r with a bearer token; on 401 it fetches a fresh token and tries once more
+// (PayPal revokes tokens before expires_in, e.g. when the app's secret is rotated). A
+// second 401 is ErrProviderConfig, as classified by the client: the new token was
+// refused too, so the credentials or the app's permissions are wrong.
 func (a *Adapter) do(ctx context.Context, r provider.Request, out any) error {
 	for attempt := 0; ; attempt++ {
 		tok, err := a.tokens.get(ctx)
@@ -136,21 +169,28 @@ func (a *Adapter) do(ctx context.Context, r provider.Request, out any) error {
 }
 
 // Create implements provider.Provider: POST /v2/checkout/orders with PayPal-Request-Id.
+// The amount is converted from ISO minor units to PayPal's decimals (ToMoney).
 // The merchant reference goes into both invoice_id and custom_id: invoice_id is what
 // the PayPal dashboard shows, custom_id survives into every capture and dispute.
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
+	// Refused before any request, the token included: nothing PayPal could answer
+	// would make this amount sendable.
+	amount, err := ToMoney(req.Amount, req.Currency)
+	if err != nil {
+		return provider.Payment{}, &provider.Error{Provider: a.c.Name(), Op: "create", Class: provider.ErrNonRetryable, Err: err}
+	}
 	h := http.Header{}
 	if req.IdempotencyKey != "" {
 		h.Set(HeaderRequestID, req.IdempotencyKey)
 	}
 	h.Set("Prefer", "return=representation")
 	var out Order
-	err := a.do(ctx, provider.Request{
-		Op: "create", Method: http.MethodPost, Path: "/v2/checkout/orders", Header: h,
+	err = a.do(ctx, provider.Request{
+		Op: "create", Method: http.MethodPost, Path: "/v2/checkout/orders", Header: h, ConflictRetryable: true,
 		JSON: CreateOrderRequest{Intent: "CAPTURE", PurchaseUnits: []PurchaseUnitRequest{{
 			ReferenceID: "default", InvoiceID: req.MerchantReference, CustomID: req.MerchantReference,
 			Description: req.Description,
-			Amount:      Money{CurrencyCode: req.Currency, Value: FormatAmount(req.Amount, req.Currency)},
+			Amount:      amount,
 		}}},
 	}, &out)
 	if err != nil {

@@ -102,37 +102,6 @@ func TestEventTypeTable(t *testing.T) {
 	})
 }
 
-func TestAmounts(t *testing.T) {
-	tests := []struct {
-		minor    int64
-		currency string
-		decimal  string
-	}{
-		{1999, "USD", "19.99"}, {5, "USD", "0.05"}, {100, "EUR", "1.00"}, {1999, "JPY", "1999"},
-		{1234, "KWD", "1.234"}, {0, "USD", "0.00"}, {-150, "USD", "-1.50"},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%d %s is %s", tt.minor, tt.currency, tt.decimal), func(t *testing.T) {
-			if got := paypal.FormatAmount(tt.minor, tt.currency); got != tt.decimal {
-				t.Fatalf("format: %s", got)
-			}
-			if got, err := paypal.ParseAmount(tt.decimal, tt.currency); err != nil || got != tt.minor {
-				t.Fatalf("parse: %d %v", got, err)
-			}
-		})
-	}
-	for _, bad := range []struct{ v, c string }{{"1.999", "USD"}, {"1.5", "JPY"}, {"abc", "USD"}, {"", "USD"}, {"1.", "USD"}, {".5", "USD"}, {"99999999999999999999", "USD"}} {
-		t.Run("rejects "+bad.v+" "+bad.c, func(t *testing.T) {
-			if _, err := paypal.ParseAmount(bad.v, bad.c); err == nil {
-				t.Fatal("accepted")
-			}
-		})
-	}
-	if got, _ := paypal.ParseAmount("10.5", "USD"); got != 1050 {
-		t.Errorf("short fraction: %d", got)
-	}
-}
-
 func TestNormalizeOrderUsesCapturedAmountAndRefunds(t *testing.T) {
 	o := paypal.Order{ID: "O1", Status: "COMPLETED", PurchaseUnits: []paypal.PurchaseUnit{{
 		InvoiceID: "ref-1", Amount: paypal.Money{CurrencyCode: "USD", Value: "20.00"},

@@ -75,12 +75,14 @@ func (a *Adapter) VerifyWebhook(ctx context.Context, h http.Header, rawBody []by
 		return provider.SchemePayPal, provider.SignatureError(provider.ErrMalformedHeader, err.Error())
 	}
 	var out VerifyResponse
-	err = a.do(ctx, provider.Request{Op: "verify webhook", Method: http.MethodPost, Path: "/v1/notifications/verify-webhook-signature", RawJSON: body}, &out)
+	err = a.do(ctx, provider.Request{Op: verifyOp, Method: http.MethodPost, Path: "/v1/notifications/verify-webhook-signature", RawJSON: body}, &out)
 	if err != nil {
 		var pe *provider.Error
 		// PayPal answers 400 when the transmission fields are not even well-formed:
-		// that is a forged or mangled request, not an outage.
-		if errors.As(err, &pe) && (pe.StatusCode == http.StatusBadRequest || pe.StatusCode == http.StatusUnprocessableEntity) {
+		// that is a forged or mangled request, not an outage. Only the verification
+		// call's own answer counts: a 400 from the token endpoint is our credentials
+		// problem (ProviderConfig) and must not reject the sender's webhook.
+		if errors.As(err, &pe) && pe.Op == verifyOp && (pe.StatusCode == http.StatusBadRequest || pe.StatusCode == http.StatusUnprocessableEntity) {
 			return provider.SchemePayPal, fmt.Errorf("%w: %w: %w", provider.ErrInvalidSignature, provider.ErrNoMatchingSignature, err)
 		}
 		return provider.SchemePayPal, err
@@ -90,6 +92,9 @@ func (a *Adapter) VerifyWebhook(ctx context.Context, h http.Header, rawBody []by
 	}
 	return provider.SchemePayPal, nil
 }
+
+// verifyOp names the verification call in errors.
+const verifyOp = "verify webhook"
 
 // VerifyRequestBody builds the verify-webhook-signature body with rawEvent spliced in
 // byte for byte: encoding/json would compact and re-escape a json.RawMessage, and

@@ -71,6 +71,7 @@ type Capture struct {
 	SupplementaryData *SupplementaryData `json:"supplementary_data,omitempty"`
 	CreateTime        string             `json:"create_time,omitempty"`
 	UpdateTime        string             `json:"update_time,omitempty"`
+	Links             []Link             `json:"links,omitempty"` // rel "up" is the order
 }
 
 // Refund is a refund of a capture (also the resource of PAYMENT.CAPTURE.REFUNDED).

@@ -1,6 +1,9 @@
 package providers_test
 
 import (
+	"encoding/base64"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -8,26 +11,156 @@ import (
 	"github.com/paywarden/paywarden/internal/provider/providers"
 )
 
-func TestNew(t *testing.T) {
-	creds := map[string][]byte{"apiKey": []byte("k"), "clientID": []byte("i"), "clientSecret": []byte("s"), "token": []byte("t")}
+func cfgWith(creds map[string][]byte) provider.Config {
+	return provider.Config{Name: "ns/p", APIURL: "https://api.example.com", Credentials: creds}
+}
+
+// TestEveryTypeNeedsExactlyItsCredentialKeys builds each type with exactly the keys its
+// Capabilities declare, then with each key missing or empty: the declared list and the
+// constructor must agree, or the PaymentProvider's Ready condition would lie.
+func TestEveryTypeNeedsExactlyItsCredentialKeys(t *testing.T) {
 	for _, typ := range providers.Types() {
-		t.Run(typ+" builds", func(t *testing.T) {
-			p, err := providers.New(typ, provider.Config{Name: "ns/p", APIURL: "https://api.example.com", Credentials: creds})
+		caps, ok := providers.Lookup(typ)
+		if !ok {
+			t.Fatalf("Types lists %q but Lookup does not know it", typ)
+		}
+		if caps.Type != typ {
+			t.Errorf("Lookup(%q).Type = %q", typ, caps.Type)
+		}
+		if len(caps.CredentialKeys) == 0 {
+			t.Errorf("%s declares no credential keys", typ)
+		}
+		exact := map[string][]byte{}
+		for _, k := range caps.CredentialKeys {
+			exact[k] = []byte("value-of-" + k)
+		}
+		t.Run(typ+" builds with exactly its credential keys", func(t *testing.T) {
+			p, err := providers.New(typ, cfgWith(exact))
 			if err != nil || p == nil {
 				t.Fatalf("%v %v", p, err)
 			}
+			if got := p.Capabilities(); got.Type != typ || !slices.Equal(got.CredentialKeys, caps.CredentialKeys) {
+				t.Errorf("adapter Capabilities %+v differ from the registry's %+v", got, caps)
+			}
+			if missing := caps.MissingCredentials(exact); missing != nil {
+				t.Errorf("MissingCredentials = %v", missing)
+			}
 		})
-		t.Run(typ+" without credentials fails with a nil provider", func(t *testing.T) {
-			p, err := providers.New(typ, provider.Config{Name: "ns/p", APIURL: "https://api.example.com"})
+		for _, key := range caps.CredentialKeys {
+			for _, how := range []string{"missing", "empty"} {
+				t.Run(typ+" without "+key+" ("+how+") fails naming it", func(t *testing.T) {
+					creds := map[string][]byte{}
+					for k, v := range exact {
+						creds[k] = v
+					}
+					if how == "missing" {
+						delete(creds, key)
+					} else {
+						creds[key] = nil
+					}
+					p, err := providers.New(typ, cfgWith(creds))
+					if err == nil || p != nil {
+						t.Fatalf("%v %v", p, err)
+					}
+					if !strings.Contains(err.Error(), strconv.Quote(key)) || !strings.Contains(err.Error(), "ns/p") {
+						t.Errorf("error %q does not name the key %q and the provider", err, key)
+					}
+					for k, v := range exact {
+						if k != key && strings.Contains(err.Error(), strconv.Quote(k)) {
+							t.Errorf("error %q names %q, which is present", err, k)
+						}
+						if strings.Contains(err.Error(), string(v)) {
+							t.Errorf("error %q leaks a credential value", err)
+						}
+					}
+					if got := caps.MissingCredentials(creds); !slices.Equal(got, []string{key}) {
+						t.Errorf("MissingCredentials = %v", got)
+					}
+				})
+			}
+		}
+		t.Run(typ+" without any credentials fails with a nil provider", func(t *testing.T) {
+			p, err := providers.New(typ, cfgWith(nil))
 			if err == nil || p != nil {
 				t.Fatalf("%v %v", p, err)
 			}
 		})
 	}
-	t.Run("unknown type names the type and the provider", func(t *testing.T) {
-		p, err := providers.New("stripe", provider.Config{Name: "ns/p", APIURL: "https://x"})
-		if err == nil || p != nil || !strings.Contains(err.Error(), `"stripe"`) || !strings.Contains(err.Error(), "ns/p") {
-			t.Fatalf("%v %v", p, err)
+}
+
+func TestCapabilities(t *testing.T) {
+	tests := []struct {
+		typ                        string
+		keys                       []string
+		events, lookup             bool
+		signingSecret, creds, whID bool
+		checksSecret               bool
+	}{
+		{providers.TypeKukoPay, []string{"apiKey"}, true, true, true, false, false, false},
+		{providers.TypePayPal, []string{"clientID", "clientSecret"}, false, false, false, true, true, false},
+		{providers.TypeGeneric, []string{"token"}, true, true, true, false, false, true},
+	}
+	if len(tests) != len(providers.Types()) {
+		t.Errorf("registry has %v, test covers %d types", providers.Types(), len(tests))
+	}
+	for _, tt := range tests {
+		t.Run(tt.typ, func(t *testing.T) {
+			c, ok := providers.Lookup(tt.typ)
+			if !ok {
+				t.Fatal("unknown")
+			}
+			v := c.Verification
+			if !slices.Equal(c.CredentialKeys, tt.keys) || c.EventsAPI != tt.events || c.LookupByReference != tt.lookup ||
+				v.SigningSecret != tt.signingSecret || v.Credentials != tt.creds || v.WebhookID != tt.whID || (v.CheckSecret != nil) != tt.checksSecret {
+				t.Fatalf("got %+v", c)
+			}
+		})
+	}
+	t.Run("unknown type", func(t *testing.T) {
+		if _, ok := providers.Lookup("stripe"); ok {
+			t.Fatal("stripe is not registered yet")
 		}
 	})
+	t.Run("Lookup hands out a copy", func(t *testing.T) {
+		c, _ := providers.Lookup(providers.TypeKukoPay)
+		c.CredentialKeys[0] = "changed"
+		if c2, _ := providers.Lookup(providers.TypeKukoPay); c2.CredentialKeys[0] != "apiKey" {
+			t.Fatal("a caller changed the registry")
+		}
+	})
+}
+
+func TestGenericCheckSecret(t *testing.T) {
+	c, _ := providers.Lookup(providers.TypeGeneric)
+	check := c.Verification.CheckSecret
+	for _, tt := range []struct {
+		name, secret string
+		ok           bool
+	}{
+		{"whsec base64", "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef")), true},
+		{"whsec base64 with a trailing newline", "whsec_" + base64.StdEncoding.EncodeToString([]byte("k")) + "\n", true},
+		{"raw secret without prefix", "plain-secret", true},
+		{"whsec with invalid base64", "whsec_***", false},
+		{"whsec with nothing after the prefix", "whsec_", false},
+		{"empty", "", false},
+		{"whitespace only", " \n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := check([]byte(tt.secret)); (err == nil) != tt.ok {
+				t.Fatalf("CheckSecret(%q) = %v", tt.secret, err)
+			}
+		})
+	}
+}
+
+func TestUnknownTypeNamesTheTypeAndTheProvider(t *testing.T) {
+	p, err := providers.New("stripe", provider.Config{Name: "ns/p", APIURL: "https://x"})
+	if err == nil || p != nil || !strings.Contains(err.Error(), `"stripe"`) || !strings.Contains(err.Error(), "ns/p") {
+		t.Fatalf("%v %v", p, err)
+	}
+	for _, typ := range providers.Types() {
+		if !strings.Contains(err.Error(), typ) {
+			t.Errorf("error %q does not list %s", err, typ)
+		}
+	}
 }

@@ -1,0 +1,75 @@
+package generic_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/generic"
+)
+
+func assertClass(t *testing.T, err, class error) {
+	t.Helper()
+	if !errors.Is(err, class) {
+		t.Fatalf("err = %v, want class %v", err, class)
+	}
+	for _, other := range provider.Classes() {
+		if other != class && errors.Is(err, other) {
+			t.Errorf("err %v also matches %v", err, other)
+		}
+	}
+}
+
+func serve(t *testing.T, h http.HandlerFunc) *generic.Adapter {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	a, err := generic.New(provider.Config{Name: "ns/gen", APIURL: srv.URL, Credentials: map[string][]byte{"token": []byte("t")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func problemAnswer(code int, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}
+}
+
+func TestErrorClasses(t *testing.T) {
+	req := provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "ref-1", Amount: 100, Currency: "EUR"}
+	createJob := func(a *generic.Adapter) error { _, err := a.Create(context.Background(), req); return err }
+	getJob := func(a *generic.Adapter) error { _, err := a.Get(context.Background(), "job_1"); return err }
+	findJob := func(a *generic.Adapter) error {
+		_, err := a.FindByMerchantReference(context.Background(), "ref-1")
+		return err
+	}
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		call    func(*generic.Adapter) error
+		class   error
+	}{
+		{"409 on create with the key in progress is retryable", problemAnswer(409, `{"title":"in progress","jobId":"job_1"}`), createJob, provider.ErrRetryable},
+		{"409 on create that says retryable false is a rejection", problemAnswer(409, `{"title":"key reused with another body","retryable":false}`), createJob, provider.ErrNonRetryable},
+		{"422 on create is a rejection", problemAnswer(422, `{"title":"invalid amount"}`), createJob, provider.ErrNonRetryable},
+		{"401 on create is configuration even when it says retryable", problemAnswer(401, `{"title":"bad token","retryable":true}`), createJob, provider.ErrProviderConfig},
+		{"403 on get is configuration", problemAnswer(403, `{"title":"forbidden"}`), getJob, provider.ErrProviderConfig},
+		{"404 on one job is not found", problemAnswer(404, `{"title":"Job not found","jobId":"job_1"}`), getJob, provider.ErrNotFound},
+		{"404 on the jobs search is configuration", problemAnswer(404, `{"title":"no such route"}`), findJob, provider.ErrProviderConfig},
+		{"redirect on create is configuration", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "https://elsewhere.invalid/jobs", http.StatusPermanentRedirect)
+		}, createJob, provider.ErrProviderConfig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertClass(t, tt.call(serve(t, tt.handler)), tt.class)
+		})
+	}
+}

@@ -1,0 +1,144 @@
+package generic_test
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/generic"
+)
+
+// opensslVectors were computed with openssl, independently of this package, and are
+// hard-coded: a Verify that signs something else than "<id>.<timestamp>.<raw body>"
+// with the base64-decoded whsec_ key (another separator or order, the secret used
+// undecoded, a trimmed body) fails them. Each comment is the exact command; hexkey is
+// the decoded secret in hex (printf '%s' '<base64>' | openssl base64 -d | xxd -p).
+var opensslVectors = []struct {
+	name   string
+	secret string // as configured in the signing Secret
+	id     string
+	ts     int64
+	body   string
+	sig    string // base64 HMAC-SHA256
+}{
+	{
+		name:   "ASCII JSON body",
+		secret: "whsec_cGF5d2FyZGVuIHN0YW5kYXJkIHdlYmhvb2tzIGtleSAx",
+		id:     "msg_2mV1kN8aQ",
+		ts:     1758456000,
+		body:   `{"id":"msg_2mV1kN8aQ","type":"job.succeeded","data":{"jobId":"job_1","amount":{"value":1999,"currency":"USD"}}}`,
+		// printf '%s' 'msg_2mV1kN8aQ.1758456000.{"id":"msg_2mV1kN8aQ","type":"job.succeeded","data":{"jobId":"job_1","amount":{"value":1999,"currency":"USD"}}}' | openssl dgst -sha256 -mac HMAC -macopt hexkey:70617977617264656e207374616e6461726420776562686f6f6b73206b65792031 -binary | openssl base64
+		sig: "6pIda1tmZHvqJqhzlrDznsygdGNJV+Vd17yRIkfUzmU=",
+	},
+	{
+		name:   "body with non-ASCII UTF-8",
+		secret: "whsec_c2Vjb25kIGtleTogMzIgYnl0ZXMgb2YgZW50cm9weSE=",
+		id:     "msg_unicode",
+		ts:     1790000000,
+		body:   `{"id":"msg_unicode","type":"job.failed","data":{"jobId":"job_2","failure":{"message":"Zahlung abgelehnt – カード拒否 ❌"}}}`,
+		// printf '%s' 'msg_unicode.1790000000.{"id":"msg_unicode","type":"job.failed","data":{"jobId":"job_2","failure":{"message":"Zahlung abgelehnt – カード拒否 ❌"}}}' | openssl dgst -sha256 -mac HMAC -macopt hexkey:7365636f6e64206b65793a203332206279746573206f6620656e74726f707921 -binary | openssl base64
+		sig: "m3z3CVBFhFZCoC2IPzHWkcxUT+X0AxEp3wRkZtnStvo=",
+	},
+	{
+		name:   "body with a trailing newline and a binary key",
+		secret: "whsec_nywA4bR9WjjG8BJ+jUuToQ==",
+		id:     "msg_nl",
+		ts:     1758456789,
+		body:   "{\"id\":\"msg_nl\",\"type\":\"job.processing\"}\n",
+		// printf '%s\n' 'msg_nl.1758456789.{"id":"msg_nl","type":"job.processing"}' | openssl dgst -sha256 -mac HMAC -macopt hexkey:9f2c00e1b47d5a38c6f0127e8d4b93a1 -binary | openssl base64
+		sig: "PBwW+ACiOl5/HaXqafsv11q1eGmNcGK6uttuI3NpLYY=",
+	},
+}
+
+func vectorHeaders(id string, ts int64, sig string) http.Header {
+	h := http.Header{}
+	h.Set(generic.HeaderWebhookID, id)
+	h.Set(generic.HeaderWebhookTS, strconv.FormatInt(ts, 10))
+	h.Set(generic.HeaderWebhookSig, "v1,"+sig)
+	return h
+}
+
+// flip changes one byte of s (the middle one, by one bit).
+func flip(s string) string {
+	b := []byte(s)
+	b[len(b)/2] ^= 0x01
+	return string(b)
+}
+
+func TestOpenSSLVectors(t *testing.T) {
+	for _, v := range opensslVectors {
+		at := time.Unix(v.ts, 0)
+		t.Run(v.name+" verifies", func(t *testing.T) {
+			if err := generic.Verify(vectorHeaders(v.id, v.ts, v.sig), []byte(v.body), [][]byte{[]byte(v.secret)}, 5*time.Minute, at); err != nil {
+				t.Fatal(err)
+			}
+			// paysim signs with Sign: it must produce exactly what openssl did.
+			key, err := generic.DecodeSecret([]byte(v.secret))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := generic.Sign(key, v.id, v.ts, []byte(v.body)); got != v.sig {
+				t.Fatalf("Sign = %s, openssl says %s", got, v.sig)
+			}
+		})
+		for _, m := range []struct {
+			name   string
+			h      http.Header
+			body   string
+			secret string
+		}{
+			{"one byte of the body changed", vectorHeaders(v.id, v.ts, v.sig), flip(v.body), v.secret},
+			{"trailing newline added", vectorHeaders(v.id, v.ts, v.sig), v.body + "\n", v.secret},
+			{"one character of the signature changed", vectorHeaders(v.id, v.ts, flip(v.sig)), v.body, v.secret},
+			{"one byte of webhook-id changed", vectorHeaders(flip(v.id), v.ts, v.sig), v.body, v.secret},
+			{"timestamp one second off", vectorHeaders(v.id, v.ts+1, v.sig), v.body, v.secret},
+			{"the whsec_ secret used without decoding", vectorHeaders(v.id, v.ts, v.sig), v.body, v.secret[len("whsec_"):]},
+		} {
+			t.Run(v.name+" rejected with "+m.name, func(t *testing.T) {
+				err := generic.Verify(m.h, []byte(m.body), [][]byte{[]byte(m.secret)}, 5*time.Minute, at)
+				if !errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, provider.ErrNoMatchingSignature) {
+					t.Fatalf("err = %v", err)
+				}
+			})
+		}
+	}
+}
+
+// TestToleranceBothDirections moves our clock around a fixed, independently signed
+// vector. A timestamp ahead of our clock is as acceptable as one behind it, up to the
+// tolerance inclusive: a Verify that rejected every future timestamp fails here.
+func TestToleranceBothDirections(t *testing.T) {
+	v := opensslVectors[0]
+	ts := time.Unix(v.ts, 0)
+	type clockCase struct {
+		name string
+		now  time.Time
+		ok   bool
+	}
+	for _, tol := range []time.Duration{5 * time.Minute, 30 * time.Second} {
+		tests := []clockCase{
+			{"same second", ts, true},
+			{"exactly +tolerance (timestamp ahead of our clock)", ts.Add(-tol), true},
+			{"exactly -tolerance (timestamp behind our clock)", ts.Add(tol), true},
+			{"tolerance+1s ahead", ts.Add(-tol - time.Second), false},
+			{"tolerance+1s behind", ts.Add(tol + time.Second), false},
+		}
+		if tol == 5*time.Minute {
+			tests = append(tests, clockCase{"4 minutes ahead", ts.Add(-4 * time.Minute), true}, clockCase{"4 minutes behind", ts.Add(4 * time.Minute), true})
+		}
+		for _, tt := range tests {
+			t.Run(tol.String()+" "+tt.name, func(t *testing.T) {
+				err := generic.Verify(vectorHeaders(v.id, v.ts, v.sig), []byte(v.body), [][]byte{[]byte(v.secret)}, tol, tt.now)
+				if tt.ok && err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				if !tt.ok && (!errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, provider.ErrTimestampTolerance)) {
+					t.Fatalf("err = %v, want a tolerance rejection", err)
+				}
+			})
+		}
+	}
+}

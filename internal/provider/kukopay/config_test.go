@@ -1,0 +1,72 @@
+package kukopay_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/kukopay"
+)
+
+func assertClass(t *testing.T, err, class error) {
+	t.Helper()
+	if !errors.Is(err, class) {
+		t.Fatalf("err = %v, want class %v", err, class)
+	}
+	for _, other := range provider.Classes() {
+		if other != class && errors.Is(err, other) {
+			t.Errorf("err %v also matches %v", err, other)
+		}
+	}
+}
+
+func serve(t *testing.T, h http.HandlerFunc) *kukopay.Adapter {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	a, err := kukopay.New(provider.Config{Name: "ns/kuko", APIURL: srv.URL, Credentials: map[string][]byte{"apiKey": []byte("k")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func kukoError(code int, errCode string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(`{"error":{"code":"` + errCode + `","message":"m"}}`))
+	}
+}
+
+func TestCreateConflicts(t *testing.T) {
+	req := provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "ORD-1", Amount: 100, Currency: "CNY"}
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		class   error
+	}{
+		{"409 with the same key in progress is retryable", kukoError(409, "idempotency_key_in_use"), provider.ErrRetryable},
+		{"409 without a body is retryable", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(409) }, provider.ErrRetryable},
+		{"409 out_trade_no used by another payment is a rejection", kukoError(409, kukopay.ErrorCodeDuplicateOutTradeNo), provider.ErrNonRetryable},
+		{"401 is configuration", kukoError(401, "authentication_failure"), provider.ErrProviderConfig},
+		{"404 on the payments collection is configuration", kukoError(404, "resource_missing"), provider.ErrProviderConfig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := serve(t, tt.handler).Create(context.Background(), req)
+			assertClass(t, err, tt.class)
+		})
+	}
+	t.Run("404 on one payment is not found", func(t *testing.T) {
+		_, err := serve(t, kukoError(404, "resource_missing")).Get(context.Background(), "pay_1")
+		assertClass(t, err, provider.ErrNotFound)
+	})
+	t.Run("404 on the search route is configuration, not an empty search", func(t *testing.T) {
+		_, err := serve(t, kukoError(404, "resource_missing")).FindByMerchantReference(context.Background(), "ORD-1")
+		assertClass(t, err, provider.ErrProviderConfig)
+	})
+}
