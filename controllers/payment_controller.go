@@ -188,6 +188,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		facts.ConfigAccepted = entry != nil && entry.ConfigProblem() == ""
 		step := payment.Plan(p, pol, facts, now)
 		switch step.Action {
 		case payment.Nothing:

@@ -221,9 +221,17 @@ type QueryStatus struct {
 	// microsecond: the schedule must never fire early because of rounding.
 	// +optional
 	NextTime *metav1.MicroTime `json:"nextTime,omitempty"`
-	// lastError is the error of the last failed query; cleared by a success.
+	// lastError is the error of the last failed call; cleared by an answer.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
+	// lastErrorClass says what lastError means for the payment: NoAnswer (a
+	// transport error, timeout, 5xx or 429: retried at the same step),
+	// ProviderConfig (the provider refused paywarden's credentials or route:
+	// waits for the PaymentProvider to be fixed), NotFound, Refused or
+	// Unsupported.
+	// +kubebuilder:validation:Enum=NoAnswer;ProviderConfig;NotFound;Refused;Unsupported
+	// +optional
+	LastErrorClass string `json:"lastErrorClass,omitempty"`
 	// consecutiveErrors counts failed calls in a row.
 	// +optional
 	ConsecutiveErrors int32 `json:"consecutiveErrors,omitempty"`

@@ -43,7 +43,7 @@ func Requery(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
 		c.event(false, "RequeryIgnored", fmt.Sprintf("payment is already %s; nothing to query", st.Phase))
 		return c.done(), true
 	}
-	st.Query.Attempts, st.Query.ConsecutiveErrors, st.Query.LastError = 0, 0, ""
+	st.Query.Attempts, st.Query.ConsecutiveErrors, st.Query.LastError, st.Query.LastErrorClass = 0, 0, "", ""
 	st.Query.UnansweredSince = nil
 	st.Query.NextTime = ptrMicro(now)
 	phase := st.Phase

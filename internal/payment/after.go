@@ -106,7 +106,7 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 	switch Classify(call.Err) {
 	case Answered:
 		q.LastTime = ptrMicro(now)
-		q.LastError, q.ConsecutiveErrors, q.UnansweredSince = "", 0, nil
+		q.LastError, q.LastErrorClass, q.ConsecutiveErrors, q.UnansweredSince = "", "", 0, nil
 		if !held {
 			q.Attempts++
 		}
@@ -138,6 +138,7 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 		}
 		q.LastTime = ptrMicro(now)
 		q.Attempts++
+		q.LastError, q.LastErrorClass = call.Err.Error(), Classify(call.Err).StatusName()
 		c.apply(Observation{
 			Source: v1alpha1.SourceStatusQuery, Observed: ObservedUnknown,
 			Review: v1alpha1.ReasonNonRetryableQueryError, Reason: call.Err.Error(),
@@ -165,7 +166,7 @@ func (c *change) answered(pp provider.Payment, source v1alpha1.ObservationSource
 	if st.ProviderPaymentID == "" {
 		st.ProviderPaymentID = pp.ID
 	}
-	st.Query.LastError, st.Query.ConsecutiveErrors, st.Query.UnansweredSince = "", 0, nil
+	st.Query.LastError, st.Query.LastErrorClass, st.Query.ConsecutiveErrors, st.Query.UnansweredSince = "", "", 0, nil
 }
 
 // startSchedule starts the status-query schedule once the provider knows the
@@ -185,7 +186,7 @@ func (c *change) startSchedule(pol Policy) {
 // and gives up only after Policy.MaxUnreachable without any answer.
 func (c *change) noAnswer(pol Policy, err error, query bool) {
 	q := &c.st().Query
-	q.LastError = err.Error()
+	q.LastError, q.LastErrorClass = err.Error(), NoAnswer.StatusName()
 	q.ConsecutiveErrors++
 	if q.UnansweredSince == nil {
 		q.UnansweredSince = ptrMicro(c.now)
@@ -211,6 +212,7 @@ func (c *change) noAnswer(pol Policy, err error, query bool) {
 func (c *change) configProblem(pol Policy, err error) {
 	q := &c.st().Query
 	q.LastError = "provider configuration problem, waiting for it to be fixed: " + err.Error()
+	q.LastErrorClass = Classify(err).StatusName()
 	c.wakeIn(pol.configRetry())
 }
 

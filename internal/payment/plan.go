@@ -50,6 +50,11 @@ type Facts struct {
 	// ReferenceOwner names an older Payment of the same provider in the same
 	// namespace that already uses this payment's merchant reference.
 	ReferenceOwner string
+	// ConfigAccepted is true when the provider's configuration has not been
+	// refused since it last changed: a payment that waits because its last
+	// call was refused for the configuration (lastErrorClass ProviderConfig)
+	// goes again at once instead of at its retry time.
+	ConfigAccepted bool
 }
 
 // Plan decides what to do for a payment now (SPEC §2.2–§2.5, §11): operator
@@ -77,7 +82,13 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 	if ProviderID(p) == "" {
 		return planCreate(p, pol, facts, now)
 	}
-	return planQuery(p, pol, now)
+	return planQuery(p, pol, facts, now)
+}
+
+// configFixed: the payment waits only because the provider refused the
+// configuration, and the configuration has changed since.
+func configFixed(st *v1alpha1.PaymentStatus, facts Facts) bool {
+	return facts.ConfigAccepted && st.Query.LastErrorClass == ConfigProblem.StatusName()
 }
 
 func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
@@ -94,7 +105,7 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	if gaveUp(st, pol, now) {
 		return Step{Action: Write, Outcome: unreachable(p, pol, now), Why: "provider unreachable"}
 	}
-	if next := st.Query.NextTime; next != nil && now.Before(next.Time) {
+	if next := st.Query.NextTime; next != nil && now.Before(next.Time) && !configFixed(st, facts) {
 		return Step{Action: Wait, At: next.Time, Why: "create retry not due"}
 	}
 	switch {
@@ -108,7 +119,7 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	return Step{Action: Create, Why: "create with the payment's idempotency key"}
 }
 
-func planQuery(p *v1alpha1.Payment, pol Policy, now time.Time) Step {
+func planQuery(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 	st := &p.Status
 	if gaveUp(st, pol, now) {
 		return Step{Action: Write, Outcome: unreachable(p, pol, now), Why: "provider unreachable"}
@@ -117,7 +128,7 @@ func planQuery(p *v1alpha1.Payment, pol Policy, now time.Time) Step {
 	closeOut := expires && !now.Before(expiry)
 	last := st.Query.LastTime
 	freshDue := closeOut && (last == nil || last.Time.Before(expiry))
-	if next := st.Query.NextTime; next != nil && now.Before(next.Time) && !freshDue {
+	if next := st.Query.NextTime; next != nil && now.Before(next.Time) && !freshDue && !configFixed(st, facts) {
 		at := next.Time
 		if expires && !closeOut && expiry.Before(at) {
 			at = expiry // the close-out's fresh query

@@ -174,6 +174,27 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "a payment waiting for a refused configuration waits while it is still refused", pay: func() *v1alpha1.Payment {
+				p := created("refused")
+				return store(p, payment.AfterQuery(p, pol, fails(errUnauthorized), false, t0.Add(30*time.Second)))
+			},
+			now: t0.Add(40 * time.Second), action: payment.Wait, at: t0.Add(90 * time.Second),
+		},
+		{
+			name: "a payment waiting for a refused configuration goes at once when it was fixed", pay: func() *v1alpha1.Payment {
+				p := created("fixed")
+				return store(p, payment.AfterQuery(p, pol, fails(errUnauthorized), false, t0.Add(30*time.Second)))
+			},
+			facts: payment.Facts{ConfigAccepted: true}, now: t0.Add(40 * time.Second), action: payment.Query,
+		},
+		{
+			name: "an accepted configuration does not hurry a payment waiting for an answer", pay: func() *v1alpha1.Payment {
+				p := created("no-answer")
+				return store(p, payment.AfterQuery(p, pol, fails(errNoAnswer), false, t0.Add(30*time.Second)))
+			},
+			facts: payment.Facts{ConfigAccepted: true}, now: t0.Add(40 * time.Second), action: payment.Wait, at: t0.Add(60 * time.Second),
+		},
+		{
 			name: "a status query waits for its time", pay: func() *v1alpha1.Payment { return created("waiting") },
 			now: t0.Add(10 * time.Second), action: payment.Wait, at: t0.Add(30 * time.Second),
 		},

@@ -105,6 +105,23 @@ func Classify(err error) ErrorClass {
 	}
 }
 
+// StatusName is the class as recorded in status.query.lastErrorClass.
+func (c ErrorClass) StatusName() string {
+	switch c {
+	case NoAnswer:
+		return "NoAnswer"
+	case ConfigProblem:
+		return "ProviderConfig"
+	case NotFound:
+		return "NotFound"
+	case Refused:
+		return "Refused"
+	case Unsupported:
+		return "Unsupported"
+	}
+	return ""
+}
+
 // String names the class for metrics and logs.
 func (c ErrorClass) String() string {
 	switch c {
