@@ -224,6 +224,11 @@ func TestRejectedRequestsWriteNothing(t *testing.T) {
 	p := k.payment(t, "order-5", "order-5", "pay_5", 900)
 	big := bytes.Repeat([]byte("x"), 2048)
 	signed := func(body []byte) http.Header { return inboxtest.KukoPayHeader(body, time.Now(), k.secret) }
+	// Signed, well-formed events that can never be stored (the record's
+	// schema refuses them): 400, so the provider stops; 503 would make it
+	// retry for days.
+	longID := inboxtest.KukoPayEvent{ID: strings.Repeat("e", 513), Type: "payment.succeeded", PaymentID: "pay_5", MerchantRef: "order-5", Status: "succeeded", Amount: 900, Currency: "USD"}.Body(t)
+	longRef := inboxtest.KukoPayEvent{ID: "evt_longref", Type: "payment.succeeded", PaymentID: "pay_5", MerchantRef: strings.Repeat("r", 256), Status: "succeeded", Amount: 900, Currency: "USD"}.Body(t)
 	cases := []struct {
 		name   string
 		method string
@@ -238,6 +243,8 @@ func TestRejectedRequestsWriteNothing(t *testing.T) {
 		{name: "body over maxBodyBytes without a length", method: "POST", body: big, header: signed(big), chunked: true, code: http.StatusRequestEntityTooLarge},
 		{name: "signed body that is not JSON", method: "POST", body: []byte("{not json"), header: signed([]byte("{not json")), code: http.StatusBadRequest},
 		{name: "signed JSON that is not an event", method: "POST", body: []byte(`{"object":"event"}`), header: signed([]byte(`{"object":"event"}`)), code: http.StatusBadRequest},
+		{name: "signed event whose id can never be stored", method: "POST", body: longID, header: signed(longID), code: http.StatusBadRequest},
+		{name: "signed event whose reference can never be stored", method: "POST", body: longRef, header: signed(longRef), code: http.StatusBadRequest},
 		{name: "unknown provider", method: "POST", path: "/webhooks/" + k.ns + "/nope", code: http.StatusNotFound},
 		{name: "provider in another namespace", method: "POST", path: "/webhooks/default/" + k.name, code: http.StatusNotFound},
 		{name: "path with an extra segment", method: "POST", path: "/webhooks/" + k.ns + "/" + k.name + "/x", code: http.StatusNotFound},

@@ -29,16 +29,10 @@ var errVerifyBudget = errors.New("provider signature verification budget exhaust
 // verification that calls the provider's API goes through apiVerification.
 func (s *Server) verifySignature(ctx context.Context, p provider.Provider, prov *v1alpha1.PaymentProvider, h http.Header, body []byte, secrets [][]byte) (string, error) {
 	tolerance, now := prov.Spec.WebhookTolerance(), s.clock.Now()
-	if !verifiesThroughAPI(prov) {
+	if !p.Capabilities().Verification.Credentials {
 		return p.VerifyWebhook(ctx, h, body, secrets, tolerance, now)
 	}
 	return s.verify.do(ctx, p, prov, h, body, secrets, tolerance, now)
-}
-
-// verifiesThroughAPI reports whether checking prov's signatures costs a call to the provider.
-// Switch it to the verification capability adapters will declare in internal/provider.
-func verifiesThroughAPI(prov *v1alpha1.PaymentProvider) bool {
-	return prov.Spec.Type == v1alpha1.ProviderPayPal
 }
 
 // apiVerification guards the verifications that cost a call to the provider
