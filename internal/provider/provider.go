@@ -34,7 +34,103 @@ const (
 	StatusRefund     Status = "Refund"
 	StatusDispute    Status = "Dispute"
 	StatusUnknown    Status = "Unknown"
+	// StatusApproved: the payer approved at the provider and the merchant's
+	// call is due: a capture (automatic capture) or an authorization (manual
+	// capture at providers with an authorize step, see
+	// Capabilities.AuthorizeStep). No money is reserved yet.
+	StatusApproved Status = "Approved"
+	// StatusAuthorized: the money is reserved; a capture takes it (all or
+	// part), a cancel releases it, and it expires uncaptured after
+	// Payment.AuthorizationExpiresAt.
+	StatusAuthorized Status = "Authorized"
+	// StatusCanceled: canceled or voided before any money was taken.
+	StatusCanceled Status = "Canceled"
 )
+
+// CaptureMethod says when the money of an authorized payment is taken.
+type CaptureMethod string
+
+// Capture methods.
+const (
+	// CaptureAutomatic: paywarden (or the provider) captures as soon as the
+	// payment is approved or authorized.
+	CaptureAutomatic CaptureMethod = "Automatic"
+	// CaptureManual: the payment waits in Authorized until the merchant asks
+	// for the capture.
+	CaptureManual CaptureMethod = "Manual"
+)
+
+// Checkout is where the provider sends the payer back from its hosted page.
+type Checkout struct {
+	ReturnURL, CancelURL string
+}
+
+// StoredMethod identifies a payment method the provider already holds (a
+// server-side charge): tokens only, never card data.
+type StoredMethod struct {
+	Customer, PaymentMethod string
+}
+
+// CustomerAction is where the payer must go to approve or complete the
+// payment, and until when the link works.
+type CustomerAction struct {
+	URL       string
+	ExpiresAt time.Time // zero when the provider does not say
+}
+
+// ActionRequest asks for a money-moving call on an existing payment:
+// Authorize, Capture or Cancel. IdempotencyKey is deterministic (derived
+// from the payment's key and the action), so a repeated call after a crash
+// is replayed by the provider rather than done twice.
+type ActionRequest struct {
+	PaymentID      string
+	IdempotencyKey string
+	// Amount (Capture) is the amount to capture in ISO minor units; 0 takes
+	// the whole authorized amount. A partial capture releases the rest.
+	Amount   int64
+	Currency string
+	// Reason (Cancel) is the merchant's reason, forwarded where the provider
+	// takes one.
+	Reason string
+}
+
+// RefundStatus is a refund's normalized status.
+type RefundStatus string
+
+// Refund statuses. Pending and Processing are not final; Unknown means the
+// provider itself does not know yet.
+const (
+	RefundPending    RefundStatus = "Pending"
+	RefundProcessing RefundStatus = "Processing"
+	RefundSucceeded  RefundStatus = "Succeeded"
+	RefundFailed     RefundStatus = "Failed"
+	RefundUnknown    RefundStatus = "Unknown"
+)
+
+// RefundRequest asks for a refund of (part of) a payment.
+type RefundRequest struct {
+	// PaymentID is the provider's id of the payment refunded.
+	PaymentID string
+	// IdempotencyKey is sent as the provider's idempotency header.
+	IdempotencyKey string
+	// Reference is paywarden's reference of the refund (forwarded as
+	// metadata where the provider keeps it), for FindRefund.
+	Reference string
+	Amount    int64 // ISO minor units, > 0
+	Currency  string
+	Reason    string
+}
+
+// Refund is the provider's view of one refund, normalized.
+type Refund struct {
+	ID, PaymentID, Reference string
+	Status                   RefundStatus
+	RawStatus                string
+	Amount                   int64
+	Currency                 string
+	FailureCode              string
+	FailureMessage           string
+}
 
 // DefaultTimeout bounds one provider request when Config.Timeout is zero.
 const DefaultTimeout = 10 * time.Second
@@ -56,6 +152,17 @@ type CreateRequest struct {
 	Amount                                         int64 // minor units
 	Currency                                       string
 	Metadata                                       map[string]string
+	// CaptureMethod is Automatic when empty.
+	CaptureMethod CaptureMethod
+	// Checkout, when set, makes the payer approve at the provider's hosted
+	// page (Payment.CustomerAction is the link).
+	Checkout *Checkout
+	// StoredMethod, when set, charges a payment method the provider holds,
+	// without the payer.
+	StoredMethod *StoredMethod
+	// ExpiresAt, when set, is when the payer's checkout should stop working
+	// (the adapter keeps it within the provider's bounds).
+	ExpiresAt time.Time
 }
 
 // Payment is the provider's view of one payment, normalized.
@@ -68,6 +175,15 @@ type Payment struct {
 	RefundedTotal         int64 // cumulative refunded, minor units
 	FailureCode           string
 	FailureMessage        string
+	// CustomerAction is set while the payer must act (approve, authenticate).
+	CustomerAction *CustomerAction
+	// CheckoutID is the provider's id of the checkout the payment belongs to
+	// (a Stripe Checkout Session), when it differs from ID; an id that names
+	// the same payment.
+	CheckoutID string
+	// AuthorizationExpiresAt is when an Authorized payment's reservation
+	// ends (zero when unknown).
+	AuthorizationExpiresAt time.Time
 }
 
 // Event is one provider event (webhook or events API), normalized.
@@ -85,7 +201,13 @@ type Event struct {
 	Currency                     string
 	RefundedTotal                int64
 	FailureCode, FailureMessage  string
-	Raw                          []byte // the raw JSON of this one event exactly as the provider sent it
+	// CheckoutID, as in Payment: another id of the same payment.
+	CheckoutID string
+	// Refund is the refund a refund event is about (id, status, amount), so
+	// the event can settle a Refund resource; RefundedTotal stays the
+	// payment's cumulative refunded amount.
+	Refund *Refund
+	Raw    []byte // the raw JSON of this one event exactly as the provider sent it
 }
 
 // EventPage is one page of the provider's events API.
@@ -120,6 +242,26 @@ type Provider interface {
 	// Capabilities says what this adapter's type needs and can do (the same value as
 	// the type's entry in package providers).
 	Capabilities() Capabilities
+
+	// Authorize turns an approved payment into an authorization (reserves the
+	// money), for providers whose approval does not (Capabilities.AuthorizeStep).
+	Authorize(ctx context.Context, req ActionRequest) (Payment, error)
+	// Capture takes the money of an approved or authorized payment, all or
+	// req.Amount. An "already captured" answer is not an error: the payment's
+	// current state is returned.
+	Capture(ctx context.Context, req ActionRequest) (Payment, error)
+	// Cancel cancels a payment that has not taken money (voids its
+	// authorization). An "already canceled" answer is not an error; a payment
+	// that has taken money is refused with ErrNonRetryable.
+	Cancel(ctx context.Context, req ActionRequest) (Payment, error)
+	// CreateRefund refunds (part of) a succeeded payment, once per key.
+	CreateRefund(ctx context.Context, req RefundRequest) (Refund, error)
+	// GetRefund reads one refund; ErrNotFound when the provider has none.
+	GetRefund(ctx context.Context, paymentID, refundID string) (Refund, error)
+	// FindRefund looks a refund up by paywarden's reference (past the key
+	// window); ErrNotFound when none, ErrUnsupported where the provider
+	// cannot search.
+	FindRefund(ctx context.Context, paymentID, reference string) (Refund, error)
 }
 
 // Capabilities is what an adapter type needs and can do; controllers read it instead of
@@ -130,6 +272,21 @@ type Capabilities struct {
 	EventsAPI         bool         // ListEvents works (backfill possible)
 	LookupByReference bool         // FindByMerchantReference works
 	Verification      Verification // what VerifyWebhook needs
+	Lifecycle         Lifecycle    // what a checkout can do beyond create and read
+}
+
+// Lifecycle is what an adapter type supports of a real checkout.
+type Lifecycle struct {
+	Checkout       bool // a hosted page where the payer approves (Payment.CustomerAction)
+	StoredMethod   bool // a server-side charge of a stored payment method
+	ManualCapture  bool // CaptureManual: Authorized until the merchant captures
+	PartialCapture bool // a capture of less than the authorized amount
+	// AuthorizeStep: an approved payment is not authorized until the
+	// merchant calls Authorize (PayPal orders with intent AUTHORIZE).
+	AuthorizeStep bool
+	Cancel        bool // Cancel works
+	Refunds       bool // CreateRefund and GetRefund work
+	RefundLookup  bool // FindRefund works
 }
 
 // Verification is what an adapter type's VerifyWebhook needs from the PaymentProvider.
