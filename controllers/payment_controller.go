@@ -170,6 +170,9 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if prov != nil {
 		pol = payment.PolicyFor(&prov.Spec)
 	}
+	if entry != nil {
+		pol.Lifecycle, pol.LifecycleKnown = entry.Caps.Lifecycle, true
+	}
 	uid := string(p.UID)
 
 	// An answer whose write failed is stored before anything else: the
@@ -181,7 +184,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		r.unstored.drop(uid)
 	}
 
-	wrote, called, fresh := false, false, false
+	wrote, called, fresh, freshOperation := false, false, false, false
 	for {
 		now := r.Clock.Now()
 		facts, err := r.facts(ctx, p)
@@ -189,6 +192,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 		facts.ConfigAccepted = entry != nil && entry.ConfigProblem() == ""
+		facts.FreshOperation = freshOperation
 		step := payment.Plan(p, pol, facts, now)
 		switch step.Action {
 		case payment.Nothing:
@@ -198,6 +202,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			release(entry, uid)
 			return requeueAt(step.At, now, wrote), nil
 		case payment.Write:
+			opBefore := p.Status.Operation.DeepCopy()
 			stored, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome {
 				if s := payment.Plan(p, pol, facts, now); s.Action == payment.Write {
 					return s.Outcome
@@ -213,6 +218,11 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 				return requeueAt(now.Add(minIdleRequeue), now, wrote), nil
 			}
 			wrote = true
+			// An operation stored just now has not been called yet: this
+			// reconcile knows, a later one would have to look it up.
+			if op := p.Status.Operation; op != nil && op.LastAttemptAt == nil && (opBefore == nil || !opBefore.RequestedAt.Equal(&op.RequestedAt)) {
+				freshOperation = true
+			}
 			continue
 		}
 
@@ -224,7 +234,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			logger.Info("provider not usable; waiting", "reason", perr.Error())
 			return ctrl.Result{RequeueAfter: providerRetry}, nil
 		}
-		if step.Action != payment.Query && !wrote && !fresh {
+		if (step.Action == payment.Create || step.Action == payment.Lookup) && !wrote && !fresh {
 			// A create may already have gone out, or been recorded by a write
 			// the cache has not caught up with: decide from the API server.
 			fresh = true
@@ -257,6 +267,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if call.Err != nil {
 			logger.Info("provider "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
 		}
+		freshOperation = false
 		u := unstored{action: step.Action, call: call, closeOut: step.CloseOut, at: at}
 		if _, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
 			// Keep the answer: the next attempt (after the controller's
@@ -329,14 +340,7 @@ func (r *PaymentReconciler) call(ctx context.Context, e *gateway.Entry, p *v1alp
 	)
 	switch action {
 	case payment.Create:
-		pp, err = e.Provider.Create(ctx, provider.CreateRequest{
-			IdempotencyKey:    p.IdempotencyKey(),
-			MerchantReference: p.MerchantRef(),
-			Description:       p.Spec.Description,
-			Amount:            p.Spec.Amount.Value,
-			Currency:          p.Spec.Amount.Currency,
-			Metadata:          p.Spec.Metadata,
-		})
+		pp, err = e.Provider.Create(ctx, createRequest(p))
 	case payment.Lookup:
 		if !e.Caps.LookupByReference {
 			return payment.Call{Err: provider.Unsupported(e.Key.String(), "find")}
@@ -344,8 +348,52 @@ func (r *PaymentReconciler) call(ctx context.Context, e *gateway.Entry, p *v1alp
 		pp, err = e.Provider.FindByMerchantReference(ctx, p.MerchantRef())
 	case payment.Query:
 		pp, err = e.Provider.Get(ctx, payment.ProviderID(p))
+	case payment.CallAuthorize, payment.CallCapture, payment.CallCancel:
+		op := p.Status.Operation
+		req := provider.ActionRequest{
+			PaymentID: payment.ProviderID(p), IdempotencyKey: payment.OperationKey(p, op.Kind),
+			Currency: p.Spec.Amount.Currency, Reason: op.Reason,
+		}
+		if op.Amount != nil {
+			req.Amount = op.Amount.Value
+		}
+		switch action {
+		case payment.CallAuthorize:
+			pp, err = e.Provider.Authorize(ctx, req)
+		case payment.CallCapture:
+			pp, err = e.Provider.Capture(ctx, req)
+		default:
+			pp, err = e.Provider.Cancel(ctx, req)
+		}
 	}
 	return payment.Call{Payment: pp, Err: err}
+}
+
+// createRequest is what the provider's create is asked for: the spec, with
+// the payment's idempotency key and merchant reference.
+func createRequest(p *v1alpha1.Payment) provider.CreateRequest {
+	req := provider.CreateRequest{
+		IdempotencyKey:    p.IdempotencyKey(),
+		MerchantReference: p.MerchantRef(),
+		Description:       p.Spec.Description,
+		Amount:            p.Spec.Amount.Value,
+		Currency:          p.Spec.Amount.Currency,
+		Metadata:          p.Spec.Metadata,
+		CaptureMethod:     provider.CaptureAutomatic,
+	}
+	if p.Spec.CaptureMethod == v1alpha1.CaptureManual {
+		req.CaptureMethod = provider.CaptureManual
+	}
+	if c := p.Spec.Checkout; c != nil {
+		req.Checkout = &provider.Checkout{ReturnURL: c.ReturnURL, CancelURL: c.CancelURL}
+	}
+	if m := p.Spec.PaymentMethod; m != nil {
+		req.StoredMethod = &provider.StoredMethod{Customer: m.Customer, PaymentMethod: m.PaymentMethod}
+	}
+	if d := p.Spec.ExpiresAfter; d != nil {
+		req.ExpiresAt = p.CreationTimestamp.Add(d.Duration)
+	}
+	return req
 }
 
 // store writes what decide makes of the payment and publishes the outcome.
@@ -406,8 +454,10 @@ func (u unstored) decide(p *v1alpha1.Payment, pol payment.Policy) payment.Outcom
 		return payment.AfterCreate(p, pol, u.call, u.at)
 	case payment.Lookup:
 		return payment.AfterLookup(p, pol, u.call, u.at)
-	default:
+	case payment.Query:
 		return payment.AfterQuery(p, pol, u.call, u.closeOut, u.at)
+	default:
+		return payment.AfterOperation(p, pol, payment.OperationOf(u.action), u.call, u.at)
 	}
 }
 

@@ -16,20 +16,36 @@ const (
 	// AnnotationResolveReason is the operator's reason for a resolve; it is
 	// recorded in history.
 	AnnotationResolveReason = AnnotationPrefix + "resolve-reason"
+	// AnnotationCapture captures an Authorized payment with captureMethod
+	// Manual: "all" (or any value that is not a number) takes the whole
+	// authorized amount, a positive number of minor units takes that much
+	// (a partial capture; the rest is released). Each new value is acted on
+	// once; set before the payment is Authorized, it waits for it.
+	AnnotationCapture = AnnotationPrefix + "capture"
+	// AnnotationCancel cancels a payment that has not taken money (voids its
+	// authorization, cancels the order at the provider); its value is the
+	// reason. On a payment that took money it is refused with a Warning Event:
+	// create a Refund instead.
+	AnnotationCancel = AnnotationPrefix + "cancel"
 )
 
 // PaymentPhase is where a payment stands.
-// +kubebuilder:validation:Enum=Pending;Processing;Succeeded;Failed;Expired;Unknown;PartiallyRefunded;Refunded
+// +kubebuilder:validation:Enum=Pending;Processing;Authorized;Succeeded;Failed;Expired;Canceled;Unknown;PartiallyRefunded;Refunded
 type PaymentPhase string
 
-// The phases of a payment. Succeeded, Failed, Expired, PartiallyRefunded and
-// Refunded are final: only a refund, a dispute or an operator moves them.
+// The phases of a payment. Succeeded, Failed, Expired, Canceled,
+// PartiallyRefunded and Refunded are final: only a refund, a dispute or an
+// operator moves them.
 const (
-	PhasePending           PaymentPhase = "Pending"
-	PhaseProcessing        PaymentPhase = "Processing"
+	PhasePending    PaymentPhase = "Pending"
+	PhaseProcessing PaymentPhase = "Processing"
+	// PhaseAuthorized: the money is reserved, not taken; a capture takes it,
+	// a cancel releases it, and it expires uncaptured.
+	PhaseAuthorized        PaymentPhase = "Authorized"
 	PhaseSucceeded         PaymentPhase = "Succeeded"
 	PhaseFailed            PaymentPhase = "Failed"
 	PhaseExpired           PaymentPhase = "Expired"
+	PhaseCanceled          PaymentPhase = "Canceled"
 	PhaseUnknown           PaymentPhase = "Unknown"
 	PhasePartiallyRefunded PaymentPhase = "PartiallyRefunded"
 	PhaseRefunded          PaymentPhase = "Refunded"
@@ -38,17 +54,28 @@ const (
 // IsFinal reports whether the provider (or an operator) has settled the payment.
 func (p PaymentPhase) IsFinal() bool {
 	switch p {
-	case PhaseSucceeded, PhaseFailed, PhaseExpired, PhasePartiallyRefunded, PhaseRefunded:
+	case PhaseSucceeded, PhaseFailed, PhaseExpired, PhaseCanceled, PhasePartiallyRefunded, PhaseRefunded:
+		return true
+	}
+	return false
+}
+
+// TookMoney reports whether the payment took the payer's money (it may
+// since have been refunded).
+func (p PaymentPhase) TookMoney() bool {
+	switch p {
+	case PhaseSucceeded, PhasePartiallyRefunded, PhaseRefunded:
 		return true
 	}
 	return false
 }
 
 // ObservationSource says which channel an observation came through.
-// +kubebuilder:validation:Enum=Create;Webhook;StatusQuery;Backfill;Sweep;Manual
+// +kubebuilder:validation:Enum=Create;Webhook;StatusQuery;Backfill;Sweep;Manual;Authorize;Capture;Cancel
 type ObservationSource string
 
-// The channels that feed the state machine (SPEC §0).
+// The channels that feed the state machine (SPEC §0), and the answers of the
+// money-moving calls on an existing payment.
 const (
 	SourceCreate      ObservationSource = "Create"
 	SourceWebhook     ObservationSource = "Webhook"
@@ -56,6 +83,9 @@ const (
 	SourceBackfill    ObservationSource = "Backfill"
 	SourceSweep       ObservationSource = "Sweep"
 	SourceManual      ObservationSource = "Manual"
+	SourceAuthorize   ObservationSource = "Authorize"
+	SourceCapture     ObservationSource = "Capture"
+	SourceCancel      ObservationSource = "Cancel"
 )
 
 // Condition types on a Payment.
@@ -89,6 +119,9 @@ const (
 	// the one recorded for this order (a possible double charge), or another
 	// Payment already uses this merchant reference.
 	ReasonDuplicatePayment = "DuplicatePayment"
+	// ReasonCaptureRefused: the provider refused paywarden's automatic capture
+	// (or authorization) of an approved payment; a human decides.
+	ReasonCaptureRefused = "CaptureRefused"
 )
 
 // Other reasons used on conditions, failures and history entries.
@@ -104,6 +137,10 @@ const (
 	ReasonResolved               = "ResolvedManually"
 	ReasonReviewed               = "Reviewed"
 	ReasonDisputeOpened          = "DisputeOpened"
+	// ReasonAuthorizationExpired: an authorization ended uncaptured.
+	ReasonAuthorizationExpired = "AuthorizationExpired"
+	// ReasonCanceledByOperator: canceled through the cancel annotation.
+	ReasonCanceledByOperator = "CanceledByOperator"
 )
 
 // LocalObjectReference names an object in the same namespace.
@@ -142,6 +179,7 @@ type Money struct {
 // PaymentSpec is what the platform team asks for. It is immutable once created:
 // a payment cannot change amount, currency or provider after the fact.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable after creation; create a new Payment instead"
+// +kubebuilder:validation:XValidation:rule="!(has(self.checkout) && has(self.paymentMethod))",message="set checkout (the payer approves at the provider) or paymentMethod (a server-side charge), not both"
 type PaymentSpec struct {
 	// providerRef names the PaymentProvider, in the same namespace, that takes
 	// this payment.
@@ -195,6 +233,69 @@ type PaymentSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	ExpiresAfter *metav1.Duration `json:"expiresAfter,omitempty"`
+
+	// captureMethod says when the money is taken: Automatic (the default)
+	// captures as soon as the provider reports the payment approved or
+	// authorized; Manual waits in phase Authorized for the
+	// payments.paywarden.dev/capture annotation.
+	// +kubebuilder:validation:Enum=Automatic;Manual
+	// +kubebuilder:default=Automatic
+	// +optional
+	CaptureMethod CaptureMethod `json:"captureMethod,omitempty"`
+
+	// checkout is where the provider sends the payer back from its hosted
+	// page. Set it when the payer approves the payment at the provider;
+	// status.customerAction then holds the link to send the payer to.
+	// +optional
+	Checkout *CheckoutSpec `json:"checkout,omitempty"`
+
+	// paymentMethod charges a payment method the provider already holds,
+	// without the payer (a server-side charge). Provider tokens only: card
+	// numbers are refused.
+	// +optional
+	PaymentMethod *PaymentMethodRef `json:"paymentMethod,omitempty"`
+}
+
+// CaptureMethod says when an authorized payment's money is taken.
+type CaptureMethod string
+
+// Capture methods.
+const (
+	CaptureAutomatic CaptureMethod = "Automatic"
+	CaptureManual    CaptureMethod = "Manual"
+)
+
+// CheckoutSpec is where the provider sends the payer back.
+type CheckoutSpec struct {
+	// returnURL is where the payer lands after approving. https, or http on
+	// localhost for development.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHostname() != '' && (self.startsWith('https://') || self.matches('^http://(localhost|127[.]0[.]0[.]1)(:[0-9]+)?(/.*)?$'))",message="returnURL must be an https URL (http is allowed for localhost)"
+	// +required
+	ReturnURL string `json:"returnURL"`
+	// cancelURL is where the payer lands after giving up. Same rules.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHostname() != '' && (self.startsWith('https://') || self.matches('^http://(localhost|127[.]0[.]0[.]1)(:[0-9]+)?(/.*)?$'))",message="cancelURL must be an https URL (http is allowed for localhost)"
+	// +optional
+	CancelURL string `json:"cancelURL,omitempty"`
+}
+
+// PaymentMethodRef names a stored payment method by the provider's tokens.
+type PaymentMethodRef struct {
+	// customer is the provider's customer id (e.g. cus_...).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.:-]+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{12,19}$')",message="customer must be a provider token, never a card number"
+	// +optional
+	Customer string `json:"customer,omitempty"`
+	// paymentMethod is the provider's payment-method token (e.g. pm_...).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.:-]+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]{12,19}$')",message="paymentMethod must be a provider token, never a card number"
+	// +required
+	PaymentMethod string `json:"paymentMethod"`
 }
 
 // Failure is the provider's reason for a failed payment.
@@ -287,6 +388,60 @@ type ActionStatus struct {
 	// resolve is the last resolve annotation value acted on, with its reason.
 	// +optional
 	Resolve string `json:"resolve,omitempty"`
+	// capture is the last capture annotation value acted on.
+	// +optional
+	Capture string `json:"capture,omitempty"`
+	// cancel is the last cancel annotation value acted on.
+	// +optional
+	Cancel string `json:"cancel,omitempty"`
+}
+
+// CustomerAction is where the payer must go.
+type CustomerAction struct {
+	// url of the provider's page for the payer.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// expiresAt is when the link stops working, if the provider says.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+}
+
+// OperationKind is a money-moving call on an existing payment.
+// +kubebuilder:validation:Enum=Authorize;Capture;Cancel
+type OperationKind string
+
+// Operation kinds.
+const (
+	OperationAuthorize OperationKind = "Authorize"
+	OperationCapture   OperationKind = "Capture"
+	OperationCancel    OperationKind = "Cancel"
+)
+
+// Operation is a money-moving call in progress.
+type Operation struct {
+	// kind of call.
+	Kind OperationKind `json:"kind"`
+	// requestedAt is when the operation was decided, before any call.
+	RequestedAt metav1.Time `json:"requestedAt"`
+	// lastAttemptAt is when the last call went out without an answer; the
+	// outcome is then looked up before the call is repeated.
+	// +optional
+	LastAttemptAt *metav1.MicroTime `json:"lastAttemptAt,omitempty"`
+	// retryAt is when the call may be tried again after an attempt without an
+	// answer (its outcome is looked up first). The operation keeps its own
+	// timing: it never moves the payment's status-query schedule.
+	// +optional
+	RetryAt *metav1.MicroTime `json:"retryAt,omitempty"`
+	// attempts counts calls that went out without an answer.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// amount to capture (Capture); absent takes the whole authorized amount.
+	// +optional
+	Amount *Money `json:"amount,omitempty"`
+	// reason given for a Cancel.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // PaymentStatus is paywarden's view of the payment at the provider. It is
@@ -361,6 +516,46 @@ type PaymentStatus struct {
 	// +optional
 	Actions ActionStatus `json:"actions,omitempty"`
 
+	// customerAction is where the payer must go to approve or complete the
+	// payment, while the provider waits for them.
+	// +optional
+	CustomerAction *CustomerAction `json:"customerAction,omitempty"`
+
+	// checkoutID is the provider's id of the checkout the payment belongs to
+	// (a Stripe Checkout Session), when it differs from providerPaymentID.
+	// +optional
+	CheckoutID string `json:"checkoutID,omitempty"`
+
+	// payerApproved is true once the payer approved at the provider and the
+	// merchant's call is due: the capture (captureMethod Automatic) or the
+	// authorization (Manual, at providers with an authorize step).
+	// +optional
+	PayerApproved bool `json:"payerApproved,omitempty"`
+
+	// amountAuthorized is the amount reserved by the authorization.
+	// +optional
+	AmountAuthorized *Money `json:"amountAuthorized,omitempty"`
+
+	// authorizationExpiresAt is when the authorization ends uncaptured.
+	// +optional
+	AuthorizationExpiresAt *metav1.Time `json:"authorizationExpiresAt,omitempty"`
+
+	// amountToCapture is what the capture asked for (a partial capture takes
+	// less than the amount); the provider's success is checked against it.
+	// +optional
+	AmountToCapture *Money `json:"amountToCapture,omitempty"`
+
+	// operation is the money-moving call in progress (authorize, capture,
+	// cancel). It is written before the call, so after a crash the outcome is
+	// looked up before the call is repeated with the same idempotency key.
+	// +optional
+	Operation *Operation `json:"operation,omitempty"`
+
+	// waitingFor says, in a word, what the payment waits for, for kubectl:
+	// Payer, Capture, Cancel, Authorize, Review:<reason>.
+	// +optional
+	WaitingFor string `json:"waitingFor,omitempty"`
+
 	// conditions: Ready, NeedsReview, Disputed.
 	// +listType=map
 	// +listMapKey=type
@@ -380,11 +575,13 @@ type PaymentStatus struct {
 // +kubebuilder:selectablefield:JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Amount",type=string,JSONPath=".status.amountDisplay"
+// +kubebuilder:printcolumn:name="Waiting-For",type=string,JSONPath=".status.waitingFor"
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=".spec.providerRef.name"
-// +kubebuilder:printcolumn:name="Provider-ID",type=string,JSONPath=".status.providerPaymentID"
-// +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=".status.query.attempts"
-// +kubebuilder:printcolumn:name="Next-Query",type=date,JSONPath=".status.query.nextTime"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="Provider-ID",type=string,JSONPath=".status.providerPaymentID",priority=1
+// +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=".status.query.attempts",priority=1
+// +kubebuilder:printcolumn:name="Next-Query",type=date,JSONPath=".status.query.nextTime",priority=1
+// +kubebuilder:printcolumn:name="Payer-Link",type=string,JSONPath=".status.customerAction.url",priority=1
 type Payment struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -378,6 +378,36 @@ func (i instrumented) ListEvents(ctx context.Context, since time.Time, cursor st
 	return i.Provider.ListEvents(ctx, since, cursor)
 }
 
+func (i instrumented) Authorize(ctx context.Context, req provider.ActionRequest) (provider.Payment, error) {
+	defer i.observe("authorize", time.Now())
+	return i.Provider.Authorize(ctx, req)
+}
+
+func (i instrumented) Capture(ctx context.Context, req provider.ActionRequest) (provider.Payment, error) {
+	defer i.observe("capture", time.Now())
+	return i.Provider.Capture(ctx, req)
+}
+
+func (i instrumented) Cancel(ctx context.Context, req provider.ActionRequest) (provider.Payment, error) {
+	defer i.observe("cancel", time.Now())
+	return i.Provider.Cancel(ctx, req)
+}
+
+func (i instrumented) CreateRefund(ctx context.Context, req provider.RefundRequest) (provider.Refund, error) {
+	defer i.observe("create_refund", time.Now())
+	return i.Provider.CreateRefund(ctx, req)
+}
+
+func (i instrumented) GetRefund(ctx context.Context, paymentID, refundID string) (provider.Refund, error) {
+	defer i.observe("get_refund", time.Now())
+	return i.Provider.GetRefund(ctx, paymentID, refundID)
+}
+
+func (i instrumented) FindRefund(ctx context.Context, paymentID, reference string) (provider.Refund, error) {
+	defer i.observe("find_refund", time.Now())
+	return i.Provider.FindRefund(ctx, paymentID, reference)
+}
+
 func timePtr(t time.Time) *metav1.Time {
 	mt := metav1.NewTime(t)
 	return &mt

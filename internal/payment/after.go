@@ -103,18 +103,54 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 		st.ProviderPaymentID = c.p.Spec.ProviderPaymentID
 	}
 	q := &st.Query
+	if op := st.Operation; op != nil && call.Err != nil {
+		// The lookup of an operation's outcome got no usable answer: look
+		// again on the operation's backoff, whatever the schedule says.
+		op.Attempts++
+		wait := createBackoff(pol.Schedule, op.Attempts)
+		if ra, ok := provider.RetryAfter(call.Err); ok && ra > wait {
+			wait = ra
+		}
+		op.RetryAt = ptrMicro(now.Add(max(wait, MinWait)))
+		q.LastError, q.LastErrorClass = call.Err.Error(), Classify(call.Err).StatusName()
+		if held {
+			return c.done()
+		}
+	}
 	switch Classify(call.Err) {
 	case Answered:
 		q.LastTime = ptrMicro(now)
 		q.LastError, q.LastErrorClass, q.ConsecutiveErrors, q.UnansweredSince = "", "", 0, nil
-		if !held {
-			q.Attempts++
-		}
 		for _, obs := range FromPayment(call.Payment, v1alpha1.SourceStatusQuery) {
 			obs.PastExpiry = closeOut
 			c.apply(obs)
 		}
+		if op := st.Operation; op != nil {
+			if !operationDone(st, op.Kind) {
+				// This query looked up an operation whose outcome was
+				// unknown: it did not happen, so the call is repeated (same
+				// key) now.
+				op.RetryAt = nil
+				return c.done()
+			}
+			st.Operation = nil
+		}
+		waitingForMerchant := st.Phase == v1alpha1.PhaseAuthorized && c.p.Spec.CaptureMethod == v1alpha1.CaptureManual
+		if !held && !waitingForMerchant {
+			q.Attempts++
+		}
 		if held || st.Phase.IsFinal() || parked(st) {
+			return c.done()
+		}
+		if waitingForMerchant {
+			// Waiting for the merchant's capture is not waiting for the
+			// provider: no attempt is consumed; look now and then (and when
+			// the authorization should have expired) for a void or an expiry.
+			wait := lastStep(pol, string(c.p.UID))
+			if exp := st.AuthorizationExpiresAt; exp != nil && exp.Time.After(now) && exp.Time.Sub(now)+time.Second < wait {
+				wait = exp.Time.Sub(now) + time.Second
+			}
+			c.wakeIn(wait)
 			return c.done()
 		}
 		if d, ok := Delay(pol.Schedule, pol.JitterPercent, q.Attempts, string(c.p.UID)); ok {

@@ -19,16 +19,25 @@ type Outcome struct {
 
 // change builds an Outcome on a private copy of the payment.
 type change struct {
-	p   *v1alpha1.Payment
-	now time.Time
-	out Outcome
+	p      *v1alpha1.Payment
+	before *v1alpha1.Payment
+	now    time.Time
+	out    Outcome
 }
 
 func begin(p *v1alpha1.Payment, now time.Time) *change {
-	return &change{p: p.DeepCopy(), now: now}
+	return &change{p: p.DeepCopy(), before: p, now: now}
 }
 
 func (c *change) st() *v1alpha1.PaymentStatus { return &c.p.Status }
+
+// phase is the payment's phase, a new payment counting as Pending.
+func (c *change) phase() v1alpha1.PaymentPhase {
+	if c.p.Status.Phase == "" {
+		return v1alpha1.PhasePending
+	}
+	return c.p.Status.Phase
+}
 
 // apply runs the state machine on the payment as it stands in this change.
 func (c *change) apply(obs Observation) Result {
@@ -58,6 +67,14 @@ func (c *change) park() {
 
 func (c *change) done() Outcome {
 	settle(c.st())
+	c.st().WaitingFor = WaitingFor(&c.p.Spec, c.st())
+	if a := c.st().CustomerAction; a != nil && c.before.Status.CustomerAction == nil {
+		msg := "the payer must act at the provider: " + a.URL
+		if a.ExpiresAt != nil {
+			msg += " (until " + a.ExpiresAt.UTC().Format(time.RFC3339) + ")"
+		}
+		c.event(false, "CustomerActionRequired", msg)
+	}
 	c.out.Status = c.p.Status
 	return c.out
 }

@@ -31,6 +31,13 @@ const (
 	ObservedRefund     Observed = "Refund"
 	ObservedDispute    Observed = "Dispute"
 	ObservedUnknown    Observed = "Unknown"
+	// ObservedApproved: the payer approved; the merchant's capture (or
+	// authorization) is due. No money is reserved yet.
+	ObservedApproved Observed = "Approved"
+	// ObservedAuthorized: the money is reserved (Amount is the reserved amount).
+	ObservedAuthorized Observed = "Authorized"
+	// ObservedCanceled: canceled or voided before any money was taken.
+	ObservedCanceled Observed = "Canceled"
 )
 
 // Observation is one piece of news about a payment, from any channel.
@@ -45,6 +52,12 @@ type Observation struct {
 	OccurredAt time.Time
 	// ProviderPaymentID, when known, is recorded on the payment.
 	ProviderPaymentID string
+	// CheckoutID is another provider id of the same payment (its checkout).
+	CheckoutID string
+	// CustomerAction, while the payer must act, is where they must go.
+	CustomerAction *v1alpha1.CustomerAction
+	// AuthorizationExpiresAt (Authorized) is when the reservation ends.
+	AuthorizationExpiresAt *metav1.Time
 	// Amount is what the provider says was paid (success observations).
 	Amount *v1alpha1.Money
 	// RefundedTotal is the provider's cumulative refunded amount (refunds).
@@ -149,6 +162,10 @@ func (m *machine) run() {
 		return
 	}
 	switch m.obs.Observed {
+	case ObservedApproved:
+		m.approved()
+	case ObservedAuthorized:
+		m.authorized()
 	case ObservedPending, ObservedProcessing:
 		if m.obs.Observed == ObservedPending && m.obs.PastExpiry {
 			m.obs.Observed, m.obs.Local = ObservedExpired, true
@@ -158,7 +175,7 @@ func (m *machine) run() {
 		m.progress()
 	case ObservedSucceeded:
 		m.succeeded()
-	case ObservedFailed, ObservedExpired:
+	case ObservedFailed, ObservedExpired, ObservedCanceled:
 		m.notPaid()
 	case ObservedRefund:
 		m.refund()
@@ -187,6 +204,9 @@ func (m *machine) progress() {
 		m.moveTo(to, "")
 	case from == v1alpha1.PhasePending && to == v1alpha1.PhaseProcessing:
 		m.moveTo(to, "")
+	case from == v1alpha1.PhaseAuthorized && to == v1alpha1.PhaseProcessing && m.st.AmountToCapture != nil:
+		// The capture paywarden asked for is under way.
+		m.moveTo(to, "capture in progress")
 	case from == to:
 		m.confirm()
 		m.decide(Stale, "already %s", from)
@@ -195,6 +215,53 @@ func (m *machine) progress() {
 	default:
 		m.decide(Stale, "%s after %s is stale", to, from)
 	}
+}
+
+// approved handles the payer's approval: the merchant's capture (automatic)
+// or authorization (manual) is due, which Plan turns into a call.
+func (m *machine) approved() {
+	from := m.phase()
+	switch {
+	case m.st.Phase == "" || from == v1alpha1.PhasePending:
+		m.st.PayerApproved = true
+		m.moveTo(v1alpha1.PhaseProcessing, "approved by the payer")
+	case from == v1alpha1.PhaseProcessing && !m.st.PayerApproved:
+		m.st.PayerApproved = true
+		m.moveTo(v1alpha1.PhaseProcessing, "approved by the payer")
+	case from == v1alpha1.PhaseProcessing:
+		m.confirm()
+		m.decide(Stale, "already approved")
+	default:
+		m.decide(Stale, "an approval after %s is stale", from)
+	}
+}
+
+// authorized handles a reservation of the money.
+func (m *machine) authorized() {
+	from := m.phase()
+	switch {
+	case from == v1alpha1.PhaseAuthorized:
+		m.confirm()
+		m.decide(Stale, "already Authorized")
+		return
+	case from == v1alpha1.PhaseProcessing && m.st.AmountToCapture != nil:
+		m.decide(Stale, "the capture is already under way")
+		return
+	case m.st.Phase != "" && from != v1alpha1.PhasePending && from != v1alpha1.PhaseProcessing:
+		m.decide(Stale, "an authorization after %s is stale", from)
+		return
+	}
+	if mismatch := m.amountMismatch(); mismatch != "" {
+		m.moveTo(v1alpha1.PhaseUnknown, v1alpha1.ReasonAmountMismatch)
+		m.needsReview(v1alpha1.ReasonAmountMismatch, "authorization: "+mismatch)
+		return
+	}
+	if a := m.obs.Amount; a != nil {
+		cp := *a
+		m.st.AmountAuthorized = &cp
+	}
+	m.st.PayerApproved = false
+	m.moveTo(v1alpha1.PhaseAuthorized, "")
 }
 
 func (m *machine) succeeded() {
@@ -254,8 +321,8 @@ func (m *machine) notPaid() {
 			return
 		}
 		m.settleNotPaid(to)
-	case v1alpha1.PhaseFailed, v1alpha1.PhaseExpired:
-		// Failed and Expired both mean "not paid": the first answer stands.
+	case v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseCanceled:
+		// Failed, Expired and Canceled all mean "not paid": the first answer stands.
 		if from == to {
 			m.confirm()
 		}
@@ -275,6 +342,8 @@ func (m *machine) settleNotPaid(to v1alpha1.PaymentPhase) {
 		if m.obs.Local && to == v1alpha1.PhaseExpired {
 			m.st.ExpiredLocally = true
 			reason = v1alpha1.ReasonUnpaidTimeout
+		} else if to == v1alpha1.PhaseExpired && m.phase() == v1alpha1.PhaseAuthorized {
+			reason = v1alpha1.ReasonAuthorizationExpired
 		} else if m.obs.Failure != nil && m.obs.Failure.Code != "" && reason == "" {
 			reason = m.obs.Failure.Code
 		}
@@ -368,9 +437,9 @@ func (m *machine) unknown() {
 func (m *machine) manual() {
 	to := v1alpha1.PaymentPhase(m.obs.Observed)
 	switch to {
-	case v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseExpired:
+	case v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseCanceled:
 	default:
-		m.decide(Ignored, "a manual resolve must be Succeeded, Failed or Expired, not %q", m.obs.Observed)
+		m.decide(Ignored, "a manual resolve must be Succeeded, Failed, Expired or Canceled, not %q", m.obs.Observed)
 		return
 	}
 	from := m.phase()
@@ -436,8 +505,25 @@ func (m *machine) confirm() {
 	if m.obs.Raw != "" {
 		m.st.ProviderStatus = m.obs.Raw
 	}
-	if m.obs.ProviderPaymentID != "" && m.st.ProviderPaymentID == "" {
-		m.st.ProviderPaymentID = m.obs.ProviderPaymentID
+	id, checkout := m.obs.ProviderPaymentID, m.obs.CheckoutID
+	switch {
+	case id != "" && m.st.ProviderPaymentID == "":
+		m.st.ProviderPaymentID = id
+	case id != "" && checkout != "" && m.st.ProviderPaymentID == checkout:
+		// The checkout recorded until now has its payment: the payment's id
+		// is the one to follow from here on, the checkout's is kept.
+		m.st.ProviderPaymentID = id
+	}
+	if checkout != "" && checkout != m.st.ProviderPaymentID && m.st.CheckoutID == "" {
+		m.st.CheckoutID = checkout
+	}
+	if a := m.obs.CustomerAction; a != nil && m.phase() == v1alpha1.PhasePending {
+		cp := *a
+		m.st.CustomerAction = &cp
+	}
+	if t := m.obs.AuthorizationExpiresAt; t != nil && m.obs.Observed == ObservedAuthorized {
+		cp := *t
+		m.st.AuthorizationExpiresAt = &cp
 	}
 }
 
@@ -512,7 +598,11 @@ func (m *machine) amountMismatch() string {
 	if a == nil {
 		return ""
 	}
-	want := m.spec.Amount
+	want := v1alpha1.Money{Value: m.spec.Amount.Value, Currency: m.spec.Amount.Currency}
+	if c := m.st.AmountToCapture; c != nil {
+		// A partial capture: the success is for what was captured.
+		want = *c
+	}
 	if a.Value != want.Value || a.Currency != want.Currency {
 		return fmt.Sprintf("provider reports %s paid, expected %s",
 			v1alpha1.FormatAmount(a.Value, a.Currency), v1alpha1.FormatAmount(want.Value, want.Currency))
@@ -546,6 +636,7 @@ func (m *machine) finish() {
 	m.st.AmountDisplay = v1alpha1.FormatAmount(m.spec.Amount.Value, m.spec.Amount.Currency)
 	settle(&m.st)
 	setReady(&m.st, m.now)
+	m.st.WaitingFor = WaitingFor(m.spec, &m.st)
 }
 
 // settle keeps the schedule consistent with the phase: a final payment has
@@ -555,7 +646,38 @@ func settle(st *v1alpha1.PaymentStatus) {
 	if st.Phase.IsFinal() {
 		st.Query.NextTime = nil
 		st.Query.UnansweredSince = nil
+		st.Operation = nil
+		st.PayerApproved = false
 	}
+	if st.Phase != "" && st.Phase != v1alpha1.PhasePending {
+		// The payer has nothing left to do.
+		st.CustomerAction = nil
+	}
+	if st.Phase == v1alpha1.PhaseAuthorized || st.Phase.IsFinal() {
+		st.PayerApproved = false
+	}
+}
+
+// WaitingFor says in a word what the payment waits for (status.waitingFor,
+// a kubectl column): a review, a call in progress, the payer, or the
+// merchant's capture.
+func WaitingFor(spec *v1alpha1.PaymentSpec, st *v1alpha1.PaymentStatus) string {
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionNeedsReview); c != nil && c.Status == metav1.ConditionTrue {
+		return "Review:" + c.Reason
+	}
+	switch {
+	case st.Phase.IsFinal():
+		return ""
+	case st.Operation != nil:
+		return string(st.Operation.Kind)
+	case st.Phase == v1alpha1.PhaseAuthorized && spec.CaptureMethod == v1alpha1.CaptureManual:
+		return "Capture"
+	case st.PayerApproved:
+		return "Capture"
+	case st.CustomerAction != nil:
+		return "Payer"
+	}
+	return ""
 }
 
 // IsHumanReason reports whether a NeedsReview reason reports something the
@@ -571,13 +693,32 @@ func IsHumanReason(reason string) bool {
 // otherPayment reports whether the observation is about a provider payment
 // other than the one recorded for this Payment, and returns the recorded id.
 func (m *machine) otherPayment() (bool, string) {
-	known := m.st.ProviderPaymentID
-	if known == "" {
-		known = m.spec.ProviderPaymentID
+	if m.obs.Review != "" {
+		return false, "" // paywarden's own decisions are not provider news
 	}
-	id := m.obs.ProviderPaymentID
-	// paywarden's own decisions (a Review) are not provider news.
-	return m.obs.Review == "" && id != "" && known != "" && id != known, known
+	known := nonEmpty(m.st.ProviderPaymentID, m.st.CheckoutID, m.spec.ProviderPaymentID)
+	seen := nonEmpty(m.obs.ProviderPaymentID, m.obs.CheckoutID)
+	if len(known) == 0 || len(seen) == 0 {
+		return false, ""
+	}
+	for _, s := range seen {
+		for _, k := range known {
+			if s == k {
+				return false, ""
+			}
+		}
+	}
+	return true, known[0]
+}
+
+func nonEmpty(ss ...string) []string {
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // duplicatePayment records that the provider reported a second payment for

@@ -1457,6 +1457,13 @@ func TestApply(t *testing.T) {
 		},
 	}
 
+	runMachineCases(t, cases)
+}
+
+// runMachineCases applies each case's observation to its starting point and
+// checks every expectation.
+func runMachineCases(t *testing.T, cases []machineCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := buildPayment(t, tc.given)

@@ -25,10 +25,15 @@ const (
 	Lookup
 	// Query: ask the provider for the payment's status.
 	Query
+	// CallAuthorize, CallCapture and CallCancel: the money-moving call of
+	// status.operation, with its idempotency key (OperationKey).
+	CallAuthorize
+	CallCapture
+	CallCancel
 )
 
 func (a Action) String() string {
-	return [...]string{"Nothing", "Wait", "Write", "Create", "Lookup", "Query"}[a]
+	return [...]string{"Nothing", "Wait", "Write", "Create", "Lookup", "Query", "Authorize", "Capture", "Cancel"}[a]
 }
 
 // Step is Plan's answer.
@@ -55,6 +60,11 @@ type Facts struct {
 	// call was refused for the configuration (lastErrorClass ProviderConfig)
 	// goes again at once instead of at its retry time.
 	ConfigAccepted bool
+	// FreshOperation is true when status.operation was stored by this very
+	// reconcile and no call has gone out since: its call is due at once.
+	// Otherwise (a crash between the marker and the call) the outcome is
+	// looked up first.
+	FreshOperation bool
 }
 
 // Plan decides what to do for a payment now (SPEC §2.2–§2.5, §11): operator
@@ -68,15 +78,26 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 	if out, ok := Requery(p, now); ok {
 		return Step{Action: Write, Outcome: out, Why: "operator requery"}
 	}
+	if out, ok := cancelAction(p, now); ok {
+		return Step{Action: Write, Outcome: out, Why: "operator cancel"}
+	}
+	if out, ok := captureAction(p, now); ok {
+		return Step{Action: Write, Outcome: out, Why: "operator capture"}
+	}
 	st := &p.Status
-	switch {
-	case st.Phase.IsFinal():
-		if st.Query.NextTime != nil || st.Query.UnansweredSince != nil {
+	if st.Phase.IsFinal() {
+		if st.Query.NextTime != nil || st.Query.UnansweredSince != nil || st.Operation != nil {
 			c := begin(p, now)
 			return Step{Action: Write, Outcome: c.done(), Why: "a settled payment keeps no schedule"}
 		}
 		return Step{Action: Nothing, Why: "settled"}
-	case parked(st):
+	}
+	if ProviderID(p) != "" {
+		if step, ok := planOperation(p, pol, facts, now); ok {
+			return step
+		}
+	}
+	if parked(st) {
 		return Step{Action: Nothing, Why: "waiting for a final answer or an operator"}
 	}
 	if ProviderID(p) == "" {
@@ -97,11 +118,17 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	if !marked && facts.ReferenceOwner != "" {
 		return Step{Action: Write, Outcome: referenceTaken(p, facts.ReferenceOwner, now), Why: "merchant reference already in use"}
 	}
+	if refusal := unsupported(p, pol); refusal != "" && !marked {
+		return Step{Action: Write, Outcome: refuseCreate(p, refusal, now), Why: "the provider type cannot do what the spec asks"}
+	}
 	expiry, expires := expiresAt(p)
 	pastExpiry := expires && !now.Before(expiry)
 	if pastExpiry && !marked {
 		return Step{Action: Write, Outcome: neverCreated(p, now), Why: "expired before it was created"}
 	}
+	// A cancel asked for while the create's outcome is unknown: no create
+	// goes out any more; find the payment (to cancel it) instead.
+	canceling := st.Operation != nil && st.Operation.Kind == v1alpha1.OperationCancel
 	if gaveUp(st, pol, now) {
 		return Step{Action: Write, Outcome: unreachable(p, pol, now), Why: "provider unreachable"}
 	}
@@ -113,6 +140,8 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 		return Step{Action: Write, Outcome: markCreate(p, now), Why: "create marker before the call"}
 	case pastExpiry:
 		return Step{Action: Lookup, Why: "past expiresAfter: no create is sent; look for one that may have gone out"}
+	case canceling:
+		return Step{Action: Lookup, Why: "canceled before the create's outcome was known: look for the payment to cancel"}
 	case now.Sub(st.CreateRequestedAt.Time) >= pol.LookupAfter():
 		return Step{Action: Lookup, Why: "create marker older than the idempotency window minus its margin"}
 	}
@@ -247,4 +276,33 @@ func older(a, b *v1alpha1.Payment) bool {
 		return a.CreationTimestamp.Before(&b.CreationTimestamp)
 	}
 	return a.Name < b.Name
+}
+
+// unsupported says what the spec asks that the provider type cannot do; ""
+// when nothing. Checked before the create: a definitive refusal about the
+// payment, not a configuration problem.
+func unsupported(p *v1alpha1.Payment, pol Policy) string {
+	if !pol.LifecycleKnown {
+		return ""
+	}
+	l := pol.Lifecycle
+	switch {
+	case p.Spec.CaptureMethod == v1alpha1.CaptureManual && !l.ManualCapture:
+		return "captureMethod Manual is not supported by this provider type"
+	case p.Spec.Checkout != nil && !l.Checkout:
+		return "spec.checkout (a hosted checkout page) is not supported by this provider type"
+	case p.Spec.PaymentMethod != nil && !l.StoredMethod:
+		return "spec.paymentMethod (a server-side charge) is not supported by this provider type"
+	}
+	return ""
+}
+
+func refuseCreate(p *v1alpha1.Payment, why string, now time.Time) Outcome {
+	c := begin(p, now)
+	c.apply(Observation{
+		Source: v1alpha1.SourceCreate, Observed: ObservedFailed,
+		Failure: &v1alpha1.Failure{Code: v1alpha1.ReasonCreateRejected, Message: why + "; nothing was sent"},
+		Reason:  v1alpha1.ReasonCreateRejected,
+	})
+	return c.done()
 }

@@ -521,9 +521,10 @@ func drive(t *testing.T, p *v1alpha1.Payment, pol payment.Policy, script provide
 	clk := clocktesting.NewFakeClock(p.CreationTimestamp.Time)
 	var calls []callLog
 	counts := map[payment.Action]int{}
+	fresh := false // an operation stored by this "reconcile" and not called yet
 	for i := 0; i < 100000 && !clk.Now().After(until); i++ {
 		now := clk.Now()
-		s := payment.Plan(p, pol, payment.Facts{}, now)
+		s := payment.Plan(p, pol, payment.Facts{FreshOperation: fresh}, now)
 		switch s.Action {
 		case payment.Nothing:
 			return p, calls
@@ -538,11 +539,16 @@ func drive(t *testing.T, p *v1alpha1.Payment, pol payment.Policy, script provide
 			if equalStatus(p, next) {
 				t.Fatalf("a Write step that changes nothing at %s (%s)", now, s.Why)
 			}
+			fresh = next.Status.Operation != nil && (p.Status.Operation == nil || !p.Status.Operation.RequestedAt.Equal(&next.Status.Operation.RequestedAt))
 			p = next
 			continue
 		}
+		fresh = false
 		call := script(s.Action, counts[s.Action], now)
 		counts[s.Action]++
+		if traceDrive {
+			t.Logf("%s %s (%s) -> %v [attempts %d phase %s op %v]", now.Format(time.TimeOnly), s.Action, s.Why, payment.Classify(call.Err), p.Status.Query.Attempts, p.Status.Phase, p.Status.Operation != nil)
+		}
 		calls = append(calls, callLog{action: s.Action, at: now, class: payment.Classify(call.Err)})
 		var out payment.Outcome
 		switch s.Action {
@@ -552,6 +558,10 @@ func drive(t *testing.T, p *v1alpha1.Payment, pol payment.Policy, script provide
 			out = payment.AfterLookup(p, pol, call, now)
 		case payment.Query:
 			out = payment.AfterQuery(p, pol, call, s.CloseOut, now)
+		case payment.CallAuthorize, payment.CallCapture, payment.CallCancel:
+			out = payment.AfterOperation(p, pol, payment.OperationOf(s.Action), call, now)
+		default:
+			t.Fatalf("unexpected action %s", s.Action)
 		}
 		next := store(p, out)
 		if equalStatus(p, next) {
@@ -564,6 +574,9 @@ func drive(t *testing.T, p *v1alpha1.Payment, pol payment.Policy, script provide
 	}
 	return p, calls
 }
+
+// traceDrive logs every call drive makes (set it while debugging a seed).
+var traceDrive = false
 
 func equalStatus(a, b *v1alpha1.Payment) bool {
 	return sameStatus(&a.Status, &b.Status)
@@ -781,10 +794,14 @@ func TestReferenceOwner(t *testing.T) {
 // payment is failed except by the provider's refusal or failure, attempts
 // never exceed the schedule.
 func TestLoopProperties(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := *propSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("seed %d (rerun with -payment.seed=%d)", seed, seed)
 	r := newRand(seed)
-	statuses := []provider.Status{provider.StatusPending, provider.StatusProcessing, provider.StatusSucceeded, provider.StatusFailed, provider.StatusExpired, provider.StatusUnknown, provider.StatusRefund}
+	statuses := []provider.Status{provider.StatusPending, provider.StatusProcessing, provider.StatusSucceeded, provider.StatusFailed, provider.StatusExpired, provider.StatusUnknown, provider.StatusRefund,
+		provider.StatusApproved, provider.StatusAuthorized, provider.StatusCanceled}
 	errs := []error{nil, nil, nil, errNoAnswer, errTimeout, errThrottled, errInProgress, errUnauthorized, errRedirect, errNotFound, errRefused, errUnsupported}
 	runs := 300
 	if testing.Short() {
@@ -793,7 +810,12 @@ func TestLoopProperties(t *testing.T) {
 	for i := 0; i < runs; i++ {
 		pol := testPolicy()
 		pol.JitterPercent = 10
+		pol.Lifecycle = provider.Lifecycle{Checkout: true, StoredMethod: true, ManualCapture: true, PartialCapture: true, AuthorizeStep: r.Intn(2) == 0, Cancel: true, Refunds: true}
+		pol.LifecycleKnown = true
 		p := newPay(fmt.Sprintf("random-%d", i))
+		if r.Intn(2) == 0 {
+			p.Spec.CaptureMethod = v1alpha1.CaptureManual
+		}
 		if r.Intn(3) == 0 {
 			p.Spec.ExpiresAfter = &metav1.Duration{Duration: time.Duration(1+r.Intn(120)) * time.Minute}
 		}
@@ -830,7 +852,12 @@ func TestLoopProperties(t *testing.T) {
 				obs := payment.FromEvent(provider.Event{ID: fmt.Sprintf("evt-%d", r.Intn(5)), Status: st, PaymentID: "pay_1", Amount: orderValue, Currency: orderCurrency, RefundedTotal: 500}, v1alpha1.ViaWebhook)
 				p = store(p, payment.ApplyEvent(p, obs, until))
 			case 1:
-				p.Annotations = map[string]string{v1alpha1.AnnotationRequery: fmt.Sprint(leg)}
+				key := []string{v1alpha1.AnnotationRequery, v1alpha1.AnnotationCapture, v1alpha1.AnnotationCancel}[r.Intn(3)]
+				value := fmt.Sprint(leg)
+				if key == v1alpha1.AnnotationCapture && r.Intn(2) == 0 {
+					value = fmt.Sprint(1 + r.Intn(orderValue*2))
+				}
+				p.Annotations = map[string]string{key: value}
 			}
 			p.CreationTimestamp = metav1.NewTime(until) // drive restarts its clock here
 			until = until.Add(time.Duration(1+r.Intn(96)) * time.Hour)
@@ -843,7 +870,7 @@ func TestLoopProperties(t *testing.T) {
 			t.Fatalf("seed %d run %d: Failed without a refusal or a provider failure: %+v", seed, i, st.History)
 		}
 		if int(st.Query.Attempts) > len(pol.Schedule) {
-			t.Fatalf("seed %d run %d: %d attempts for a schedule of %d", seed, i, st.Query.Attempts, len(pol.Schedule))
+			t.Fatalf("seed %d run %d: %d attempts for a schedule of %d; history %s", seed, i, st.Query.Attempts, len(pol.Schedule), dumpHistory(st.History))
 		}
 		if st.Phase == v1alpha1.PhaseUnknown && review(p) == "" {
 			t.Fatalf("seed %d run %d: Unknown without review", seed, i)
@@ -852,3 +879,11 @@ func TestLoopProperties(t *testing.T) {
 }
 
 func newRand(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed)) }
+
+func dumpHistory(h []v1alpha1.HistoryEntry) string {
+	var b strings.Builder
+	for _, e := range h {
+		fmt.Fprintf(&b, "\n  %s %s -> %s via %s %s", e.Time.Format(time.TimeOnly), e.From, e.To, e.Source, e.Reason)
+	}
+	return b.String()
+}

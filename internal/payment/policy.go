@@ -28,6 +28,10 @@ type Policy struct {
 	// paywarden's configuration (credentials, routes), when nothing else wakes
 	// it sooner.
 	ConfigRetry time.Duration
+	// Lifecycle is what the provider type supports of a checkout (its
+	// adapter's capabilities); LifecycleKnown says it was filled in.
+	Lifecycle      provider.Lifecycle
+	LifecycleKnown bool
 }
 
 // DefaultConfigRetry is Policy.ConfigRetry unless set.

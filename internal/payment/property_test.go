@@ -191,9 +191,10 @@ var (
 		payment.ObservedFailed, payment.ObservedExpired, payment.ObservedExpired,
 		payment.ObservedRefund, payment.ObservedRefund, payment.ObservedDispute,
 		payment.ObservedUnknown, payment.ObservedUnknown, payment.Observed("Chargeback"),
+		payment.ObservedApproved, payment.ObservedAuthorized, payment.ObservedAuthorized, payment.ObservedCanceled,
 	}
 	propManual = []payment.Observed{
-		payment.ObservedSucceeded, payment.ObservedFailed, payment.ObservedExpired, payment.ObservedPending,
+		payment.ObservedSucceeded, payment.ObservedFailed, payment.ObservedExpired, payment.ObservedPending, payment.ObservedCanceled,
 	}
 	propReviews = []string{
 		"", "", v1alpha1.ReasonRetriesExhausted, v1alpha1.ReasonCreateOutcomeUnknown, v1alpha1.ReasonNonRetryableQueryError,
@@ -259,6 +260,12 @@ func genObservation(c chooser, spec v1alpha1.PaymentSpec) payment.Observation {
 	}
 	want := spec.Amount
 	switch o.Observed {
+	case payment.ObservedAuthorized:
+		if c.intn(4) > 0 {
+			o.Amount = &v1alpha1.Money{Value: want.Value, Currency: want.Currency}
+		} else {
+			o.Amount = &v1alpha1.Money{Value: want.Value - 1, Currency: want.Currency}
+		}
 	case payment.ObservedSucceeded:
 		switch c.intn(10) {
 		case 0:
@@ -435,6 +442,18 @@ func checkStep(p *v1alpha1.Payment, obs payment.Observation, now time.Time) (v1a
 	if to == v1alpha1.PhaseFailed && from != to && obs.Observed != payment.ObservedFailed {
 		fail("failed by a %s observation: only the provider or an operator fails a payment", obs.Observed)
 	}
+	if to == v1alpha1.PhaseCanceled && from != to && obs.Observed != payment.ObservedCanceled {
+		fail("canceled by a %s observation", obs.Observed)
+	}
+	if to == v1alpha1.PhaseAuthorized && from != to && (obs.Observed != payment.ObservedAuthorized || from.IsFinal()) {
+		fail("authorized by %s from %q", obs.Observed, from)
+	}
+	if from.TookMoney() && to != from && obs.Source != v1alpha1.SourceManual && (to == v1alpha1.PhaseCanceled || to == v1alpha1.PhaseAuthorized) {
+		fail("a payment that took money moved %s", moved)
+	}
+	if (to.IsFinal() || to == v1alpha1.PhaseUnknown) && next.Operation != nil && to.IsFinal() {
+		fail("phase %q keeps an operation", to)
+	}
 	if (to == v1alpha1.PhasePartiallyRefunded || to == v1alpha1.PhaseRefunded) && from != to &&
 		(obs.Observed != payment.ObservedRefund || !succeededBefore) {
 		fail("refund phase reached by %s from %q", obs.Observed, from)
@@ -467,7 +486,7 @@ func authoritative(obs payment.Observation, spec v1alpha1.PaymentSpec) bool {
 	switch obs.Observed {
 	case payment.ObservedSucceeded:
 		return !amountMismatch(obs, spec)
-	case payment.ObservedFailed:
+	case payment.ObservedFailed, payment.ObservedCanceled:
 		return true
 	case payment.ObservedExpired:
 		return !obs.Local

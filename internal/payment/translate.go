@@ -1,6 +1,10 @@
 package payment
 
 import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/provider"
 )
@@ -16,6 +20,9 @@ type report struct {
 	currency                    string
 	failureCode, failureMessage string
 	source                      v1alpha1.ObservationSource
+	checkoutID                  string
+	action                      *provider.CustomerAction
+	authorizationExpiresAt      time.Time
 	// paymentAmount is true when amount is what the payment itself is for (a
 	// payment read back), false when it is the amount of the event's own
 	// subject (a refund event carries the refund's amount).
@@ -32,7 +39,8 @@ func FromPayment(pp provider.Payment, source v1alpha1.ObservationSource) []Obser
 		status: pp.Status, raw: pp.RawStatus, paymentID: pp.ID,
 		amount: pp.Amount, currency: pp.Currency, refundedTotal: pp.RefundedTotal,
 		failureCode: pp.FailureCode, failureMessage: pp.FailureMessage,
-		source: source, paymentAmount: true,
+		source: source, paymentAmount: true, checkoutID: pp.CheckoutID,
+		action: pp.CustomerAction, authorizationExpiresAt: pp.AuthorizationExpiresAt,
 	}.observations()
 }
 
@@ -49,7 +57,8 @@ func FromEvent(ev provider.Event, via v1alpha1.EventVia) Observation {
 		status: ev.Status, raw: ev.Type, eventID: ev.ID, paymentID: ev.PaymentID,
 		amount: ev.Amount, currency: ev.Currency, refundedTotal: ev.RefundedTotal,
 		failureCode: ev.FailureCode, failureMessage: ev.FailureMessage,
-		source: source, paymentAmount: ev.Status == provider.StatusSucceeded,
+		source: source, paymentAmount: ev.Status == provider.StatusSucceeded || ev.Status == provider.StatusAuthorized,
+		checkoutID: ev.CheckoutID,
 	}.observations()
 	last := obs[len(obs)-1]
 	last.OccurredAt = ev.OccurredAt
@@ -59,7 +68,14 @@ func FromEvent(ev provider.Event, via v1alpha1.EventVia) Observation {
 func (r report) observations() []Observation {
 	obs := Observation{
 		Source: r.source, Observed: observed(r.status), Raw: r.raw,
-		EventID: r.eventID, ProviderPaymentID: r.paymentID,
+		EventID: r.eventID, ProviderPaymentID: r.paymentID, CheckoutID: r.checkoutID,
+	}
+	if a := r.action; a != nil && a.URL != "" {
+		obs.CustomerAction = &v1alpha1.CustomerAction{URL: a.URL}
+		if !a.ExpiresAt.IsZero() {
+			t := metav1.NewTime(a.ExpiresAt)
+			obs.CustomerAction.ExpiresAt = &t
+		}
 	}
 	money := func(v int64) *v1alpha1.Money {
 		if r.currency == "" {
@@ -70,6 +86,14 @@ func (r report) observations() []Observation {
 	switch obs.Observed {
 	case ObservedSucceeded:
 		obs.Amount = money(r.amount)
+	case ObservedAuthorized:
+		if r.paymentAmount {
+			obs.Amount = money(r.amount)
+		}
+		if !r.authorizationExpiresAt.IsZero() {
+			t := metav1.NewTime(r.authorizationExpiresAt)
+			obs.AuthorizationExpiresAt = &t
+		}
 	case ObservedFailed, ObservedExpired:
 		if r.failureCode != "" || r.failureMessage != "" {
 			obs.Failure = &v1alpha1.Failure{Code: r.failureCode, Message: r.failureMessage}
@@ -103,6 +127,12 @@ func observed(s provider.Status) Observed {
 		return ObservedRefund
 	case provider.StatusDispute:
 		return ObservedDispute
+	case provider.StatusApproved:
+		return ObservedApproved
+	case provider.StatusAuthorized:
+		return ObservedAuthorized
+	case provider.StatusCanceled:
+		return ObservedCanceled
 	default:
 		return ObservedUnknown
 	}

@@ -157,6 +157,24 @@ func TestInvalidPaymentsAreRejected(t *testing.T) {
 		{"missing providerRef", func(p *v1alpha1.Payment) { p.Spec.ProviderRef.Name = "" }, []string{"spec.providerRef.name"}},
 		{"merchant reference too long", func(p *v1alpha1.Payment) { p.Spec.MerchantReference = strings.Repeat("x", 65) }, []string{"spec.merchantReference", "64"}},
 		{"bad expiresAfter", func(p *v1alpha1.Payment) { p.Spec.ExpiresAfter = &metav1.Duration{Duration: -time.Minute} }, []string{"spec.expiresAfter"}},
+		{"unknown capture method", func(p *v1alpha1.Payment) { p.Spec.CaptureMethod = "Later" }, []string{"spec.captureMethod"}},
+		{"plain http return URL", func(p *v1alpha1.Payment) {
+			p.Spec.Checkout = &v1alpha1.CheckoutSpec{ReturnURL: "http://shop.example.com/done"}
+		}, []string{"returnURL must be an https URL"}},
+		{"return URL that is not a URL", func(p *v1alpha1.Payment) { p.Spec.Checkout = &v1alpha1.CheckoutSpec{ReturnURL: "https://"} }, []string{"returnURL must be an https URL"}},
+		{"plain http cancel URL", func(p *v1alpha1.Payment) {
+			p.Spec.Checkout = &v1alpha1.CheckoutSpec{ReturnURL: "https://shop.example.com/done", CancelURL: "http://shop.example.com/cancel"}
+		}, []string{"cancelURL must be an https URL"}},
+		{"a card number as payment method", func(p *v1alpha1.Payment) {
+			p.Spec.PaymentMethod = &v1alpha1.PaymentMethodRef{PaymentMethod: "4242424242424242"}
+		}, []string{"never a card number"}},
+		{"a card number with spaces as payment method", func(p *v1alpha1.Payment) {
+			p.Spec.PaymentMethod = &v1alpha1.PaymentMethodRef{PaymentMethod: "4242 4242 4242 4242"}
+		}, []string{"spec.paymentMethod.paymentMethod"}},
+		{"checkout and a stored payment method together", func(p *v1alpha1.Payment) {
+			p.Spec.Checkout = &v1alpha1.CheckoutSpec{ReturnURL: "https://shop.example.com/done"}
+			p.Spec.PaymentMethod = &v1alpha1.PaymentMethodRef{PaymentMethod: "pm_card_visa"}
+		}, []string{"not both"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,6 +190,28 @@ func TestInvalidPaymentsAreRejected(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// Valid checkout shapes are accepted.
+	for i, c := range []*v1alpha1.CheckoutSpec{
+		{ReturnURL: "https://shop.example.com/done?order=1", CancelURL: "https://shop.example.com/cancel"},
+		{ReturnURL: "http://localhost:8080/done"},
+		{ReturnURL: "http://127.0.0.1/done"},
+	} {
+		p := validPayment(ns, fmt.Sprintf("checkout-%d", i))
+		p.Spec.Checkout = c
+		p.Spec.CaptureMethod = v1alpha1.CaptureManual
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Errorf("checkout %+v refused: %v", c, err)
+		}
+	}
+	stored := validPayment(ns, "stored-method")
+	stored.Spec.PaymentMethod = &v1alpha1.PaymentMethodRef{Customer: "cus_123", PaymentMethod: "pm_card_visa"}
+	if err := env.Client.Create(ctx, stored); err != nil {
+		t.Errorf("stored payment method refused: %v", err)
+	}
+	if stored.Spec.CaptureMethod != v1alpha1.CaptureAutomatic {
+		t.Errorf("captureMethod defaulted to %q, want Automatic", stored.Spec.CaptureMethod)
 	}
 
 	// A payment without providerRef at all (not just an empty name).
@@ -289,9 +329,10 @@ func TestPrinterColumns(t *testing.T) {
 	}
 	next := metav1.NewMicroTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	p.Status = v1alpha1.PaymentStatus{
-		Phase: v1alpha1.PhaseProcessing, ProviderPaymentID: "pay_123",
+		Phase: v1alpha1.PhasePending, ProviderPaymentID: "pay_123",
 		AmountDisplay: v1alpha1.FormatAmount(1999, "JPY"),
 		Query:         v1alpha1.QueryStatus{Attempts: 3, NextTime: &next},
+		WaitingFor:    "Payer", CustomerAction: &v1alpha1.CustomerAction{URL: "https://pay.example.com/c/1"},
 	}
 	if err := env.Client.Status().Update(ctx, p); err != nil {
 		t.Fatal(err)
@@ -302,7 +343,8 @@ func TestPrinterColumns(t *testing.T) {
 	for _, c := range table.ColumnDefinitions {
 		names = append(names, c.Name)
 	}
-	wantCols := []string{"Name", "Phase", "Amount", "Provider", "Provider-ID", "Attempts", "Next-Query", "Age"}
+	// The default view stays narrow; -o wide adds the rest (priority 1).
+	wantCols := []string{"Name", "Phase", "Amount", "Waiting-For", "Provider", "Age", "Provider-ID", "Attempts", "Next-Query", "Payer-Link"}
 	if strings.Join(names, ",") != strings.Join(wantCols, ",") {
 		t.Fatalf("columns %v, want %v", names, wantCols)
 	}
@@ -310,14 +352,19 @@ func TestPrinterColumns(t *testing.T) {
 		t.Fatalf("want 1 row, got %d", len(table.Rows))
 	}
 	cells := table.Rows[0].Cells
-	want := map[int]any{0: "columns", 1: "Processing", 2: "1999 JPY", 3: "kukopay", 4: "pay_123", 5: float64(3)}
+	want := map[int]any{0: "columns", 1: "Pending", 2: "1999 JPY", 3: "Payer", 4: "kukopay", 6: "pay_123", 7: float64(3), 9: "https://pay.example.com/c/1"}
 	for i, w := range want {
 		if cells[i] != w {
 			t.Errorf("column %s = %#v, want %#v", wantCols[i], cells[i], w)
 		}
 	}
-	if s, _ := cells[6].(string); s == "" {
-		t.Errorf("Next-Query column empty: %#v", cells[6])
+	if s, _ := cells[8].(string); s == "" {
+		t.Errorf("Next-Query column empty: %#v", cells[8])
+	}
+	for i, c := range table.ColumnDefinitions {
+		if wide := i >= 6; (c.Priority > 0) != wide {
+			t.Errorf("column %s has priority %d: the default view is Name..Age, the rest is -o wide", c.Name, c.Priority)
+		}
 	}
 }
 

@@ -1,0 +1,494 @@
+package payment_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// The checkout lifecycle (SPEC §11.5): approval, authorization, capture,
+// cancel, the payer's link.
+
+func withCustomerAction(url string) obsOpt {
+	return func(o *payment.Observation) { o.CustomerAction = &v1alpha1.CustomerAction{URL: url} }
+}
+
+func withCheckout(id string) obsOpt { return func(o *payment.Observation) { o.CheckoutID = id } }
+
+func withAuthExpiry(t time.Time) obsOpt {
+	return func(o *payment.Observation) { mt := metav1.NewTime(t); o.AuthorizationExpiresAt = &mt }
+}
+
+var (
+	givenAuthorized = andThen(givenPending, obsWebhook(payment.ObservedAuthorized, "evt-auth", withPaid(), withProviderID("pay_1")))
+	givenApproved   = andThen(givenPending, obsWebhook(payment.ObservedApproved, "evt-approved", withProviderID("pay_1")))
+)
+
+func TestApplyCheckoutLifecycle(t *testing.T) {
+	const (
+		pending    = v1alpha1.PhasePending
+		processing = v1alpha1.PhaseProcessing
+		authorized = v1alpha1.PhaseAuthorized
+		succeeded  = v1alpha1.PhaseSucceeded
+		expired    = v1alpha1.PhaseExpired
+		canceled   = v1alpha1.PhaseCanceled
+		unknown    = v1alpha1.PhaseUnknown
+		srcWebhook = v1alpha1.SourceWebhook
+		srcQuery   = v1alpha1.SourceStatusQuery
+	)
+	expiry := stepNow.Add(72 * time.Hour)
+	capturing := func(value int64) func(*v1alpha1.PaymentStatus) {
+		return func(st *v1alpha1.PaymentStatus) {
+			st.AmountToCapture = &v1alpha1.Money{Value: value, Currency: orderCurrency}
+		}
+	}
+	runMachineCases(t, []machineCase{
+		{
+			name:       "the payer's approval moves a pending payment to Processing and asks for the merchant's call",
+			given:      givenPending,
+			obs:        obsWebhook(payment.ObservedApproved, "evt-approved", withProviderID("pay_1")),
+			decision:   payment.Applied,
+			phase:      processing,
+			conds:      []string{readyInProgress},
+			history:    []v1alpha1.HistoryEntry{historyEntry(pending, processing, srcWebhook, "evt-approved", "approved by the payer")},
+			events:     []string{"Normal/Processing"},
+			transition: phaseChange(pending, processing),
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if !after.PayerApproved || after.WaitingFor != "Capture" {
+					t.Errorf("payerApproved %v waitingFor %q", after.PayerApproved, after.WaitingFor)
+				}
+			},
+		},
+		{
+			name:     "a second approval is stale",
+			given:    givenApproved,
+			obs:      obsQuery(payment.ObservedApproved, withProviderID("pay_1")),
+			decision: payment.Stale,
+			phase:    processing,
+			conds:    []string{readyInProgress},
+		},
+		{
+			name:       "an authorization reserves the money: Authorized with its amount and expiry",
+			given:      givenApproved,
+			obs:        obsWebhook(payment.ObservedAuthorized, "evt-auth", withPaid(), withProviderID("pay_1"), withAuthExpiry(expiry)),
+			decision:   payment.Applied,
+			phase:      authorized,
+			conds:      []string{readyInProgress},
+			history:    []v1alpha1.HistoryEntry{historyEntry(processing, authorized, srcWebhook, "evt-auth", "")},
+			events:     []string{"Normal/Authorized"},
+			transition: phaseChange(processing, authorized),
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if after.AmountAuthorized == nil || after.AmountAuthorized.Value != orderValue || after.AuthorizationExpiresAt == nil || !after.AuthorizationExpiresAt.Time.Equal(expiry) {
+					t.Errorf("authorization %+v until %v", after.AmountAuthorized, after.AuthorizationExpiresAt)
+				}
+				if after.PayerApproved {
+					t.Error("payerApproved kept once authorized")
+				}
+			},
+		},
+		{
+			name:       "an authorization for another amount needs review",
+			given:      givenPending,
+			obs:        obsWebhook(payment.ObservedAuthorized, "evt-auth", withAmount(999, orderCurrency), withProviderID("pay_1")),
+			decision:   payment.Applied,
+			phase:      unknown,
+			conds:      reviewing(v1alpha1.ReasonAmountMismatch),
+			history:    []v1alpha1.HistoryEntry{historyEntry(pending, unknown, srcWebhook, "evt-auth", v1alpha1.ReasonAmountMismatch)},
+			events:     []string{"Warning/Unknown", "Warning/AmountMismatch"},
+			transition: phaseChange(pending, unknown),
+		},
+		{
+			name:     "an authorization after success is stale",
+			given:    givenSucceeded,
+			obs:      obsWebhook(payment.ObservedAuthorized, "evt-auth-late", withPaid()),
+			decision: payment.Stale,
+			phase:    succeeded,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "processing after Authorized without a capture is stale",
+			given:    givenAuthorized,
+			obs:      obsQuery(payment.ObservedProcessing, withProviderID("pay_1")),
+			decision: payment.Stale,
+			phase:    authorized,
+			conds:    []string{readyInProgress},
+		},
+		{
+			name:       "processing after Authorized is the capture under way once one was asked for",
+			given:      givenAuthorized,
+			prepare:    capturing(orderValue),
+			obs:        obsQuery(payment.ObservedProcessing, withProviderID("pay_1")),
+			decision:   payment.Applied,
+			phase:      processing,
+			conds:      []string{readyInProgress},
+			history:    []v1alpha1.HistoryEntry{historyEntry(authorized, processing, srcQuery, "", "capture in progress")},
+			events:     []string{"Normal/Processing"},
+			transition: phaseChange(authorized, processing),
+		},
+		{
+			name:       "a partial capture succeeds for the captured amount",
+			given:      givenAuthorized,
+			prepare:    capturing(1500),
+			obs:        obsWebhook(payment.ObservedSucceeded, "evt-captured", withAmount(1500, orderCurrency), withProviderID("pay_1")),
+			decision:   payment.Applied,
+			phase:      succeeded,
+			conds:      []string{readySettled},
+			history:    []v1alpha1.HistoryEntry{historyEntry(authorized, succeeded, srcWebhook, "evt-captured", "")},
+			events:     []string{"Normal/Succeeded"},
+			transition: phaseChange(authorized, succeeded),
+		},
+		{
+			name:       "a capture of another amount than asked for needs review",
+			given:      givenAuthorized,
+			prepare:    capturing(1500),
+			obs:        obsWebhook(payment.ObservedSucceeded, "evt-captured", withPaid(), withProviderID("pay_1")),
+			decision:   payment.Applied,
+			phase:      unknown,
+			conds:      reviewing(v1alpha1.ReasonAmountMismatch),
+			history:    []v1alpha1.HistoryEntry{historyEntry(authorized, unknown, srcWebhook, "evt-captured", v1alpha1.ReasonAmountMismatch)},
+			events:     []string{"Warning/Unknown", "Warning/AmountMismatch"},
+			transition: phaseChange(authorized, unknown),
+		},
+		{
+			name:       "an authorization that expires uncaptured ends Expired with AuthorizationExpired",
+			given:      givenAuthorized,
+			obs:        obsQuery(payment.ObservedExpired, withProviderID("pay_1"), withFailure(v1alpha1.ReasonAuthorizationExpired, "")),
+			decision:   payment.Applied,
+			phase:      expired,
+			conds:      []string{readySettled},
+			history:    []v1alpha1.HistoryEntry{historyEntry(authorized, expired, srcQuery, "", v1alpha1.ReasonAuthorizationExpired)},
+			events:     []string{"Normal/Expired"},
+			transition: phaseChange(authorized, expired),
+		},
+		{
+			name:       "a voided authorization is Canceled, final",
+			given:      givenAuthorized,
+			obs:        obsWebhook(payment.ObservedCanceled, "evt-void", withProviderID("pay_1")),
+			decision:   payment.Applied,
+			phase:      canceled,
+			conds:      []string{readySettled},
+			history:    []v1alpha1.HistoryEntry{historyEntry(authorized, canceled, srcWebhook, "evt-void", "")},
+			events:     []string{"Normal/Canceled"},
+			transition: phaseChange(authorized, canceled),
+		},
+		{
+			name:     "a cancel reported for a payment that took money is a conflict",
+			given:    givenSucceeded,
+			obs:      obsWebhook(payment.ObservedCanceled, "evt-void-late"),
+			decision: payment.Conflict,
+			phase:    succeeded,
+			conds:    reviewing(v1alpha1.ReasonConflictingStatus),
+			history:  []v1alpha1.HistoryEntry{historyEntry(succeeded, succeeded, srcWebhook, "evt-void-late", v1alpha1.ReasonConflictingStatus)},
+			events:   []string{"Warning/ConflictingStatus"},
+		},
+		{
+			name:     "a failure after Canceled is stale: the first not-paid answer stands",
+			given:    andThen(givenAuthorized, obsWebhook(payment.ObservedCanceled, "evt-void")),
+			obs:      obsWebhook(payment.ObservedFailed, "evt-failed"),
+			decision: payment.Stale,
+			phase:    canceled,
+			conds:    []string{readySettled},
+		},
+		{
+			name:     "the payer's link is recorded while the payment waits for the payer",
+			given:    givenPending,
+			obs:      obsQuery(payment.ObservedPending, withProviderID("pay_1"), withCustomerAction("https://pay.example.com/checkout/1")),
+			decision: payment.Stale,
+			phase:    pending,
+			conds:    []string{readyInProgress},
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if after.CustomerAction == nil || after.CustomerAction.URL != "https://pay.example.com/checkout/1" || after.WaitingFor != "Payer" {
+					t.Errorf("customerAction %+v waitingFor %q", after.CustomerAction, after.WaitingFor)
+				}
+			},
+		},
+		{
+			name:       "the payer's link is cleared once the payer is done",
+			given:      andThen(givenPending, obsQuery(payment.ObservedPending, withCustomerAction("https://pay.example.com/checkout/1"))),
+			obs:        obsQuery(payment.ObservedProcessing, withProviderID("pay_1")),
+			decision:   payment.Applied,
+			phase:      processing,
+			conds:      []string{readyInProgress},
+			history:    []v1alpha1.HistoryEntry{historyEntry(pending, processing, srcQuery, "", "")},
+			events:     []string{"Normal/Processing"},
+			transition: phaseChange(pending, processing),
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if after.CustomerAction != nil || after.WaitingFor != "" {
+					t.Errorf("customerAction %+v waitingFor %q kept", after.CustomerAction, after.WaitingFor)
+				}
+			},
+		},
+		{
+			name: "a checkout's payment id replaces the checkout id, which is kept",
+			given: []payment.Observation{
+				obsCreated(payment.ObservedPending, withProviderID("cs_1")),
+			},
+			obs:        obsWebhook(payment.ObservedProcessing, "evt-pi", withProviderID("pi_1"), withCheckout("cs_1")),
+			decision:   payment.Applied,
+			phase:      processing,
+			conds:      []string{readyInProgress},
+			history:    []v1alpha1.HistoryEntry{historyEntry(pending, processing, srcWebhook, "evt-pi", "")},
+			events:     []string{"Normal/Processing"},
+			transition: phaseChange(pending, processing),
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if after.ProviderPaymentID != "pi_1" || after.CheckoutID != "cs_1" {
+					t.Errorf("ids %q/%q, want pi_1 and checkout cs_1", after.ProviderPaymentID, after.CheckoutID)
+				}
+			},
+		},
+		{
+			name:     "an event naming the payment by its checkout id is about the same payment",
+			given:    andThen([]payment.Observation{obsCreated(payment.ObservedPending, withProviderID("cs_1"))}, obsWebhook(payment.ObservedProcessing, "evt-pi", withProviderID("pi_1"), withCheckout("cs_1"))),
+			obs:      obsWebhook(payment.ObservedProcessing, "evt-cs", withProviderID("cs_1")),
+			decision: payment.Stale,
+			phase:    processing,
+			conds:    []string{readyInProgress},
+		},
+		{
+			name:     "a manual resolve may cancel",
+			given:    givenUnknown(v1alpha1.ReasonRetriesExhausted),
+			obs:      obsManual(payment.ObservedCanceled, "voided in the dashboard"),
+			decision: payment.Applied,
+			phase:    canceled,
+			conds:    []string{"NeedsReview=False/" + v1alpha1.ReasonReviewed, readySettled},
+			history: []v1alpha1.HistoryEntry{historyEntry(unknown, canceled, v1alpha1.SourceManual, "",
+				v1alpha1.ReasonResolved+": voided in the dashboard")},
+			events:     []string{"Normal/Canceled"},
+			transition: phaseChange(unknown, canceled),
+		},
+	})
+}
+
+// lifecyclePay is a payment the provider knows as pay_1.
+func lifecyclePay(name string, capture v1alpha1.CaptureMethod) *v1alpha1.Payment {
+	p := created(name)
+	p.Spec.CaptureMethod = capture
+	return p
+}
+
+func authorizedPay(name string, capture v1alpha1.CaptureMethod) *v1alpha1.Payment {
+	p := lifecyclePay(name, capture)
+	return store(p, payment.ApplyEvent(p, payment.Observation{
+		Source: v1alpha1.SourceWebhook, Observed: payment.ObservedAuthorized, EventID: "evt-auth", ProviderPaymentID: "pay_1",
+		Amount: &v1alpha1.Money{Value: orderValue, Currency: orderCurrency},
+	}, t0.Add(10*time.Second)))
+}
+
+func annotate(p *v1alpha1.Payment, key, value string) *v1alpha1.Payment {
+	cp := p.DeepCopy()
+	if cp.Annotations == nil {
+		cp.Annotations = map[string]string{}
+	}
+	cp.Annotations[key] = value
+	return cp
+}
+
+func eventReasons(out payment.Outcome) []string {
+	var r []string
+	for _, e := range out.Events {
+		r = append(r, e.Reason)
+	}
+	return r
+}
+
+func TestPlanOperations(t *testing.T) {
+	pol := testPolicy()
+	pol.Lifecycle = provider.Lifecycle{ManualCapture: true, PartialCapture: true, Cancel: true, AuthorizeStep: true, Checkout: true}
+	pol.LifecycleKnown = true
+	now := t0.Add(time.Minute)
+	fresh := payment.Facts{FreshOperation: true}
+	approved := func(name string, capture v1alpha1.CaptureMethod) *v1alpha1.Payment {
+		p := lifecyclePay(name, capture)
+		return store(p, payment.ApplyEvent(p, payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedApproved, EventID: "evt-ok", ProviderPaymentID: "pay_1"}, t0.Add(10*time.Second)))
+	}
+
+	t.Run("an approved payment with automatic capture stores the capture, then captures", func(t *testing.T) {
+		p := approved("auto", v1alpha1.CaptureAutomatic)
+		s := payment.Plan(p, pol, payment.Facts{}, now)
+		if s.Action != payment.Write || s.Outcome.Status.Operation == nil || s.Outcome.Status.Operation.Kind != v1alpha1.OperationCapture {
+			t.Fatalf("step %s %+v", s.Action, s.Outcome.Status.Operation)
+		}
+		p = store(p, s.Outcome)
+		if s := payment.Plan(p, pol, fresh, now); s.Action != payment.CallCapture {
+			t.Fatalf("after the marker: %s (%s), want the capture call", s.Action, s.Why)
+		}
+	})
+	t.Run("an approved payment with manual capture is authorized first where the provider needs it", func(t *testing.T) {
+		p := approved("manual", v1alpha1.CaptureManual)
+		s := payment.Plan(p, pol, payment.Facts{}, now)
+		if s.Action != payment.Write || s.Outcome.Status.Operation == nil || s.Outcome.Status.Operation.Kind != v1alpha1.OperationAuthorize {
+			t.Fatalf("step %s %+v", s.Action, s.Outcome.Status.Operation)
+		}
+	})
+	t.Run("an authorized manual payment waits for the capture annotation", func(t *testing.T) {
+		p := authorizedPay("waiting", v1alpha1.CaptureManual)
+		if s := payment.Plan(p, pol, payment.Facts{}, now); s.Action != payment.Wait && s.Action != payment.Query {
+			t.Fatalf("step %s (%s)", s.Action, s.Why)
+		}
+		if p.Status.WaitingFor != "Capture" {
+			t.Errorf("waitingFor %q", p.Status.WaitingFor)
+		}
+	})
+	t.Run("the capture annotation with an amount is a partial capture, acted on once", func(t *testing.T) {
+		p := annotate(authorizedPay("partial", v1alpha1.CaptureManual), v1alpha1.AnnotationCapture, "1500")
+		s := payment.Plan(p, pol, payment.Facts{}, now)
+		op := s.Outcome.Status.Operation
+		if s.Action != payment.Write || op == nil || op.Kind != v1alpha1.OperationCapture || op.Amount == nil || op.Amount.Value != 1500 || s.Outcome.Status.Actions.Capture != "1500" {
+			t.Fatalf("step %s operation %+v actions %+v", s.Action, op, s.Outcome.Status.Actions)
+		}
+		p = store(p, s.Outcome)
+		out := payment.AfterOperation(p, pol, v1alpha1.OperationCapture, payment.Call{Payment: provider.Payment{ID: "pay_1", Status: provider.StatusSucceeded, Amount: 1500, Currency: orderCurrency}}, now)
+		p = store(p, out)
+		if p.Status.Phase != v1alpha1.PhaseSucceeded || p.Status.Operation != nil || review(p) != "" {
+			t.Fatalf("after the capture: phase %s op %+v review %q", p.Status.Phase, p.Status.Operation, review(p))
+		}
+		if s := payment.Plan(p, pol, payment.Facts{}, now); s.Action != payment.Nothing {
+			t.Errorf("the annotation acted on twice: %s", s.Action)
+		}
+	})
+	t.Run("a capture above the authorized amount is refused with a Warning, nothing called", func(t *testing.T) {
+		p := annotate(authorizedPay("too-much", v1alpha1.CaptureManual), v1alpha1.AnnotationCapture, "5000")
+		s := payment.Plan(p, pol, payment.Facts{}, now)
+		if s.Action != payment.Write || s.Outcome.Status.Operation != nil || strings.Join(eventReasons(s.Outcome), ",") != "CaptureRefused" {
+			t.Fatalf("step %s op %+v events %v", s.Action, s.Outcome.Status.Operation, eventReasons(s.Outcome))
+		}
+	})
+	t.Run("a capture annotation set early waits for the authorization", func(t *testing.T) {
+		p := annotate(lifecyclePay("early", v1alpha1.CaptureManual), v1alpha1.AnnotationCapture, "all")
+		s := payment.Plan(p, pol, payment.Facts{}, now)
+		if s.Action == payment.Write && s.Outcome.Status.Actions.Capture != "" {
+			t.Fatalf("acted on before the payment was authorized: %+v", s.Outcome.Status.Actions)
+		}
+	})
+	t.Run("a crash between the capture marker and the call looks the outcome up first", func(t *testing.T) {
+		p := annotate(authorizedPay("crash", v1alpha1.CaptureManual), v1alpha1.AnnotationCapture, "all")
+		p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)
+		s := payment.Plan(p, pol, payment.Facts{}, now.Add(time.Second)) // a new reconcile: not fresh
+		if s.Action != payment.Query {
+			t.Fatalf("step %s (%s), want a lookup before any capture", s.Action, s.Why)
+		}
+		// The lookup says the capture happened: nothing is repeated.
+		p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusSucceeded), false, now.Add(time.Second)))
+		if p.Status.Phase != v1alpha1.PhaseSucceeded || p.Status.Operation != nil {
+			t.Fatalf("phase %s op %+v", p.Status.Phase, p.Status.Operation)
+		}
+	})
+	t.Run("a capture whose answer was lost is looked up, then repeated with the same key", func(t *testing.T) {
+		p := annotate(authorizedPay("lost", v1alpha1.CaptureManual), v1alpha1.AnnotationCapture, "all")
+		p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)
+		p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCapture, fails(errTimeout), now))
+		if p.Status.Operation == nil || p.Status.Operation.LastAttemptAt == nil || p.Status.Phase != v1alpha1.PhaseAuthorized {
+			t.Fatalf("after a lost answer: %+v", p.Status)
+		}
+		later := p.Status.Operation.RetryAt.Time
+		if s := payment.Plan(p, pol, payment.Facts{}, later); s.Action != payment.Query {
+			t.Fatalf("step %s, want the lookup", s.Action)
+		}
+		authorizedStill := answer(provider.StatusAuthorized)
+		p = store(p, payment.AfterQuery(p, pol, authorizedStill, false, later))
+		if s := payment.Plan(p, pol, payment.Facts{}, later.Add(payment.MinWait)); s.Action != payment.CallCapture {
+			t.Fatalf("step %s (%s), want the capture again", s.Action, s.Why)
+		}
+	})
+	t.Run("cancel of an authorized payment voids it", func(t *testing.T) {
+		p := annotate(authorizedPay("void", v1alpha1.CaptureManual), v1alpha1.AnnotationCancel, "customer changed their mind")
+		s := payment.Plan(p, pol, payment.Facts{}, now)
+		if s.Action != payment.Write || s.Outcome.Status.Operation == nil || s.Outcome.Status.Operation.Kind != v1alpha1.OperationCancel {
+			t.Fatalf("step %s %+v", s.Action, s.Outcome.Status.Operation)
+		}
+		p = store(p, s.Outcome)
+		if s := payment.Plan(p, pol, fresh, now); s.Action != payment.CallCancel {
+			t.Fatalf("step %s", s.Action)
+		}
+		p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, answer(provider.StatusCanceled), now))
+		if p.Status.Phase != v1alpha1.PhaseCanceled || !strings.Contains(p.Status.History[len(p.Status.History)-1].Reason, "customer changed their mind") {
+			t.Fatalf("phase %s history %+v", p.Status.Phase, p.Status.History)
+		}
+	})
+	t.Run("cancel of a payment that took money is refused, pointing at a Refund", func(t *testing.T) {
+		p := created("paid")
+		p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusSucceeded), false, now))
+		p = annotate(p, v1alpha1.AnnotationCancel, "too late")
+		s := payment.Plan(p, pol, payment.Facts{}, now)
+		if s.Action != payment.Write || s.Outcome.Status.Phase != v1alpha1.PhaseSucceeded || s.Outcome.Status.Actions.Cancel != "too late" {
+			t.Fatalf("step %s %+v", s.Action, s.Outcome.Status)
+		}
+		if len(s.Outcome.Events) != 1 || !s.Outcome.Events[0].Warning || !strings.Contains(s.Outcome.Events[0].Message, "Refund") {
+			t.Errorf("events %+v, want one Warning naming the refund path", s.Outcome.Events)
+		}
+	})
+	t.Run("cancel of a payment never sent to the provider cancels it locally", func(t *testing.T) {
+		p := annotate(newPay("never-sent"), v1alpha1.AnnotationCancel, "order dropped")
+		s := payment.Plan(p, pol, payment.Facts{}, now)
+		if s.Action != payment.Write || s.Outcome.Status.Phase != v1alpha1.PhaseCanceled || s.Outcome.Status.CreateRequestedAt != nil {
+			t.Fatalf("step %s %+v", s.Action, s.Outcome.Status)
+		}
+	})
+	t.Run("a refused automatic capture needs a human", func(t *testing.T) {
+		p := approved("refused", v1alpha1.CaptureAutomatic)
+		p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)
+		p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCapture, fails(errRefused), now))
+		if p.Status.Phase != v1alpha1.PhaseUnknown || review(p) != v1alpha1.ReasonCaptureRefused || p.Status.Operation != nil {
+			t.Fatalf("phase %s review %q op %+v", p.Status.Phase, review(p), p.Status.Operation)
+		}
+		if s := payment.Plan(p, pol, payment.Facts{}, now.Add(time.Hour)); s.Action != payment.Nothing {
+			t.Errorf("a refused capture is tried again: %s", s.Action)
+		}
+	})
+	t.Run("manual capture at a provider type without it fails before anything is sent", func(t *testing.T) {
+		noManual := pol
+		noManual.Lifecycle.ManualCapture = false
+		p := newPay("unsupported")
+		p.Spec.CaptureMethod = v1alpha1.CaptureManual
+		s := payment.Plan(p, noManual, payment.Facts{}, now)
+		if s.Action != payment.Write || s.Outcome.Status.Phase != v1alpha1.PhaseFailed || s.Outcome.Status.CreateRequestedAt != nil {
+			t.Fatalf("step %s %+v", s.Action, s.Outcome.Status)
+		}
+	})
+	t.Run("the payer's link is announced once", func(t *testing.T) {
+		p := created("link")
+		call := answer(provider.StatusPending)
+		call.Payment.CustomerAction = &provider.CustomerAction{URL: "https://pay.example.com/a"}
+		out := payment.AfterQuery(p, pol, call, false, now)
+		if strings.Join(eventReasons(out), ",") != "CustomerActionRequired" {
+			t.Fatalf("events %v", eventReasons(out))
+		}
+		p = store(p, out)
+		if again := payment.AfterQuery(p, pol, call, false, now.Add(time.Minute)); len(again.Events) != 0 {
+			t.Errorf("announced again: %v", eventReasons(again))
+		}
+	})
+}
+
+// TestScenarioApprovedThenCapturedOnce: a PayPal-like checkout approved by
+// the payer is captured exactly once, whichever channel brings the approval.
+func TestScenarioApprovedThenCapturedOnce(t *testing.T) {
+	pol := testPolicy()
+	pol.Lifecycle = provider.Lifecycle{Checkout: true, ManualCapture: true, AuthorizeStep: true, Cancel: true}
+	pol.LifecycleKnown = true
+	approvedAt := t0.Add(2 * time.Minute)
+	captures := 0
+	p, calls := drive(t, newPay("checkout"), pol, func(a payment.Action, _ int, now time.Time) payment.Call {
+		switch {
+		case a == payment.Create:
+			c := answer(provider.StatusPending)
+			c.Payment.CustomerAction = &provider.CustomerAction{URL: "https://paypal.example/approve"}
+			return c
+		case a == payment.CallCapture:
+			captures++
+			return answer(provider.StatusSucceeded)
+		case now.Before(approvedAt):
+			return answer(provider.StatusPending)
+		}
+		return answer(provider.StatusApproved)
+	}, t0.Add(24*time.Hour))
+	if p.Status.Phase != v1alpha1.PhaseSucceeded || captures != 1 {
+		t.Fatalf("phase %s after %d captures and %d calls", p.Status.Phase, captures, len(calls))
+	}
+}

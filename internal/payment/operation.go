@@ -1,0 +1,281 @@
+package payment
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// The money-moving calls on an existing payment (SPEC §11.5): authorize,
+// capture and cancel. Each is crash-safe like the create: the operation is
+// stored (status.operation) before the call, the call carries a
+// deterministic idempotency key, and an operation whose outcome is unknown
+// (no answer, or a crash between the marker and the call) is looked up with a
+// status query before the call is repeated.
+
+// OperationKey is the idempotency key of an operation on p: the payment's
+// key and the operation, so a repeated call is replayed by the provider.
+func OperationKey(p *v1alpha1.Payment, kind v1alpha1.OperationKind) string {
+	return p.IdempotencyKey() + "/" + strings.ToLower(string(kind))
+}
+
+// cancelAction applies the cancel annotation once per value.
+func cancelAction(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
+	v := p.Annotations[v1alpha1.AnnotationCancel]
+	if v == "" || v == p.Status.Actions.Cancel {
+		return Outcome{}, false
+	}
+	c := begin(p, now)
+	st := c.st()
+	st.Actions.Cancel = v
+	switch phase := c.phase(); {
+	case phase.TookMoney():
+		c.event(true, "CancelRefused", fmt.Sprintf("payment is %s: it took the payer's money, so it cannot be canceled; create a Refund (kind Refund, spec.paymentRef %q) to return it", phase, p.Name))
+	case phase.IsFinal():
+		c.event(false, "CancelIgnored", fmt.Sprintf("payment is already %s; nothing to cancel", phase))
+	case st.Operation != nil && st.Operation.Kind == v1alpha1.OperationCancel:
+	case st.Operation != nil:
+		c.event(true, "CancelRefused", fmt.Sprintf("a %s is in progress; annotate again once it has ended", st.Operation.Kind))
+	case ProviderID(c.p) == "" && st.CreateRequestedAt == nil:
+		c.apply(Observation{
+			Source: v1alpha1.SourceCancel, Observed: ObservedCanceled,
+			Reason: v1alpha1.ReasonCanceledByOperator + ": " + v + " (never sent to the provider)",
+		})
+	default:
+		st.Operation = &v1alpha1.Operation{Kind: v1alpha1.OperationCancel, RequestedAt: metav1.NewTime(now), Reason: v}
+		c.event(false, "CancelRequested", "cancel requested: "+v)
+	}
+	return c.done(), true
+}
+
+// captureAction applies the capture annotation of a Manual payment once per
+// value. Set early, it waits until the payment is Authorized.
+func captureAction(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
+	v := p.Annotations[v1alpha1.AnnotationCapture]
+	if v == "" || v == p.Status.Actions.Capture {
+		return Outcome{}, false
+	}
+	st := &p.Status
+	phase := st.Phase
+	waiting := !phase.IsFinal() && p.Spec.CaptureMethod == v1alpha1.CaptureManual && (phase != v1alpha1.PhaseAuthorized || st.Operation != nil)
+	if waiting {
+		return Outcome{}, false
+	}
+	c := begin(p, now)
+	c.st().Actions.Capture = v
+	switch {
+	case phase.IsFinal():
+		c.event(false, "CaptureIgnored", fmt.Sprintf("payment is already %s; nothing to capture", phase))
+	case p.Spec.CaptureMethod != v1alpha1.CaptureManual:
+		c.event(false, "CaptureIgnored", "captureMethod is Automatic: the payment is captured as soon as it is authorized")
+	default:
+		authorized := authorizedAmount(c.p)
+		amount, err := captureAmount(v, authorized)
+		if err != nil {
+			c.event(true, "CaptureRefused", err.Error())
+			break
+		}
+		op := &v1alpha1.Operation{Kind: v1alpha1.OperationCapture, RequestedAt: metav1.NewTime(now)}
+		if amount.Value != authorized.Value {
+			op.Amount = &amount
+		}
+		c.st().Operation = op
+		c.st().AmountToCapture = &amount
+		c.event(false, "CaptureRequested", "capture of "+v1alpha1.FormatAmount(amount.Value, amount.Currency)+" requested")
+	}
+	return c.done(), true
+}
+
+// authorizedAmount is what the authorization reserved (the amount asked for
+// when the provider did not say).
+func authorizedAmount(p *v1alpha1.Payment) v1alpha1.Money {
+	if a := p.Status.AmountAuthorized; a != nil {
+		return *a
+	}
+	return v1alpha1.Money{Value: p.Spec.Amount.Value, Currency: p.Spec.Amount.Currency}
+}
+
+// captureAmount reads the capture annotation: a positive number of minor
+// units up to the authorized amount; anything else captures it all.
+func captureAmount(v string, authorized v1alpha1.Money) (v1alpha1.Money, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return authorized, nil
+	}
+	if n <= 0 || n > authorized.Value {
+		return v1alpha1.Money{}, fmt.Errorf("capture of %d minor units refused: it must be more than 0 and at most the authorized %s (%d)",
+			n, v1alpha1.FormatAmount(authorized.Value, authorized.Currency), authorized.Value)
+	}
+	return v1alpha1.Money{Value: n, Currency: authorized.Currency}, nil
+}
+
+// planOperation decides an authorize, capture or cancel call for a payment
+// the provider knows; ok is false when none applies.
+func planOperation(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) (Step, bool) {
+	st := &p.Status
+	op := st.Operation
+	if op == nil {
+		kind, ok := automaticOperation(p, pol)
+		if !ok {
+			return Step{}, false
+		}
+		c := begin(p, now)
+		c.st().Operation = &v1alpha1.Operation{Kind: kind, RequestedAt: metav1.NewTime(now)}
+		if kind == v1alpha1.OperationCapture {
+			amount := authorizedAmount(p)
+			c.st().AmountToCapture = &amount
+		}
+		return Step{Action: Write, Outcome: c.done(), Why: "automatic " + strings.ToLower(string(kind))}, true
+	}
+	if r := op.RetryAt; r != nil && now.Before(r.Time) && !configFixed(st, facts) {
+		return Step{Action: Wait, At: r.Time, Why: string(op.Kind) + " retry not due"}, true
+	}
+	since := op.RequestedAt.Time
+	if op.LastAttemptAt != nil {
+		since = op.LastAttemptAt.Time
+	}
+	unknown := op.LastAttemptAt != nil || !facts.FreshOperation
+	if last := st.Query.LastTime; unknown && (last == nil || last.Time.Before(since)) {
+		return Step{Action: Query, Why: "look up the outcome of the " + strings.ToLower(string(op.Kind)) + " before repeating it"}, true
+	}
+	return Step{Action: callFor(op.Kind), Why: strings.ToLower(string(op.Kind)) + " with the operation's idempotency key"}, true
+}
+
+// automaticOperation is the call the payment's state asks for without an
+// operator: the capture of an approved or authorized payment (Automatic),
+// the authorization of an approved one (Manual, at providers with that step).
+func automaticOperation(p *v1alpha1.Payment, pol Policy) (v1alpha1.OperationKind, bool) {
+	st := &p.Status
+	if st.Phase.IsFinal() || parked(st) {
+		return "", false
+	}
+	switch {
+	case p.Spec.CaptureMethod != v1alpha1.CaptureManual && (st.Phase == v1alpha1.PhaseAuthorized || st.PayerApproved):
+		return v1alpha1.OperationCapture, true
+	case p.Spec.CaptureMethod == v1alpha1.CaptureManual && st.PayerApproved && st.Phase != v1alpha1.PhaseAuthorized && pol.Lifecycle.AuthorizeStep:
+		return v1alpha1.OperationAuthorize, true
+	}
+	return "", false
+}
+
+func callFor(kind v1alpha1.OperationKind) Action {
+	switch kind {
+	case v1alpha1.OperationAuthorize:
+		return CallAuthorize
+	case v1alpha1.OperationCapture:
+		return CallCapture
+	}
+	return CallCancel
+}
+
+// OperationOf is the operation kind a call action performs.
+func OperationOf(a Action) v1alpha1.OperationKind {
+	switch a {
+	case CallAuthorize:
+		return v1alpha1.OperationAuthorize
+	case CallCapture:
+		return v1alpha1.OperationCapture
+	case CallCancel:
+		return v1alpha1.OperationCancel
+	}
+	return ""
+}
+
+// AfterOperation decides what an authorize, capture or cancel call means.
+// An answer is applied and ends the operation; no answer keeps it, to be
+// looked up and repeated with the same key; a refusal ends it and says so
+// (an automatic capture the provider refuses needs a human).
+func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind, call Call, now time.Time) Outcome {
+	c := begin(p, now)
+	st := c.st()
+	op := st.Operation
+	if op == nil || op.Kind != kind {
+		return c.done() // ended meanwhile (a webhook, another writer)
+	}
+	source := map[v1alpha1.OperationKind]v1alpha1.ObservationSource{
+		v1alpha1.OperationAuthorize: v1alpha1.SourceAuthorize,
+		v1alpha1.OperationCapture:   v1alpha1.SourceCapture,
+		v1alpha1.OperationCancel:    v1alpha1.SourceCancel,
+	}[kind]
+	switch class := Classify(call.Err); class {
+	case Answered:
+		for _, obs := range FromPayment(call.Payment, source) {
+			if kind == v1alpha1.OperationCancel && obs.Observed == ObservedCanceled {
+				obs.Reason = v1alpha1.ReasonCanceledByOperator + ": " + op.Reason
+			}
+			c.apply(obs)
+		}
+		st.Operation = nil
+		st.Query.LastError, st.Query.LastErrorClass, st.Query.ConsecutiveErrors, st.Query.UnansweredSince = "", "", 0, nil
+		if !st.Phase.IsFinal() && !parked(st) {
+			c.wakeIn(firstStep(pol, string(c.p.UID)))
+		}
+	case NoAnswer, ConfigProblem:
+		// Unknown outcome (or refused configuration): looked up, then
+		// repeated with the same key, on the operation's own backoff.
+		op.LastAttemptAt = ptrMicro(now)
+		op.Attempts++
+		wait := createBackoff(pol.Schedule, op.Attempts)
+		if class == ConfigProblem {
+			wait = pol.configRetry()
+		}
+		if ra, ok := provider.RetryAfter(call.Err); ok && ra > wait {
+			wait = ra
+		}
+		op.RetryAt = ptrMicro(now.Add(max(wait, MinWait)))
+		st.Query.LastError, st.Query.LastErrorClass = call.Err.Error(), class.StatusName()
+	default:
+		st.Operation = nil
+		st.AmountToCapture = nil
+		st.Query.LastError, st.Query.LastErrorClass = call.Err.Error(), class.StatusName()
+		manual := kind == v1alpha1.OperationCancel || c.p.Spec.CaptureMethod == v1alpha1.CaptureManual && kind == v1alpha1.OperationCapture
+		if manual {
+			c.event(true, string(kind)+"Refused", fmt.Sprintf("the provider refused the %s: %v", strings.ToLower(string(kind)), call.Err))
+			if !st.Phase.IsFinal() && !parked(st) {
+				c.wakeIn(MinWait) // the provider's view decides what comes next
+			}
+			break
+		}
+		c.apply(Observation{
+			Source: source, Observed: ObservedUnknown, Review: v1alpha1.ReasonCaptureRefused,
+			Reason: fmt.Sprintf("the provider refused the automatic %s of the approved payment: %v", strings.ToLower(string(kind)), call.Err),
+		})
+		c.park()
+	}
+	return c.done()
+}
+
+// operationDone reports whether the payment shows the operation's effect.
+func operationDone(st *v1alpha1.PaymentStatus, kind v1alpha1.OperationKind) bool {
+	switch {
+	case st.Phase.IsFinal():
+		return true
+	case kind == v1alpha1.OperationAuthorize:
+		return st.Phase == v1alpha1.PhaseAuthorized
+	case kind == v1alpha1.OperationCapture:
+		return st.Phase == v1alpha1.PhaseProcessing && st.AmountToCapture != nil
+	}
+	return false
+}
+
+func firstStep(pol Policy, seed string) time.Duration {
+	d, ok := Delay(pol.Schedule, pol.JitterPercent, 0, seed)
+	if !ok {
+		return time.Minute
+	}
+	return d
+}
+
+func lastStep(pol Policy, seed string) time.Duration {
+	if n := len(pol.Schedule); n > 0 {
+		d, _ := Delay(pol.Schedule, pol.JitterPercent, int32(n-1), seed)
+		return d
+	}
+	return time.Hour
+}
