@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,11 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
@@ -34,7 +37,7 @@ func TestBackfillAloneSettlesPaymentsWhenEveryWebhookIsLost(t *testing.T) {
 			t.Parallel()
 			// Scaled so KukoPay's 2h42m of retries take 0.5s and the Standard
 			// Webhooks' 27h take 5s.
-			s := startSim(t, paysim.Options{TimeFactor: 0.00005})
+			s := fixture.StartSim(t, paysim.Options{TimeFactor: 0.00005})
 			down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
 			}))
@@ -42,9 +45,11 @@ func TestBackfillAloneSettlesPaymentsWhenEveryWebhookIsLost(t *testing.T) {
 			if err := s.SetWebhookTarget(string(typ), down.URL); err != nil {
 				t.Fatal(err)
 			}
-			ns := newNamespace(t)
-			prov := netsProvider(t, ns, "acct", s, typ, nil)
-			n := startNets(t, ns, netsOptions{payments: true, processor: true, backfill: true})
+			ns := fixture.Namespace(t, env.Client, "pay")
+			prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "acct", Sim: s, Type: typ, Quiet: true})
+			o := fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox, controllers.ControllerBackfill)
+			o.PendingGrace = 200 * time.Millisecond
+			m := fixture.StartManager(t, env, ns, o)
 
 			// Outcomes land 1h (simulated) after the create, so the create's
 			// answer is still "not paid" and only an event can settle them.
@@ -57,37 +62,37 @@ func TestBackfillAloneSettlesPaymentsWhenEveryWebhookIsLost(t *testing.T) {
 			}
 			payments := map[string]*v1alpha1.Payment{}
 			for name, phase := range want {
-				payments[name] = createPayment(t, ns, name, prov.Name, paymentOptions{outcome: outcome[phase], after: "1h"})
+				payments[name] = fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: name, Provider: prov.Name, Outcome: outcome[phase], After: "1h"})
 			}
 			// The backfill is switched on once paywarden has created every
 			// payment at the provider.
-			eventually(t, 10*time.Second, "every payment to be created at the provider", func() bool {
+			fixture.Eventually(t, 10*time.Second, "every payment to be created at the provider", func() bool {
 				for _, p := range payments {
-					if get(t, p).Status.ProviderPaymentID == "" {
+					if fixture.GetPayment(t, env.Client, p).Status.ProviderPaymentID == "" {
 						return false
 					}
 				}
 				return true
 			})
-			enable := getProvider(t, ns, prov.Name)
-			enable.Spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: dur("200ms")}
+			enable := fixture.GetProvider(t, env.Client, ns, prov.Name)
+			enable.Spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: fixture.Duration("200ms")}
 			if err := env.Client.Update(context.Background(), enable); err != nil {
 				t.Fatal(err)
 			}
 			for name, phase := range want {
-				payments[name] = waitPhase(t, payments[name], phase, 30*time.Second)
+				payments[name] = fixture.WaitPhase(t, env.Client, payments[name], phase, 30*time.Second)
 			}
-			eventually(t, 30*time.Second, "every delivery to exhaust its retries", func() bool {
+			fixture.Eventually(t, 30*time.Second, "every delivery to exhaust its retries", func() bool {
 				w := s.Counters().WebhooksByProvider[string(typ)]
 				return w.Events == len(want) && w.Exhausted == len(want)
 			})
 			// Let the backfill read the same events twice more (the overlap
 			// covers them all).
-			seen := getProvider(t, ns, prov.Name).Status.Backfill.EventsSeen
-			eventually(t, 10*time.Second, "two more backfill runs", func() bool {
-				return getProvider(t, ns, prov.Name).Status.Backfill.EventsSeen >= seen+int64(2*len(want))
+			seen := fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Backfill.EventsSeen
+			fixture.Eventually(t, 10*time.Second, "two more backfill runs", func() bool {
+				return fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Backfill.EventsSeen >= seen+int64(2*len(want))
 			})
-			n.stop()
+			m.Stop()
 
 			c := s.Counters()
 			if w := c.WebhooksByProvider[string(typ)]; w.Delivered != 0 || w.Attempts < len(want)*len(paysim.RetrySchedule(string(typ))) {
@@ -98,7 +103,7 @@ func TestBackfillAloneSettlesPaymentsWhenEveryWebhookIsLost(t *testing.T) {
 				t.Fatalf("simulator has %d events, want %d", len(simEvents), len(want))
 			}
 			stored := map[string]v1alpha1.WebhookEvent{}
-			for _, e := range webhookEvents(t, ns) {
+			for _, e := range fixture.WebhookEvents(t, env.Client, ns) {
 				stored[e.Name] = e
 			}
 			if len(stored) != len(simEvents) {
@@ -114,7 +119,7 @@ func TestBackfillAloneSettlesPaymentsWhenEveryWebhookIsLost(t *testing.T) {
 				}
 			}
 			for name := range want {
-				p := get(t, payments[name])
+				p := fixture.GetPayment(t, env.Client, payments[name])
 				id := p.Status.ProviderPaymentID
 				if q := c.QueriesByPayment[id]; q != 0 {
 					t.Errorf("%s was queried %d times; the backfill alone must settle it", name, q)
@@ -122,19 +127,19 @@ func TestBackfillAloneSettlesPaymentsWhenEveryWebhookIsLost(t *testing.T) {
 				var applied []v1alpha1.HistoryEntry
 				for _, ev := range simEvents {
 					if ev.PaymentID == id {
-						applied = append(applied, eventTransitions(p, ev.ID)...)
+						applied = append(applied, fixture.HistoryOf(p, ev.ID)...)
 					}
 				}
 				if len(applied) != 1 || applied[0].Source != v1alpha1.SourceBackfill {
-					t.Errorf("%s: transitions by its event %s; want exactly one, from Backfill", name, dump(applied))
+					t.Errorf("%s: transitions by its event %s; want exactly one, from Backfill", name, fixture.Dump(applied))
 				}
 			}
-			st := getProvider(t, ns, prov.Name).Status
+			st := fixture.GetProvider(t, env.Client, ns, prov.Name).Status
 			if st.Backfill.Cursor == nil || st.Backfill.EventsSeen < int64(len(want)) {
-				t.Errorf("backfill status not advanced: %s", dump(st.Backfill))
+				t.Errorf("backfill status not advanced: %s", fixture.Dump(st.Backfill))
 			}
 			if cond := meta.FindStatusCondition(st.Conditions, controllers.ConditionBackfill); cond == nil || cond.Status != metav1.ConditionTrue {
-				t.Errorf("Backfill condition: %s", dump(cond))
+				t.Errorf("Backfill condition: %s", fixture.Dump(cond))
 			}
 		})
 	}
@@ -153,23 +158,23 @@ func TestWebhookAndBackfillCopiesOfOneEventAreOne(t *testing.T) {
 		{name: "backfill copy first, then webhook", webhookFirst: false, wantStoredVia: v1alpha1.ViaBackfill},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startSim(t, paysim.Options{})
-			ns := newNamespace(t)
-			prov := netsProvider(t, ns, "acct", s, v1alpha1.ProviderKukoPay, func(spec *v1alpha1.PaymentProviderSpec) {
-				spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: dur("1h")}
-			})
-			n := startNets(t, ns, netsOptions{})
-			p := trackedPayment(t, s, prov, "order-1", paysim.OutcomeSucceed)
-			n.waitCached(t, p)
-			n.waitCached(t, prov)
-			rec := simEventFor(t, s, v1alpha1.ProviderKukoPay, p.Spec.ProviderPaymentID)
+			s := fixture.StartSim(t, paysim.Options{})
+			ns := fixture.Namespace(t, env.Client, "pay")
+			prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "acct", Sim: s, Quiet: true, Spec: func(spec *v1alpha1.PaymentProviderSpec) {
+				spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: fixture.Duration("1h")}
+			}})
+			m := fixture.StartManager(t, env, ns, fixture.Run())
+			p := fixture.TrackedPayment(t, env.Client, s, prov, "order-1", paysim.OutcomeSucceed)
+			fixture.WaitCached(t, m.Client(), p)
+			fixture.WaitCached(t, m.Client(), prov)
+			rec := fixture.SimEvent(t, s, v1alpha1.ProviderKukoPay, p.Spec.ProviderPaymentID)
 			ev, err := kukopay.ParseEvent(rec.Raw)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
 
-			in := &inbox.Inbox{Client: n.mgr.GetClient(), Reader: n.mgr.GetClient(), APIReader: n.mgr.GetAPIReader(), Clock: clock.RealClock{}}
+			in := &inbox.Inbox{Client: m.Client(), Reader: m.Client(), APIReader: m.Manager.GetAPIReader(), Clock: clock.RealClock{}}
 			webhook := func() inbox.Outcome {
 				out, err := in.Receive(ctx, prov, ev, v1alpha1.ViaWebhook, provider.SchemeKukoPay, 0)
 				if err != nil {
@@ -178,7 +183,7 @@ func TestWebhookAndBackfillCopiesOfOneEventAreOne(t *testing.T) {
 				return out
 			}
 			backfill := func() {
-				if _, err := n.backfill.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(prov)}); err != nil {
+				if _, err := m.Backfill.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(prov)}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -194,72 +199,22 @@ func TestWebhookAndBackfillCopiesOfOneEventAreOne(t *testing.T) {
 				}
 			}
 
-			events := webhookEvents(t, ns)
+			events := fixture.WebhookEvents(t, env.Client, ns)
 			if len(events) != 1 || events[0].Spec.Via != tc.wantStoredVia || events[0].Spec.EventID != ev.ID {
-				t.Fatalf("inbox: %s; want one event, via %s", dump(events), tc.wantStoredVia)
+				t.Fatalf("inbox: %s; want one event, via %s", fixture.Dump(events), tc.wantStoredVia)
 			}
-			got := waitPhase(t, p, v1alpha1.PhaseSucceeded, 10*time.Second)
-			if tr := eventTransitions(got, ev.ID); len(tr) != 1 {
-				t.Errorf("transitions by event %s: %s; want exactly one", ev.ID, dump(tr))
+			got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 10*time.Second)
+			if tr := fixture.HistoryOf(got, ev.ID); len(tr) != 1 {
+				t.Errorf("transitions by event %s: %s; want exactly one", ev.ID, fixture.Dump(tr))
 			}
 			if len(got.Status.History) != 1 {
-				t.Errorf("history: %s; want the one transition", dump(got.Status.History))
+				t.Errorf("history: %s; want the one transition", fixture.Dump(got.Status.History))
 			}
-			if st := getProvider(t, ns, prov.Name).Status.Backfill; st.EventsSeen != 1 || st.Cursor == nil || !st.Cursor.Time.Equal(ev.OccurredAt) {
-				t.Errorf("backfill status %s; want the one event seen and the cursor at its time %s", dump(st), ev.OccurredAt)
+			if st := fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Backfill; st.EventsSeen != 1 || st.Cursor == nil || !st.Cursor.Time.Equal(ev.OccurredAt) {
+				t.Errorf("backfill status %s; want the one event seen and the cursor at its time %s", fixture.Dump(st), ev.OccurredAt)
 			}
 		})
 	}
-}
-
-// failingInbox fails the create of one chosen WebhookEvent once, as an API
-// server that goes away mid-page would.
-type failingInbox struct {
-	client.Client
-	mu     sync.Mutex
-	failOn string
-	failed int
-}
-
-func (f *failingInbox) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if _, ok := obj.(*v1alpha1.WebhookEvent); ok {
-		f.mu.Lock()
-		fail := f.failOn != "" && obj.GetName() == f.failOn
-		if fail {
-			f.failOn = ""
-			f.failed++
-		}
-		f.mu.Unlock()
-		if fail {
-			return apierrors.NewServiceUnavailable("injected: the API server went away mid-page")
-		}
-	}
-	return f.Client.Create(ctx, obj, opts...)
-}
-
-func (f *failingInbox) failNext(name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.failOn = name
-}
-
-// simClock is the simulator's clock, moved by the test so every event gets a
-// distinct, known time.
-type simClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *simClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *simClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // TestBackfillCursorAdvancesOnlyAfterThePageIsStored: a store that fails in
@@ -267,16 +222,27 @@ func (c *simClock) advance(d time.Duration) {
 // the page again: nothing is missed and nothing is applied twice.
 func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
-	sc := &simClock{now: base}
-	s := startSim(t, paysim.Options{Now: sc.Now})
-	ns := newNamespace(t)
-	prov := netsProvider(t, ns, "acct", s, v1alpha1.ProviderKukoPay, func(spec *v1alpha1.PaymentProviderSpec) {
+	// The simulator's clock, moved by the test so every event gets a
+	// distinct, known time.
+	clk := clocktesting.NewFakeClock(base)
+	s := fixture.StartSim(t, paysim.Options{Now: clk.Now})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "acct", Sim: s, Quiet: true, Spec: func(spec *v1alpha1.PaymentProviderSpec) {
 		// Every Reconcile below is a due run; nothing runs in the background.
-		spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: dur("1ms")}
-	})
-	writer := &failingInbox{}
-	n := startNets(t, ns, netsOptions{wrap: func(c client.Client) client.Client { writer.Client = c; return writer }})
-	n.waitCached(t, prov)
+		spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: fixture.Duration("1ms")}
+	}})
+	// The store of one chosen WebhookEvent fails once, as with an API server
+	// that goes away mid-page.
+	var failOn atomic.Pointer[string]
+	faults := fixture.FailWrites(fixture.Once(func(w fixture.Write) bool {
+		name := failOn.Load()
+		_, ok := w.Object.(*v1alpha1.WebhookEvent)
+		return ok && w.Verb == "create" && name != nil && w.Object.GetName() == *name
+	}), apierrors.NewServiceUnavailable("injected: the API server went away mid-page"))
+	o := fixture.Run()
+	o.WrapClient = faults.Wrap
+	m := fixture.StartManager(t, env, ns, o)
+	fixture.WaitCached(t, m.Client(), prov)
 	ctx := context.Background()
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(prov)}
 
@@ -284,19 +250,21 @@ func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
 	var eventIDs []string
 	pay := func(name string) {
 		t.Helper()
-		p := trackedPayment(t, s, prov, name, paysim.OutcomeSucceed)
-		eventIDs = append(eventIDs, simEventFor(t, s, v1alpha1.ProviderKukoPay, p.Spec.ProviderPaymentID).ID)
+		p := fixture.TrackedPayment(t, env.Client, s, prov, name, paysim.OutcomeSucceed)
+		eventIDs = append(eventIDs, fixture.SimEvent(t, s, v1alpha1.ProviderKukoPay, p.Spec.ProviderPaymentID).ID)
 		payments = append(payments, p)
-		n.waitCached(t, p)
-		sc.advance(10 * time.Second)
+		fixture.WaitCached(t, m.Client(), p)
+		clk.Step(10 * time.Second)
 	}
-	status := func() v1alpha1.BackfillStatus { return getProvider(t, ns, prov.Name).Status.Backfill }
+	status := func() v1alpha1.BackfillStatus {
+		return fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Backfill
+	}
 	eventAt := func(i int) time.Time { return base.Add(time.Duration(i) * 10 * time.Second) }
 
 	// Run 1: two events, stored; the cursor is at the second.
 	pay("order-1")
 	pay("order-2")
-	if _, err := n.backfill.Reconcile(ctx, req); err != nil {
+	if _, err := m.Backfill.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	if c := status().Cursor; c == nil || !c.Time.Equal(eventAt(1)) {
@@ -307,29 +275,29 @@ func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
 	pay("order-3")
 	pay("order-4")
 	pay("order-5")
-	writer.failNext(v1alpha1.WebhookEventName(prov.Name, eventIDs[3]))
+	failOn.Store(ptr.To(v1alpha1.WebhookEventName(prov.Name, eventIDs[3])))
 	before := status()
-	if _, err := n.backfill.Reconcile(ctx, req); err == nil {
+	if _, err := m.Backfill.Reconcile(ctx, req); err == nil {
 		t.Fatal("the run whose store failed reported success")
 	}
-	if writer.failed != 1 {
-		t.Fatalf("the injected failure did not happen (%d)", writer.failed)
+	if faults.Failed() != 1 {
+		t.Fatalf("the injected failure did not happen (%d)", faults.Failed())
 	}
-	after := getProvider(t, ns, prov.Name)
+	after := fixture.GetProvider(t, env.Client, ns, prov.Name)
 	if !after.Status.Backfill.Cursor.Equal(before.Cursor) || after.Status.Backfill.EventsSeen != before.EventsSeen {
-		t.Errorf("a page that was not fully stored moved the backfill status: %s -> %s", dump(before), dump(after.Status.Backfill))
+		t.Errorf("a page that was not fully stored moved the backfill status: %s -> %s", fixture.Dump(before), fixture.Dump(after.Status.Backfill))
 	}
 	if c := meta.FindStatusCondition(after.Status.Conditions, controllers.ConditionBackfill); c == nil || c.Reason != controllers.ReasonBackfillWriteFailed {
-		t.Errorf("Backfill condition after the failed run: %s", dump(c))
+		t.Errorf("Backfill condition after the failed run: %s", fixture.Dump(c))
 	}
-	if got := len(webhookEvents(t, ns)); got != 3 {
+	if got := len(fixture.WebhookEvents(t, env.Client, ns)); got != 3 {
 		t.Errorf("%d WebhookEvents after the failed run, want the 3 stored before the failure", got)
 	}
 
 	// Run 3 re-reads the page and stores the rest; run 4 finds nothing new.
 	listsBefore := s.Counters().EventListCalls
 	for run := 3; run <= 4; run++ {
-		if _, err := n.backfill.Reconcile(ctx, req); err != nil {
+		if _, err := m.Backfill.Reconcile(ctx, req); err != nil {
 			t.Fatalf("run %d: %v", run, err)
 		}
 	}
@@ -344,7 +312,7 @@ func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
 	if st.EventsSeen != 12 {
 		t.Errorf("eventsSeen = %d, want 2+5+5", st.EventsSeen)
 	}
-	events := webhookEvents(t, ns)
+	events := fixture.WebhookEvents(t, env.Client, ns)
 	if len(events) != len(eventIDs) {
 		t.Errorf("%d WebhookEvents for %d provider events", len(events), len(eventIDs))
 	}
@@ -354,14 +322,14 @@ func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
 		}
 	}
 	for i, p := range payments {
-		got := waitPhase(t, p, v1alpha1.PhaseSucceeded, 10*time.Second)
-		if tr := eventTransitions(got, eventIDs[i]); len(tr) != 1 {
-			t.Errorf("%s: transitions by its event: %s; want exactly one", p.Name, dump(tr))
+		got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 10*time.Second)
+		if tr := fixture.HistoryOf(got, eventIDs[i]); len(tr) != 1 {
+			t.Errorf("%s: transitions by its event: %s; want exactly one", p.Name, fixture.Dump(tr))
 		}
 	}
-	if c := meta.FindStatusCondition(getProvider(t, ns, prov.Name).Status.Conditions, controllers.ConditionBackfill); c == nil ||
+	if c := meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Conditions, controllers.ConditionBackfill); c == nil ||
 		c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "0 new") {
-		t.Errorf("Backfill condition after the idle run: %s", dump(c))
+		t.Errorf("Backfill condition after the idle run: %s", fixture.Dump(c))
 	}
 }
 
@@ -370,70 +338,58 @@ func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
 // new value replays again; PayPal, without an events API, says so instead.
 func TestBackfillFromAnnotationRunsOnce(t *testing.T) {
 	base := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
-	sc := &simClock{now: base}
-	s := startSim(t, paysim.Options{Now: sc.Now})
-	ns := newNamespace(t)
-	prov := netsProvider(t, ns, "acct", s, v1alpha1.ProviderKukoPay, nil)
-	paypalProv := netsProvider(t, ns, "pp", s, v1alpha1.ProviderPayPal, func(spec *v1alpha1.PaymentProviderSpec) {
+	clk := clocktesting.NewFakeClock(base)
+	s := fixture.StartSim(t, paysim.Options{Now: clk.Now})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "acct", Sim: s, Quiet: true})
+	paypalProv := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "pp", Sim: s, Type: v1alpha1.ProviderPayPal, Quiet: true, Spec: func(spec *v1alpha1.PaymentProviderSpec) {
 		spec.Webhook.PayPalWebhookID = paysim.DefaultPayPalWebhookID
-	})
-	n := startNets(t, ns, netsOptions{backfill: true})
+	}})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerBackfill))
 
-	old := trackedPayment(t, s, prov, "before-outage", paysim.OutcomeSucceed)
-	simEventFor(t, s, v1alpha1.ProviderKukoPay, old.Spec.ProviderPaymentID)
-	sc.advance(time.Hour)
-	outageStart := sc.Now()
-	lost := trackedPayment(t, s, prov, "during-outage", paysim.OutcomeSucceed)
-	simEventFor(t, s, v1alpha1.ProviderKukoPay, lost.Spec.ProviderPaymentID)
-	n.waitCached(t, lost)
+	old := fixture.TrackedPayment(t, env.Client, s, prov, "before-outage", paysim.OutcomeSucceed)
+	fixture.SimEvent(t, s, v1alpha1.ProviderKukoPay, old.Spec.ProviderPaymentID)
+	clk.Step(time.Hour)
+	outageStart := clk.Now()
+	lost := fixture.TrackedPayment(t, env.Client, s, prov, "during-outage", paysim.OutcomeSucceed)
+	fixture.SimEvent(t, s, v1alpha1.ProviderKukoPay, lost.Spec.ProviderPaymentID)
+	fixture.WaitCached(t, m.Client(), lost)
 
-	annotate := func(name, value string) {
-		t.Helper()
-		p := getProvider(t, ns, name)
-		patch := client.MergeFrom(p.DeepCopy())
-		if p.Annotations == nil {
-			p.Annotations = map[string]string{}
-		}
-		p.Annotations[controllers.AnnotationBackfillFrom] = value
-		if err := env.Client.Patch(context.Background(), p, patch); err != nil {
-			t.Fatal(err)
-		}
-	}
 	done := func(name string) string {
-		return getProvider(t, ns, name).Annotations[controllers.AnnotationBackfillFromDone]
+		return fixture.GetProvider(t, env.Client, ns, name).Annotations[controllers.AnnotationBackfillFromDone]
 	}
 
-	annotate(prov.Name, outageStart.UTC().Format(time.RFC3339))
-	eventually(t, 10*time.Second, "the one-off backfill to be marked done", func() bool {
+	fixture.Annotate(t, env.Client, prov, controllers.AnnotationBackfillFrom, outageStart.UTC().Format(time.RFC3339))
+	fixture.Eventually(t, 10*time.Second, "the one-off backfill to be marked done", func() bool {
 		return done(prov.Name) == outageStart.UTC().Format(time.RFC3339)
 	})
-	waitPhase(t, lost, v1alpha1.PhaseSucceeded, 10*time.Second)
-	if p := get(t, old); p.Status.Phase != "" {
+	fixture.WaitPhase(t, env.Client, lost, v1alpha1.PhaseSucceeded, 10*time.Second)
+	if p := fixture.GetPayment(t, env.Client, old); p.Status.Phase != "" {
 		t.Errorf("the event from before backfill-from was replayed: %s", p.Status.Phase)
 	}
-	if st := getProvider(t, ns, prov.Name).Status.Backfill; st.Cursor != nil || st.LastRunTime != nil {
-		t.Errorf("a one-off with the periodic backfill off moved its position: %s", dump(st))
+	if st := fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Backfill; st.Cursor != nil || st.LastRunTime != nil {
+		t.Errorf("a one-off with the periodic backfill off moved its position: %s", fixture.Dump(st))
 	}
-	if len(n.events.about(prov.Name, "BackfillCompleted")) != 1 {
-		t.Errorf("want one BackfillCompleted event, got %+v", n.events.all())
+	if len(m.Events.About(prov.Name, "BackfillCompleted")) != 1 {
+		t.Errorf("want one BackfillCompleted event, got %+v", m.Events.All())
 	}
 	lists := s.Counters().EventListCalls
 
 	// A new value replays again, from further back.
-	annotate(prov.Name, base.UTC().Format(time.RFC3339))
-	eventually(t, 10*time.Second, "the second one-off backfill", func() bool { return done(prov.Name) == base.UTC().Format(time.RFC3339) })
-	waitPhase(t, old, v1alpha1.PhaseSucceeded, 10*time.Second)
+	fixture.Annotate(t, env.Client, prov, controllers.AnnotationBackfillFrom, base.UTC().Format(time.RFC3339))
+	fixture.Eventually(t, 10*time.Second, "the second one-off backfill", func() bool { return done(prov.Name) == base.UTC().Format(time.RFC3339) })
+	fixture.WaitPhase(t, env.Client, old, v1alpha1.PhaseSucceeded, 10*time.Second)
 	if got := s.Counters().EventListCalls - lists; got != 1 {
 		t.Errorf("%d event-list calls for one one-off run", got)
 	}
-	if len(n.events.about(prov.Name, "BackfillCompleted")) != 2 {
-		t.Errorf("want two BackfillCompleted events, got %+v", n.events.all())
+	if len(m.Events.About(prov.Name, "BackfillCompleted")) != 2 {
+		t.Errorf("want two BackfillCompleted events, got %+v", m.Events.All())
 	}
 
-	annotate(paypalProv.Name, base.UTC().Format(time.RFC3339))
-	eventually(t, 10*time.Second, "the PayPal request to be answered", func() bool { return done(paypalProv.Name) != "" })
-	c := meta.FindStatusCondition(getProvider(t, ns, paypalProv.Name).Status.Conditions, controllers.ConditionBackfill)
+	fixture.Annotate(t, env.Client, paypalProv, controllers.AnnotationBackfillFrom, base.UTC().Format(time.RFC3339))
+	fixture.Eventually(t, 10*time.Second, "the PayPal request to be answered", func() bool { return done(paypalProv.Name) != "" })
+	c := meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, paypalProv.Name).Status.Conditions, controllers.ConditionBackfill)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controllers.ReasonBackfillUnsupported {
-		t.Errorf("PayPal Backfill condition: %s", dump(c))
+		t.Errorf("PayPal Backfill condition: %s", fixture.Dump(c))
 	}
 }

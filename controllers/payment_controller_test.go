@@ -2,18 +2,21 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
@@ -23,16 +26,16 @@ import (
 var fast = []string{"150ms", "150ms", "150ms", "300ms", "300ms", "300ms"}
 
 func TestHappyPath(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: fast})
-	m := startManager(t, ns, managerOptions{})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	// Succeeds 40 simulated seconds after creation (0.4 s here): the first
 	// query finds it Processing, a later one Succeeded.
-	p := createPayment(t, ns, "order-1", "kukopay", paymentOptions{outcome: paysim.OutcomeSucceed, after: "40s"})
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order-1", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "40s"})
 
-	got := waitPhase(t, p, v1alpha1.PhaseSucceeded, 20*time.Second)
-	if c := condition(got, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 20*time.Second)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready = %+v, want True", c)
 	}
 	if got.Status.ProviderPaymentID == "" || got.Status.CreateRequestedAt == nil {
@@ -51,14 +54,14 @@ func TestHappyPath(t *testing.T) {
 	if len(path) == 0 || path[0] != "Pending" || path[len(path)-1] != "Succeeded" {
 		t.Errorf("history %v, want Pending ... Succeeded", path)
 	}
-	m.waitEvent(t, "Normal Succeeded")
+	m.Events.Wait(t, corev1.EventTypeNormal, "Succeeded")
 	c := s.Counters()
 	if c.PaymentsCreated != 1 || c.CreateRequests != 1 {
 		t.Errorf("provider saw %d creates and made %d payments, want 1 and 1", c.CreateRequests, c.PaymentsCreated)
 	}
 	queries := c.QueriesByPayment[got.Status.ProviderPaymentID]
 	t.Logf("happy path: %d status writes, %d provider calls (1 create + %d status queries), history %v",
-		m.writes.count(p.Name), c.CreateRequests+queries, queries, path)
+		m.Writes.Status(p), c.CreateRequests+queries, queries, path)
 }
 
 // TestCrashBetweenCreateAndStatusWriteDoesNotChargeTwice: the manager dies
@@ -67,27 +70,23 @@ func TestHappyPath(t *testing.T) {
 // create with the same idempotency key: the provider replays its first
 // answer, so there is one payment.
 func TestCrashBetweenCreateAndStatusWriteDoesNotChargeTwice(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: fast})
-	var lost atomic.Int32
-	first := startManager(t, ns, managerOptions{wrap: func(c client.Client) client.Client {
-		return intercept(c, interceptor.Funcs{
-			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-				if p, ok := obj.(*v1alpha1.Payment); ok && p.Status.ProviderPaymentID != "" {
-					lost.Add(1)
-					return errInjected // the manager died before this write
-				}
-				return c.SubResource(sub).Update(ctx, obj, opts...)
-			},
-		})
-	}})
-	p := createPayment(t, ns, "crash", "kukopay", paymentOptions{outcome: paysim.OutcomeSucceed, after: "10s"})
-	eventually(t, 10*time.Second, "the create's answer to be lost", func() bool { return lost.Load() >= 1 })
-	first.stop() // the crash: whatever the first manager kept in memory is gone
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	// The manager dies before any write of the create's answer.
+	lost := fixture.FailWrites(func(w fixture.Write) bool {
+		p, ok := w.Object.(*v1alpha1.Payment)
+		return ok && w.Status() && p.Status.ProviderPaymentID != ""
+	}, nil)
+	o := fixture.Run(controllers.ControllerPayment)
+	o.WrapClient = lost.Wrap
+	first := fixture.StartManager(t, env, ns, o)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "crash", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "10s"})
+	fixture.Eventually(t, 10*time.Second, "the create's answer to be lost", func() bool { return lost.Failed() >= 1 })
+	first.Stop() // the crash: whatever the first manager kept in memory is gone
 
-	startManager(t, ns, managerOptions{})
-	got := waitPhase(t, p, v1alpha1.PhaseSucceeded, 20*time.Second)
+	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 20*time.Second)
 	c := s.Counters()
 	key := "kukopay/" + string(got.UID)
 	if c.CreatesByKey[key] != 2 {
@@ -102,15 +101,20 @@ func TestCrashBetweenCreateAndStatusWriteDoesNotChargeTwice(t *testing.T) {
 // status write failed (the manager lives on), the kept answer is stored on
 // the retry; the provider is not called a second time.
 func TestFailedWriteOfACreateAnswerStoresItWithoutCallingAgain(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: fast})
-	writes := &writeCounter{failNext: func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" }}
-	startManager(t, ns, managerOptions{writes: writes})
-	p := createPayment(t, ns, "write-lost", "kukopay", paymentOptions{outcome: paysim.OutcomeSucceed, after: "10s"})
-	got := waitPhase(t, p, v1alpha1.PhaseSucceeded, 20*time.Second)
-	if writes.failed.Load() != 1 {
-		t.Fatalf("the write after the create was not failed (failed=%d)", writes.failed.Load())
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	failed := fixture.FailWrites(fixture.Once(func(w fixture.Write) bool {
+		p, ok := w.Object.(*v1alpha1.Payment)
+		return ok && w.Status() && p.Status.ProviderPaymentID != ""
+	}), errors.New("injected: the manager died before this status write"))
+	o := fixture.Run(controllers.ControllerPayment)
+	o.WrapClient = failed.Wrap
+	fixture.StartManager(t, env, ns, o)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "write-lost", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "10s"})
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 20*time.Second)
+	if failed.Failed() != 1 {
+		t.Fatalf("the write after the create was not failed (failed=%d)", failed.Failed())
 	}
 	if n := s.Counters().CreatesByKey["kukopay/"+string(got.UID)]; n != 1 {
 		t.Errorf("%d creates, want 1: the kept answer must be stored, not asked for again", n)
@@ -118,20 +122,20 @@ func TestFailedWriteOfACreateAnswerStoresItWithoutCallingAgain(t *testing.T) {
 }
 
 func TestKeyWindowPassedWithoutRecordNeedsReview(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: fast, keyWindow: "1h"})
-	p := createPayment(t, ns, "lost-create", "kukopay", paymentOptions{})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast, KeyWindow: "1h"})
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "lost-create", Provider: "kukopay"})
 	// A create was requested two hours ago and its outcome never recorded.
 	long := metav1.NewTime(time.Now().Add(-2 * time.Hour))
 	p.Status = v1alpha1.PaymentStatus{Phase: v1alpha1.PhasePending, CreateRequestedAt: &long}
 	if err := env.Client.Status().Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	startManager(t, ns, managerOptions{})
+	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 
-	got := waitPhase(t, p, v1alpha1.PhaseUnknown, 20*time.Second)
-	c := condition(got, v1alpha1.ConditionNeedsReview)
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseUnknown, 20*time.Second)
+	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionNeedsReview)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonCreateOutcomeUnknown {
 		t.Errorf("NeedsReview = %+v, want True/CreateOutcomeUnknown", c)
 	}
@@ -145,10 +149,10 @@ func TestKeyWindowPassedWithoutRecordNeedsReview(t *testing.T) {
 }
 
 func TestKeyWindowPassedAdoptsThePaymentFoundByReference(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: fast, keyWindow: "1h"})
-	p := createPayment(t, ns, "found-later", "kukopay", paymentOptions{})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast, KeyWindow: "1h"})
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "found-later", Provider: "kukopay"})
 	// The first create reached the provider; its answer was lost.
 	adapter, err := kukopay.New(provider.Config{Name: "test", APIURL: s.URL + "/kukopay", Credentials: map[string][]byte{"apiKey": []byte("k")}})
 	if err != nil {
@@ -166,10 +170,10 @@ func TestKeyWindowPassedAdoptsThePaymentFoundByReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.ResetCounters()
-	startManager(t, ns, managerOptions{})
+	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 
-	eventually(t, 20*time.Second, "the found payment to be adopted", func() bool {
-		return get(t, p).Status.ProviderPaymentID == made.ID
+	fixture.Eventually(t, 20*time.Second, "the found payment to be adopted", func() bool {
+		return fixture.GetPayment(t, env.Client, p).Status.ProviderPaymentID == made.ID
 	})
 	if c := s.Counters(); c.CreateRequests != 0 {
 		t.Errorf("%d creates went out past the key window", c.CreateRequests)
@@ -181,30 +185,30 @@ func TestKeyWindowPassedAdoptsThePaymentFoundByReference(t *testing.T) {
 // answers do, so the payment runs out of its schedule after exactly one
 // answer per step however many calls failed in between.
 func TestFailingQueriesNeverFailThePayment(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
 	schedule := []string{"100ms", "100ms", "100ms", "100ms", "100ms", "100ms", "100ms", "100ms"}
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: schedule, timeout: "300ms", failures: 100})
-	m := startManager(t, ns, managerOptions{})
-	p := createPayment(t, ns, "flaky", "kukopay", paymentOptions{outcome: paysim.OutcomeProcessing, after: "1s"})
-	eventually(t, 10*time.Second, "the payment to exist at the provider", func() bool { return get(t, p).Status.ProviderPaymentID != "" })
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: schedule, Timeout: "300ms", Failures: 100})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "flaky", Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s"})
+	fixture.Eventually(t, 10*time.Second, "the payment to exist at the provider", func() bool { return fixture.GetPayment(t, env.Client, p).Status.ProviderPaymentID != "" })
 	s.SetFaults(paysim.Faults{ServerErrorRate: 0.4, TooManyRequestsRate: 0.3, RetryAfter: time.Second, SlowRate: 0.3, SlowDelay: time.Second})
 
 	sawErrors := false
-	eventually(t, 90*time.Second, "the schedule to run out", func() bool {
-		got := get(t, p)
+	fixture.Eventually(t, 90*time.Second, "the schedule to run out", func() bool {
+		got := fixture.GetPayment(t, env.Client, p)
 		if got.Status.Query.ConsecutiveErrors > 0 && got.Status.Query.LastError != "" && got.Status.Query.UnansweredSince != nil {
 			sawErrors = true
 		}
 		return got.Status.Phase == v1alpha1.PhaseUnknown
 	})
-	got := get(t, p)
+	got := fixture.GetPayment(t, env.Client, p)
 	for _, h := range got.Status.History {
 		if h.To == v1alpha1.PhaseFailed {
 			t.Errorf("a failing query failed the payment: %+v", h)
 		}
 	}
-	if c := condition(got, v1alpha1.ConditionNeedsReview); c == nil || c.Reason != v1alpha1.ReasonRetriesExhausted {
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionNeedsReview); c == nil || c.Reason != v1alpha1.ReasonRetriesExhausted {
 		t.Errorf("NeedsReview = %+v, want RetriesExhausted", c)
 	}
 	if !sawErrors {
@@ -214,20 +218,20 @@ func TestFailingQueriesNeverFailThePayment(t *testing.T) {
 	if f.ServerErrors == 0 || f.TooManyRequests == 0 || f.Slow == 0 {
 		t.Fatalf("not every fault kind was exercised: %+v", f)
 	}
-	gets := m.requests.snapshot(isGet)
+	gets := m.Requests.Calls(fixture.IsGet)
 	answered := 0
 	for i, g := range gets {
-		if g.status == http.StatusOK {
+		if g.Status == http.StatusOK {
 			answered++
 		}
 		if i == 0 {
 			continue
 		}
-		gap := g.at.Sub(gets[i-1].at)
+		gap := g.At.Sub(gets[i-1].At)
 		if gap < 90*time.Millisecond {
 			t.Errorf("queries %d and %d only %s apart", i-1, i, gap)
 		}
-		if gets[i-1].status == http.StatusTooManyRequests && gap < time.Second {
+		if gets[i-1].Status == http.StatusTooManyRequests && gap < time.Second {
 			t.Errorf("query %d came %s after a 429 with Retry-After: 1", i, gap)
 		}
 	}
@@ -243,33 +247,33 @@ func TestFailingQueriesNeverFailThePayment(t *testing.T) {
 // again no sooner than its Retry-After, and the payment keeps its place in
 // the schedule.
 func TestRetryAfterIsHonoured(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: []string{"50ms", "50ms", "50ms"}, failures: 100})
-	m := startManager(t, ns, managerOptions{})
-	p := createPayment(t, ns, "throttled", "kukopay", paymentOptions{outcome: paysim.OutcomeProcessing, after: "1s"})
-	eventually(t, 10*time.Second, "the payment to exist at the provider", func() bool { return get(t, p).Status.ProviderPaymentID != "" })
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"50ms", "50ms", "50ms"}, Failures: 100})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "throttled", Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s"})
+	fixture.Eventually(t, 10*time.Second, "the payment to exist at the provider", func() bool { return fixture.GetPayment(t, env.Client, p).Status.ProviderPaymentID != "" })
 	s.SetFaults(paysim.Faults{TooManyRequestsRate: 1, RetryAfter: time.Second})
-	before := get(t, p).Status.Query.Attempts
-	eventually(t, 20*time.Second, "four throttled queries", func() bool {
+	before := fixture.GetPayment(t, env.Client, p).Status.Query.Attempts
+	fixture.Eventually(t, 20*time.Second, "four throttled queries", func() bool {
 		n := 0
-		for _, g := range m.requests.snapshot(isGet) {
-			if g.status == http.StatusTooManyRequests {
+		for _, g := range m.Requests.Calls(fixture.IsGet) {
+			if g.Status == http.StatusTooManyRequests {
 				n++
 			}
 		}
 		return n >= 4
 	})
-	gets := m.requests.snapshot(isGet)
+	gets := m.Requests.Calls(fixture.IsGet)
 	for i := 1; i < len(gets); i++ {
-		if gets[i-1].status != http.StatusTooManyRequests {
+		if gets[i-1].Status != http.StatusTooManyRequests {
 			continue
 		}
-		if gap := gets[i].at.Sub(gets[i-1].at); gap < time.Second {
+		if gap := gets[i].At.Sub(gets[i-1].At); gap < time.Second {
 			t.Errorf("query %d came %s after a 429 with Retry-After: 1", i, gap)
 		}
 	}
-	got := get(t, p)
+	got := fixture.GetPayment(t, env.Client, p)
 	if got.Status.Phase != v1alpha1.PhasePending || got.Status.Query.Attempts > before+1 {
 		t.Errorf("phase %s attempts %d (were %d before the 429s): throttling consumed the schedule", got.Status.Phase, got.Status.Query.Attempts, before)
 	}
@@ -279,74 +283,65 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 }
 
 func TestExhaustedScheduleStopsQuerying(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: []string{"100ms", "100ms", "100ms"}})
-	m := startManager(t, ns, managerOptions{})
-	p := createPayment(t, ns, "stuck", "kukopay", paymentOptions{outcome: paysim.OutcomeProcessing, after: "1s"})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "100ms", "100ms"}})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "stuck", Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s"})
 
-	got := waitPhase(t, p, v1alpha1.PhaseUnknown, 20*time.Second)
-	if c := condition(got, v1alpha1.ConditionNeedsReview); c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonRetriesExhausted {
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseUnknown, 20*time.Second)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionNeedsReview); c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonRetriesExhausted {
 		t.Fatalf("NeedsReview = %+v, want True/RetriesExhausted", c)
 	}
 	if got.Status.Query.Attempts != 3 || got.Status.Query.NextTime != nil {
 		t.Errorf("query status %+v, want 3 attempts and no next time", got.Status.Query)
 	}
-	m.waitEvent(t, "Warning "+v1alpha1.ReasonRetriesExhausted)
+	m.Events.Wait(t, corev1.EventTypeWarning, v1alpha1.ReasonRetriesExhausted)
 	before := s.Counters().QueriesByPayment[got.Status.ProviderPaymentID]
-	// Resyncs (any update) must not query again.
-	touch(t, p, "resync", "1")
-	time.Sleep(time.Second)
+	// Resyncs (any update) must not query again: the reconcile of the update
+	// makes no query and arranges none.
+	touched := fixture.Annotate(t, env.Client, p, "resync", "1")
+	r := m.Reconciles.WaitSeen(t, controllers.ControllerPayment, p, touched)
 	if after := s.Counters().QueriesByPayment[got.Status.ProviderPaymentID]; after != before {
 		t.Errorf("%d more queries after the schedule was exhausted", after-before)
 	}
-}
-
-func touch(t *testing.T, p *v1alpha1.Payment, key, value string) {
-	t.Helper()
-	fresh := get(t, p)
-	patch := client.MergeFrom(fresh.DeepCopy())
-	if fresh.Annotations == nil {
-		fresh.Annotations = map[string]string{}
-	}
-	fresh.Annotations[key] = value
-	if err := env.Client.Patch(context.Background(), fresh, patch); err != nil {
-		t.Fatal(err)
+	if r.Scheduled() {
+		t.Errorf("the resync of an exhausted payment scheduled another reconcile: %+v", r)
 	}
 }
 
 func TestRestartContinuesTheSchedule(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: []string{"100ms", "3s", "3s", "3s"}})
-	first := startManager(t, ns, managerOptions{})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "3s", "3s", "3s"}})
+	first := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	var payments []*v1alpha1.Payment
 	for i := 0; i < 5; i++ {
-		payments = append(payments, createPayment(t, ns, fmt.Sprintf("restart-%d", i), "kukopay", paymentOptions{outcome: paysim.OutcomeProcessing, after: "1s"}))
+		payments = append(payments, fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: fmt.Sprintf("restart-%d", i), Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s"}))
 	}
 	for _, p := range payments {
-		eventually(t, 10*time.Second, p.Name+" to be queried once", func() bool { return get(t, p).Status.Query.Attempts >= 1 })
+		fixture.Eventually(t, 10*time.Second, p.Name+" to be queried once", func() bool { return fixture.GetPayment(t, env.Client, p).Status.Query.Attempts >= 1 })
 	}
-	first.stop()
+	first.Stop()
 	due := map[string]time.Time{}
 	for _, p := range payments {
-		got := get(t, p)
+		got := fixture.GetPayment(t, env.Client, p)
 		due[got.Status.ProviderPaymentID] = got.Status.Query.NextTime.Time
 	}
 
-	second := startManager(t, ns, managerOptions{})
+	second := first.Restart(t)
 	for _, p := range payments {
-		eventually(t, 15*time.Second, p.Name+" to be queried again", func() bool { return get(t, p).Status.Query.Attempts >= 2 })
+		fixture.Eventually(t, 15*time.Second, p.Name+" to be queried again", func() bool { return fixture.GetPayment(t, env.Client, p).Status.Query.Attempts >= 2 })
 	}
-	gets := second.requests.snapshot(isGet)
+	gets := second.Requests.Calls(fixture.IsGet)
 	if len(gets) != len(payments) {
 		t.Errorf("%d queries after the restart, want %d (one per payment, no burst)", len(gets), len(payments))
 	}
 	for _, g := range gets {
-		id := g.path[strings.LastIndex(g.path, "/")+1:]
+		id := g.Path[strings.LastIndex(g.Path, "/")+1:]
 		// nextTime is stored with second precision; allow for its truncation.
-		if g.at.Before(due[id].Add(-time.Second)) {
-			t.Errorf("payment %s queried at %s, before its stored nextTime %s", id, g.at.Format(time.StampMilli), due[id].Format(time.StampMilli))
+		if g.At.Before(due[id].Add(-time.Second)) {
+			t.Errorf("payment %s queried at %s, before its stored nextTime %s", id, g.At.Format(time.StampMilli), due[id].Format(time.StampMilli))
 		}
 	}
 }
@@ -355,9 +350,9 @@ func TestRateLimitBoundsProviderCalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("200 payments at 10 qps take about 20 s")
 	}
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{DefaultScript: &paysim.Script{Outcome: paysim.OutcomeProcessing, After: time.Second}})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: []string{"1h"}, qps: 10, burst: 20})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{DefaultScript: &paysim.Script{Outcome: paysim.OutcomeProcessing, After: time.Second}})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 10, Burst: 20})
 	adapter, err := kukopay.New(provider.Config{Name: "seed", APIURL: s.URL + "/kukopay", Credentials: map[string][]byte{"apiKey": []byte("k")}})
 	if err != nil {
 		t.Fatal(err)
@@ -368,12 +363,12 @@ func TestRateLimitBoundsProviderCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		createPayment(t, ns, fmt.Sprintf("due-%03d", i), "kukopay", paymentOptions{amount: 100, tracked: made.ID})
+		fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: fmt.Sprintf("due-%03d", i), Provider: "kukopay", Amount: 100, ProviderPaymentID: made.ID})
 	}
 	// All 200 tracked payments are due at once when the manager starts.
-	m := startManager(t, ns, managerOptions{})
-	eventually(t, 60*time.Second, "every payment to be queried", func() bool { return len(m.requests.snapshot(isGet)) >= n })
-	gets := m.requests.snapshot(isGet)
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	fixture.Eventually(t, 60*time.Second, "every payment to be queried", func() bool { return len(m.Requests.Calls(fixture.IsGet)) >= n })
+	gets := m.Requests.Calls(fixture.IsGet)
 	// Token bucket: in any interval [t_i, t_j], at most burst + qps·(t_j − t_i)
 	// calls. Times are taken when a request leaves, a little after the
 	// limiter admitted it, so two calls of slack absorb scheduling delay on
@@ -381,7 +376,7 @@ func TestRateLimitBoundsProviderCalls(t *testing.T) {
 	worst := 0.0
 	for i := range gets {
 		for j := i; j < len(gets); j++ {
-			allowed := 20 + 10*gets[j].at.Sub(gets[i].at).Seconds() + 2
+			allowed := 20 + 10*gets[j].At.Sub(gets[i].At).Seconds() + 2
 			if excess := float64(j-i+1) - allowed; excess > worst {
 				worst = excess
 			}
@@ -390,7 +385,7 @@ func TestRateLimitBoundsProviderCalls(t *testing.T) {
 	if worst > 0 {
 		t.Errorf("provider saw %.1f calls more than the bucket allows in some window", worst)
 	}
-	span := gets[len(gets)-1].at.Sub(gets[0].at)
+	span := gets[len(gets)-1].At.Sub(gets[0].At)
 	t.Logf("%d queries in %s (%.1f/s)", len(gets), span, float64(len(gets))/span.Seconds())
 	if span < 15*time.Second {
 		t.Errorf("200 queries in %s: the limiter did not hold them to 10/s", span)
@@ -398,33 +393,36 @@ func TestRateLimitBoundsProviderCalls(t *testing.T) {
 }
 
 func TestCircuitBreakerDefersWithoutConsumingAttempts(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
 	schedule := make([]string, 10)
 	for i := range schedule {
 		schedule[i] = "100ms"
 	}
-	prov := createProvider(t, ns, "kukopay", s, providerOptions{schedule: schedule, failures: 3, openFor: "1s"})
-	m := startManager(t, ns, managerOptions{})
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: schedule, Failures: 3, OpenFor: "1s"})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	// Succeeds 1 s after creation (100 simulated seconds): after the outage
 	// has begun, so the answer can only arrive through the recovered circuit.
-	p := createPayment(t, ns, "outage", "kukopay", paymentOptions{outcome: paysim.OutcomeSucceed, after: "100s"})
-	eventually(t, 10*time.Second, "the payment to exist at the provider", func() bool { return get(t, p).Status.ProviderPaymentID != "" })
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "outage", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "100s"})
+	fixture.Eventually(t, 10*time.Second, "the payment to exist at the provider", func() bool { return fixture.GetPayment(t, env.Client, p).Status.ProviderPaymentID != "" })
 
 	s.SetFaults(paysim.Faults{ServerErrorRate: 1})
-	before := get(t, p).Status.Query.Attempts
-	eventually(t, 10*time.Second, "the provider to be Degraded", func() bool {
-		got := &v1alpha1.PaymentProvider{}
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(prov), got); err != nil {
-			t.Fatal(err)
-		}
-		c := findCondition(got.Status.Conditions, v1alpha1.ConditionDegraded)
+	before := fixture.GetPayment(t, env.Client, p).Status.Query.Attempts
+	fixture.Eventually(t, 10*time.Second, "the provider to be Degraded", func() bool {
+		got := fixture.GetProvider(t, env.Client, ns, prov.Name)
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded)
 		return c != nil && c.Status == metav1.ConditionTrue && got.Status.Circuit.State != v1alpha1.CircuitClosed
 	})
 	// Three seconds of outage: without deferral the 100 ms schedule would be
-	// exhausted ten times over.
+	// exhausted ten times over. The outage is the behaviour under test, so
+	// real time passes; the payment must have been reconciled meanwhile, or
+	// the assertions below would prove nothing.
+	outage := m.Reconciles.Mark()
 	time.Sleep(3 * time.Second)
-	during := get(t, p)
+	if n := len(m.Reconciles.Since(outage, controllers.ControllerPayment, p)); n == 0 {
+		t.Fatal("the payment was not reconciled during the outage")
+	}
+	during := fixture.GetPayment(t, env.Client, p)
 	if during.Status.Phase == v1alpha1.PhaseUnknown {
 		t.Fatalf("the outage pushed the payment into Unknown: %+v", during.Status.Query)
 	}
@@ -435,37 +433,25 @@ func TestCircuitBreakerDefersWithoutConsumingAttempts(t *testing.T) {
 	}
 
 	s.SetFaults(paysim.Faults{})
-	waitPhase(t, p, v1alpha1.PhaseSucceeded, 20*time.Second)
-	eventually(t, 10*time.Second, "the provider to recover", func() bool {
-		got := &v1alpha1.PaymentProvider{}
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(prov), got); err != nil {
-			t.Fatal(err)
-		}
-		c := findCondition(got.Status.Conditions, v1alpha1.ConditionDegraded)
+	fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 20*time.Second)
+	fixture.Eventually(t, 10*time.Second, "the provider to recover", func() bool {
+		got := fixture.GetProvider(t, env.Client, ns, prov.Name)
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded)
 		return c != nil && c.Status == metav1.ConditionFalse && got.Status.Circuit.State == v1alpha1.CircuitClosed
 	})
-	m.waitEvent(t, "Warning CircuitOpen")
-	m.waitEvent(t, "Normal CircuitClosed")
-}
-
-func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
-	for i := range cs {
-		if cs[i].Type == typ {
-			return &cs[i]
-		}
-	}
-	return nil
+	m.Events.Wait(t, corev1.EventTypeWarning, "CircuitOpen")
+	m.Events.Wait(t, corev1.EventTypeNormal, "CircuitClosed")
 }
 
 func TestUnpaidCloseOut(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: []string{"1h", "1h"}})
-	startManager(t, ns, managerOptions{})
-	unpaid := createPayment(t, ns, "unpaid", "kukopay", paymentOptions{outcome: paysim.OutcomePending, expires: "2s"})
-	inFlight := createPayment(t, ns, "in-flight", "kukopay", paymentOptions{outcome: paysim.OutcomeProcessing, after: "1s", expires: "2s"})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h", "1h"}})
+	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	unpaid := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "unpaid", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "2s"})
+	inFlight := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s", ExpiresAfter: "2s"})
 
-	got := waitPhase(t, unpaid, v1alpha1.PhaseExpired, 20*time.Second)
+	got := fixture.WaitPhase(t, env.Client, unpaid, v1alpha1.PhaseExpired, 20*time.Second)
 	if !got.Status.ExpiredLocally {
 		t.Errorf("close-out not marked local")
 	}
@@ -475,18 +461,18 @@ func TestUnpaidCloseOut(t *testing.T) {
 	}
 	// The provider says the other payment is being processed: money may be
 	// moving, so it is not closed out.
-	eventually(t, 10*time.Second, "the in-flight payment's fresh query", func() bool {
-		return get(t, inFlight).Status.Query.Attempts >= 1
+	fixture.Eventually(t, 10*time.Second, "the in-flight payment's fresh query", func() bool {
+		return fixture.GetPayment(t, env.Client, inFlight).Status.Query.Attempts >= 1
 	})
-	if ph := get(t, inFlight).Status.Phase; ph != v1alpha1.PhaseProcessing {
+	if ph := fixture.GetPayment(t, env.Client, inFlight).Status.Phase; ph != v1alpha1.PhaseProcessing {
 		t.Errorf("a payment the provider reports as processing was closed out: %s", ph)
 	}
 }
 
 func TestTrackedPaymentNeverCreates(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: fast})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
 	adapter, err := kukopay.New(provider.Config{Name: "checkout", APIURL: s.URL + "/kukopay", Credentials: map[string][]byte{"apiKey": []byte("k")}})
 	if err != nil {
 		t.Fatal(err)
@@ -499,9 +485,9 @@ func TestTrackedPaymentNeverCreates(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.ResetCounters()
-	startManager(t, ns, managerOptions{})
-	p := createPayment(t, ns, "tracked", "kukopay", paymentOptions{tracked: made.ID, reference: "checkout-1"})
-	got := waitPhase(t, p, v1alpha1.PhaseSucceeded, 20*time.Second)
+	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "tracked", Provider: "kukopay", ProviderPaymentID: made.ID, MerchantReference: "checkout-1"})
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 20*time.Second)
 	if c := s.Counters(); c.CreateRequests != 0 || c.PaymentsCreated != 0 {
 		t.Errorf("a tracked payment made %d create calls", c.CreateRequests)
 	}
@@ -511,49 +497,52 @@ func TestTrackedPaymentNeverCreates(t *testing.T) {
 }
 
 func TestAmountMismatchThenOperatorActions(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: fast})
-	m := startManager(t, ns, managerOptions{})
-	p := createPayment(t, ns, "short-paid", "kukopay", paymentOptions{outcome: paysim.OutcomeMismatch, after: "10s"})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "short-paid", Provider: "kukopay", Outcome: paysim.OutcomeMismatch, After: "10s"})
 
-	got := waitPhase(t, p, v1alpha1.PhaseUnknown, 20*time.Second)
-	if c := condition(got, v1alpha1.ConditionNeedsReview); c == nil || c.Reason != v1alpha1.ReasonAmountMismatch {
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseUnknown, 20*time.Second)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionNeedsReview); c == nil || c.Reason != v1alpha1.ReasonAmountMismatch {
 		t.Fatalf("NeedsReview = %+v, want AmountMismatch", c)
 	}
-	m.waitEvent(t, "Warning "+v1alpha1.ReasonAmountMismatch)
+	m.Events.Wait(t, corev1.EventTypeWarning, v1alpha1.ReasonAmountMismatch)
 	id := got.Status.ProviderPaymentID
 
 	// requery: one fresh query, remembered so it is acted on once.
 	before := s.Counters().QueriesByPayment[id]
-	touch(t, p, v1alpha1.AnnotationRequery, "1")
-	eventually(t, 10*time.Second, "the requery", func() bool { return get(t, p).Status.Actions.Requery == "1" })
-	eventually(t, 10*time.Second, "the requery's query", func() bool { return s.Counters().QueriesByPayment[id] > before })
+	fixture.Annotate(t, env.Client, p, v1alpha1.AnnotationRequery, "1")
+	fixture.Eventually(t, 10*time.Second, "the requery", func() bool { return fixture.GetPayment(t, env.Client, p).Status.Actions.Requery == "1" })
+	fixture.Eventually(t, 10*time.Second, "the requery's query", func() bool { return s.Counters().QueriesByPayment[id] > before })
 	// The mismatch is still there: the schedule runs out again, in Unknown.
-	eventually(t, 20*time.Second, "the restarted schedule to end", func() bool { return get(t, p).Status.Query.NextTime == nil })
+	fixture.Eventually(t, 20*time.Second, "the restarted schedule to end", func() bool { return fixture.GetPayment(t, env.Client, p).Status.Query.NextTime == nil })
 	afterRequery := s.Counters().QueriesByPayment[id]
-	touch(t, p, "unrelated", "x")
-	time.Sleep(500 * time.Millisecond)
+	touched := fixture.Annotate(t, env.Client, p, "unrelated", "x")
+	r := m.Reconciles.WaitSeen(t, controllers.ControllerPayment, p, touched)
 	if n := s.Counters().QueriesByPayment[id]; n != afterRequery {
 		t.Errorf("the same requery value was acted on again (%d more queries)", n-afterRequery)
 	}
-	if got := get(t, p); got.Status.Phase != v1alpha1.PhaseUnknown {
+	if r.Scheduled() {
+		t.Errorf("the same requery value scheduled another reconcile: %+v", r)
+	}
+	if got := fixture.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseUnknown {
 		t.Errorf("phase %s after requery, want Unknown (only a final answer or an operator leaves it)", got.Status.Phase)
 	}
 
 	// resolve: a Manual observation, once.
-	fresh := get(t, p)
+	fresh := fixture.GetPayment(t, env.Client, p)
 	patch := client.MergeFrom(fresh.DeepCopy())
 	fresh.Annotations[v1alpha1.AnnotationResolve] = "Succeeded"
 	fresh.Annotations[v1alpha1.AnnotationResolveReason] = "customer paid the difference by bank transfer"
 	if err := env.Client.Patch(context.Background(), fresh, patch); err != nil {
 		t.Fatal(err)
 	}
-	got = waitPhase(t, p, v1alpha1.PhaseSucceeded, 10*time.Second)
-	if c := condition(got, v1alpha1.ConditionNeedsReview); c == nil || c.Status != metav1.ConditionFalse {
+	got = fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 10*time.Second)
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionNeedsReview); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("NeedsReview = %+v, want cleared", c)
 	}
-	if c := condition(got, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready = %+v, want True", c)
 	}
 	last := got.Status.History[len(got.Status.History)-1]
@@ -561,9 +550,11 @@ func TestAmountMismatchThenOperatorActions(t *testing.T) {
 		t.Errorf("last history entry %+v, want the manual resolve with its reason", last)
 	}
 	manual := 0
-	touch(t, p, "unrelated", "y")
-	time.Sleep(500 * time.Millisecond)
-	for _, h := range get(t, p).Status.History {
+	touched = fixture.Annotate(t, env.Client, p, "unrelated", "y")
+	if r := m.Reconciles.WaitSeen(t, controllers.ControllerPayment, p, touched); r.Scheduled() {
+		t.Errorf("the same resolve value scheduled another reconcile: %+v", r)
+	}
+	for _, h := range fixture.GetPayment(t, env.Client, p).Status.History {
 		if h.Source == v1alpha1.SourceManual && strings.Contains(h.Reason, "bank transfer") {
 			manual++
 		}
@@ -574,26 +565,32 @@ func TestAmountMismatchThenOperatorActions(t *testing.T) {
 }
 
 func TestSettledPaymentIsNeverRewritten(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: fast})
-	m := startManager(t, ns, managerOptions{})
-	p := createPayment(t, ns, "settled", "kukopay", paymentOptions{outcome: paysim.OutcomeSucceed, after: "1s"})
-	got := waitPhase(t, p, v1alpha1.PhaseSucceeded, 20*time.Second)
-	writes := m.writes.count(p.Name)
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "settled", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "1s"})
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 20*time.Second)
+	stored := m.Writes.Status(p)
 	queries := s.Counters().QueriesByPayment[got.Status.ProviderPaymentID]
-	// Each touch is an update event: a reconcile of a settled payment.
+	// Each touch is an update event: a reconcile of a settled payment. Once
+	// the last one is reconciled, so are the others (reconciles of one
+	// payment never overlap), and a reconcile that arranged no other can
+	// have no later effect.
+	var touched *v1alpha1.Payment
 	for i := 0; i < 10; i++ {
-		touch(t, p, "resync", fmt.Sprint(i))
+		touched = fixture.Annotate(t, env.Client, p, "resync", fmt.Sprint(i))
 	}
-	time.Sleep(time.Second)
-	if n := m.writes.count(p.Name); n != writes {
-		t.Errorf("%d status writes during 10 resyncs of a settled payment, want 0", n-writes)
+	if r := m.Reconciles.WaitSeen(t, controllers.ControllerPayment, p, touched); r.Scheduled() {
+		t.Errorf("a resync of a settled payment scheduled another reconcile: %+v", r)
+	}
+	if n := m.Writes.Status(p); n != stored {
+		t.Errorf("%d status writes during 10 resyncs of a settled payment, want 0", n-stored)
 	}
 	if n := s.Counters().QueriesByPayment[got.Status.ProviderPaymentID]; n != queries {
 		t.Errorf("%d provider queries for a settled payment", n-queries)
 	}
-	if rv := get(t, p).Status; rv.Phase != v1alpha1.PhaseSucceeded {
+	if rv := fixture.GetPayment(t, env.Client, p).Status; rv.Phase != v1alpha1.PhaseSucceeded {
 		t.Errorf("phase changed to %s", rv.Phase)
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/paysim"
 )
@@ -26,8 +27,9 @@ import (
 // decision used to live outside internal/payment. The decisions themselves
 // are table-tested there (plan_test.go); these prove the I/O around them.
 
-func isFind(c call) bool {
-	return c.method == http.MethodGet && strings.HasSuffix(c.path, "/v1/payments")
+// isFind picks lookups by merchant reference.
+func isFind(c fixture.Call) bool {
+	return c.Method == http.MethodGet && strings.HasSuffix(c.Path, "/v1/payments")
 }
 
 // unresolvedCreate leaves p as an earlier manager would after a create whose
@@ -35,7 +37,7 @@ func isFind(c call) bool {
 // hours old (past the provider's 1h key window), nothing scheduled.
 func unresolvedCreate(t *testing.T, p *v1alpha1.Payment) {
 	t.Helper()
-	setStatus(t, p, func(st *v1alpha1.PaymentStatus) {
+	fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) {
 		marked := metav1.NewTime(time.Now().Add(-2 * time.Hour))
 		st.Phase = v1alpha1.PhaseUnknown
 		st.CreateRequestedAt = &marked
@@ -50,28 +52,29 @@ func unresolvedCreate(t *testing.T, p *v1alpha1.Payment) {
 // payment in Unknown/CreateOutcomeUnknown whose lookup finds nothing used to
 // requeue every 10 ms, spending the provider's whole rate limit on searches.
 func TestRequeryOfAnUnresolvedCreateLooksUpOnce(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: []string{"100ms", "100ms"}, keyWindow: "1h", qps: 100, burst: 100})
-	p := createPayment(t, ns, "lost-create", "kukopay", paymentOptions{})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "100ms"}, KeyWindow: "1h", QPS: 100, Burst: 100})
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "lost-create", Provider: "kukopay"})
 	unresolvedCreate(t, p)
-	m := startManager(t, ns, managerOptions{})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 
-	touch(t, p, v1alpha1.AnnotationRequery, "1")
-	eventually(t, 10*time.Second, "the requery to be acted on and parked again", func() bool {
-		got := get(t, p)
-		return got.Status.Actions.Requery == "1" && got.Status.Query.NextTime == nil && len(m.requests.snapshot(isFind)) > 0
+	fixture.Annotate(t, env.Client, p, v1alpha1.AnnotationRequery, "1")
+	fixture.Eventually(t, 10*time.Second, "the requery to be acted on and parked again", func() bool {
+		got := fixture.GetPayment(t, env.Client, p)
+		return got.Status.Actions.Requery == "1" && got.Status.Query.NextTime == nil && len(m.Requests.Calls(isFind)) > 0
 	})
-	// A hot loop made dozens of searches a second; let one run its course.
+	// A hot loop made dozens of searches a second: it is a rate, so real
+	// time must pass for it to show. Let one run its course.
 	time.Sleep(2 * time.Second)
-	if n := len(m.requests.snapshot(isFind)); n != 1 {
+	if n := len(m.Requests.Calls(isFind)); n != 1 {
 		t.Fatalf("%d lookups for one requery, want 1", n)
 	}
-	got := get(t, p)
-	if got.Status.Phase != v1alpha1.PhaseUnknown || condition(got, v1alpha1.ConditionNeedsReview).Reason != v1alpha1.ReasonCreateOutcomeUnknown {
-		t.Errorf("phase %s review %+v", got.Status.Phase, condition(got, v1alpha1.ConditionNeedsReview))
+	got := fixture.GetPayment(t, env.Client, p)
+	if got.Status.Phase != v1alpha1.PhaseUnknown || meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionNeedsReview).Reason != v1alpha1.ReasonCreateOutcomeUnknown {
+		t.Errorf("phase %s review %+v", got.Status.Phase, meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionNeedsReview))
 	}
-	if n := len(m.requests.snapshot(func(c call) bool { return c.method == http.MethodPost })); n != 0 {
+	if n := len(m.Requests.Calls(fixture.IsPost)); n != 0 {
 		t.Errorf("%d creates past the key window", n)
 	}
 }
@@ -79,22 +82,22 @@ func TestRequeryOfAnUnresolvedCreateLooksUpOnce(t *testing.T) {
 // TestRequeryFindsTheLostPaymentAndFollowsIt: the variant where the lookup
 // finds the payment still pending — its id is recorded and its schedule runs.
 func TestRequeryFindsTheLostPaymentAndFollowsIt(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: []string{"100ms", "100ms", "100ms"}, keyWindow: "1h"})
-	p := createPayment(t, ns, "found-later", "kukopay", paymentOptions{})
-	id := simCreate(t, s, v1alpha1.ProviderKukoPay, ns+".found-later", paysim.OutcomeProcessing)
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "100ms", "100ms"}, KeyWindow: "1h"})
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "found-later", Provider: "kukopay"})
+	id := fixture.SimCreate(t, s, v1alpha1.ProviderKukoPay, ns+".found-later", paysim.OutcomeProcessing)
 	unresolvedCreate(t, p)
-	m := startManager(t, ns, managerOptions{})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 
-	touch(t, p, v1alpha1.AnnotationRequery, "1")
+	fixture.Annotate(t, env.Client, p, v1alpha1.AnnotationRequery, "1")
 	// Still Unknown (only a final answer or an operator takes it out), but
 	// now with the id and a schedule.
-	eventually(t, 10*time.Second, "the found id to be recorded", func() bool { return get(t, p).Status.ProviderPaymentID == id })
-	eventually(t, 10*time.Second, "status queries of the found payment", func() bool {
+	fixture.Eventually(t, 10*time.Second, "the found id to be recorded", func() bool { return fixture.GetPayment(t, env.Client, p).Status.ProviderPaymentID == id })
+	fixture.Eventually(t, 10*time.Second, "status queries of the found payment", func() bool {
 		return s.Counters().QueriesByPayment[id] >= 2
 	})
-	if n := len(m.requests.snapshot(isFind)); n != 1 {
+	if n := len(m.Requests.Calls(isFind)); n != 1 {
 		t.Errorf("%d lookups, want 1", n)
 	}
 }
@@ -107,24 +110,24 @@ func TestRecreatedPaymentIsNeverDecidedOnFromTheOldObject(t *testing.T) {
 	for _, marked := range []bool{true, false} {
 		name := map[bool]string{true: "old-marked", false: "old-unmarked"}[marked]
 		t.Run(name, func(t *testing.T) {
-			ns := newNamespace(t)
-			s := startSim(t, paysim.Options{})
-			createProvider(t, ns, "kukopay", s, providerOptions{})
-			old := createPayment(t, ns, "order", "kukopay", paymentOptions{})
+			ns := fixture.Namespace(t, env.Client, "pay")
+			s := fixture.StartSim(t, paysim.Options{})
+			fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s})
+			old := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order", Provider: "kukopay"})
 			if marked {
-				setStatus(t, old, func(st *v1alpha1.PaymentStatus) {
+				fixture.SetStatus(t, env.Client, old, func(st *v1alpha1.PaymentStatus) {
 					now := metav1.Now()
 					st.Phase, st.CreateRequestedAt = v1alpha1.PhasePending, &now
 				})
 			}
-			stale := get(t, old)
+			stale := fixture.GetPayment(t, env.Client, old)
 			if err := env.Client.Delete(context.Background(), stale.DeepCopy()); err != nil {
 				t.Fatal(err)
 			}
-			fresh := createPayment(t, ns, "order", "kukopay", paymentOptions{})
+			fresh := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order", Provider: "kukopay"})
 
 			// The cache still answers with the old object.
-			cache := intercept(env.Client, interceptor.Funcs{
+			cache := fixture.Intercept(env.Client, interceptor.Funcs{
 				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 					if p, ok := obj.(*v1alpha1.Payment); ok && key == client.ObjectKeyFromObject(stale) {
 						stale.DeepCopyInto(p)
@@ -133,16 +136,16 @@ func TestRecreatedPaymentIsNeverDecidedOnFromTheOldObject(t *testing.T) {
 					return c.Get(ctx, key, obj, opts...)
 				},
 			})
-			requests := &requestLog{}
+			requests := &fixture.RequestLog{}
 			r := &controllers.PaymentReconciler{
-				Client: cache, APIReader: env.Client, Scheme: env.Scheme, Recorder: events.NewFakeRecorder(100),
-				Clock: clock.RealClock{}, Gateway: &gateway.Gateway{Reader: env.Client, HTTPClient: &http.Client{Transport: requests}},
+				Client: cache, APIReader: env.Client, Scheme: env.Scheme, Recorder: &fixture.EventLog{},
+				Clock: clock.RealClock{}, Gateway: &gateway.Gateway{Reader: env.Client, HTTPClient: requests.Client()},
 			}
 			_, _ = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(fresh)})
-			if calls := requests.snapshot(nil); len(calls) != 0 {
+			if calls := requests.Calls(nil); len(calls) != 0 {
 				t.Errorf("provider called for a replaced object: %+v", calls)
 			}
-			if got := get(t, fresh); got.Status.CreateRequestedAt != nil || got.Status.Phase != "" {
+			if got := fixture.GetPayment(t, env.Client, fresh); got.Status.CreateRequestedAt != nil || got.Status.Phase != "" {
 				t.Errorf("the old object's decision was stored on the new one: %+v", got.Status)
 			}
 		})
@@ -154,34 +157,28 @@ func TestRecreatedPaymentIsNeverDecidedOnFromTheOldObject(t *testing.T) {
 // again on every retry. The answer is kept and stored once writes work,
 // after an exponential per-payment backoff, without another call.
 func TestAnUnstoredAnswerIsNotAskedForAgain(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
 	var blocked atomic.Bool
-	var refused atomic.Int32
 	blocked.Store(true)
-	n := startNets(t, ns, netsOptions{payments: true, wrap: func(c client.Client) client.Client {
-		return intercept(c, interceptor.Funcs{
-			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-				if _, ok := obj.(*v1alpha1.Payment); ok && blocked.Load() {
-					refused.Add(1)
-					return errInjected
-				}
-				return c.SubResource(sub).Update(ctx, obj, opts...)
-			},
-		})
-	}})
-	prov := netsProvider(t, ns, "kukopay", s, v1alpha1.ProviderKukoPay, nil)
-	p := trackedPayment(t, s, prov, "tracked", paysim.OutcomeProcessing)
+	refused := fixture.FailWrites(func(w fixture.Write) bool {
+		_, ok := w.Object.(*v1alpha1.Payment)
+		return ok && w.Status() && blocked.Load()
+	}, nil)
+	o := fixture.Run(controllers.ControllerPayment)
+	o.WrapClient = refused.Wrap
+	fixture.StartManager(t, env, ns, o)
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Quiet: true})
+	p := fixture.TrackedPayment(t, env.Client, s, prov, "tracked", paysim.OutcomeProcessing)
 	id := p.Spec.ProviderPaymentID
-	_ = n
 
-	eventually(t, 20*time.Second, "several failed writes of the answer", func() bool { return refused.Load() >= 5 })
+	fixture.Eventually(t, 20*time.Second, "several failed writes of the answer", func() bool { return refused.Failed() >= 5 })
 	if q := s.Counters().QueriesByPayment[id]; q != 1 {
 		t.Fatalf("%d status queries while the answer could not be stored, want 1", q)
 	}
 	blocked.Store(false)
-	eventually(t, 30*time.Second, "the kept answer to be stored", func() bool {
-		got := get(t, p)
+	fixture.Eventually(t, 30*time.Second, "the kept answer to be stored", func() bool {
+		got := fixture.GetPayment(t, env.Client, p)
 		return got.Status.ProviderStatus == "processing" && got.Status.Query.LastTime != nil && got.Status.Query.Attempts == 1
 	})
 	if q := s.Counters().QueriesByPayment[id]; q != 1 {
@@ -189,44 +186,38 @@ func TestAnUnstoredAnswerIsNotAskedForAgain(t *testing.T) {
 	}
 }
 
-var errInjected = injectedError("injected: the API server is unavailable")
-
-type injectedError string
-
-func (e injectedError) Error() string { return string(e) }
-
 // TestRefusedConfigurationIsNotAVerdict is defect 6: a bad key (401) used to
 // fail every payment created meanwhile. Now the payment keeps its phase, the
 // PaymentProvider shows Ready=False with the reason and an Event, and once
 // the key is fixed the same payment is created.
 func TestRefusedConfigurationIsNotAVerdict(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{KukoPayAPIKey: "sk_live"})
-	n := startNets(t, ns, netsOptions{payments: true, providers: true})
-	prov := netsProvider(t, ns, "kukopay", s, v1alpha1.ProviderKukoPay, nil) // its Secret holds sk_test
-	p := createPayment(t, ns, "during-rotation", "kukopay", paymentOptions{})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{KukoPayAPIKey: "sk_live"})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerProvider))
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Quiet: true}) // its Secret holds sk_test
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "during-rotation", Provider: "kukopay"})
 
-	eventually(t, 20*time.Second, "the provider to report the refused configuration", func() bool {
-		c := meta.FindStatusCondition(getProvider(t, ns, prov.Name).Status.Conditions, v1alpha1.ConditionReady)
+	fixture.Eventually(t, 20*time.Second, "the provider to report the refused configuration", func() bool {
+		c := meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == controllers.ReasonProviderRejectedConfig
 	})
-	if len(n.events.about(prov.Name, controllers.ReasonProviderRejectedConfig)) == 0 {
+	if len(m.Events.About(prov.Name, controllers.ReasonProviderRejectedConfig)) == 0 {
 		t.Error("no Event for the refused configuration")
 	}
-	got := get(t, p)
-	if got.Status.Phase != v1alpha1.PhasePending || got.Status.Failure != nil || condition(got, v1alpha1.ConditionNeedsReview) != nil {
+	got := fixture.GetPayment(t, env.Client, p)
+	if got.Status.Phase != v1alpha1.PhasePending || got.Status.Failure != nil || meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionNeedsReview) != nil {
 		t.Fatalf("a refused key settled the payment: %+v", got.Status)
 	}
 	if !strings.Contains(got.Status.Query.LastError, "401") {
 		t.Errorf("lastError %q, want the 401", got.Status.Query.LastError)
 	}
 
-	updateSecret(t, ns, prov.Spec.CredentialsSecretRef.Name, map[string]string{"apiKey": "sk_live"})
-	eventually(t, 20*time.Second, "the fixed key to create the payment", func() bool {
-		return get(t, p).Status.ProviderPaymentID != ""
+	fixture.UpdateSecret(t, env.Client, ns, prov.Spec.CredentialsSecretRef.Name, map[string]string{"apiKey": "sk_live"})
+	fixture.Eventually(t, 20*time.Second, "the fixed key to create the payment", func() bool {
+		return fixture.GetPayment(t, env.Client, p).Status.ProviderPaymentID != ""
 	})
-	eventually(t, 10*time.Second, "the provider to be Ready again", func() bool {
-		c := meta.FindStatusCondition(getProvider(t, ns, prov.Name).Status.Conditions, v1alpha1.ConditionReady)
+	fixture.Eventually(t, 10*time.Second, "the provider to be Ready again", func() bool {
+		c := meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionTrue
 	})
 	if creates := s.Counters().PaymentsCreated; creates != 1 {
@@ -239,25 +230,25 @@ func TestRefusedConfigurationIsNotAVerdict(t *testing.T) {
 // cannot be checked at admission (it spans objects), so the newer Payment is
 // not created at the provider and waits in Unknown/DuplicatePayment.
 func TestSharedMerchantReferenceCreatesOnce(t *testing.T) {
-	ns := newNamespace(t)
-	s := startSim(t, paysim.Options{})
-	createProvider(t, ns, "kukopay", s, providerOptions{schedule: []string{"1h"}})
-	first := createPayment(t, ns, "first", "kukopay", paymentOptions{reference: "ORD-1001"})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}})
+	first := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "first", Provider: "kukopay", MerchantReference: "ORD-1001"})
 	time.Sleep(1100 * time.Millisecond) // creation times have second precision
-	second := createPayment(t, ns, "second", "kukopay", paymentOptions{reference: "ORD-1001"})
-	m := startManager(t, ns, managerOptions{})
+	second := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "second", Provider: "kukopay", MerchantReference: "ORD-1001"})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 
-	waitPhase(t, first, v1alpha1.PhasePending, 10*time.Second)
-	got := waitPhase(t, second, v1alpha1.PhaseUnknown, 10*time.Second)
-	c := condition(got, v1alpha1.ConditionNeedsReview)
+	fixture.WaitPhase(t, env.Client, first, v1alpha1.PhasePending, 10*time.Second)
+	got := fixture.WaitPhase(t, env.Client, second, v1alpha1.PhaseUnknown, 10*time.Second)
+	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionNeedsReview)
 	if c == nil || c.Reason != v1alpha1.ReasonDuplicatePayment || !strings.Contains(c.Message, "first") {
 		t.Fatalf("review %+v, want DuplicatePayment naming the first Payment", c)
 	}
 	if got.Status.CreateRequestedAt != nil || got.Status.ProviderPaymentID != "" {
 		t.Errorf("the second Payment was marked for create: %+v", got.Status)
 	}
-	if n := len(m.requests.snapshot(func(c call) bool { return c.method == http.MethodPost })); n != 1 {
+	if n := len(m.Requests.Calls(fixture.IsPost)); n != 1 {
 		t.Errorf("%d creates, want 1", n)
 	}
-	m.waitEvent(t, "Warning "+v1alpha1.ReasonDuplicatePayment)
+	m.Events.Wait(t, corev1.EventTypeWarning, v1alpha1.ReasonDuplicatePayment)
 }

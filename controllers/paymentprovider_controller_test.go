@@ -3,8 +3,6 @@ package controllers_test
 import (
 	"context"
 	"strconv"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
@@ -33,63 +32,9 @@ func providerObject(ns, name string, typ v1alpha1.ProviderType, credentials stri
 	return p
 }
 
-func createSecret(t *testing.T, ns, name string, data map[string]string) *corev1.Secret {
-	t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: data}
-	if err := env.Client.Create(context.Background(), s); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// updateSecret replaces a Secret's data.
-func updateSecret(t *testing.T, ns, name string, data map[string]string) {
-	t.Helper()
-	ctx := context.Background()
-	s := &corev1.Secret{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
-		t.Fatal(err)
-	}
-	s.Data = map[string][]byte{}
-	for k, v := range data {
-		s.Data[k] = []byte(v)
-	}
-	if err := env.Client.Update(ctx, s); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitReady waits until the provider's Ready condition has the status and
-// reason and its message contains every fragment.
-func waitReady(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string, fragments ...string) *v1alpha1.PaymentProvider {
-	t.Helper()
-	var got *v1alpha1.PaymentProvider
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got = getProvider(t, ns, name)
-		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
-		if c != nil && c.Status == status && c.Reason == reason && containsAll(c.Message, fragments) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("provider %s: want Ready=%s reason %s with %q; status:\n%s", name, status, reason, fragments, dump(got.Status))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func containsAll(s string, fragments []string) bool {
-	for _, f := range fragments {
-		if !strings.Contains(s, f) {
-			return false
-		}
-	}
-	return true
-}
-
 func TestProviderValidation(t *testing.T) {
-	ns := newNamespace(t)
-	startNets(t, ns, netsOptions{providers: true})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerProvider))
 
 	kuko := map[string]string{"apiKey": "sk"}
 	cases := []struct {
@@ -170,7 +115,7 @@ func TestProviderValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := "c" + strconv.Itoa(i+1)
 			for secret, data := range tc.secrets {
-				createSecret(t, ns, secret, data)
+				fixture.CreateSecret(t, env.Client, ns, secret, data)
 			}
 			p := providerObject(ns, name, tc.typ, name+"-creds", tc.signing)
 			if tc.mutate != nil {
@@ -179,7 +124,7 @@ func TestProviderValidation(t *testing.T) {
 			if err := env.Client.Create(context.Background(), p); err != nil {
 				t.Fatal(err)
 			}
-			got := waitReady(t, ns, name, tc.wantStatus, tc.wantReason, tc.wantMsg...)
+			got := fixture.WaitCondition(t, env.Client, p, v1alpha1.ConditionReady, tc.wantStatus, tc.wantReason, tc.wantMsg...)
 			if want := "/webhooks/" + ns + "/" + name; got.Status.WebhookPath != want {
 				t.Errorf("webhookPath = %q, want %q", got.Status.WebhookPath, want)
 			}
@@ -190,51 +135,29 @@ func TestProviderValidation(t *testing.T) {
 	}
 }
 
-// providerStatusWrites counts status writes of PaymentProviders.
-type providerStatusWrites struct {
-	client.Client
-	n atomic.Int32
-}
-
-func (c *providerStatusWrites) Status() client.SubResourceWriter {
-	return &countedProviderStatus{SubResourceWriter: c.Client.Status(), c: c}
-}
-
-type countedProviderStatus struct {
-	client.SubResourceWriter
-	c *providerStatusWrites
-}
-
-func (s *countedProviderStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if _, ok := obj.(*v1alpha1.PaymentProvider); ok {
-		s.c.n.Add(1)
-	}
-	return s.SubResourceWriter.Update(ctx, obj, opts...)
-}
-
 func TestProviderFollowsSecretsWithoutRestart(t *testing.T) {
-	ns := newNamespace(t)
-	writes := &providerStatusWrites{}
-	n := startNets(t, ns, netsOptions{providers: true, wrap: func(c client.Client) client.Client {
-		writes.Client = c
-		return writes
-	}})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerProvider))
 	ctx := context.Background()
-	if err := env.Client.Create(ctx, providerObject(ns, "shop", v1alpha1.ProviderKukoPay, "shop-creds", "shop-signing")); err != nil {
+	shop := providerObject(ns, "shop", v1alpha1.ProviderKukoPay, "shop-creds", "shop-signing")
+	if err := env.Client.Create(ctx, shop); err != nil {
 		t.Fatal(err)
 	}
+	waitReady := func(status metav1.ConditionStatus, reason string, fragments ...string) *v1alpha1.PaymentProvider {
+		t.Helper()
+		return fixture.WaitCondition(t, env.Client, shop, v1alpha1.ConditionReady, status, reason, fragments...)
+	}
 
-	waitReady(t, ns, "shop", metav1.ConditionFalse, controllers.ReasonSecretNotFound, `credentials Secret "shop-creds"`)
-	createSecret(t, ns, "shop-creds", map[string]string{"apiKey": "sk_live"})
-	waitReady(t, ns, "shop", metav1.ConditionFalse, controllers.ReasonSecretNotFound, `signing Secret "shop-signing"`)
-	createSecret(t, ns, "shop-signing", map[string]string{"k1": "first"})
-	waitReady(t, ns, "shop", metav1.ConditionTrue, controllers.ReasonProviderConfigured, "1 active key(s) (k1)")
+	waitReady(metav1.ConditionFalse, controllers.ReasonSecretNotFound, `credentials Secret "shop-creds"`)
+	fixture.CreateSecret(t, env.Client, ns, "shop-creds", map[string]string{"apiKey": "sk_live"})
+	waitReady(metav1.ConditionFalse, controllers.ReasonSecretNotFound, `signing Secret "shop-signing"`)
+	fixture.CreateSecret(t, env.Client, ns, "shop-signing", map[string]string{"k1": "first"})
+	waitReady(metav1.ConditionTrue, controllers.ReasonProviderConfigured, "1 active key(s) (k1)")
 
 	// The circuit state is the gateway's: the provider controller's writes
 	// must keep it.
 	open := v1alpha1.CircuitStatus{State: v1alpha1.CircuitOpen, ConsecutiveFailures: 5, OpenedAt: &metav1.Time{Time: time.Now().Truncate(time.Second)}}
-	shop := getProvider(t, ns, "shop")
-	if _, err := statuswriter.Update(ctx, statuswriter.Writer{Client: env.Client, APIReader: env.Client}, shop, func(p *v1alpha1.PaymentProvider) error {
+	if _, err := statuswriter.Update(ctx, statuswriter.Writer{Client: env.Client, APIReader: env.Client}, fixture.GetProvider(t, env.Client, ns, "shop"), func(p *v1alpha1.PaymentProvider) error {
 		p.Status.Circuit = open
 		meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: "CircuitOpen", Message: "test"})
 		return nil
@@ -243,27 +166,26 @@ func TestProviderFollowsSecretsWithoutRestart(t *testing.T) {
 	}
 
 	// Rotation: add the new key, then remove the old one.
-	updateSecret(t, ns, "shop-signing", map[string]string{"k1": "first", "k2": "second"})
-	waitReady(t, ns, "shop", metav1.ConditionTrue, controllers.ReasonProviderConfigured, "2 active key(s) (k1, k2)")
-	updateSecret(t, ns, "shop-signing", map[string]string{"k2": "second"})
-	got := waitReady(t, ns, "shop", metav1.ConditionTrue, controllers.ReasonProviderConfigured, "1 active key(s) (k2)")
+	fixture.UpdateSecret(t, env.Client, ns, "shop-signing", map[string]string{"k1": "first", "k2": "second"})
+	waitReady(metav1.ConditionTrue, controllers.ReasonProviderConfigured, "2 active key(s) (k1, k2)")
+	fixture.UpdateSecret(t, env.Client, ns, "shop-signing", map[string]string{"k2": "second"})
+	got := waitReady(metav1.ConditionTrue, controllers.ReasonProviderConfigured, "1 active key(s) (k2)")
 	if d := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded); d == nil || d.Status != metav1.ConditionTrue {
-		t.Errorf("Degraded condition clobbered: %s", dump(got.Status.Conditions))
+		t.Errorf("Degraded condition clobbered: %s", fixture.Dump(got.Status.Conditions))
 	}
 	if got.Status.Circuit.State != v1alpha1.CircuitOpen || got.Status.Circuit.ConsecutiveFailures != 5 {
-		t.Errorf("circuit clobbered: %s", dump(got.Status.Circuit))
+		t.Errorf("circuit clobbered: %s", fixture.Dump(got.Status.Circuit))
 	}
 
 	// A credential rotation that loses the key is caught as well.
-	updateSecret(t, ns, "shop-creds", map[string]string{"apiKey": ""})
-	waitReady(t, ns, "shop", metav1.ConditionFalse, controllers.ReasonSecretKeyMissing, "apiKey")
-	updateSecret(t, ns, "shop-creds", map[string]string{"apiKey": "sk_rotated"})
-	waitReady(t, ns, "shop", metav1.ConditionTrue, controllers.ReasonProviderConfigured)
+	fixture.UpdateSecret(t, env.Client, ns, "shop-creds", map[string]string{"apiKey": ""})
+	waitReady(metav1.ConditionFalse, controllers.ReasonSecretKeyMissing, "apiKey")
+	fixture.UpdateSecret(t, env.Client, ns, "shop-creds", map[string]string{"apiKey": "sk_rotated"})
+	waitReady(metav1.ConditionTrue, controllers.ReasonProviderConfigured)
 
 	// Settled: a Secret change that changes nothing the verdict depends on
-	// costs no status write (no hot loop either).
-	time.Sleep(200 * time.Millisecond)
-	before := writes.n.Load()
+	// costs no status write (no hot loop either): the reconcile that read the
+	// changed Secret writes nothing and arranges no other.
 	s := &corev1.Secret{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop-creds"}, s); err != nil {
 		t.Fatal(err)
@@ -272,12 +194,15 @@ func TestProviderFollowsSecretsWithoutRestart(t *testing.T) {
 	if err := env.Client.Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	if after := writes.n.Load(); after != before {
-		t.Errorf("%d status writes for an unchanged verdict", after-before)
+	r := m.Reconciles.WaitSeen(t, controllers.ControllerProvider, shop, s)
+	if w := m.Writes.By(r); len(w) != 0 {
+		t.Errorf("%d status writes for an unchanged verdict", len(w))
+	}
+	if r.Scheduled() {
+		t.Errorf("the reconcile of an unchanged verdict scheduled another: %+v", r)
 	}
 
-	if len(n.events.about("shop", controllers.ReasonSecretNotFound)) == 0 || len(n.events.about("shop", controllers.ReasonSecretKeyMissing)) == 0 {
-		t.Errorf("no Warning events for the failures; events: %+v", n.events.all())
+	if len(m.Events.About("shop", controllers.ReasonSecretNotFound)) == 0 || len(m.Events.About("shop", controllers.ReasonSecretKeyMissing)) == 0 {
+		t.Errorf("no Warning events for the failures; events: %+v", m.Events.All())
 	}
 }

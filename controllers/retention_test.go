@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/fixture"
 )
 
 // settled describes a payment's stored state for the retention tests.
@@ -36,7 +38,7 @@ func storedPayment(t *testing.T, ns, name, prov string, now time.Time, st settle
 	if err := env.Client.Create(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	return setStatus(t, p, func(s *v1alpha1.PaymentStatus) {
+	return fixture.SetStatus(t, env.Client, p, func(s *v1alpha1.PaymentStatus) {
 		s.Phase = st.phase
 		from := v1alpha1.PhasePending
 		for i, age := range st.history {
@@ -83,14 +85,14 @@ func remaining(t *testing.T, ns string) []string {
 // clock: only final payments past retention.finalPayments since their last
 // change go, and never one that needs review.
 func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
-	ns := newNamespace(t)
+	ns := fixture.Namespace(t, env.Client, "pay")
 	now := time.Now().Truncate(time.Second)
 	clk := clocktesting.NewFakePassiveClock(now)
-	keep := netsProvider(t, ns, "keeps-1h", nil, v1alpha1.ProviderKukoPay, func(s *v1alpha1.PaymentProviderSpec) {
-		s.Retention.FinalPayments = dur("1h")
-	})
-	forever := netsProvider(t, ns, "keeps-all", nil, v1alpha1.ProviderKukoPay, nil)
-	r := &controllers.Retention{Client: env.Client, APIReader: env.Client, Clock: clk, Recorder: &eventLog{}}
+	keep := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "keeps-1h", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
+		s.Retention.FinalPayments = fixture.Duration("1h")
+	}})
+	forever := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "keeps-all", Quiet: true})
+	r := &controllers.Retention{Client: env.Client, APIReader: env.Client, Clock: clk, Recorder: &fixture.EventLog{}}
 
 	cases := []struct {
 		name        string
@@ -132,14 +134,14 @@ func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
 		}
 	}
 	// An operator reviews the failed payment: now it may go.
-	setStatus(t, &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "failed-needing-review-is-kept"}}, func(s *v1alpha1.PaymentStatus) {
+	fixture.SetStatus(t, env.Client, &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "failed-needing-review-is-kept"}}, func(s *v1alpha1.PaymentStatus) {
 		s.Conditions[0].Status, s.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonReviewed
 	})
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "failed-needing-review-is-kept"}}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"processing-is-not-final", "provider-without-retention-keeps-it", "refunded-10m-ago-counts-from-the-refund", "unknown-is-not-final"}
-	if got := remaining(t, ns); !equalStrings(got, want) {
+	if got := remaining(t, ns); !slices.Equal(got, want) {
 		t.Errorf("remaining payments %v, want %v", got, want)
 	}
 }
@@ -148,40 +150,28 @@ func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
 // is deleted when its own retention passes, one under review stays, and a
 // provider that starts keeping less applies it to payments settled before.
 func TestRetentionControllerWaitsForEachPayment(t *testing.T) {
-	ns := newNamespace(t)
-	short := netsProvider(t, ns, "short", nil, v1alpha1.ProviderKukoPay, func(s *v1alpha1.PaymentProviderSpec) {
-		s.Retention.FinalPayments = dur("1s")
-	})
-	later := netsProvider(t, ns, "later", nil, v1alpha1.ProviderKukoPay, nil)
-	startNets(t, ns, netsOptions{retention: true})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	short := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "short", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
+		s.Retention.FinalPayments = fixture.Duration("1s")
+	}})
+	later := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "later", Quiet: true})
+	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerRetention))
 	now := time.Now()
 	storedPayment(t, ns, "settled", short.Name, now, settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{0}})
 	storedPayment(t, ns, "under-review", short.Name, now, settled{phase: v1alpha1.PhaseFailed, history: []time.Duration{0}, needsReview: true})
 	storedPayment(t, ns, "of-later", later.Name, now, settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{time.Hour}})
 
-	eventually(t, 10*time.Second, "the settled payment to be deleted", func() bool { return !exists(t, ns, "settled") })
+	fixture.Eventually(t, 10*time.Second, "the settled payment to be deleted", func() bool { return !exists(t, ns, "settled") })
 	if !exists(t, ns, "of-later") {
 		t.Fatal("deleted a payment of a provider that keeps everything")
 	}
-	p := getProvider(t, ns, later.Name)
-	p.Spec.Retention.FinalPayments = dur("30m")
+	p := fixture.GetProvider(t, env.Client, ns, later.Name)
+	p.Spec.Retention.FinalPayments = fixture.Duration("30m")
 	if err := env.Client.Update(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the provider's new retention to apply", func() bool { return !exists(t, ns, "of-later") })
+	fixture.Eventually(t, 10*time.Second, "the provider's new retention to apply", func() bool { return !exists(t, ns, "of-later") })
 	if !exists(t, ns, "under-review") {
 		t.Error("deleted a payment that needs review")
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

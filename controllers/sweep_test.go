@@ -7,11 +7,16 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/fixture"
+	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/paysim"
 )
 
@@ -24,28 +29,34 @@ import (
 // no requeues of its own), and holds each request until the test has seen the
 // metric, so what it reconciles was enqueued by the sweep.
 func TestSweepReenqueuesPaymentsWhoseRequeueWasLost(t *testing.T) {
-	s := startSim(t, paysim.Options{})
-	ns := newNamespace(t)
+	s := fixture.StartSim(t, paysim.Options{})
+	ns := fixture.Namespace(t, env.Client, "pay")
 
 	var mu sync.Mutex
 	var consumed []string
 	release := make(chan struct{})
-	n := startNets(t, ns, netsOptions{sweepConsumer: func(payments *controllers.PaymentReconciler) reconcile.Reconciler {
-		return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			mu.Lock()
-			consumed = append(consumed, req.Name)
-			mu.Unlock()
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return reconcile.Result{}, nil
-			}
-			return payments.Reconcile(ctx, req)
-		})
+	o := fixture.Run(controllers.ControllerSweep)
+	o.Before = func(mgr ctrl.Manager, w *controllers.Wiring) error {
+		// The only consumer of the sweep's source: a controller fed by
+		// nothing else, so whatever it sees came from the sweep.
+		return ctrl.NewControllerManagedBy(mgr).Named("sweep-consumer").
+			WatchesRawSource(w.Sweep.Source()).WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+			Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+				mu.Lock()
+				consumed = append(consumed, req.Name)
+				mu.Unlock()
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return reconcile.Result{}, nil
+				}
+				return w.Payments.Reconcile(ctx, req)
+			}))
+	}
+	m := fixture.StartManager(t, env, ns, o)
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "shop", Sim: s, Quiet: true, Spec: func(spec *v1alpha1.PaymentProviderSpec) {
+		spec.Sweep = v1alpha1.SweepConfig{Interval: fixture.Duration("200ms"), OverdueAfter: fixture.Duration("1s")}
 	}})
-	prov := netsProvider(t, ns, "shop", s, v1alpha1.ProviderKukoPay, func(spec *v1alpha1.PaymentProviderSpec) {
-		spec.Sweep = v1alpha1.SweepConfig{Interval: dur("200ms"), OverdueAfter: dur("1s")}
-	})
 
 	now := time.Now()
 	at := func(d time.Duration) *metav1.MicroTime { t := metav1.NewMicroTime(now.Add(d)); return &t }
@@ -64,25 +75,25 @@ func TestSweepReenqueuesPaymentsWhoseRequeueWasLost(t *testing.T) {
 	}
 	ids := map[string]string{}
 	for _, tc := range cases {
-		p := trackedPayment(t, s, prov, tc.name, paysim.OutcomeSucceed)
+		p := fixture.TrackedPayment(t, env.Client, s, prov, tc.name, paysim.OutcomeSucceed)
 		ids[tc.name] = p.Spec.ProviderPaymentID
-		setStatus(t, p, func(st *v1alpha1.PaymentStatus) {
+		fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) {
 			st.Phase, st.ProviderPaymentID = tc.phase, p.Spec.ProviderPaymentID
 			st.Query = v1alpha1.QueryStatus{Attempts: 1, NextTime: tc.next}
 		})
 	}
 
-	eventually(t, 10*time.Second, "the sweep to count 2 overdue payments", func() bool { return overdue(t, ns, prov.Name) == 2 })
+	fixture.Eventually(t, 10*time.Second, "the sweep to count 2 overdue payments", func() bool { return overdue(t, ns, prov.Name) == 2 })
 	for _, tc := range cases {
-		events := n.events.about(tc.name, "Overdue")
+		events := m.Events.About(tc.name, "Overdue")
 		if tc.wantOverdue && len(events) == 0 {
 			t.Errorf("%s: no Overdue Warning event", tc.name)
 		}
 		if !tc.wantOverdue && len(events) > 0 {
-			t.Errorf("%s is not overdue but got %q", tc.name, events[0].message)
+			t.Errorf("%s is not overdue but got %q", tc.name, events[0].Message)
 		}
 	}
-	eventually(t, 10*time.Second, "the payment controller to receive both", func() bool {
+	fixture.Eventually(t, 10*time.Second, "the payment controller to receive both", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(consumed) >= 2
@@ -91,10 +102,10 @@ func TestSweepReenqueuesPaymentsWhoseRequeueWasLost(t *testing.T) {
 	close(release)
 	for _, tc := range cases {
 		if tc.wantOverdue {
-			waitPhase(t, &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.name}}, v1alpha1.PhaseSucceeded, 10*time.Second)
+			fixture.WaitPhase(t, env.Client, &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.name}}, v1alpha1.PhaseSucceeded, 10*time.Second)
 		}
 	}
-	eventually(t, 10*time.Second, "the overdue metric to drop to zero", func() bool { return overdue(t, ns, prov.Name) == 0 })
+	fixture.Eventually(t, 10*time.Second, "the overdue metric to drop to zero", func() bool { return overdue(t, ns, prov.Name) == 0 })
 
 	mu.Lock()
 	got := map[string]bool{}
@@ -116,4 +127,14 @@ func TestSweepReenqueuesPaymentsWhoseRequeueWasLost(t *testing.T) {
 			t.Errorf("%s was queried %d times; only overdue payments may be", tc.name, q)
 		}
 	}
+}
+
+// overdue reads paywarden_payments_overdue for one provider.
+func overdue(t *testing.T, ns, prov string) float64 {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := metrics.PaymentsOverdue.WithLabelValues(ns, prov).Write(m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
 }

@@ -12,122 +12,33 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
-	"github.com/paywarden/paywarden/internal/inbox"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 )
 
-// processor is a manager running only the inbox processor, as the manager
-// process would, next to a receiver running on its own manager.
-type inboxProcessor struct {
-	mgr   ctrl.Manager
-	inbox *inbox.Inbox // for the test's stand-in backfill
-}
-
-// startInboxProcessor starts the WebhookEventReconciler on its own manager the way
-// the manager main wires it, and stops it when the test ends.
-func startInboxProcessor(t *testing.T, grace time.Duration, workers int) *inboxProcessor {
+// inboxKukoPay creates a KukoPay provider, with the signing secret "secret",
+// in a fresh namespace, visible to rcv.
+func inboxKukoPay(t *testing.T, rcv *fixture.Receiver, mods ...func(*fixture.Provider)) *v1alpha1.PaymentProvider {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := inbox.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		t.Fatal(err)
-	}
-	r := &controllers.WebhookEventReconciler{
-		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
-		Scheme:       mgr.GetScheme(),
-		Recorder:     mgr.GetEventRecorder("paywarden"),
-		PendingGrace: grace,
-		// One worker makes the queue FIFO, which flushInboxProcessor relies on.
-		MaxConcurrentReconciles: workers,
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("processor manager: %v", err)
-		}
-	})
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("processor cache did not sync")
-	}
-	return &inboxProcessor{mgr: mgr, inbox: &inbox.Inbox{
-		Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-	}}
-}
-
-func startInboxReceiver(t *testing.T, ro inboxtest.ReceiverOptions) *inboxtest.Receiver {
-	t.Helper()
-	r, err := inboxtest.StartReceiver(env.Config, env.Scheme, ro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Stop() })
-	return r
-}
-
-// kukoPay creates a KukoPay provider in a fresh namespace, visible to rcv.
-func inboxKukoPay(t *testing.T, rcv *inboxtest.Receiver, mods ...func(*inboxtest.Provider)) *v1alpha1.PaymentProvider {
-	t.Helper()
-	p := inboxtest.Provider{
-		Namespace: inboxtest.Namespace(t, env.Client, "inbox"), Name: "kukopay", Type: v1alpha1.ProviderKukoPay,
+	p := fixture.Provider{
+		Namespace: fixture.Namespace(t, env.Client, "inbox"), Name: "kukopay", Type: v1alpha1.ProviderKukoPay,
 		SigningSecrets: map[string]string{"current": "secret"},
 	}
 	for _, m := range mods {
 		m(&p)
 	}
-	prov := inboxtest.CreateProvider(t, env.Client, p)
-	inboxtest.WaitCached(t, rcv.Cache, prov)
+	prov := fixture.CreateProvider(t, env.Client, p)
+	fixture.WaitCached(t, rcv.Cache, prov)
 	return prov
 }
 
-func deliverKukoPay(t *testing.T, url string, ev inboxtest.KukoPayEvent) inboxtest.Response {
+func deliverKukoPay(t *testing.T, url string, ev fixture.KukoPayEvent) fixture.Response {
 	t.Helper()
 	body := ev.Body(t)
-	return inboxtest.Send(t, "POST", url, body, inboxtest.KukoPayHeader(body, time.Now(), "secret"))
-}
-
-func waitEventResult(t *testing.T, ns, provider, eventID string, want v1alpha1.EventResult) *v1alpha1.WebhookEvent {
-	t.Helper()
-	var got *v1alpha1.WebhookEvent
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
-		got = inboxtest.EventFor(t, env.Client, ns, provider, eventID)
-		if got == nil {
-			return false, "event " + eventID + " not stored"
-		}
-		return got.Status.Result == want, "event " + eventID + " is " + string(got.Status.Result) + ", want " + string(want)
-	})
-	return got
-}
-
-func waitPaymentPhase(t *testing.T, p *v1alpha1.Payment, want v1alpha1.PaymentPhase) *v1alpha1.Payment {
-	t.Helper()
-	var got *v1alpha1.Payment
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
-		got = inboxtest.GetPayment(t, env.Client, p)
-		return got.Status.Phase == want, "payment " + p.Name + " is " + string(got.Status.Phase) + ", want " + string(want)
-	})
-	return got
+	return fixture.Send(t, "POST", url, body, fixture.KukoPayHeader(body, time.Now(), "secret"))
 }
 
 // flushInboxProcessor returns once the processor (running one worker) has
@@ -141,7 +52,7 @@ func flushInboxProcessor(t *testing.T, ns string) {
 	ctx := context.Background()
 	fence := &v1alpha1.PaymentProvider{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fence"}, fence); apierrors.IsNotFound(err) {
-		fence = inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+		fence = fixture.CreateProvider(t, env.Client, fixture.Provider{
 			Namespace: ns, Name: "fence", Type: v1alpha1.ProviderKukoPay, Retention: time.Nanosecond,
 		})
 	} else if err != nil {
@@ -155,33 +66,37 @@ func flushInboxProcessor(t *testing.T, ns string) {
 	if err := env.Client.Create(ctx, evt); err != nil {
 		t.Fatal(err)
 	}
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
-		return inboxtest.EventFor(t, env.Client, ns, fence.Name, id) == nil, "the processor has not reached the fence event"
+	fixture.Eventually(t, fixture.Timeout, "the processor to reach the fence event", func() bool {
+		return fixture.WebhookEventFor(t, env.Client, ns, fence.Name, id) == nil
 	})
 }
 
 func TestWebhookEventProcessor(t *testing.T) {
-	const grace = 2 * time.Second
-	startInboxProcessor(t, grace, 1)
-	rcv := startInboxReceiver(t, inboxtest.ReceiverOptions{})
+	// The inbox processor on a manager of its own over every namespace, as
+	// the manager process runs it, next to a receiver on its own manager.
+	// One worker makes its queue FIFO, which flushInboxProcessor relies on.
+	o := fixture.Run(controllers.ControllerInbox)
+	o.PendingGrace, o.InboxMaxConcurrentReconciles = 2*time.Second, 1
+	fixture.StartManager(t, env, "", o)
+	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
 
 	// Issue 5, test 7.
 	t.Run("event before its payment is orphaned, then applied once the payment exists", func(t *testing.T) {
 		prov := inboxKukoPay(t, rcv)
-		ev := inboxtest.KukoPayEvent{ID: "evt_7", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_7", MerchantRef: "order-7", Amount: 700, Currency: "USD"}
+		ev := fixture.KukoPayEvent{ID: "evt_7", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_7", MerchantRef: "order-7", Amount: 700, Currency: "USD"}
 		r := deliverKukoPay(t, rcv.WebhookURL(prov.Namespace, prov.Name), ev)
 		if r.Code != http.StatusOK {
 			t.Fatalf("status %d, want 200 for an event whose payment does not exist yet", r.Code)
 		}
-		if e := inboxtest.EventFor(t, env.Client, prov.Namespace, prov.Name, "evt_7"); e == nil || e.Status.Result != v1alpha1.ResultOrphaned {
+		if e := fixture.WebhookEventFor(t, env.Client, prov.Namespace, prov.Name, "evt_7"); e == nil || e.Status.Result != v1alpha1.ResultOrphaned {
 			t.Fatalf("event %+v, want Orphaned", e)
 		}
 		flushInboxProcessor(t, prov.Namespace)
 
-		p := inboxtest.CreatePayment(t, env.Client, prov.Namespace, "order-7", prov.Name, "order-7", "pay_7", 700, "USD")
-		e := waitEventResult(t, prov.Namespace, prov.Name, "evt_7", v1alpha1.ResultApplied)
-		got := waitPaymentPhase(t, p, v1alpha1.PhaseSucceeded)
-		if n := inboxtest.Transitions(got); n != 1 {
+		p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: prov.Namespace, Name: "order-7", Provider: prov.Name, MerchantReference: "order-7", ProviderPaymentID: "pay_7", Amount: 700, Currency: "USD"})
+		e := fixture.WaitEventResult(t, env.Client, prov.Namespace, prov.Name, "evt_7", v1alpha1.ResultApplied, fixture.Timeout)
+		got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, fixture.Timeout)
+		if n := fixture.Transitions(got); n != 1 {
 			t.Errorf("%d transitions, want 1", n)
 		}
 		if e.Status.Attempts != 2 {
@@ -191,43 +106,54 @@ func TestWebhookEventProcessor(t *testing.T) {
 
 	t.Run("a refund delivered before its success waits and is applied after it", func(t *testing.T) {
 		prov := inboxKukoPay(t, rcv)
-		p := inboxtest.CreatePayment(t, env.Client, prov.Namespace, "order-r", prov.Name, "order-r", "pay_r", 1000, "USD")
-		inboxtest.WaitCached(t, rcv.Cache, p)
+		p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: prov.Namespace, Name: "order-r", Provider: prov.Name, MerchantReference: "order-r", ProviderPaymentID: "pay_r", Amount: 1000, Currency: "USD"})
+		fixture.WaitCached(t, rcv.Cache, p)
 		url := rcv.WebhookURL(prov.Namespace, prov.Name)
-		refund := inboxtest.KukoPayEvent{ID: "evt_refund", Type: "refund.succeeded", Status: "succeeded", PaymentID: "pay_r", MerchantRef: "order-r", Amount: 400, RefundedTotal: 400, Currency: "USD"}
+		refund := fixture.KukoPayEvent{ID: "evt_refund", Type: "refund.succeeded", Status: "succeeded", PaymentID: "pay_r", MerchantRef: "order-r", Amount: 400, RefundedTotal: 400, Currency: "USD"}
 		if r := deliverKukoPay(t, url, refund); r.Code != http.StatusOK {
 			t.Fatalf("refund: status %d", r.Code)
 		}
-		if e := inboxtest.EventFor(t, env.Client, prov.Namespace, prov.Name, "evt_refund"); e == nil || e.Status.Result != v1alpha1.ResultOrphaned {
+		if e := fixture.WebhookEventFor(t, env.Client, prov.Namespace, prov.Name, "evt_refund"); e == nil || e.Status.Result != v1alpha1.ResultOrphaned {
 			t.Fatalf("early refund %+v, want Orphaned (waiting), not Ignored (lost)", e)
 		}
 		flushInboxProcessor(t, prov.Namespace)
-		success := inboxtest.KukoPayEvent{ID: "evt_success", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_r", MerchantRef: "order-r", Amount: 1000, Currency: "USD"}
+		success := fixture.KukoPayEvent{ID: "evt_success", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_r", MerchantRef: "order-r", Amount: 1000, Currency: "USD"}
 		if r := deliverKukoPay(t, url, success); r.Code != http.StatusOK {
 			t.Fatalf("success: status %d", r.Code)
 		}
-		waitEventResult(t, prov.Namespace, prov.Name, "evt_refund", v1alpha1.ResultApplied)
-		got := waitPaymentPhase(t, p, v1alpha1.PhasePartiallyRefunded)
-		if n := inboxtest.Transitions(got); n != 2 {
+		fixture.WaitEventResult(t, env.Client, prov.Namespace, prov.Name, "evt_refund", v1alpha1.ResultApplied, fixture.Timeout)
+		got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhasePartiallyRefunded, fixture.Timeout)
+		if n := fixture.Transitions(got); n != 2 {
 			t.Errorf("%d transitions, want 2 (Succeeded, PartiallyRefunded)", n)
 		}
 	})
 
 	// Issue 5, test 9.
 	t.Run("receiver stopped after the inbox write and before the apply: the processor applies", func(t *testing.T) {
-		var crashed *crashAfterInboxWrite
-		var dying *inboxtest.Receiver
-		dying = startInboxReceiver(t, inboxtest.ReceiverOptions{WrapClient: func(c client.Client) client.Client {
-			crashed = &crashAfterInboxWrite{Client: c, crash: func() { go func() { _ = dying.Stop() }() }}
-			return crashed
+		// The first WebhookEvent create goes through and every later write
+		// fails, as if the process died right after the inbox write; the
+		// receiver is stopped then.
+		var crashed atomic.Bool
+		var dying *fixture.Receiver
+		dying = fixture.StartReceiver(t, env, fixture.ReceiverOptions{WrapClient: func(c client.Client) client.Client {
+			return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
+				if crashed.Load() {
+					return errProcessGone
+				}
+				err := do()
+				if _, ok := w.Object.(*v1alpha1.WebhookEvent); ok && w.Verb == "create" && err == nil && crashed.CompareAndSwap(false, true) {
+					go func() { _ = dying.Stop() }()
+				}
+				return err
+			})
 		}})
 		prov := inboxKukoPay(t, dying)
-		p := inboxtest.CreatePayment(t, env.Client, prov.Namespace, "order-9", prov.Name, "order-9", "pay_9", 900, "USD")
-		inboxtest.WaitCached(t, dying.Cache, p)
-		ev := inboxtest.KukoPayEvent{ID: "evt_9", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_9", MerchantRef: "order-9", Amount: 900, Currency: "USD"}
+		p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: prov.Namespace, Name: "order-9", Provider: prov.Name, MerchantReference: "order-9", ProviderPaymentID: "pay_9", Amount: 900, Currency: "USD"})
+		fixture.WaitCached(t, dying.Cache, p)
+		ev := fixture.KukoPayEvent{ID: "evt_9", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_9", MerchantRef: "order-9", Amount: 900, Currency: "USD"}
 		body := ev.Body(t)
 		req, _ := http.NewRequest("POST", dying.WebhookURL(prov.Namespace, prov.Name), strings.NewReader(string(body)))
-		req.Header = inboxtest.KukoPayHeader(body, time.Now(), "secret")
+		req.Header = fixture.KukoPayHeader(body, time.Now(), "secret")
 		// The provider may or may not get an answer from a dying process;
 		// either way it is not the receiver that applies the event.
 		if resp, err := http.DefaultClient.Do(req); err == nil {
@@ -236,105 +162,48 @@ func TestWebhookEventProcessor(t *testing.T) {
 		if err := dying.Stop(); err != nil {
 			t.Fatalf("receiver stop: %v", err)
 		}
-		if !crashed.crashed.Load() {
+		if !crashed.Load() {
 			t.Fatal("the receiver never wrote the inbox record")
 		}
-		e := inboxtest.EventFor(t, env.Client, prov.Namespace, prov.Name, "evt_9")
+		e := fixture.WebhookEventFor(t, env.Client, prov.Namespace, prov.Name, "evt_9")
 		if e == nil || e.Status.Result.IsDone() {
 			t.Fatalf("after the crash the event is %+v, want stored and not yet applied", e)
 		}
-		if got := inboxtest.GetPayment(t, env.Client, p); got.Status.Phase != "" {
+		if got := fixture.GetPayment(t, env.Client, p); got.Status.Phase != "" {
 			t.Fatalf("the crashed receiver moved the payment to %s", got.Status.Phase)
 		}
 
-		e = waitEventResult(t, prov.Namespace, prov.Name, "evt_9", v1alpha1.ResultApplied)
-		got := waitPaymentPhase(t, p, v1alpha1.PhaseSucceeded)
-		if e.Status.Attempts != 1 || inboxtest.Transitions(got) != 1 {
-			t.Fatalf("attempts %d, transitions %d; want the processor's single apply", e.Status.Attempts, inboxtest.Transitions(got))
+		e = fixture.WaitEventResult(t, env.Client, prov.Namespace, prov.Name, "evt_9", v1alpha1.ResultApplied, fixture.Timeout)
+		got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, fixture.Timeout)
+		if e.Status.Attempts != 1 || fixture.Transitions(got) != 1 {
+			t.Fatalf("attempts %d, transitions %d; want the processor's single apply", e.Status.Attempts, fixture.Transitions(got))
 		}
 		// The provider, having had no good answer, delivers again to a
 		// healthy replica: a duplicate, still one transition.
-		inboxtest.WaitCached(t, rcv.Cache, prov)
+		fixture.WaitCached(t, rcv.Cache, prov)
 		r := deliverKukoPay(t, rcv.WebhookURL(prov.Namespace, prov.Name), ev)
 		if r.Code != http.StatusOK || !strings.Contains(r.Body, "duplicate") {
 			t.Fatalf("redelivery: %d %s, want 200 duplicate", r.Code, r.Body)
 		}
-		if got := inboxtest.GetPayment(t, env.Client, p); inboxtest.Transitions(got) != 1 {
-			t.Fatalf("%d transitions after redelivery, want 1", inboxtest.Transitions(got))
+		if got := fixture.GetPayment(t, env.Client, p); fixture.Transitions(got) != 1 {
+			t.Fatalf("%d transitions after redelivery, want 1", fixture.Transitions(got))
 		}
 	})
 
 	t.Run("events past the provider's retention are deleted", func(t *testing.T) {
-		prov := inboxKukoPay(t, rcv, func(p *inboxtest.Provider) { p.Retention = 3 * time.Second })
-		ev := inboxtest.KukoPayEvent{ID: "evt_old", Type: "customer.created", Status: "succeeded", PaymentID: "pay_old", MerchantRef: "order-old", Amount: 1, Currency: "USD"}
+		prov := inboxKukoPay(t, rcv, func(p *fixture.Provider) { p.Retention = 3 * time.Second })
+		ev := fixture.KukoPayEvent{ID: "evt_old", Type: "customer.created", Status: "succeeded", PaymentID: "pay_old", MerchantRef: "order-old", Amount: 1, Currency: "USD"}
 		if r := deliverKukoPay(t, rcv.WebhookURL(prov.Namespace, prov.Name), ev); r.Code != http.StatusOK {
 			t.Fatalf("status %d", r.Code)
 		}
-		if e := inboxtest.EventFor(t, env.Client, prov.Namespace, prov.Name, "evt_old"); e == nil {
+		if e := fixture.WebhookEventFor(t, env.Client, prov.Namespace, prov.Name, "evt_old"); e == nil {
 			t.Fatal("event not stored")
 		}
-		inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
-			return inboxtest.EventFor(t, env.Client, prov.Namespace, prov.Name, "evt_old") == nil, "event past retention still stored"
+		fixture.Eventually(t, fixture.Timeout, "the event past retention to be deleted", func() bool {
+			return fixture.WebhookEventFor(t, env.Client, prov.Namespace, prov.Name, "evt_old") == nil
 		})
 	})
 }
 
 // errProcessGone is what a crashed receiver's writes amount to: nothing.
 var errProcessGone = errors.New("receiver process is gone")
-
-// crashAfterInboxWrite lets the first WebhookEvent create through and then
-// fails every later write, as if the process died right after the inbox
-// write; crash stops the receiver.
-type crashAfterInboxWrite struct {
-	client.Client
-	crashed atomic.Bool
-	crash   func()
-}
-
-func (c *crashAfterInboxWrite) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if c.crashed.Load() {
-		return errProcessGone
-	}
-	err := c.Client.Create(ctx, obj, opts...)
-	if _, ok := obj.(*v1alpha1.WebhookEvent); ok && err == nil && c.crashed.CompareAndSwap(false, true) {
-		c.crash()
-	}
-	return err
-}
-
-func (c *crashAfterInboxWrite) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	if c.crashed.Load() {
-		return errProcessGone
-	}
-	return c.Client.Update(ctx, obj, opts...)
-}
-
-func (c *crashAfterInboxWrite) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if c.crashed.Load() {
-		return errProcessGone
-	}
-	return c.Client.Patch(ctx, obj, patch, opts...)
-}
-
-func (c *crashAfterInboxWrite) Status() client.SubResourceWriter {
-	return crashedStatus{SubResourceWriter: c.Client.Status(), c: c}
-}
-
-type crashedStatus struct {
-	client.SubResourceWriter
-	c *crashAfterInboxWrite
-}
-
-func (s crashedStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if s.c.crashed.Load() {
-		return errProcessGone
-	}
-	return s.SubResourceWriter.Update(ctx, obj, opts...)
-}
-
-func (s crashedStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if s.c.crashed.Load() {
-		return errProcessGone
-	}
-	return s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
-}

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/fixture"
+	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/providers"
@@ -62,10 +64,12 @@ type scripted struct {
 // per applied event and one WebhookEvent per provider event.
 func TestPaysimDeliveryWithFaults(t *testing.T) {
 	const secret = "whsec_cGF5c2ltLWZhdWx0cy1zZWNyZXQ=" // base64("paysim-faults-secret")
-	proc := startInboxProcessor(t, 2*time.Second, 4)
-	rcv := startInboxReceiver(t, inboxtest.ReceiverOptions{})
+	o := fixture.Run(controllers.ControllerInbox)
+	o.PendingGrace, o.InboxMaxConcurrentReconciles = 2*time.Second, 4
+	proc := fixture.StartManager(t, env, "", o)
+	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
 
-	sim := paysim.New(paysim.Options{
+	sim := fixture.StartSim(t, paysim.Options{
 		// Generic's schedule (0, 5s, 5m, 30m, ...) runs 2000 times faster.
 		TimeFactor:     0.0005,
 		Seed:           12,
@@ -73,16 +77,13 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 		WebhookSecrets: map[string][][]byte{paysim.Generic: {[]byte(secret)}},
 		Faults:         paysim.Faults{DropRate: 0.3, DuplicateRate: 0.3, ReorderRate: 0.3},
 	})
-	simSrv := httptest.NewServer(sim.Handler())
-	t.Cleanup(simSrv.Close)
-	t.Cleanup(sim.Close)
 
-	ns := inboxtest.Namespace(t, env.Client, "faults")
-	prov := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
-		Namespace: ns, Name: "jobs", Type: v1alpha1.ProviderGeneric, APIURL: simSrv.URL + "/generic",
-		SigningSecrets: map[string]string{"current": secret},
+	ns := fixture.Namespace(t, env.Client, "faults")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{
+		Namespace: ns, Name: "jobs", Type: v1alpha1.ProviderGeneric, Sim: sim,
+		Credentials: map[string]string{"token": "test-token"}, SigningSecrets: map[string]string{"current": secret},
 	})
-	inboxtest.WaitCached(t, rcv.Cache, prov)
+	fixture.WaitCached(t, rcv.Cache, prov)
 	target, _ := url.Parse(rcv.URL)
 	hop := &lossyHop{next: httputil.NewSingleHostReverseProxy(target), rate: 0.3, rng: rand.New(rand.NewPCG(12, 12))}
 	hopSrv := httptest.NewServer(hop)
@@ -91,7 +92,7 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	adapter, err := providers.New(providers.TypeGeneric, provider.Config{
-		Name: ns + "/jobs", APIURL: simSrv.URL + "/generic", Credentials: map[string][]byte{"token": []byte("test-token")},
+		Name: ns + "/jobs", APIURL: sim.APIURL(v1alpha1.ProviderGeneric), Credentials: map[string][]byte{"token": []byte("test-token")},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +128,9 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 			}
 			s.jobID = job.ID
 			// Tracked payments: the webhook and inbox path alone settle them.
-			s.p = inboxtest.CreatePayment(t, env.Client, ns, ref, prov.Name, ref, job.ID, 1000, "EUR")
+			s.p = fixture.CreatePayment(t, env.Client, fixture.Payment{
+				Namespace: ns, Name: ref, Provider: prov.Name, MerchantReference: ref, ProviderPaymentID: job.ID, Amount: 1000, Currency: "EUR",
+			})
 			payments = append(payments, &s)
 		}
 	}
@@ -136,17 +139,17 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 	for _, s := range payments {
 		switch s.kind {
 		case "processing-then-succeed":
-			waitSim(t, sim, s.jobID, "processing")
+			fixture.WaitSimState(t, sim, v1alpha1.ProviderGeneric, s.jobID, "processing")
 			if err := sim.SetOutcome(paysim.Generic, s.jobID, paysim.Script{Outcome: paysim.OutcomeSucceed}); err != nil {
 				t.Fatal(err)
 			}
 		case "partial-refund":
-			waitSim(t, sim, s.jobID, "succeeded")
+			fixture.WaitSimState(t, sim, v1alpha1.ProviderGeneric, s.jobID, "succeeded")
 			if err := sim.Refund(paysim.Generic, s.jobID, 300); err != nil {
 				t.Fatal(err)
 			}
 		case "full-refund-in-two":
-			waitSim(t, sim, s.jobID, "succeeded")
+			fixture.WaitSimState(t, sim, v1alpha1.ProviderGeneric, s.jobID, "succeeded")
 			if err := sim.Refund(paysim.Generic, s.jobID, 400); err != nil {
 				t.Fatal(err)
 			}
@@ -157,15 +160,15 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 	}
 	for _, s := range payments {
 		if s.kind == "processing-then-succeed" {
-			waitSim(t, sim, s.jobID, "succeeded")
+			fixture.WaitSimState(t, sim, v1alpha1.ProviderGeneric, s.jobID, "succeeded")
 		}
 	}
 
 	// Let paysim finish: every event delivered, dropped or given up on.
-	inboxtest.Eventually(t, 90*time.Second, func() (bool, string) {
+	fixture.Eventually(t, 90*time.Second, "paysim's deliveries to settle", func() (bool, string) {
 		c := sim.Counters().WebhooksByProvider[paysim.Generic]
 		return c.Events == len(sim.Events(paysim.Generic)) && c.Events == c.Delivered+c.Dropped+c.Exhausted,
-			fmt.Sprintf("paysim deliveries not settled: %+v", c)
+			fmt.Sprintf("%+v", c)
 	})
 	c := sim.Counters().WebhooksByProvider[paysim.Generic]
 	if c.Dropped == 0 || c.Duplicated == 0 || c.Reordered == 0 || hop.lost == 0 {
@@ -174,6 +177,7 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 
 	// The backfill's pass over the events API, through the same inbox: the
 	// copies of delivered events dedup, the dropped ones are stored and applied.
+	in := &inbox.Inbox{Client: proc.Client(), Reader: proc.Client(), APIReader: proc.Manager.GetAPIReader()}
 	backfilled := 0
 	for cursor := ""; ; {
 		page, err := adapter.ListEvents(ctx, start.Add(-time.Minute), cursor)
@@ -181,7 +185,7 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, ev := range page.Events {
-			out, err := proc.inbox.Receive(ctx, prov, ev, v1alpha1.ViaBackfill, "", 0)
+			out, err := in.Receive(ctx, prov, ev, v1alpha1.ViaBackfill, "", 0)
 			if err != nil {
 				t.Fatalf("backfill of %s: %v", ev.ID, err)
 			}
@@ -199,11 +203,11 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 	}
 
 	for _, s := range payments {
-		got := waitPaymentPhase(t, s.p, s.want)
+		got := fixture.WaitPhase(t, env.Client, s.p, s.want, fixture.Timeout)
 		s.p = got
 	}
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
-		for _, e := range inboxtest.Events(t, env.Client, ns) {
+	fixture.Eventually(t, fixture.Timeout, "every event to be done", func() (bool, string) {
+		for _, e := range fixture.WebhookEvents(t, env.Client, ns) {
 			if !e.Status.Result.IsDone() {
 				return false, fmt.Sprintf("event %s (%s) still %q", e.Spec.EventID, e.Spec.Type, e.Status.Result)
 			}
@@ -211,7 +215,7 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 		return true, ""
 	})
 
-	evs := inboxtest.Events(t, env.Client, ns)
+	evs := fixture.WebhookEvents(t, env.Client, ns)
 	if len(evs) != len(sim.Events(paysim.Generic)) {
 		t.Errorf("%d WebhookEvents for %d provider events, want exactly one each", len(evs), len(sim.Events(paysim.Generic)))
 	}
@@ -222,8 +226,8 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 		}
 	}
 	for _, s := range payments {
-		got := inboxtest.GetPayment(t, env.Client, s.p)
-		n := inboxtest.Transitions(got)
+		got := fixture.GetPayment(t, env.Client, s.p)
+		n := fixture.Transitions(got)
 		if n != applied[s.jobID] || n < 1 || n > s.real {
 			t.Errorf("%s (%s): %d transitions for %d applied events and %d real changes; want one per applied event, at most one per real change",
 				got.Name, s.kind, n, applied[s.jobID], s.real)
@@ -238,13 +242,4 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 		}
 	}
 	t.Logf("paysim %+v; lost by the hop %d; backfilled %d; %d events for %d payments", c, hop.lost, backfilled, len(evs), len(payments))
-}
-
-// waitSim waits until paysim's payment reaches state.
-func waitSim(t *testing.T, sim *paysim.Sim, id, state string) {
-	t.Helper()
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
-		v, ok := sim.Payment(paysim.Generic, id)
-		return ok && v.State == state, fmt.Sprintf("paysim payment %s is %q, want %q", id, v.State, state)
-	})
 }

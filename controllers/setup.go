@@ -1,0 +1,167 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paywarden/paywarden/internal/gateway"
+	"github.com/paywarden/paywarden/internal/inbox"
+	"github.com/paywarden/paywarden/internal/statuswriter"
+)
+
+// Controller names one of the manager's controllers, for Options.Controllers.
+// The names are the controllers' own (their logs and metrics carry them).
+type Controller string
+
+// The manager's controllers.
+const (
+	ControllerPayment   Controller = "payment"                  // PaymentReconciler
+	ControllerInbox     Controller = "webhookevent"             // WebhookEventReconciler, the inbox processor
+	ControllerProvider  Controller = "paymentprovider"          // PaymentProviderReconciler
+	ControllerSweep     Controller = "paymentprovider-sweep"    // Sweep
+	ControllerBackfill  Controller = "paymentprovider-backfill" // Backfill
+	ControllerRetention Controller = "payment-retention"        // Retention
+)
+
+// AllControllers are the controllers the manager runs, in the order Setup
+// registers them.
+var AllControllers = []Controller{
+	ControllerSweep, ControllerPayment, ControllerInbox, ControllerProvider, ControllerBackfill, ControllerRetention,
+}
+
+// DefaultRecorderName is the reporting controller of the manager's Events.
+const DefaultRecorderName = "paywarden-manager"
+
+// Options tune Setup. The zero value wires the manager of cmd/manager.
+type Options struct {
+	// Controllers are the controllers to register: nil means all of them,
+	// an empty list none. The others are still built (see Wiring), so a
+	// test can call their Reconcile directly.
+	Controllers []Controller
+	// Clock drives every controller and the gateway; default real time.
+	Clock clock.PassiveClock
+	// Recorder receives every Event; default mgr.GetEventRecorder(DefaultRecorderName).
+	Recorder events.EventRecorder
+	// HTTPClient, when set, carries every provider call of the gateway.
+	HTTPClient *http.Client
+	// WrapClient, when set, wraps the manager's client wherever a controller
+	// or the gateway's status writer writes through it (fault injection,
+	// counting). Cache lookups of the gateway and the backfill's inbox
+	// resolution read the manager's client directly.
+	WrapClient func(client.Client) client.Client
+	// PendingGrace overrides the inbox processor's DefaultPendingGrace.
+	PendingGrace time.Duration
+	// MaxConcurrentReconciles bounds payments reconciled in parallel (the
+	// manager's --max-concurrent-reconciles); default 4.
+	MaxConcurrentReconciles int
+	// InboxMaxConcurrentReconciles bounds events the inbox processor handles
+	// in parallel; default 4.
+	InboxMaxConcurrentReconciles int
+}
+
+// Wiring is what Setup built: one gateway shared by every controller, and
+// every controller, registered with the manager or not.
+type Wiring struct {
+	// Gateway holds each provider's adapter, rate limit and circuit breaker.
+	Gateway *gateway.Gateway
+	// ProviderEvents carries the gateway's news about refused configurations
+	// to the provider controller and the payment reconciler.
+	ProviderEvents *ProviderEvents
+	Payments       *PaymentReconciler
+	Inbox          *WebhookEventReconciler
+	Providers      *PaymentProviderReconciler
+	Sweep          *Sweep
+	Backfill       *Backfill
+	Retention      *Retention
+}
+
+// Setup builds the manager's controllers around one gateway and registers the
+// ones o picks, with the inbox's Payment indexes. Metrics, probes and leader
+// election stay with the caller: they belong to the process, not the wiring.
+func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
+	picked := o.Controllers
+	if picked == nil {
+		picked = AllControllers
+	}
+	for _, c := range picked {
+		if !slices.Contains(AllControllers, c) {
+			return nil, fmt.Errorf("unknown controller %q", c)
+		}
+	}
+	runs := func(c Controller) bool { return slices.Contains(picked, c) }
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	rec := o.Recorder
+	if rec == nil {
+		rec = mgr.GetEventRecorder(DefaultRecorderName)
+	}
+	writer := mgr.GetClient()
+	if o.WrapClient != nil {
+		writer = o.WrapClient(writer)
+	}
+
+	// One gateway: status queries, backfill and the inbox share each
+	// provider's rate limit and circuit breaker. A configuration a provider
+	// refuses (401/403, a redirect) is noticed by the gateway on a call and
+	// reported by the provider controller at once.
+	w := &Wiring{ProviderEvents: &ProviderEvents{}}
+	w.Gateway = &gateway.Gateway{
+		Reader:     mgr.GetClient(),
+		HTTPClient: o.HTTPClient,
+		Status:     statuswriter.Writer{Client: writer, APIReader: mgr.GetAPIReader()},
+		Recorder:   rec, Clock: clk, Notify: w.ProviderEvents.Notify,
+	}
+	w.Sweep = &Sweep{Client: writer, Recorder: rec, Clock: clk}
+	w.Payments = &PaymentReconciler{
+		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
+		Clock: clk, Gateway: w.Gateway, MaxConcurrentReconciles: o.MaxConcurrentReconciles, Events: w.ProviderEvents,
+	}
+	if runs(ControllerSweep) {
+		w.Payments.OverdueSource = w.Sweep.Source()
+	}
+	w.Inbox = &WebhookEventReconciler{
+		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
+		Clock: clk, Gateway: w.Gateway, PendingGrace: o.PendingGrace, MaxConcurrentReconciles: o.InboxMaxConcurrentReconciles,
+	}
+	w.Providers = &PaymentProviderReconciler{
+		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
+		Clock: clk, Gateway: w.Gateway, Events: w.ProviderEvents,
+	}
+	w.Backfill = &Backfill{
+		Client: writer, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Recorder: rec, Clock: clk, Gateway: w.Gateway,
+	}
+	w.Retention = &Retention{Client: writer, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk}
+
+	// The inbox's Payment indexes serve the inbox processor and the backfill.
+	if err := inbox.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("inbox indexes: %w", err)
+	}
+	setups := map[Controller]func(ctrl.Manager) error{
+		ControllerSweep:     w.Sweep.SetupWithManager,
+		ControllerPayment:   w.Payments.SetupWithManager,
+		ControllerInbox:     w.Inbox.SetupWithManager,
+		ControllerProvider:  w.Providers.SetupWithManager,
+		ControllerBackfill:  w.Backfill.SetupWithManager,
+		ControllerRetention: w.Retention.SetupWithManager,
+	}
+	for _, c := range AllControllers {
+		if !runs(c) {
+			continue
+		}
+		if err := setups[c](mgr); err != nil {
+			return nil, fmt.Errorf("%s controller: %w", c, err)
+		}
+	}
+	return w, nil
+}
