@@ -2,11 +2,14 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -17,8 +20,9 @@ import (
 
 // TestSweepReenqueuesPaymentsWhoseRequeueWasLost: payments whose status query
 // is long overdue and that nothing will reconcile (their requeue was lost) are
-// found by the sweep, counted, reported, and handed to the payment
-// controller, which settles them; then the metric drops to zero.
+// found by the sweep, counted, reported in one Event on the provider, and
+// handed to the payment controller, which settles them; then the metric
+// drops to zero.
 //
 // The payment controller here is fed only by the sweep's source (no watches,
 // no requeues of its own), and holds each request until the test has seen the
@@ -73,13 +77,20 @@ func TestSweepReenqueuesPaymentsWhoseRequeueWasLost(t *testing.T) {
 	}
 
 	eventually(t, 10*time.Second, "the sweep to count 2 overdue payments", func() bool { return overdue(t, ns, prov.Name) == 2 })
+	// One Warning Event per provider and sweep, naming the count and the
+	// payments (oldest first), instead of one per payment.
+	events := n.events.about(prov.Name, "Overdue")
+	if len(events) == 0 {
+		t.Fatalf("no Overdue Warning Event on the provider")
+	}
+	msg := events[0].message
+	if events[0].typ != corev1.EventTypeWarning || !strings.HasPrefix(msg, "2 payment(s) overdue") ||
+		!strings.Contains(msg, "lost-requeue, unknown-still-scheduled") {
+		t.Errorf("Overdue Event %s %q, want a Warning naming 2 payments, oldest first", events[0].typ, msg)
+	}
 	for _, tc := range cases {
-		events := n.events.about(tc.name, "Overdue")
-		if tc.wantOverdue && len(events) == 0 {
-			t.Errorf("%s: no Overdue Warning event", tc.name)
-		}
-		if !tc.wantOverdue && len(events) > 0 {
-			t.Errorf("%s is not overdue but got %q", tc.name, events[0].message)
+		if got := n.events.about(tc.name, "Overdue"); len(got) > 0 {
+			t.Errorf("%s got its own Overdue Event %q; the sweep reports per provider", tc.name, got[0].message)
 		}
 	}
 	eventually(t, 10*time.Second, "the payment controller to receive both", func() bool {
@@ -114,6 +125,45 @@ func TestSweepReenqueuesPaymentsWhoseRequeueWasLost(t *testing.T) {
 	for _, tc := range cases {
 		if q := queries[ids[tc.name]]; !tc.wantOverdue && q != 0 {
 			t.Errorf("%s was queried %d times; only overdue payments may be", tc.name, q)
+		}
+	}
+}
+
+// During a long outage every waiting payment becomes overdue at once: the
+// sweep reports them in one Event per provider and sweep, naming the
+// longest-waiting few, not one Event per payment.
+func TestSweepReportsManyOverduePaymentsInOneEvent(t *testing.T) {
+	s := startSim(t, paysim.Options{})
+	ns := newNamespace(t)
+	n := startNets(t, ns, netsOptions{sweep: true})
+	prov := netsProvider(t, ns, "shop", s, v1alpha1.ProviderKukoPay, func(spec *v1alpha1.PaymentProviderSpec) {
+		spec.Sweep = v1alpha1.SweepConfig{Interval: dur("300ms"), OverdueAfter: dur("1s")}
+	})
+	now := time.Now()
+	for i := range 12 {
+		p := trackedPayment(t, s, prov, fmt.Sprintf("late-%02d", i), paysim.OutcomeProcessing)
+		next := metav1.NewMicroTime(now.Add(-time.Hour + time.Duration(i)*time.Minute))
+		setStatus(t, p, func(st *v1alpha1.PaymentStatus) {
+			st.Phase, st.ProviderPaymentID = v1alpha1.PhaseProcessing, p.Spec.ProviderPaymentID
+			st.Query = v1alpha1.QueryStatus{Attempts: 1, NextTime: &next}
+		})
+	}
+	eventually(t, 10*time.Second, "the sweep to count 12 overdue payments", func() bool { return overdue(t, ns, prov.Name) == 12 })
+	var last recordedEvent
+	eventually(t, 10*time.Second, "an Overdue Event naming 12 payments", func() bool {
+		events := n.events.about(prov.Name, "Overdue")
+		if len(events) == 0 {
+			return false
+		}
+		last = events[len(events)-1]
+		return strings.HasPrefix(last.message, "12 payment(s) overdue")
+	})
+	if !strings.Contains(last.message, "late-00, late-01, late-02, late-03, late-04 and 7 more") {
+		t.Errorf("Event %q does not name the five longest-waiting payments and the rest as a count", last.message)
+	}
+	for i := range 12 {
+		if got := n.events.about(fmt.Sprintf("late-%02d", i), "Overdue"); len(got) > 0 {
+			t.Fatalf("late-%02d got its own Overdue Event", i)
 		}
 	}
 }

@@ -37,6 +37,7 @@ type response struct {
 type request struct {
 	start    time.Time
 	provider string // label value; empty until the provider is known to exist
+	ns       string // namespace label value, set with provider
 	log      logr.Logger
 }
 
@@ -65,7 +66,7 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, req, "provider configuration unavailable")
 		return
 	}
-	req.provider = prov.Name
+	req.ns, req.provider = prov.Namespace, prov.Name
 	req.log = req.log.WithValues("provider", ns+"/"+name)
 	ctx = logr.NewContext(ctx, req.log)
 
@@ -231,7 +232,7 @@ func (s *Server) unavailable(w http.ResponseWriter, req *request, msg string) {
 }
 
 func (s *Server) answer(w http.ResponseWriter, req *request, code int, result string, body response) {
-	metrics.Webhooks.WithLabelValues(req.provider, result).Inc()
+	metrics.Webhooks.WithLabelValues(req.ns, req.provider, result).Inc()
 	metrics.WebhookAckDuration.WithLabelValues(result).Observe(time.Since(req.start).Seconds())
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

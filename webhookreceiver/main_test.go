@@ -115,10 +115,10 @@ func (k kukoPay) deliver(t *testing.T, ev inboxtest.KukoPayEvent) inboxtest.Resp
 	return inboxtest.Send(t, "POST", k.url(), body, inboxtest.KukoPayHeader(body, time.Now(), k.secret))
 }
 
-// webhookCount reads paywarden_webhooks_total{provider,result}.
-func webhookCount(t *testing.T, provider, result string) float64 {
+// webhookCount reads paywarden_webhooks_total{namespace,provider,result}.
+func webhookCount(t *testing.T, namespace, provider, result string) float64 {
 	t.Helper()
-	return counterValue(t, metrics.Webhooks.WithLabelValues(provider, result))
+	return counterValue(t, metrics.Webhooks.WithLabelValues(namespace, provider, result))
 }
 
 func counterValue(t *testing.T, c prometheus.Counter) float64 {

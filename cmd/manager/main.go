@@ -21,7 +21,6 @@ import (
 	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
-	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/scheme"
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
@@ -80,13 +79,13 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := metrics.RegisterShared(crmetrics.Registry); err != nil {
+	// The cache-derived gauges are reported by the leader only, so sums over
+	// replicas do not double.
+	leader := &controllers.LeaderFlag{}
+	if err := mgr.Add(leader); err != nil {
 		return err
 	}
-	if err := metrics.RegisterManager(crmetrics.Registry); err != nil {
-		return err
-	}
-	if err := crmetrics.Registry.Register(controllers.PaymentCollector{Reader: mgr.GetCache()}); err != nil {
+	if err := controllers.RegisterMetrics(crmetrics.Registry, mgr.GetCache(), leader.IsLeader); err != nil {
 		return err
 	}
 	// One gateway: status queries, backfill and the inbox share each

@@ -84,7 +84,7 @@ func TestReceiverMain(t *testing.T) {
 	}
 	m, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(m), `paywarden_webhooks_total{provider="kukopay",result="accepted"} 1`) {
+	if !strings.Contains(string(m), `paywarden_webhooks_total{namespace="`+ns+`",provider="kukopay",result="accepted"} 1`) {
 		t.Errorf("metrics server does not show the accepted webhook")
 	}
 	if r := inboxtest.Send(t, "GET", base+"/metrics", nil, nil); r.Code != http.StatusNotFound {
