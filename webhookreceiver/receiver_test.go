@@ -399,9 +399,14 @@ func TestSecretRotation(t *testing.T) {
 		if err := env.Client.Update(ctx, secret); err != nil {
 			t.Fatal(err)
 		}
-		// "The next request" is the first one after the receiver's cache
-		// has the new Secret; no restart, no sleep.
-		inboxtest.WaitCached(t, rcv.Cache, secret)
+		// "The next request" is the first one after the manager copied the
+		// new keys into the provider's bundle and the receiver's cache has
+		// it; no restart, no sleep.
+		var values []string
+		for _, v := range data {
+			values = append(values, v)
+		}
+		inboxtest.WaitBundleSecrets(t, rcv.Cache, k.prov, values...)
 	}
 
 	if code := send("secret-old"); code != http.StatusOK {

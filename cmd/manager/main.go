@@ -1,7 +1,8 @@
 // Command manager runs paywarden's controllers: the Payment reconciler (create
 // and status queries), the inbox processor, the PaymentProvider controller, the
-// overdue sweep, the events-API backfill and retention, with leader election,
-// health probes and a Prometheus metrics endpoint. It runs against any kubeconfig (--kubeconfig, $KUBECONFIG,
+// webhook verification bundles, the overdue sweep, the events-API backfill and
+// retention, with leader election, health probes and a Prometheus metrics
+// endpoint. It runs against any kubeconfig (--kubeconfig, $KUBECONFIG,
 // in-cluster config).
 package main
 
@@ -31,6 +32,7 @@ func main() {
 		probeAddr    string
 		leaderElect  bool
 		leaderNS     string
+		bundleNS     string
 		workers      int
 		showVersions bool
 	)
@@ -38,6 +40,7 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica acts at a time (enable when running more than one).")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's namespace).")
+	flag.StringVar(&bundleNS, "bundle-namespace", defaultBundleNamespace(), "Namespace where the webhook verification bundles are kept for the receiver (the receiver's --bundle-namespace). Default: $POD_NAMESPACE, else paywarden-system.")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 4, "Payments reconciled in parallel. Provider calls are bounded by each PaymentProvider's qps/burst regardless.")
 	flag.BoolVar(&showVersions, "version", false, "Print the version and exit.")
 	opts := zap.Options{}
@@ -52,7 +55,7 @@ func main() {
 		return
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(metricsAddr, probeAddr, leaderElect, leaderNS, workers); err != nil {
+	if err := run(metricsAddr, probeAddr, leaderElect, leaderNS, bundleNS, workers); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
@@ -60,13 +63,26 @@ func main() {
 
 var version = "dev"
 
-func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, workers int) error {
+// defaultBundleNamespace is the pod's namespace (the Deployment sets
+// POD_NAMESPACE from the downward API).
+func defaultBundleNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "paywarden-system"
+}
+
+func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS, bundleNS string, workers int) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme.New(),
+		Scheme: scheme.New(),
+		// Secrets: metadata-only watches and reads by name from the API
+		// server; the cache never holds a Secret's data (controllers/secrets.go).
+		Cache:                   controllers.CacheOptions(bundleNS),
+		Client:                  controllers.ClientOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
@@ -88,6 +104,10 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 	if err := controllers.RegisterMetrics(crmetrics.Registry, mgr.GetCache(), leader.IsLeader); err != nil {
 		return err
 	}
+	secrets, err := controllers.NewSecretReader(context.Background(), mgr)
+	if err != nil {
+		return err
+	}
 	// One gateway: status queries, backfill and the inbox share each
 	// provider's rate limit and circuit breaker.
 	rec := mgr.GetEventRecorder("paywarden-manager")
@@ -96,7 +116,7 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 	// the gateway on a call and reported by the provider controller at once.
 	notify, configChanges := controllers.ConfigChanges(256)
 	gw := &gateway.Gateway{
-		Reader:   mgr.GetClient(),
+		Reader:   secrets,
 		Status:   statuswriter.Writer{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
 		Recorder: rec, Clock: realClock, Notify: notify,
 	}
@@ -121,8 +141,11 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 			Clock: realClock, Gateway: gw,
 		}).SetupWithManager},
 		{"provider controller", (&controllers.PaymentProviderReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secrets: secrets, Scheme: mgr.GetScheme(), Recorder: rec,
 			Clock: realClock, Gateway: gw, ConfigSource: configChanges,
+		}).SetupWithManager},
+		{"webhook bundles", (&controllers.WebhookBundleReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Secrets: secrets, Namespace: bundleNS,
 		}).SetupWithManager},
 		{"backfill", (&controllers.Backfill{
 			Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
@@ -143,6 +166,6 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "version", version, "leaderElection", leaderElect)
+	ctrl.Log.Info("starting manager", "version", version, "leaderElection", leaderElect, "bundleNamespace", bundleNS)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

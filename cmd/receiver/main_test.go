@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -38,11 +40,24 @@ func TestReceiverMain(t *testing.T) {
 	}
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
 
+	// The manager's half: the webhook verification bundles the receiver
+	// reads instead of tenant Secrets.
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inboxtest.BundleNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	bundlesCtx, stopBundles := context.WithCancel(context.Background())
+	bundles, err := inboxtest.StartBundles(bundlesCtx, env.Config, env.Scheme, inboxtest.BundleNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopBundles(); <-bundles })
+
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{
 			"--kubeconfig=" + kubeconfig, "--bind-address=" + addr, "--metrics-bind-address=" + metricsAddr,
+			"--bundle-namespace=" + inboxtest.BundleNamespace,
 			"--apply-budget=2s", "--shutdown-timeout=5s", "--zap-log-level=error",
 		})
 	}()
@@ -68,8 +83,9 @@ func TestReceiverMain(t *testing.T) {
 	ev := inboxtest.KukoPayEvent{ID: "evt_main", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_main", MerchantRef: "order-main", Amount: 100, Currency: "USD"}
 	body := ev.Body(t)
 	url := base + "/webhooks/" + ns + "/" + prov.Name
-	// The provider reaches the receiver's cache shortly after its creation;
-	// until then the answer is 404 and nothing is written.
+	// The provider reaches the receiver's cache shortly after its creation,
+	// its bundle shortly after that; until then the answer is 404 or 503 and
+	// nothing is written.
 	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
 		r := inboxtest.Send(t, "POST", url, body, inboxtest.KukoPayHeader(body, time.Now(), "main-secret"))
 		return r.Code == http.StatusOK && strings.Contains(r.Body, "accepted"), "answer " + r.Body

@@ -142,8 +142,13 @@ func CreatePayment(t testing.TB, c client.Client, ns, name, providerName, mercha
 
 // WaitCached waits until reader (a cache) holds obj at its current
 // resourceVersion, so a receiver reading through that cache sees the write.
+// For a PaymentProvider it also waits for the provider's webhook
+// verification bundle (see WaitBundle).
 func WaitCached(t testing.TB, reader client.Reader, obj client.Object) {
 	t.Helper()
+	if prov, ok := obj.(*v1alpha1.PaymentProvider); ok {
+		defer WaitBundle(t, reader, prov)
+	}
 	want := obj.GetResourceVersion()
 	fresh := obj.DeepCopyObject().(client.Object)
 	Eventually(t, Timeout, func() (bool, string) {
@@ -339,17 +344,24 @@ type ReceiverOptions struct {
 	// WrapClient, when set, wraps the manager's client for the receiver's
 	// writes (fault injection).
 	WrapClient func(client.Client) client.Client
+	// BundleConfig is the identity the manager's webhook-bundle controller
+	// runs with next to the receiver (see StartBundles); nil: cfg, which then
+	// also creates the bundle namespace.
+	BundleConfig *rest.Config
 }
 
 // StartReceiver starts a manager with a receiver on a free local port and
 // waits until /readyz answers 200.
 func StartReceiver(cfg *rest.Config, scheme *runtime.Scheme, ro ReceiverOptions) (*Receiver, error) {
+	if ro.Options.BundleNamespace == "" {
+		ro.Options.BundleNamespace = BundleNamespace
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:                  cache.Options{ReaderFailOnMissingInformer: true},
+		Cache:                  webhookreceiver.CacheOptions(cache.Options{ReaderFailOnMissingInformer: true}, ro.Options.BundleNamespace),
 	})
 	if err != nil {
 		return nil, err
@@ -370,8 +382,20 @@ func StartReceiver(cfg *rest.Config, scheme *runtime.Scheme, ro ReceiverOptions)
 		_ = ln.Close()
 		return nil, err
 	}
+	bundles, err := startBundlesFor(ctx, cfg, scheme, ro)
+	if err != nil {
+		cancel()
+		_ = ln.Close()
+		return nil, err
+	}
 	r := &Receiver{URL: "http://" + ln.Addr().String(), Cache: mgr.GetCache(), Server: srv, Client: mgr.GetClient(), cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- mgr.Start(ctx) }()
+	go func() {
+		err := mgr.Start(ctx)
+		if berr := <-bundles; err == nil {
+			err = berr
+		}
+		r.done <- err
+	}()
 	deadline := time.Now().Add(Timeout)
 	for {
 		resp, err := http.Get(r.URL + "/readyz")

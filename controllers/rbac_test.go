@@ -1,0 +1,117 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/testenv"
+)
+
+// waitAuthorized waits until c, impersonating who, may list
+// PaymentProviders: RBAC takes effect asynchronously.
+func waitAuthorized(t *testing.T, who string, c client.Client) client.Client {
+	t.Helper()
+	eventually(t, 15*time.Second, "RBAC for "+who, func() bool {
+		return c.List(context.Background(), &v1alpha1.PaymentProviderList{}) == nil
+	})
+	return c
+}
+
+// The manager's shipped RBAC is enough for what it does: as its
+// ServiceAccount it is elected through a Lease in its own namespace,
+// validates a provider, keeps its webhook bundle in its own namespace,
+// creates a payment at the provider and settles it, and records Events. And
+// it is no more: no Secret writes outside its namespace, no Leases
+// elsewhere, no spec writes or deletes of what tenants own.
+func TestManagerRunsWithTheShippedRBAC(t *testing.T) {
+	ctx := context.Background()
+	if err := env.ApplyShippedRBAC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := env.As(testenv.SystemNamespace, testenv.ManagerSA)
+	raw, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := waitAuthorized(t, testenv.ManagerSA, raw)
+
+	m := startSecretsManager(t, secretsOptions{cfg: cfg, payments: true, leaderElection: true, events: true})
+	select {
+	case <-m.elected:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the manager was not elected with the namespaced leader-election Role")
+	}
+
+	s := startSim(t, paysim.Options{})
+	ns := newNamespace(t)
+	prov := createProvider(t, ns, "kukopay", s, providerOptions{schedule: fast})
+	createSecret(t, ns, "kukopay-webhook", map[string]string{"current": "whsec"})
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh := getProvider(t, ns, prov.Name)
+		fresh.Spec.Webhook.SigningSecretRef = &v1alpha1.SecretReference{Name: "kukopay-webhook"}
+		if err := env.Client.Update(ctx, fresh); err != nil {
+			return err
+		}
+		prov = fresh
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitBundle(t, prov, "signing.current")
+	eventually(t, 15*time.Second, "provider Ready", func() bool { return providerReady(t, prov) == metav1.ConditionTrue })
+
+	p := createPayment(t, ns, "order-rbac", "kukopay", paymentOptions{outcome: paysim.OutcomeSucceed, after: "10s"})
+	waitPhase(t, p, v1alpha1.PhaseSucceeded, 30*time.Second)
+	eventually(t, 15*time.Second, "a Kubernetes Event for the payment", func() bool {
+		var l eventsv1.EventList
+		if err := env.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, e := range l.Items {
+			if e.Regarding.Name == p.Name {
+				return true
+			}
+		}
+		return false
+	})
+
+	lease := func(namespace string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "forged"}}
+	}
+	for what, err := range map[string]error{
+		"create a Secret in a tenant namespace": as.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged"}}),
+		"update a tenant's Secret": as.Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kukopay-webhook"},
+			StringData: map[string]string{"forged": "x"}}),
+		"delete a tenant's Secret":             as.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kukopay-webhook"}}),
+		"create a Lease in a tenant namespace": as.Create(ctx, lease(ns)),
+		"create a Lease in default":            as.Create(ctx, lease("default")),
+		"list Leases in its own namespace":     as.List(ctx, &coordinationv1.LeaseList{}, client.InNamespace(testenv.SystemNamespace)),
+		"update a Payment's spec":              as.Update(ctx, get(t, p)),
+		"create a Payment":                     as.Create(ctx, &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged"}, Spec: p.Spec}),
+		"delete a PaymentProvider":             as.Delete(ctx, prov.DeepCopy()),
+		"update a PaymentProvider's spec":      as.Update(ctx, getProvider(t, ns, prov.Name)),
+		"create a ClusterRoleBinding": as.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "forged"},
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"}}),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s as the manager: %v, want Forbidden", what, err)
+		}
+	}
+	// What it may do in its own namespace: its Lease, and the bundles.
+	if err := as.Get(ctx, types.NamespacedName{Namespace: testenv.SystemNamespace, Name: "manager.paywarden.dev"}, &coordinationv1.Lease{}); err != nil {
+		t.Errorf("get its Lease: %v", err)
+	}
+}
