@@ -115,3 +115,87 @@ func TestManagerRunsWithTheShippedRBAC(t *testing.T) {
 		t.Errorf("get its Lease: %v", err)
 	}
 }
+
+// Tenants manage Payments and PaymentProviders through the shipped
+// aggregated roles, and read the inbox, but cannot decide a payment's
+// outcome: no status writes, no forged WebhookEvents. envtest runs no
+// kube-controller-manager, so the built-in edit/view roles are not
+// aggregated here; the roles are bound directly (test/config checks their
+// aggregation labels).
+func TestTenantRoles(t *testing.T) {
+	ctx := context.Background()
+	if err := env.ApplyShippedRBAC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ns := newNamespace(t)
+	for user, role := range map[string]string{"alice": "paywarden-editor", "victor": "paywarden-viewer"} {
+		if err := env.Client.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clientAs := func(user string) client.Client {
+		c, err := client.New(env.AsUser(user), client.Options{Scheme: env.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 15*time.Second, "RBAC for "+user, func() bool {
+			return c.List(ctx, &v1alpha1.PaymentList{}, client.InNamespace(ns)) == nil
+		})
+		return c
+	}
+	alice, victor := clientAs("alice"), clientAs("victor")
+
+	prov := &v1alpha1.PaymentProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kukopay"}, Spec: v1alpha1.PaymentProviderSpec{
+		Type: v1alpha1.ProviderKukoPay, APIURL: "http://provider.invalid", CredentialsSecretRef: v1alpha1.SecretReference{Name: "creds"},
+	}}
+	if err := alice.Create(ctx, prov); err != nil {
+		t.Fatalf("editor creates a PaymentProvider: %v", err)
+	}
+	p := &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "order-1"}, Spec: v1alpha1.PaymentSpec{
+		ProviderRef: v1alpha1.LocalObjectReference{Name: "kukopay"}, Amount: v1alpha1.Amount{Value: 100, Currency: "USD"},
+		ProviderPaymentID: "pay_1",
+	}}
+	if err := alice.Create(ctx, p); err != nil {
+		t.Fatalf("editor creates a Payment: %v", err)
+	}
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Annotations = map[string]string{"payments.paywarden.dev/requery": "1"}
+	if err := alice.Patch(ctx, p, patch); err != nil {
+		t.Fatalf("editor annotates a Payment: %v", err)
+	}
+	var events v1alpha1.WebhookEventList
+	if err := alice.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Errorf("editor lists WebhookEvents: %v", err)
+	}
+	if err := victor.List(ctx, &events, client.InNamespace(ns)); err != nil {
+		t.Errorf("viewer lists WebhookEvents: %v", err)
+	}
+
+	settled := p.DeepCopy()
+	settled.Status.Phase = v1alpha1.PhaseSucceeded
+	forged := &v1alpha1.WebhookEvent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.WebhookEventName("kukopay", "evt_forged")},
+		Spec: v1alpha1.WebhookEventSpec{Provider: "kukopay", EventID: "evt_forged", Type: "payment.succeeded", Via: v1alpha1.ViaWebhook,
+			ReceivedAt: metav1.Now(), ProviderPaymentID: "pay_1"}}
+	provStatus := getProvider(t, ns, "kukopay")
+	provStatus.Status.WebhookPath = "/forged"
+	for what, err := range map[string]error{
+		"editor updates payments/status":              alice.Status().Update(ctx, settled),
+		"editor patches payments/status":              alice.Status().Patch(ctx, settled, client.MergeFrom(p)),
+		"editor updates paymentproviders/status":      alice.Status().Update(ctx, provStatus),
+		"editor creates a WebhookEvent":               alice.Create(ctx, forged),
+		"viewer creates a Payment":                    victor.Create(ctx, &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "v"}, Spec: p.Spec}),
+		"viewer annotates a Payment":                  victor.Patch(ctx, p.DeepCopy(), client.MergeFrom(p)),
+		"editor reads a Payment in another namespace": alice.List(ctx, &v1alpha1.PaymentList{}, client.InNamespace("default")),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want Forbidden", what, err)
+		}
+	}
+	if err := alice.Delete(ctx, p); err != nil {
+		t.Errorf("editor deletes a Payment: %v", err)
+	}
+}

@@ -144,3 +144,36 @@ func TestReceiverRBACIsExact(t *testing.T) {
 		}
 	}
 }
+
+// Tenants get paywarden's kinds through the built-in admin/edit/view roles:
+// editors manage Payments and PaymentProviders and read WebhookEvents;
+// nobody may write a status or create a WebhookEvent (the inbox applies any
+// stored event: creating one would settle a payment).
+func TestTenantRolesAggregate(t *testing.T) {
+	m := render(t, "config/default")
+	editor := decode[rbacv1.ClusterRole](t, m, "ClusterRole", "paywarden-editor")
+	viewer := decode[rbacv1.ClusterRole](t, m, "ClusterRole", "paywarden-viewer")
+	for role, labels := range map[*rbacv1.ClusterRole][]string{
+		editor: {"rbac.authorization.k8s.io/aggregate-to-admin", "rbac.authorization.k8s.io/aggregate-to-edit"},
+		viewer: {"rbac.authorization.k8s.io/aggregate-to-view"},
+	} {
+		for _, l := range labels {
+			if role.Labels[l] != "true" {
+				t.Errorf("ClusterRole %s lacks label %s=true", role.Name, l)
+			}
+		}
+	}
+	if editor.Labels["rbac.authorization.k8s.io/aggregate-to-view"] != "" {
+		t.Errorf("the editor role aggregates into view")
+	}
+	wantGrants(t, "ClusterRole paywarden-editor", editor.Rules, map[string]string{
+		"payments.paywarden.dev/payments":         "get list watch create update patch delete",
+		"payments.paywarden.dev/paymentproviders": "get list watch create update patch delete",
+		"payments.paywarden.dev/webhookevents":    "get list watch",
+	})
+	wantGrants(t, "ClusterRole paywarden-viewer", viewer.Rules, map[string]string{
+		"payments.paywarden.dev/payments":         "get list watch",
+		"payments.paywarden.dev/paymentproviders": "get list watch",
+		"payments.paywarden.dev/webhookevents":    "get list watch",
+	})
+}
