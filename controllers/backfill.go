@@ -100,12 +100,12 @@ type Backfill struct {
 }
 
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders/status,verbs=update
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=webhookevents,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=webhookevents/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=webhookevents/status,verbs=update
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch
-// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments/status,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 func (r *Backfill) init() {

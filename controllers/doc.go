@@ -1,11 +1,10 @@
 // Package controllers holds paywarden's reconcilers: one file per controller.
-// The RBAC markers here are the manager's permissions; controller-gen turns
-// them into config/rbac/role.yaml.
+//
+// Each reconciler carries the +kubebuilder:rbac markers of exactly what it
+// (and the gateway and inbox it calls) reads and writes; controller-gen turns
+// their union into config/rbac/role.yaml. There is no blanket grant: a
+// reconciler that needs a new verb says so next to its code, and
+// test/config's TestManagerRBACIsExact fails until the rendered role is
+// reviewed. Leader election has its own namespaced Role
+// (config/rbac/leader_election_role.yaml), not a marker.
 package controllers
-
-// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments;paymentproviders;webhookevents,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments/status;paymentproviders/status;webhookevents/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete

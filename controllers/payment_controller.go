@@ -254,7 +254,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		adm := r.admit(ctx, entry, uid)
 		if !adm.OK {
-			metrics.StatusQueries.WithLabelValues(prov.Name, "deferred_"+string(adm.Reason)).Inc()
+			metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
 			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
 		}
 		at := r.Clock.Now()
@@ -262,7 +262,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		called = true
 		entry.Done(ctx, call.Err)
 		if step.Action == payment.Query {
-			metrics.StatusQueries.WithLabelValues(prov.Name, queryResult(call.Err)).Inc()
+			metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, queryResult(call.Err)).Inc()
 		}
 		if call.Err != nil {
 			logger.Info("provider "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -73,9 +74,12 @@ type PaymentProviderReconciler struct {
 	Client client.Client
 	// APIReader re-reads a provider after a write conflict (not the cache).
 	APIReader client.Reader
-	Scheme    *runtime.Scheme
-	Recorder  events.EventRecorder
-	Clock     clock.PassiveClock
+	// Secrets reads the referenced Secrets (the manager's SecretReader);
+	// default APIReader. Secrets are never read from the cache.
+	Secrets  client.Reader
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
+	Clock    clock.PassiveClock
 	// Gateway, when set, forgets the adapter, rate limit and circuit breaker
 	// of a deleted provider and reports configurations the provider refused
 	// (share the manager's).
@@ -120,14 +124,22 @@ func (e *ProviderEvents) Source(h handler.EventHandler) source.Source {
 }
 
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
-// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager registers the Secret index and the controller.
+// SetupWithManager registers the Secret index and the controller. Secrets
+// are watched as metadata only: a change is a reason to re-read the Secret by
+// name, and the cache holds no Secret data.
 func (r *PaymentProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Secrets == nil {
+		r.Secrets = r.APIReader
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.PaymentProvider{}, IndexProviderSecrets, secretRefsOf); err != nil {
 		return fmt.Errorf("index payment providers by secret: %w", err)
@@ -138,7 +150,7 @@ func (r *PaymentProviderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("paymentprovider").
 		For(&v1alpha1.PaymentProvider{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.providersOfSecret))
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.providersOfSecret), builder.OnlyMetadata)
 	if r.Events != nil {
 		b = b.WatchesRawSource(r.Events.Source(&handler.EnqueueRequestForObject{}))
 	}
@@ -194,7 +206,7 @@ func (r *PaymentProviderReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	v, err := r.validate(ctx, prov)
 	if err != nil {
-		// Not a verdict on the provider (the cache could not be read): retry.
+		// Not a verdict on the provider (a Secret could not be read): retry.
 		return ctrl.Result{}, err
 	}
 
@@ -252,8 +264,8 @@ func notReady(reason, format string, args ...any) verdict {
 }
 
 // validate checks the provider in the order an operator fixes things: the
-// spec, the credentials, then webhook verification. Only a failure to read
-// the cache is an error; everything else is a verdict.
+// spec, the credentials, then webhook verification. Only a failure to read a
+// Secret is an error; everything else is a verdict.
 func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1.PaymentProvider) (verdict, error) {
 	spec := &prov.Spec
 	caps, known := providers.Lookup(string(spec.Type))
@@ -338,10 +350,10 @@ func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1
 	}, nil
 }
 
-// secret reads a Secret from the cache; nil when it does not exist.
+// secret reads a Secret by name; nil when it does not exist.
 func (r *PaymentProviderReconciler) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+	if err := r.Secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}

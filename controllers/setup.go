@@ -29,12 +29,13 @@ const (
 	ControllerSweep     Controller = "paymentprovider-sweep"    // Sweep
 	ControllerBackfill  Controller = "paymentprovider-backfill" // Backfill
 	ControllerRetention Controller = "payment-retention"        // Retention
+	ControllerBundles   Controller = "webhookbundle"            // WebhookBundleReconciler (needs Options.BundleNamespace)
 )
 
 // AllControllers are the controllers the manager runs, in the order Setup
 // registers them.
 var AllControllers = []Controller{
-	ControllerSweep, ControllerPayment, ControllerInbox, ControllerProvider, ControllerBackfill, ControllerRetention,
+	ControllerSweep, ControllerPayment, ControllerInbox, ControllerProvider, ControllerBackfill, ControllerRetention, ControllerBundles,
 }
 
 // DefaultRecorderName is the reporting controller of the manager's Events.
@@ -65,6 +66,10 @@ type Options struct {
 	// InboxMaxConcurrentReconciles bounds events the inbox processor handles
 	// in parallel; default 4.
 	InboxMaxConcurrentReconciles int
+	// BundleNamespace is where the webhook receiver's verification bundles
+	// are kept (the manager's namespace); the bundle controller runs only
+	// when it is set.
+	BundleNamespace string
 }
 
 // Wiring is what Setup built: one gateway shared by every controller, and
@@ -81,6 +86,10 @@ type Wiring struct {
 	Sweep          *Sweep
 	Backfill       *Backfill
 	Retention      *Retention
+	Bundles        *WebhookBundleReconciler
+	// Secrets reads the Secrets PaymentProviders reference, never from a
+	// cache of every Secret.
+	Secrets *SecretReader
 }
 
 // Setup builds the manager's controllers around one gateway and registers the
@@ -115,8 +124,13 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 	// refuses (401/403, a redirect) is noticed by the gateway on a call and
 	// reported by the provider controller at once.
 	w := &Wiring{ProviderEvents: &ProviderEvents{}}
+	secrets, err := NewSecretReader(context.Background(), mgr)
+	if err != nil {
+		return nil, err
+	}
+	w.Secrets = secrets
 	w.Gateway = &gateway.Gateway{
-		Reader:     mgr.GetClient(),
+		Reader:     secrets,
 		HTTPClient: o.HTTPClient,
 		Status:     statuswriter.Writer{Client: writer, APIReader: mgr.GetAPIReader()},
 		Recorder:   rec, Clock: clk, Notify: w.ProviderEvents.Notify,
@@ -134,8 +148,11 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 		Clock: clk, Gateway: w.Gateway, PendingGrace: o.PendingGrace, MaxConcurrentReconciles: o.InboxMaxConcurrentReconciles,
 	}
 	w.Providers = &PaymentProviderReconciler{
-		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
+		Client: writer, APIReader: mgr.GetAPIReader(), Secrets: secrets, Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, Events: w.ProviderEvents,
+	}
+	w.Bundles = &WebhookBundleReconciler{
+		Client: writer, APIReader: mgr.GetAPIReader(), Secrets: secrets, Namespace: o.BundleNamespace,
 	}
 	w.Backfill = &Backfill{
 		Client: writer, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
@@ -154,9 +171,10 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 		ControllerProvider:  w.Providers.SetupWithManager,
 		ControllerBackfill:  w.Backfill.SetupWithManager,
 		ControllerRetention: w.Retention.SetupWithManager,
+		ControllerBundles:   w.Bundles.SetupWithManager,
 	}
 	for _, c := range AllControllers {
-		if !runs(c) {
+		if !runs(c) || c == ControllerBundles && o.BundleNamespace == "" {
 			continue
 		}
 		if err := setups[c](mgr); err != nil {

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,8 +45,9 @@ const defaultSweepBuffer = 1024
 // It reads only the informer cache (through IndexPaymentScheduled, without
 // copying objects), so a tick costs no API calls.
 //
-// Overdue payments are also counted in paywarden_payments_overdue and get a
-// Warning Event each: a lost requeue is a bug (or a provider outage long
+// Overdue payments are also counted in paywarden_payments_overdue and
+// reported in one Warning Event per provider and sweep (the count and the
+// longest-waiting names): a lost requeue is a bug (or a provider outage long
 // enough to defer queries past overdueAfter), and someone should know.
 type Sweep struct {
 	// Client reads Payments and PaymentProviders: the manager's cached client.
@@ -148,8 +151,14 @@ func (s *Sweep) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 	return ctrl.Result{RequeueAfter: interval}, nil
 }
 
-// sweep enqueues and reports the provider's payments whose query was due
-// before cutoff, and returns how many there were.
+// overdueNamed is how many overdue payments a sweep's Event names.
+const overdueNamed = 5
+
+// sweep enqueues the provider's payments whose query was due before cutoff,
+// reports them in one Warning Event on the provider, and returns how many
+// there were. One Event per sweep, not one per payment: during a long
+// outage every waiting payment becomes overdue at once, and an Event per
+// payment per sweep would flood the API server with Events nobody reads.
 func (s *Sweep) sweep(ctx context.Context, prov *v1alpha1.PaymentProvider, cutoff, now time.Time) (int, error) {
 	var list v1alpha1.PaymentList
 	// The objects are the cache's own: read, never modified or retained.
@@ -157,30 +166,53 @@ func (s *Sweep) sweep(ctx context.Context, prov *v1alpha1.PaymentProvider, cutof
 		client.MatchingFields{IndexPaymentScheduled: prov.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("list scheduled payments of provider %s/%s: %w", prov.Namespace, prov.Name, err)
 	}
-	overdue := 0
+	type late struct {
+		name string
+		due  time.Time
+	}
+	var overdue []late
+	dropped := 0
 	for i := range list.Items {
 		p := &list.Items[i]
 		next := p.Status.Query.NextTime
 		if p.Status.Phase.IsFinal() || next == nil || !next.Time.Before(cutoff) {
 			continue
 		}
-		overdue++
-		ref := &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID}}
-		queued := s.enqueue(ref)
-		if s.Recorder != nil {
-			note := "re-enqueued for a status query"
-			if !queued {
-				note = "the payment controller is behind; the next sweep tries again"
-			}
-			if st := prov.Status.Circuit.State; st == v1alpha1.CircuitOpen || st == v1alpha1.CircuitHalfOpen {
-				note += "; the provider's circuit is " + string(st) + ", so the query may be deferred again"
-			}
-			s.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, "Overdue", "Sweep",
-				"status query was due at %s, %s ago (phase %s, %d attempts): %s",
-				next.UTC().Format(time.RFC3339), now.Sub(next.Time).Round(time.Second), phaseOrPending(p.Status.Phase), p.Status.Query.Attempts, note)
+		overdue = append(overdue, late{name: p.Name, due: next.Time})
+		if !s.enqueue(&v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID}}) {
+			dropped++
 		}
 	}
-	return overdue, nil
+	if len(overdue) == 0 || s.Recorder == nil {
+		return len(overdue), nil
+	}
+	// Oldest first: the names in the Event are the ones waiting longest.
+	sort.Slice(overdue, func(i, j int) bool {
+		if !overdue[i].due.Equal(overdue[j].due) {
+			return overdue[i].due.Before(overdue[j].due)
+		}
+		return overdue[i].name < overdue[j].name
+	})
+	names := make([]string, 0, overdueNamed)
+	for _, o := range overdue[:min(len(overdue), overdueNamed)] {
+		names = append(names, o.name)
+	}
+	named := strings.Join(names, ", ")
+	if more := len(overdue) - len(names); more > 0 {
+		named += fmt.Sprintf(" and %d more", more)
+	}
+	note := "re-enqueued for a status query"
+	if dropped > 0 {
+		note += fmt.Sprintf("; %d could not be enqueued (the payment controller is behind), the next sweep tries again", dropped)
+	}
+	if st := prov.Status.Circuit.State; st == v1alpha1.CircuitOpen || st == v1alpha1.CircuitHalfOpen {
+		note += "; the provider's circuit is " + string(st) + ", so queries may be deferred again"
+	}
+	oldest := overdue[0].due
+	s.Recorder.Eventf(prov, nil, corev1.EventTypeWarning, "Overdue", "Sweep",
+		"%d payment(s) overdue for a status query, the oldest due at %s (%s ago): %s; %s",
+		len(overdue), oldest.UTC().Format(time.RFC3339), now.Sub(oldest).Round(time.Second), named, note)
+	return len(overdue), nil
 }
 
 // enqueue hands a payment to the source without ever blocking the sweep.
@@ -191,11 +223,4 @@ func (s *Sweep) enqueue(p *v1alpha1.Payment) bool {
 	default:
 		return false
 	}
-}
-
-func phaseOrPending(p v1alpha1.PaymentPhase) v1alpha1.PaymentPhase {
-	if p == "" {
-		return v1alpha1.PhasePending
-	}
-	return p
 }

@@ -2,12 +2,15 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -22,8 +25,9 @@ import (
 
 // TestSweepReenqueuesPaymentsWhoseRequeueWasLost: payments whose status query
 // is long overdue and that nothing will reconcile (their requeue was lost) are
-// found by the sweep, counted, reported, and handed to the payment
-// controller, which settles them; then the metric drops to zero.
+// found by the sweep, counted, reported in one Event on the provider, and
+// handed to the payment controller, which settles them; then the metric
+// drops to zero.
 //
 // The payment controller here is fed only by the sweep's source (no watches,
 // no requeues of its own), and holds each request until the test has seen the
@@ -84,13 +88,20 @@ func TestSweepReenqueuesPaymentsWhoseRequeueWasLost(t *testing.T) {
 	}
 
 	fixture.Eventually(t, 10*time.Second, "the sweep to count 2 overdue payments", func() bool { return overdue(t, ns, prov.Name) == 2 })
+	// One Warning Event per provider and sweep, naming the count and the
+	// payments (oldest first), instead of one per payment.
+	events := m.Events.About(prov.Name, "Overdue")
+	if len(events) == 0 {
+		t.Fatalf("no Overdue Warning Event on the provider")
+	}
+	msg := events[0].Message
+	if events[0].Type != corev1.EventTypeWarning || !strings.HasPrefix(msg, "2 payment(s) overdue") ||
+		!strings.Contains(msg, "lost-requeue, unknown-still-scheduled") {
+		t.Errorf("Overdue Event %s %q, want a Warning naming 2 payments, oldest first", events[0].Type, msg)
+	}
 	for _, tc := range cases {
-		events := m.Events.About(tc.name, "Overdue")
-		if tc.wantOverdue && len(events) == 0 {
-			t.Errorf("%s: no Overdue Warning event", tc.name)
-		}
-		if !tc.wantOverdue && len(events) > 0 {
-			t.Errorf("%s is not overdue but got %q", tc.name, events[0].Message)
+		if got := m.Events.About(tc.name, "Overdue"); len(got) > 0 {
+			t.Errorf("%s got its own Overdue Event %q; the sweep reports per provider", tc.name, got[0].Message)
 		}
 	}
 	fixture.Eventually(t, 10*time.Second, "the payment controller to receive both", func() bool {
@@ -125,6 +136,45 @@ func TestSweepReenqueuesPaymentsWhoseRequeueWasLost(t *testing.T) {
 	for _, tc := range cases {
 		if q := queries[ids[tc.name]]; !tc.wantOverdue && q != 0 {
 			t.Errorf("%s was queried %d times; only overdue payments may be", tc.name, q)
+		}
+	}
+}
+
+// During a long outage every waiting payment becomes overdue at once: the
+// sweep reports them in one Event per provider and sweep, naming the
+// longest-waiting few, not one Event per payment.
+func TestSweepReportsManyOverduePaymentsInOneEvent(t *testing.T) {
+	s := fixture.StartSim(t, paysim.Options{})
+	ns := fixture.Namespace(t, env.Client, "pay")
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerSweep))
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "shop", Sim: s, Quiet: true, Spec: func(spec *v1alpha1.PaymentProviderSpec) {
+		spec.Sweep = v1alpha1.SweepConfig{Interval: fixture.Duration("300ms"), OverdueAfter: fixture.Duration("1s")}
+	}})
+	now := time.Now()
+	for i := range 12 {
+		p := fixture.TrackedPayment(t, env.Client, s, prov, fmt.Sprintf("late-%02d", i), paysim.OutcomeProcessing)
+		next := metav1.NewMicroTime(now.Add(-time.Hour + time.Duration(i)*time.Minute))
+		fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) {
+			st.Phase, st.ProviderPaymentID = v1alpha1.PhaseProcessing, p.Spec.ProviderPaymentID
+			st.Query = v1alpha1.QueryStatus{Attempts: 1, NextTime: &next}
+		})
+	}
+	fixture.Eventually(t, 10*time.Second, "the sweep to count 12 overdue payments", func() bool { return overdue(t, ns, prov.Name) == 12 })
+	var last fixture.Event
+	fixture.Eventually(t, 10*time.Second, "an Overdue Event naming 12 payments", func() bool {
+		events := m.Events.About(prov.Name, "Overdue")
+		if len(events) == 0 {
+			return false
+		}
+		last = events[len(events)-1]
+		return strings.HasPrefix(last.Message, "12 payment(s) overdue")
+	})
+	if !strings.Contains(last.Message, "late-00, late-01, late-02, late-03, late-04 and 7 more") {
+		t.Errorf("Event %q does not name the five longest-waiting payments and the rest as a count", last.Message)
+	}
+	for i := range 12 {
+		if got := m.Events.About(fmt.Sprintf("late-%02d", i), "Overdue"); len(got) > 0 {
+			t.Fatalf("late-%02d got its own Overdue Event", i)
 		}
 	}
 }

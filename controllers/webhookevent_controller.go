@@ -64,11 +64,11 @@ type WebhookEventReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=webhookevents,verbs=get;list;watch;delete
-// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=webhookevents/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=webhookevents/status,verbs=update
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch
-// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments/status,verbs=update
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the processor's WebhookEvent index and its

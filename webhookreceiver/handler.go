@@ -8,13 +8,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -38,6 +36,7 @@ type response struct {
 type request struct {
 	start    time.Time
 	provider string // label value; empty until the provider is known to exist
+	ns       string // namespace label value, set with provider
 	log      logr.Logger
 }
 
@@ -72,7 +71,7 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, req, "provider configuration unavailable")
 		return
 	}
-	req.provider = prov.Name
+	req.ns, req.provider = prov.Namespace, prov.Name
 	req.log = req.log.WithValues("provider", ns+"/"+name)
 	ctx = logr.NewContext(ctx, req.log)
 
@@ -228,35 +227,14 @@ func (s *Server) bodyNotRead(w http.ResponseWriter, req *request, err error) {
 	s.reject(w, req, code, result, http.StatusText(code))
 }
 
-// signingSecrets returns every value of the provider's signing Secret: each
-// key is an active secret, so a rotation is "add a key, later remove the old
-// one", and the next request sees the change through the cache. A missing
-// Secret yields no secrets, so verification fails with 401 rather than
-// holding events at the provider.
+// signingSecrets returns the provider's active signing secrets (every key of
+// its signing Secret, as copied by the manager into the provider's bundle:
+// rotation is "add a key, later remove the old one", and the next request
+// after the bundle reaches the cache uses it). A provider without a signing
+// Secret has none, so verification fails with 401; a bundle the manager has
+// not published yet is an error (503), so the provider delivers again.
 func (s *Server) signingSecrets(ctx context.Context, prov *v1alpha1.PaymentProvider) ([][]byte, error) {
-	ref := prov.Spec.Webhook.SigningSecretRef
-	if ref == nil || ref.Name == "" {
-		return nil, nil
-	}
-	secret := &corev1.Secret{}
-	if err := s.opts.Reader.Get(ctx, types.NamespacedName{Namespace: prov.Namespace, Name: ref.Name}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	keys := make([]string, 0, len(secret.Data))
-	for k, v := range secret.Data {
-		if len(v) > 0 {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	out := make([][]byte, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, secret.Data[k])
-	}
-	return out, nil
+	return s.bundleSigningSecrets(ctx, prov)
 }
 
 // reject answers a request that is not acted on.
@@ -282,7 +260,7 @@ func (s *Server) shed(w http.ResponseWriter, req *request, reason, msg string) {
 }
 
 func (s *Server) answer(w http.ResponseWriter, req *request, code int, result string, body response) {
-	metrics.Webhooks.WithLabelValues(req.provider, result).Inc()
+	metrics.Webhooks.WithLabelValues(req.ns, req.provider, result).Inc()
 	metrics.WebhookAckDuration.WithLabelValues(result).Observe(time.Since(req.start).Seconds())
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

@@ -35,6 +35,9 @@ func startServer(t *testing.T, opts webhookreceiver.Options) string {
 		opts.Client = rcv.Client
 	}
 	opts.Reader, opts.APIReader = rcv.Cache, env.Client
+	if opts.BundleNamespace == "" {
+		opts.BundleNamespace = inboxtest.BundleNamespace // rcv's
+	}
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 2 * time.Second
 	}

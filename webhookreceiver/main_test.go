@@ -1,7 +1,6 @@
 package webhookreceiver_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -10,8 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -77,17 +74,11 @@ func newKukoPay(t *testing.T, mods ...func(*inboxtest.Provider)) kukoPay {
 }
 
 // waitProviderCached waits until the receiver's cache holds the provider and
-// its Secrets, so the first request is judged on them.
+// the verification bundle the manager keeps for it, so the first request is
+// judged on its secrets.
 func waitProviderCached(t *testing.T, prov *v1alpha1.PaymentProvider) {
 	t.Helper()
 	inboxtest.WaitCached(t, rcv.Cache, prov)
-	for _, name := range []string{prov.Spec.CredentialsSecretRef.Name, prov.Spec.Webhook.SigningSecretRef.Name} {
-		s := &corev1.Secret{}
-		if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: prov.Namespace, Name: name}, s); err != nil {
-			t.Fatal(err)
-		}
-		inboxtest.WaitCached(t, rcv.Cache, s)
-	}
 }
 
 func (k kukoPay) url() string { return rcv.WebhookURL(k.ns, k.name) }
@@ -115,10 +106,10 @@ func (k kukoPay) deliver(t *testing.T, ev inboxtest.KukoPayEvent) inboxtest.Resp
 	return inboxtest.Send(t, "POST", k.url(), body, inboxtest.KukoPayHeader(body, time.Now(), k.secret))
 }
 
-// webhookCount reads paywarden_webhooks_total{provider,result}.
-func webhookCount(t *testing.T, provider, result string) float64 {
+// webhookCount reads paywarden_webhooks_total{namespace,provider,result}.
+func webhookCount(t *testing.T, namespace, provider, result string) float64 {
 	t.Helper()
-	return counterValue(t, metrics.Webhooks.WithLabelValues(provider, result))
+	return counterValue(t, metrics.Webhooks.WithLabelValues(namespace, provider, result))
 }
 
 func counterValue(t *testing.T, c prometheus.Counter) float64 {

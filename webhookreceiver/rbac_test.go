@@ -1,57 +1,74 @@
 package webhookreceiver_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
+	"maps"
 	"net/http"
-	"os"
-	"path/filepath"
+	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/paypal"
+	"github.com/paywarden/paywarden/internal/provider/providers"
+	"github.com/paywarden/paywarden/internal/testenv"
+	"github.com/paywarden/paywarden/internal/webhookbundle"
 )
 
-// receiverUser is the identity the shipped RBAC binds.
-const receiverUser = "system:serviceaccount:paywarden-system:paywarden-receiver"
-
-// The shipped least-privilege RBAC of config/receiver is exactly enough: a
-// receiver running as its ServiceAccount verifies, stores, applies and
-// records an event, and Kubernetes Events are written; and it cannot delete
-// anything or change a spec.
-func TestShippedRBACIsEnoughAndNoMore(t *testing.T) {
-	applyRBAC(t, filepath.Join(env.Root, "config", "receiver", "role.yaml"), filepath.Join(env.Root, "config", "receiver", "role_binding.yaml"))
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: receiverUser, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
-
-	// RBAC takes effect asynchronously in the authorizer's cache.
-	as, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+// shipped applies the RBAC of config/default and returns configs that
+// impersonate the receiver's and the manager's ServiceAccounts, once the
+// authorizer has picked the bindings up.
+func shipped(t *testing.T) (receiver, manager *rest.Config, as client.Client) {
+	t.Helper()
+	if err := env.ApplyShippedRBAC(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	receiver = env.As(testenv.SystemNamespace, testenv.ReceiverSA)
+	manager = env.As(testenv.SystemNamespace, testenv.ManagerSA)
+	as, err := client.New(receiver, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// RBAC takes effect asynchronously in the authorizer's cache.
 	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
 		err := as.List(context.Background(), &v1alpha1.PaymentList{})
 		return err == nil, "receiver identity cannot list payments yet: " + errString(err)
 	})
+	return receiver, manager, as
+}
 
-	r, err := inboxtest.StartReceiver(cfg, env.Scheme, inboxtest.ReceiverOptions{})
+// startShipped runs a receiver as its ServiceAccount next to the manager's
+// bundle controller as the manager's, both with the shipped RBAC only.
+func startShipped(t *testing.T, receiver, manager *rest.Config) *inboxtest.Receiver {
+	t.Helper()
+	r, err := inboxtest.StartReceiver(receiver, env.Scheme, inboxtest.ReceiverOptions{BundleConfig: manager})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Stop() })
+	return r
+}
+
+// The shipped least-privilege RBAC of config/ is exactly enough: a receiver
+// running as its ServiceAccount (next to the bundle controller running as
+// the manager's) verifies, stores, applies and records an event, and
+// Kubernetes Events are written; and it cannot delete anything, change a
+// spec, or read any Secret but the bundles in its own namespace.
+func TestShippedRBACIsEnoughAndNoMore(t *testing.T) {
+	receiver, manager, as := shipped(t)
+	r := startShipped(t, receiver, manager)
 
 	k := kukoPay{ns: inboxtest.Namespace(t, env.Client, "rbac"), name: "kukopay", secret: "rbac-secret"}
 	k.prov = inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
@@ -85,8 +102,26 @@ func TestShippedRBACIsEnoughAndNoMore(t *testing.T) {
 	})
 
 	ctx := context.Background()
+	unrelated := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: k.ns, Name: "database-password"},
+		StringData: map[string]string{"password": "hunter2"}}
+	if err := env.Client.Create(ctx, unrelated); err != nil {
+		t.Fatal(err)
+	}
+	bundleKey := types.NamespacedName{Namespace: inboxtest.BundleNamespace, Name: webhookbundle.Name(k.ns, k.name)}
+	bundle := &corev1.Secret{}
+	if err := env.Client.Get(ctx, bundleKey, bundle); err != nil {
+		t.Fatal(err)
+	}
 	evt := inboxtest.EventFor(t, env.Client, k.ns, k.name, "evt_rbac")
 	for name, err := range map[string]error{
+		"get an unrelated Secret in a tenant namespace": as.Get(ctx, client.ObjectKeyFromObject(unrelated), &corev1.Secret{}),
+		"get the provider's own signing Secret":         as.Get(ctx, types.NamespacedName{Namespace: k.ns, Name: k.prov.Spec.Webhook.SigningSecretRef.Name}, &corev1.Secret{}),
+		"list Secrets in a tenant namespace":            as.List(ctx, &corev1.SecretList{}, client.InNamespace(k.ns)),
+		"list Secrets cluster-wide":                     as.List(ctx, &corev1.SecretList{}),
+		"change a bundle":                               as.Update(ctx, bundle.DeepCopy()),
+		"create a Secret in its own namespace": as.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: inboxtest.BundleNamespace, Name: "forged"},
+			StringData: map[string]string{"k": "v"}}),
+		"delete a bundle":       as.Delete(ctx, bundle.DeepCopy()),
 		"delete a WebhookEvent": as.Delete(ctx, evt),
 		"delete a Payment":      as.Delete(ctx, p.DeepCopy()),
 		"update a Payment spec": as.Update(ctx, inboxtest.GetPayment(t, env.Client, p)),
@@ -98,6 +133,139 @@ func TestShippedRBACIsEnoughAndNoMore(t *testing.T) {
 			t.Errorf("%s as the receiver: %v, want Forbidden", name, err)
 		}
 	}
+	// What it does read: the bundles, in its own namespace.
+	if err := as.Get(ctx, bundleKey, &corev1.Secret{}); err != nil {
+		t.Errorf("get the provider's bundle as the receiver: %v", err)
+	}
+}
+
+// A rotated signing Secret reaches a running receiver through the manager,
+// with the shipped RBAC and no restart: the tenant adds a key, the manager
+// copies it into the bundle, the receiver accepts webhooks signed with it;
+// the tenant removes the old key, and the receiver rejects it.
+func TestRotationReachesTheReceiverThroughTheManager(t *testing.T) {
+	receiver, manager, _ := shipped(t)
+	r := startShipped(t, receiver, manager)
+
+	ns := inboxtest.Namespace(t, env.Client, "rotate")
+	prov := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+		Namespace: ns, Name: "kukopay", Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"old": "secret-old"},
+	})
+	inboxtest.WaitCached(t, r.Cache, prov)
+	n := 0
+	send := func(secret string) int {
+		n++
+		ev := inboxtest.KukoPayEvent{ID: "evt_rotate_" + string(rune('a'+n)), Type: "payment.succeeded", Status: "succeeded",
+			PaymentID: "pay_rotate", MerchantRef: "order-rotate", Amount: 1, Currency: "USD"}
+		body := ev.Body(t)
+		return inboxtest.Send(t, "POST", r.WebhookURL(ns, prov.Name), body, inboxtest.KukoPayHeader(body, time.Now(), secret)).Code
+	}
+	ctx := context.Background()
+	rotate := func(data map[string]string) {
+		t.Helper()
+		s := &corev1.Secret{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: prov.Spec.Webhook.SigningSecretRef.Name}, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data = map[string][]byte{}
+		for k, v := range data {
+			s.Data[k] = []byte(v)
+		}
+		if err := env.Client.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if code := send("secret-old"); code != http.StatusOK {
+		t.Fatalf("old secret before the rotation: %d, want 200", code)
+	}
+	rotate(map[string]string{"old": "secret-old", "new": "secret-new"})
+	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+		code := send("secret-new")
+		return code == http.StatusOK, "new secret after it was added: " + http.StatusText(code)
+	})
+	if code := send("secret-old"); code != http.StatusOK {
+		t.Errorf("old secret while both are active: %d, want 200", code)
+	}
+	rotate(map[string]string{"new": "secret-new"})
+	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+		code := send("secret-old")
+		return code == http.StatusUnauthorized, "removed secret: " + http.StatusText(code)
+	})
+	if code := send("secret-new"); code != http.StatusOK {
+		t.Errorf("new secret after the rotation: %d, want 200", code)
+	}
+	if evs := inboxtest.Events(t, env.Client, ns); len(evs) == 0 {
+		t.Errorf("no WebhookEvent stored")
+	}
+}
+
+// PayPal webhooks are verified through PayPal's API, which needs the API
+// credentials: the manager copies exactly those keys into the bundle, and a
+// receiver that cannot read the tenant's credentials Secret verifies with
+// them. A KukoPay bundle carries no credentials at all.
+func TestPayPalVerifiesWithBundledCredentials(t *testing.T) {
+	receiver, manager, as := shipped(t)
+	r := startShipped(t, receiver, manager)
+
+	sim := paysim.New(paysim.Options{TimeFactor: 0.001, PayPalClientID: "client-id", PayPalClientSecret: "client-secret"})
+	simSrv := httptest.NewServer(sim.Handler())
+	t.Cleanup(simSrv.Close)
+	t.Cleanup(sim.Close)
+
+	ns := inboxtest.Namespace(t, env.Client, "paypal")
+	ctx := context.Background()
+	creds := map[string]string{paypal.CredentialClientID: "client-id", paypal.CredentialClientSecret: "client-secret", "unrelated": "not for the receiver"}
+	prov := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+		Namespace: ns, Name: "paypal", Type: v1alpha1.ProviderPayPal, APIURL: simSrv.URL + "/paypal", Credentials: creds,
+		SigningSecrets: map[string]string{},
+	})
+	prov.Spec.Webhook = v1alpha1.WebhookConfig{PayPalWebhookID: sim.PayPalWebhookID()}
+	if err := env.Client.Update(ctx, prov); err != nil {
+		t.Fatal(err)
+	}
+	inboxtest.WaitCached(t, r.Cache, prov)
+	if err := as.Get(ctx, types.NamespacedName{Namespace: ns, Name: prov.Spec.CredentialsSecretRef.Name}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("receiver reads the tenant's credentials Secret: %v, want Forbidden", err)
+	}
+	bundle := &corev1.Secret{}
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: inboxtest.BundleNamespace, Name: webhookbundle.Name(ns, prov.Name)}, bundle); err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(bundle.Data)); !slices.Equal(got, []string{"credentials.clientID", "credentials.clientSecret"}) {
+		t.Fatalf("PayPal bundle keys %v, want exactly the two API credentials", got)
+	}
+
+	if err := sim.SetWebhookTarget(paysim.PayPal, r.WebhookURL(ns, prov.Name)); err != nil {
+		t.Fatal(err)
+	}
+	adapter, err := providers.New(providers.TypePayPal, provider.Config{Name: ns + "/paypal", APIURL: simSrv.URL + "/paypal",
+		Credentials: map[string][]byte{paypal.CredentialClientID: []byte("client-id"), paypal.CredentialClientSecret: []byte("client-secret")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adapter.Create(ctx, provider.CreateRequest{IdempotencyKey: "k-paypal", MerchantReference: "order-paypal", Amount: 100, Currency: "USD",
+		Metadata: map[string]string{paysim.MetaOutcome: string(paysim.OutcomeSucceed)}}); err != nil {
+		t.Fatal(err)
+	}
+	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+		for _, e := range inboxtest.Events(t, env.Client, ns) {
+			if e.Spec.SignatureScheme == provider.SchemePayPal {
+				return true, ""
+			}
+		}
+		return false, "no PayPal webhook verified and stored"
+	})
+
+	k := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{Namespace: ns, Name: "kukopay", Type: v1alpha1.ProviderKukoPay,
+		SigningSecrets: map[string]string{"a": "secret-a"}})
+	inboxtest.WaitCached(t, r.Cache, k)
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: inboxtest.BundleNamespace, Name: webhookbundle.Name(ns, k.Name)}, bundle); err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(bundle.Data)); !slices.Equal(got, []string{"signing.a"}) {
+		t.Fatalf("KukoPay bundle keys %v, want only its signing key", got)
+	}
 }
 
 func errString(err error) string {
@@ -106,48 +274,3 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
-
-// applyRBAC creates the ClusterRoles and ClusterRoleBindings of the files.
-func applyRBAC(t *testing.T, files ...string) {
-	t.Helper()
-	ctx := context.Background()
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs := utilyaml.NewYAMLReader(bufioReader(raw))
-		for {
-			doc, err := docs.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var meta metav1.TypeMeta
-			if err := yaml.Unmarshal(doc, &meta); err != nil {
-				t.Fatal(err)
-			}
-			var obj client.Object
-			switch meta.Kind {
-			case "ClusterRole":
-				obj = &rbacv1.ClusterRole{}
-			case "ClusterRoleBinding":
-				obj = &rbacv1.ClusterRoleBinding{}
-			case "":
-				continue
-			default:
-				t.Fatalf("%s: unexpected kind %s", f, meta.Kind)
-			}
-			if err := yaml.UnmarshalStrict(doc, obj); err != nil {
-				t.Fatal(err)
-			}
-			if err := env.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-		}
-	}
-}
-
-func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }

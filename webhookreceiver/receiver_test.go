@@ -22,7 +22,7 @@ import (
 func TestVerifiedEventIsStoredOnceAndMovesThePayment(t *testing.T) {
 	k := newKukoPay(t)
 	p := k.payment(t, "order-1", "order-1", "pay_1", 1999)
-	accepted := webhookCount(t, k.name, metrics.WebhookAccepted)
+	accepted := webhookCount(t, k.ns, k.name, metrics.WebhookAccepted)
 
 	r := k.deliver(t, k.event("evt_1", "payment.succeeded", "succeeded", p))
 	wantCode(t, r, http.StatusOK)
@@ -65,7 +65,7 @@ func TestVerifiedEventIsStoredOnceAndMovesThePayment(t *testing.T) {
 	if got.Status.AmountReceived == nil || got.Status.AmountReceived.Value != 1999 {
 		t.Errorf("amountReceived %+v, want 1999 USD", got.Status.AmountReceived)
 	}
-	if d := webhookCount(t, k.name, metrics.WebhookAccepted) - accepted; d != 1 {
+	if d := webhookCount(t, k.ns, k.name, metrics.WebhookAccepted) - accepted; d != 1 {
 		t.Errorf("accepted counter moved by %v, want 1", d)
 	}
 }
@@ -171,7 +171,7 @@ func TestProcessingAfterSucceededIsStale(t *testing.T) {
 func TestInvalidSignaturesAreRejectedAndNothingIsWritten(t *testing.T) {
 	k := newKukoPay(t)
 	p := k.payment(t, "order-4", "order-4", "pay_4", 900)
-	before := webhookCount(t, k.name, metrics.WebhookInvalidSignature)
+	before := webhookCount(t, k.ns, k.name, metrics.WebhookInvalidSignature)
 	cases := []struct {
 		name   string
 		header func(body []byte) http.Header
@@ -213,7 +213,7 @@ func TestInvalidSignaturesAreRejectedAndNothingIsWritten(t *testing.T) {
 	if got := inboxtest.GetPayment(t, env.Client, p); got.Status.Phase != "" || got.ResourceVersion != p.ResourceVersion {
 		t.Errorf("payment changed by rejected requests: phase %q", got.Status.Phase)
 	}
-	if d := webhookCount(t, k.name, metrics.WebhookInvalidSignature) - before; d != float64(len(cases)) {
+	if d := webhookCount(t, k.ns, k.name, metrics.WebhookInvalidSignature) - before; d != float64(len(cases)) {
 		t.Errorf("invalid_signature counter moved by %v, want %d", d, len(cases))
 	}
 }
@@ -410,9 +410,14 @@ func TestSecretRotation(t *testing.T) {
 		if err := env.Client.Update(ctx, secret); err != nil {
 			t.Fatal(err)
 		}
-		// "The next request" is the first one after the receiver's cache
-		// has the new Secret; no restart, no sleep.
-		inboxtest.WaitCached(t, rcv.Cache, secret)
+		// "The next request" is the first one after the manager copied the
+		// new keys into the provider's bundle and the receiver's cache has
+		// it; no restart, no sleep.
+		var values []string
+		for _, v := range data {
+			values = append(values, v)
+		}
+		inboxtest.WaitBundleSecrets(t, rcv.Cache, k.prov, values...)
 	}
 
 	if code := send("secret-old"); code != http.StatusOK {

@@ -72,6 +72,9 @@ type Options struct {
 	Reader client.Reader
 	// APIReader re-reads after write conflicts, from the API server.
 	APIReader client.Reader
+	// BundleNamespace holds the webhook verification bundles the manager
+	// maintains (bundle.go); the receiver reads no other Secret. Required.
+	BundleNamespace string
 	// Recorder receives Kubernetes Events for payment changes; may be nil.
 	Recorder events.EventRecorder
 	// Clock is used for signature timestamps and the records; default real time.
@@ -160,8 +163,8 @@ type Server struct {
 
 // New builds a Server.
 func New(opts Options) (*Server, error) {
-	if opts.Client == nil || opts.Reader == nil || opts.APIReader == nil {
-		return nil, errors.New("webhookreceiver: Client, Reader and APIReader are required")
+	if opts.Client == nil || opts.Reader == nil || opts.APIReader == nil || opts.BundleNamespace == "" {
+		return nil, errors.New("webhookreceiver: Client, Reader, APIReader and BundleNamespace are required")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -206,7 +209,7 @@ func New(opts Options) (*Server, error) {
 		// PaymentProvider and its credentials; it caches the adapter until
 		// the provider or its credentials Secret changes (PayPal keeps its
 		// OAuth token in the adapter).
-		adapters: &gateway.Gateway{Reader: opts.Reader, HTTPClient: opts.HTTPClient},
+		adapters: &gateway.Gateway{Reader: bundleCredentials{Reader: opts.Reader, namespace: opts.BundleNamespace}, HTTPClient: opts.HTTPClient},
 		inflight: make(chan struct{}, opts.MaxConcurrentRequests),
 		verify:   newAPIVerification(opts.VerifyQPS, opts.VerifyBurst, opts.VerdictCacheSize, opts.Clock),
 	}

@@ -24,7 +24,9 @@ const EventSource = "paywarden-receiver"
 // SetupWithManager builds a Server on mgr and adds it as a runnable: reads go
 // through mgr's cache (with the inbox's Payment indexes), writes through mgr's
 // client, re-reads through its API reader, and /readyz waits for the cache.
-// Fields of opts that are set win over mgr's. Call it before mgr.Start.
+// Fields of opts that are set win over mgr's. opts.BundleNamespace is
+// required, and mgr's cache must be built with CacheOptions for it (the
+// receiver's RBAC allows no other Secrets). Call it before mgr.Start.
 //
 // With mgr built from ManagerOptions, SetupWithManager and mgr.Start need no
 // API server: the receiver serves /healthz at once and answers webhooks 503
@@ -37,7 +39,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Ser
 	}
 	c := mgr.GetCache()
 	// Informers are created now, before the manager starts its cache, so the
-	// first request after the sync does not wait for a cold Secret list. The
+	// first request after the sync does not wait for a cold Secret list (only
+	// the bundles: see CacheOptions). The
 	// receiver never reads WebhookEvents from the cache: it only creates them
 	// and re-reads them through the API reader, so it keeps no copy of the inbox.
 	for _, obj := range []client.Object{&v1alpha1.PaymentProvider{}, &v1alpha1.Payment{}, &corev1.Secret{}} {

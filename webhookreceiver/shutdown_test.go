@@ -40,7 +40,8 @@ func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := webhookreceiver.New(webhookreceiver.Options{Client: g, Reader: rcv.Cache, APIReader: env.Client, Listener: ln, ShutdownTimeout: 10 * time.Second})
+	srv, err := webhookreceiver.New(webhookreceiver.Options{Client: g, Reader: rcv.Cache, APIReader: env.Client, BundleNamespace: inboxtest.BundleNamespace,
+		Listener: ln, ShutdownTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func TestAPIServerUnavailable(t *testing.T) {
 	}{{"service unavailable", serviceUnavailable}, {"store times out", hanging}} {
 		t.Run("direct delivery while "+mode.name, func(t *testing.T) {
 			broken.mode.Store(mode.mode)
-			before := webhookCount(t, prov.Name, metrics.WebhookUnavailable)
+			before := webhookCount(t, prov.Namespace, prov.Name, metrics.WebhookUnavailable)
 			ev := inboxtest.KukoPayEvent{ID: "evt_direct_" + strconv.Itoa(int(mode.mode)), Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_x", MerchantRef: "order-x", Amount: 1, Currency: "USD"}
 			body := ev.Body(t)
 			resp := inboxtest.Send(t, "POST", url, body, inboxtest.KukoPayHeader(body, time.Now(), secret))
@@ -95,7 +95,7 @@ func TestAPIServerUnavailable(t *testing.T) {
 			if got := resp.Header.Get("Retry-After"); got != "7" {
 				t.Errorf("Retry-After %q, want 7", got)
 			}
-			if d := webhookCount(t, prov.Name, metrics.WebhookUnavailable) - before; d != 1 {
+			if d := webhookCount(t, prov.Namespace, prov.Name, metrics.WebhookUnavailable) - before; d != 1 {
 				t.Errorf("unavailable counter moved by %v, want 1", d)
 			}
 			wantNoEvents(t, ns)

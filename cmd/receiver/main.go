@@ -46,6 +46,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&bindAddr, "bind-address", ":8080", "Address of the webhook server (/webhooks/, /healthz, /readyz).")
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8081", `Address of the metrics server; "" serves /metrics on --bind-address, "0" disables metrics. Keep it separate when the webhook port is exposed to the internet.`)
 	fs.StringVar(&namespaces, "namespace", "", "Comma-separated namespaces to serve and cache; empty serves the whole cluster.")
+	fs.StringVar(&opts.BundleNamespace, "bundle-namespace", defaultBundleNamespace(), "Namespace of the webhook verification bundles the manager maintains (the manager's --bundle-namespace); the only namespace whose Secrets the receiver reads. Default: $POD_NAMESPACE, else paywarden-system.")
 	fs.DurationVar(&opts.ApplyBudget, "apply-budget", webhookreceiver.DefaultApplyBudget, "Time allowed to apply a stored event before it is left Pending for the manager's inbox processor.")
 	fs.DurationVar(&opts.StoreTimeout, "store-timeout", webhookreceiver.DefaultStoreTimeout, "Time allowed to store an event before answering 503.")
 	fs.DurationVar(&opts.ReadTimeout, "read-timeout", webhookreceiver.DefaultReadTimeout, "Time allowed to read a request, body included.")
@@ -83,8 +84,7 @@ func run(ctx context.Context, args []string) error {
 	}
 
 	cacheOpts := cache.Options{
-		// Secrets are cached too; managed fields are the bulk of most objects
-		// and never read here.
+		// Managed fields are the bulk of most objects and never read here.
 		DefaultTransform: cache.TransformStripManagedFields(),
 		// Every type the receiver reads has its informer set up front; a read
 		// of anything else (the inbox, say) is a bug, not a lazy informer.
@@ -99,6 +99,9 @@ func run(ctx context.Context, args []string) error {
 			opts.Namespaces = append(opts.Namespaces, ns)
 		}
 	}
+	// Secrets: only the verification bundles in --bundle-namespace, whatever
+	// --namespace says; tenant Secrets are never read.
+	cacheOpts = webhookreceiver.CacheOptions(cacheOpts, opts.BundleNamespace)
 	serveMetrics := metricsAddr
 	if metricsAddr == "" {
 		serveMetrics = "0"
@@ -128,10 +131,20 @@ func run(ctx context.Context, args []string) error {
 	if _, err := webhookreceiver.SetupWithManager(ctx, mgr, opts); err != nil {
 		return err
 	}
-	log.Info("starting webhook receiver", "bindAddress", bindAddr, "metricsBindAddress", metricsAddr, "namespaces", opts.Namespaces,
+	log.Info("starting webhook receiver", "bindAddress", bindAddr, "metricsBindAddress", metricsAddr, "namespaces", opts.Namespaces, "bundleNamespace", opts.BundleNamespace,
 		"applyBudget", opts.ApplyBudget, "storeTimeout", opts.StoreTimeout,
 		"maxConcurrentRequests", opts.MaxConcurrentRequests, "verifyQPS", opts.VerifyQPS, "verifyBurst", opts.VerifyBurst)
 	return mgr.Start(ctx)
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// defaultBundleNamespace is the pod's namespace (the Deployment sets
+// POD_NAMESPACE from the downward API), where the manager, in the same
+// namespace, writes the bundles.
+func defaultBundleNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "paywarden-system"
+}

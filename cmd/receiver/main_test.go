@@ -19,6 +19,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
 	"github.com/paywarden/paywarden/internal/testenv"
 )
@@ -59,11 +60,16 @@ func TestReceiverMain(t *testing.T) {
 	kubeconfig := writeKubeconfig(t, env.Config.Host)
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
 
+	// The manager's half: the webhook verification bundles the receiver
+	// reads instead of tenant Secrets.
+	fixture.StartBundles(t, env, fixture.BundleNamespace)
+
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{
 			"--kubeconfig=" + kubeconfig, "--bind-address=" + addr, "--metrics-bind-address=" + metricsAddr,
+			"--bundle-namespace=" + fixture.BundleNamespace,
 			"--apply-budget=2s", "--shutdown-timeout=5s", "--zap-log-level=error",
 		})
 	}()
@@ -89,8 +95,9 @@ func TestReceiverMain(t *testing.T) {
 	ev := inboxtest.KukoPayEvent{ID: "evt_main", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_main", MerchantRef: "order-main", Amount: 100, Currency: "USD"}
 	body := ev.Body(t)
 	url := base + "/webhooks/" + ns + "/" + prov.Name
-	// The provider reaches the receiver's cache shortly after its creation;
-	// until then the answer is 404 and nothing is written.
+	// The provider reaches the receiver's cache shortly after its creation,
+	// its bundle shortly after that; until then the answer is 404 or 503 and
+	// nothing is written.
 	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
 		r := inboxtest.Send(t, "POST", url, body, inboxtest.KukoPayHeader(body, time.Now(), "main-secret"))
 		return r.Code == http.StatusOK && strings.Contains(r.Body, "accepted"), "answer " + r.Body
@@ -105,7 +112,7 @@ func TestReceiverMain(t *testing.T) {
 	}
 	m, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(m), `paywarden_webhooks_total{provider="kukopay",result="accepted"} 1`) {
+	if !strings.Contains(string(m), `paywarden_webhooks_total{namespace="`+ns+`",provider="kukopay",result="accepted"} 1`) {
 		t.Errorf("metrics server does not show the accepted webhook")
 	}
 	if r := inboxtest.Send(t, "GET", base+"/metrics", nil, nil); r.Code != http.StatusNotFound {
@@ -250,13 +257,18 @@ func status(t *testing.T, url string) int {
 // again), never connection refused from a crash loop. Once the API server is
 // reachable its caches sync and the delivery is stored exactly once.
 func TestReceiverServesBeforeTheAPIServerIsReachable(t *testing.T) {
+	// The manager's half, which reaches the API server throughout.
+	fixture.StartBundles(t, env, fixture.BundleNamespace)
 	proxy := startAPIProxy(t)
-	base, stop := startRun(t, writeKubeconfig(t, proxy.url()), "--retry-after=3s")
+	base, stop := startRun(t, writeKubeconfig(t, proxy.url()), "--retry-after=3s", "--bundle-namespace="+fixture.BundleNamespace)
 
 	ns := inboxtest.Namespace(t, env.Client, "apidown")
 	prov := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
 		Namespace: ns, Name: "kukopay-down", Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"k": "down-secret"},
 	})
+	// The manager has published the provider's bundle: what the receiver
+	// lacks is the API server, nothing else.
+	fixture.WaitBundle(t, env.Client, prov)
 	ev := inboxtest.KukoPayEvent{ID: "evt_apidown", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_apidown", MerchantRef: "order-apidown", Amount: 100, Currency: "USD"}
 	body := ev.Body(t)
 	url := base + "/webhooks/" + ns + "/" + prov.Name

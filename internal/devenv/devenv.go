@@ -35,6 +35,10 @@ import (
 // Namespace is where the demo objects live.
 const Namespace = "demo"
 
+// SystemNamespace is paywarden's own namespace, where the manager keeps the
+// receiver's webhook verification bundles.
+const SystemNamespace = "paywarden-system"
+
 // Story is one demo Payment and the phase it must end in.
 type Story struct {
 	Name        string
@@ -166,6 +170,12 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, err
 	}
 
+	// The manager keeps the receiver's webhook verification bundles in its
+	// own namespace; both processes default to this one outside a pod.
+	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}); err != nil {
+		return nil, err
+	}
+
 	ports, err := freePorts(7)
 	if err != nil {
 		return nil, err
@@ -196,11 +206,13 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		}
 	}
 	if err := e.spawn(ctx, "receiver", filepath.Join(binDir, "receiver"),
+		"--bundle-namespace", SystemNamespace,
 		"--bind-address", fmt.Sprintf("127.0.0.1:%d", receiverPort),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", receiverMetrics)); err != nil {
 		return nil, err
 	}
 	if err := e.spawn(ctx, "manager", filepath.Join(binDir, "manager"),
+		"--bundle-namespace", SystemNamespace,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", managerMetrics),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", managerProbes)); err != nil {
 		return nil, err

@@ -160,7 +160,7 @@ func (g *Gateway) For(ctx context.Context, prov *v1alpha1.PaymentProvider) (*Ent
 		return e, nil // built concurrently
 	}
 	next := &Entry{
-		Key: key, Provider: instrumented{Provider: adapter, name: prov.Name}, Caps: caps,
+		Key: key, Provider: instrumented{Provider: adapter, key: key}, Caps: caps,
 		gw: g, version: version,
 	}
 	if e == nil {
@@ -257,7 +257,7 @@ func (g *Gateway) publishCircuit(ctx context.Context, key types.NamespacedName, 
 	if st.State != v1alpha1.CircuitClosed {
 		open = 1
 	}
-	metrics.CircuitOpen.WithLabelValues(key.Name).Set(open)
+	metrics.CircuitOpen.WithLabelValues(key.Namespace, key.Name).Set(open)
 	if g.Status.Client == nil {
 		return
 	}
@@ -351,11 +351,11 @@ func (c *configState) record(err error, now time.Time, probe time.Duration) bool
 // instrumented measures every provider API call.
 type instrumented struct {
 	provider.Provider
-	name string
+	key types.NamespacedName
 }
 
 func (i instrumented) observe(op string, start time.Time) {
-	metrics.ProviderRequestDuration.WithLabelValues(i.name, op).Observe(time.Since(start).Seconds())
+	metrics.ProviderRequestDuration.WithLabelValues(i.key.Namespace, i.key.Name, op).Observe(time.Since(start).Seconds())
 }
 
 func (i instrumented) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {

@@ -2,6 +2,10 @@
 // manager registers them with controller-runtime's registry and the webhook
 // receiver with its own; both processes count transitions the same way
 // because both run the same state machine.
+//
+// Every per-provider metric carries the provider's namespace as well as its
+// name: providers are namespaced, and two tenants' "kukopay" must not add up
+// into one series.
 package metrics
 
 import (
@@ -11,28 +15,28 @@ import (
 // Transitions counts applied phase changes, by every writer.
 var Transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "paywarden_payment_transitions_total",
-	Help: "Payment phase transitions applied, by provider, from and to phase, and observation source.",
-}, []string{"provider", "from", "to", "source"})
+	Help: "Payment phase transitions applied, by provider (namespace, name), from and to phase, and observation source.",
+}, []string{"namespace", "provider", "from", "to", "source"})
 
 // StatusQueries counts per-payment status queries by result (found, error,
 // not_found, deferred_rate_limit, deferred_circuit_open).
 var StatusQueries = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "paywarden_status_queries_total",
-	Help: "Status queries against providers, by provider and result.",
-}, []string{"provider", "result"})
+	Help: "Status queries against providers, by provider (namespace, name) and result.",
+}, []string{"namespace", "provider", "result"})
 
 // ProviderRequestDuration measures provider API calls.
 var ProviderRequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 	Name:    "paywarden_provider_request_duration_seconds",
-	Help:    "Duration of provider API calls, by provider and operation.",
+	Help:    "Duration of provider API calls, by provider (namespace, name) and operation.",
 	Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-}, []string{"provider", "op"})
+}, []string{"namespace", "provider", "op"})
 
 // CircuitOpen is 1 while a provider's circuit breaker is open.
 var CircuitOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "paywarden_circuit_open",
-	Help: "1 while the provider's circuit breaker is open (or half-open), else 0.",
-}, []string{"provider"})
+	Help: "1 while the provider's circuit breaker is open (or half-open), else 0, by provider (namespace, name).",
+}, []string{"namespace", "provider"})
 
 // PaymentsOverdue is set by the sweep: the payments of a provider whose status
 // query is more than sweep.overdueAfter past due, as of its last sweep.

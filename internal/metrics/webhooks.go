@@ -20,13 +20,13 @@ const (
 	WebhookMethodNotAllowed = "method_not_allowed"
 )
 
-// Webhooks counts webhook requests by provider and result. For not_found the
-// provider label is empty: the name came from the URL, and a scanner must not
-// be able to create a time series per path it tries.
+// Webhooks counts webhook requests by provider (namespace, name) and result.
+// For not_found both are empty: they came from the URL, and a scanner must
+// not be able to create a time series per path it tries.
 var Webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "paywarden_webhooks_total",
-	Help: "Webhook requests received, by provider and result (accepted, duplicate, ignored, invalid_signature, too_large, malformed, unavailable, not_found, method_not_allowed).",
-}, []string{"provider", "result"})
+	Help: "Webhook requests received, by provider (namespace, name) and result (accepted, duplicate, ignored, invalid_signature, too_large, malformed, unavailable, not_found, method_not_allowed).",
+}, []string{"namespace", "provider", "result"})
 
 // WebhookAckDuration measures the time from the start of a webhook request to
 // the answer, by result. The SPEC's budget is p99 < 100 ms at normal load.

@@ -15,7 +15,7 @@ import (
 func Record(rec events.EventRecorder, p *v1alpha1.Payment, out Outcome) {
 	for _, res := range out.Results {
 		if res.Transition != nil {
-			metrics.Transitions.WithLabelValues(p.Spec.ProviderRef.Name, string(res.Transition.From), string(res.Transition.To), string(res.Source)).Inc()
+			metrics.Transitions.WithLabelValues(p.Namespace, p.Spec.ProviderRef.Name, string(res.Transition.From), string(res.Transition.To), string(res.Source)).Inc()
 		}
 	}
 	if rec == nil {

@@ -21,6 +21,10 @@ import (
 // Timeout is the default deadline of Eventually.
 const Timeout = fixture.Timeout
 
+// BundleNamespace is where the receivers read the webhook verification
+// bundles (fixture.BundleNamespace).
+const BundleNamespace = fixture.BundleNamespace
+
 // Types of internal/fixture under the names the receiver suites use.
 type (
 	KukoPayEvent    = fixture.KukoPayEvent
@@ -41,6 +45,8 @@ var (
 	EventFor      = fixture.WebhookEventFor
 	Transitions   = fixture.Transitions
 	WaitCached    = fixture.WaitCached
+	// WaitBundleSecrets waits for a rotation to reach a receiver's cache.
+	WaitBundleSecrets = fixture.WaitBundleSecrets
 )
 
 // Eventually is fixture.Eventually with a describing condition.
@@ -49,7 +55,8 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string))
 	fixture.Eventually(t, timeout, "the condition", cond)
 }
 
-// StartReceiver is fixture.NewReceiver.
+// StartReceiver is fixture.NewReceiver: a receiver with the webhook-bundle
+// controller beside it.
 func StartReceiver(cfg *rest.Config, scheme *runtime.Scheme, ro ReceiverOptions) (*Receiver, error) {
 	return fixture.NewReceiver(cfg, scheme, ro)
 }
