@@ -272,7 +272,6 @@ func olderRefunds(r *v1alpha1.Refund, siblings []v1alpha1.Refund) map[types.UID]
 	return out
 }
 
-
 func decidedAmount(s *v1alpha1.Refund) (int64, bool) {
 	if a := s.Status.Amount; a != nil {
 		return a.Value, true
