@@ -316,20 +316,7 @@ func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (pay
 // paced backlog costs one reconcile per call; a longer wait, an open circuit
 // or a refused configuration hand the payment back to the queue.
 func (r *PaymentReconciler) admit(ctx context.Context, e *gateway.Entry, uid string) gateway.Admission {
-	for {
-		adm := e.Admit(uid, r.Clock.Now())
-		if adm.OK || adm.Reason != gateway.DeferRateLimited || adm.Wait >= maxInlineWait {
-			return adm
-		}
-		t := time.NewTimer(adm.Wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			e.Release(uid)
-			return gateway.Admission{Wait: minIdleRequeue, Reason: gateway.DeferRateLimited}
-		case <-t.C:
-		}
-	}
+	return admitWait(ctx, r.Clock, e, uid)
 }
 
 // call makes the provider call the plan asked for.

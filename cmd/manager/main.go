@@ -129,6 +129,10 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS string, worke
 			Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 			Recorder: rec, Clock: realClock, Gateway: gw,
 		}).SetupWithManager},
+		{"refund controller", (&controllers.RefundReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
+			Clock: realClock, Gateway: gw,
+		}).SetupWithManager},
 		{"retention", (&controllers.Retention{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: realClock,
 		}).SetupWithManager},

@@ -594,6 +594,9 @@ func (m *machine) finish() {
 		m.phaseEvent(h.From, h.To, h.Reason)
 	}
 	m.st.AmountDisplay = v1alpha1.FormatAmount(m.spec.Amount.Value, m.spec.Amount.Currency)
+	if a := m.st.AmountRefunded; a != nil {
+		m.st.AmountRefundedDisplay = v1alpha1.FormatAmount(a.Value, a.Currency)
+	}
 	settle(&m.st)
 	setReady(&m.st, m.now)
 	m.st.WaitingFor = WaitingFor(m.spec, &m.st)

@@ -465,3 +465,31 @@ func refundRequery(r *v1alpha1.Refund, now time.Time) (RefundOutcome, bool) {
 	c.event(false, "Requery", "refund status-query schedule restarted by an operator")
 	return c.done(), true
 }
+
+// MaxRefundSummaries bounds Payment.status.refunds.
+const MaxRefundSummaries = 20
+
+// NoteRefund keeps a Refund's line in its Payment's status.refunds current.
+// When the list is full, the oldest settled line makes room.
+func NoteRefund(p *v1alpha1.Payment, r *v1alpha1.Refund) Outcome {
+	st := p.Status.DeepCopy()
+	line := v1alpha1.RefundSummary{Name: r.Name, Amount: r.Status.AmountDisplay, Phase: r.Status.Phase}
+	for i := range st.Refunds {
+		if st.Refunds[i].Name == r.Name {
+			st.Refunds[i] = line
+			return Outcome{Status: *st}
+		}
+	}
+	st.Refunds = append(st.Refunds, line)
+	for len(st.Refunds) > MaxRefundSummaries {
+		drop := 0
+		for i, s := range st.Refunds {
+			if s.Phase.IsFinal() {
+				drop = i
+				break
+			}
+		}
+		st.Refunds = append(st.Refunds[:drop], st.Refunds[drop+1:]...)
+	}
+	return Outcome{Status: *st}
+}
