@@ -36,6 +36,8 @@ func (s *Sim) routes() *http.ServeMux {
 	m.HandleFunc("GET /generic/jobs/{id}", s.api(Generic, s.genericGet))
 	m.HandleFunc("GET /generic/jobs", s.api(Generic, s.genericSearch))
 	m.HandleFunc("GET /generic/events", s.api(Generic, s.genericEvents))
+	// Stripe (and its control calls)
+	s.stripeRoutes(m)
 	// Control API
 	s.controlRoutes(m)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

@@ -186,6 +186,9 @@ func (s *Sim) SetOutcome(provider, id string, sc Script) error {
 	if !validOutcome(sc.Outcome) {
 		return fmt.Errorf("paysim: unknown outcome %q", sc.Outcome)
 	}
+	if provider == Stripe {
+		return s.stripeSetOutcome(id, sc)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.payments[provider][id]
@@ -198,6 +201,9 @@ func (s *Sim) SetOutcome(provider, id string, sc Script) error {
 
 // Refund refunds amount of a succeeded payment (0 = the rest) and emits the refund event.
 func (s *Sim) Refund(provider, id string, amount int64) error {
+	if provider == Stripe {
+		return s.stripeRefund(id, amount)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.payments[provider][id]
@@ -223,6 +229,9 @@ func (s *Sim) Refund(provider, id string, amount int64) error {
 
 // Dispute opens a dispute on a payment and emits the dispute event.
 func (s *Sim) Dispute(provider, id, reason string) error {
+	if provider == Stripe {
+		return s.stripeDispute(id, reason)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.payments[provider][id]
