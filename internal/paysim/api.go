@@ -56,6 +56,8 @@ func (s *Sim) routes() *http.ServeMux {
 	m.HandleFunc("/paypal/checkoutnow", s.hostedPage(PayPal))
 	m.HandleFunc("/kukopay/checkout/{id}", s.hostedPage(KukoPay))
 	m.HandleFunc("/generic/actions/{id}", s.hostedPage(Generic))
+	// Stripe (and its control calls)
+	s.stripeRoutes(m)
 	// Control API
 	s.controlRoutes(m)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })

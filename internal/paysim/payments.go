@@ -352,6 +352,9 @@ func (s *Sim) SetOutcome(provider, id string, sc Script) error {
 	if err := ValidateScript(sc); err != nil {
 		return fmt.Errorf("paysim: %w", err)
 	}
+	if provider == Stripe {
+		return s.stripeSetOutcome(id, sc)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.payments[provider][id]
@@ -366,6 +369,9 @@ func (s *Sim) SetOutcome(provider, id string, sc Script) error {
 // Refund refunds amount of a succeeded payment (0 or more than is left = the rest) at
 // once, as a refund made in the provider's dashboard would, and emits the refund event.
 func (s *Sim) Refund(provider, id string, amount int64) error {
+	if provider == Stripe {
+		return s.stripeRefund(id, amount)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.payments[provider][id]
@@ -388,6 +394,9 @@ func (s *Sim) Refund(provider, id string, amount int64) error {
 
 // Dispute opens a dispute on a payment and emits the dispute event.
 func (s *Sim) Dispute(provider, id, reason string) error {
+	if provider == Stripe {
+		return s.stripeDispute(id, reason)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.payments[provider][id]

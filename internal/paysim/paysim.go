@@ -40,7 +40,7 @@ const (
 	Generic = "generic"
 )
 
-var providerNames = []string{KukoPay, PayPal, Generic}
+var providerNames = []string{KukoPay, PayPal, Generic, Stripe}
 
 func knownProvider(p string) bool {
 	for _, n := range providerNames {
@@ -57,6 +57,7 @@ var defaultSecrets = map[string]string{
 	KukoPay: "paysim-kukopay-secret",
 	PayPal:  "paysim-paypal-secret",
 	Generic: "whsec_cGF5c2ltLWdlbmVyaWMtc2VjcmV0", // base64("paysim-generic-secret")
+	Stripe:  "whsec_paysim_stripe_secret",
 }
 
 // DefaultPayPalWebhookID is the webhook id paysim signs PayPal events for.
@@ -88,6 +89,7 @@ type Options struct {
 	PayPalClientID     string
 	PayPalClientSecret string
 	GenericToken       string
+	StripeSecretKey    string
 
 	// PayPalWebhookID is the webhook id paysim signs for and its
 	// verify-webhook-signature endpoint expects. Default DefaultPayPalWebhookID.
@@ -152,6 +154,7 @@ type Sim struct {
 	tokens   map[string]time.Time     // paypal access token -> expiry
 	timers   map[*time.Timer]struct{}
 	counters Counters
+	stripe   *stripeState
 }
 
 type target struct {
@@ -215,6 +218,7 @@ func New(opts Options) *Sim {
 		tokens:   map[string]time.Time{},
 		timers:   map[*time.Timer]struct{}{},
 		counters: newCounters(),
+		stripe:   newStripeState(),
 	}
 	s.client = &http.Client{
 		Transport: http.DefaultTransport.(*http.Transport).Clone(),
