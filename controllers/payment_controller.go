@@ -257,8 +257,9 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			metrics.StatusQueries.WithLabelValues(prov.Name, "deferred_"+string(adm.Reason)).Inc()
 			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
 		}
-		at := r.Clock.Now()
 		call := r.call(ctx, entry, p, step.Action)
+		// Waits (Retry-After, the next step) count from the answer.
+		at := r.Clock.Now()
 		called = true
 		entry.Done(ctx, call.Err)
 		if step.Action == payment.Query {

@@ -230,8 +230,8 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if !adm.OK {
 			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
 		}
-		at := r.Clock.Now()
 		call := r.call(ctx, entry, rf, step.Action)
+		at := r.Clock.Now()
 		called = true
 		entry.Done(ctx, call.Err)
 		if call.Err != nil {

@@ -93,5 +93,8 @@ func PaymentProviderIDs(p *v1alpha1.Payment) []string {
 	if id := p.Spec.ProviderPaymentID; id != "" && id != p.Status.ProviderPaymentID {
 		ids = append(ids, id)
 	}
+	if id := p.Status.CheckoutID; id != "" && id != p.Status.ProviderPaymentID && id != p.Spec.ProviderPaymentID {
+		ids = append(ids, id)
+	}
 	return ids
 }

@@ -505,16 +505,16 @@ func (m *machine) confirm() {
 		m.st.ProviderStatus = m.obs.Raw
 	}
 	id, checkout := m.obs.ProviderPaymentID, m.obs.CheckoutID
+	if checkout != "" && m.st.CheckoutID == "" {
+		m.st.CheckoutID = checkout
+	}
 	switch {
 	case id != "" && m.st.ProviderPaymentID == "":
 		m.st.ProviderPaymentID = id
-	case id != "" && checkout != "" && m.st.ProviderPaymentID == checkout:
+	case id != "" && id != m.st.ProviderPaymentID && m.awaitingPaymentID():
 		// The checkout recorded until now has its payment: the payment's id
 		// is the one to follow from here on, the checkout's is kept.
 		m.st.ProviderPaymentID = id
-	}
-	if checkout != "" && checkout != m.st.ProviderPaymentID && m.st.CheckoutID == "" {
-		m.st.CheckoutID = checkout
 	}
 	if a := m.obs.CustomerAction; a != nil && m.phase() == v1alpha1.PhasePending {
 		cp := *a
@@ -655,8 +655,15 @@ func IsHumanReason(reason string) bool {
 
 // otherPayment reports whether the observation is about a provider payment
 // other than the one recorded for this Payment, and returns the recorded id.
+// awaitingPaymentID: the payment is known by its checkout only (a Stripe
+// Checkout Session before its PaymentIntent exists); the first payment id
+// reported for it is its own.
+func (m *machine) awaitingPaymentID() bool {
+	return m.st.CheckoutID != "" && m.st.ProviderPaymentID == m.st.CheckoutID
+}
+
 func (m *machine) otherPayment() (bool, string) {
-	if m.obs.Review != "" {
+	if m.obs.Review != "" || m.awaitingPaymentID() {
 		return false, "" // paywarden's own decisions are not provider news
 	}
 	known := nonEmpty(m.st.ProviderPaymentID, m.st.CheckoutID, m.spec.ProviderPaymentID)
