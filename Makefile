@@ -12,6 +12,11 @@ ENVTEST_DIR ?= $(LOCALBIN)/k8s
 # skips the envtest build.
 KUBEBUILDER_ASSETS ?= $(ENVTEST_DIR)
 export KUBEBUILDER_ASSETS
+# STRIPE_MOCK, when set, points at an existing stripe-mock binary and skips its
+# build; the Stripe adapter's wire conformance suite runs it.
+STRIPE_MOCK_BIN ?= $(LOCALBIN)/stripe-mock
+STRIPE_MOCK ?= $(STRIPE_MOCK_BIN)
+export STRIPE_MOCK
 
 # Packages whose tests exercise concurrency run with the race detector.
 GO_TEST_FLAGS ?= -race -count=1
@@ -50,8 +55,13 @@ envtest: ## Build the envtest control plane (kube-apiserver, etcd) into bin/k8s 
 	@if [ "$(KUBEBUILDER_ASSETS)" = "$(ENVTEST_DIR)" ]; then hack/envtest/build.sh $(ENVTEST_DIR); \
 	else echo "using KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"; fi
 
+.PHONY: stripe-mock
+stripe-mock: ## Build stripe-mock (pinned in hack/stripemock) into bin/ unless STRIPE_MOCK is set.
+	@if [ "$(STRIPE_MOCK)" = "$(STRIPE_MOCK_BIN)" ]; then hack/stripemock/build.sh $(STRIPE_MOCK_BIN); \
+	else echo "using STRIPE_MOCK=$(STRIPE_MOCK)"; fi
+
 .PHONY: test
-test: verify vet envtest ## Verify, then run the unit and envtest suites, then a short run of every fuzz target.
+test: verify vet envtest stripe-mock ## Verify, then run the unit and envtest suites, then a short run of every fuzz target.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
 	hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/
 

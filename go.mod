@@ -6,6 +6,7 @@ require (
 	github.com/go-logr/logr v1.4.3
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/client_model v0.6.2
+	github.com/stripe/stripe-go/v84 v84.4.1
 	go.uber.org/zap v1.27.1
 	golang.org/x/time v0.16.0
 	k8s.io/api v0.37.2

@@ -257,8 +257,9 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
 			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
 		}
-		at := r.Clock.Now()
 		call := r.call(ctx, entry, p, step.Action)
+		// Waits (Retry-After, the next step) count from the answer.
+		at := r.Clock.Now()
 		called = true
 		entry.Done(ctx, call.Err)
 		if step.Action == payment.Query {
@@ -316,20 +317,7 @@ func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (pay
 // paced backlog costs one reconcile per call; a longer wait, an open circuit
 // or a refused configuration hand the payment back to the queue.
 func (r *PaymentReconciler) admit(ctx context.Context, e *gateway.Entry, uid string) gateway.Admission {
-	for {
-		adm := e.Admit(uid, r.Clock.Now())
-		if adm.OK || adm.Reason != gateway.DeferRateLimited || adm.Wait >= maxInlineWait {
-			return adm
-		}
-		t := time.NewTimer(adm.Wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			e.Release(uid)
-			return gateway.Admission{Wait: minIdleRequeue, Reason: gateway.DeferRateLimited}
-		case <-t.C:
-		}
-	}
+	return admitWait(ctx, r.Clock, e, uid)
 }
 
 // call makes the provider call the plan asked for.

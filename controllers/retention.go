@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -44,6 +45,7 @@ type Retention struct {
 	Clock     clock.PassiveClock
 }
 
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=refunds,verbs=get;list;watch
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -65,6 +67,12 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.Payment{}, builder.WithPredicates(final)).
 		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.finalPaymentsOf),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A Refund that settles may release its payment.
+		Watches(&v1alpha1.Refund{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*v1alpha1.Refund).Spec.PaymentRef.Name}}}
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.(*v1alpha1.Refund).Status.Phase != e.ObjectNew.(*v1alpha1.Refund).Status.Phase
+		}})).
 		Complete(r)
 }
 
@@ -138,6 +146,17 @@ func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.D
 		// A human must look first; clearing the condition is an update that
 		// brings the payment back here.
 		return 0, false, nil
+	}
+	refunds, err := listRefunds(ctx, r.Client, p.Namespace, p.Name)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, rf := range refunds {
+		if !rf.Status.Phase.IsFinal() {
+			// A Refund in flight keeps its payment (and itself: it is owned
+			// by the payment); its settling brings the payment back here.
+			return 0, false, nil
+		}
 	}
 	prov := &v1alpha1.PaymentProvider{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}, prov); err != nil {

@@ -30,12 +30,13 @@ const (
 	ControllerBackfill  Controller = "paymentprovider-backfill" // Backfill
 	ControllerRetention Controller = "payment-retention"        // Retention
 	ControllerBundles   Controller = "webhookbundle"            // WebhookBundleReconciler (needs Options.BundleNamespace)
+	ControllerRefund    Controller = "refund"                   // RefundReconciler
 )
 
 // AllControllers are the controllers the manager runs, in the order Setup
 // registers them.
 var AllControllers = []Controller{
-	ControllerSweep, ControllerPayment, ControllerInbox, ControllerProvider, ControllerBackfill, ControllerRetention, ControllerBundles,
+	ControllerSweep, ControllerPayment, ControllerInbox, ControllerProvider, ControllerBackfill, ControllerRetention, ControllerBundles, ControllerRefund,
 }
 
 // DefaultRecorderName is the reporting controller of the manager's Events.
@@ -87,6 +88,7 @@ type Wiring struct {
 	Backfill       *Backfill
 	Retention      *Retention
 	Bundles        *WebhookBundleReconciler
+	Refunds        *RefundReconciler
 	// Secrets reads the Secrets PaymentProviders reference, never from a
 	// cache of every Secret.
 	Secrets *SecretReader
@@ -159,6 +161,10 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 		Recorder: rec, Clock: clk, Gateway: w.Gateway,
 	}
 	w.Retention = &Retention{Client: writer, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk}
+	w.Refunds = &RefundReconciler{
+		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
+		Clock: clk, Gateway: w.Gateway,
+	}
 
 	// The inbox's Payment indexes serve the inbox processor and the backfill.
 	if err := inbox.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
@@ -172,6 +178,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 		ControllerBackfill:  w.Backfill.SetupWithManager,
 		ControllerRetention: w.Retention.SetupWithManager,
 		ControllerBundles:   w.Bundles.SetupWithManager,
+		ControllerRefund:    w.Refunds.SetupWithManager,
 	}
 	for _, c := range AllControllers {
 		if !runs(c) || c == ControllerBundles && o.BundleNamespace == "" {

@@ -68,6 +68,8 @@ type WebhookEventReconciler struct {
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments/status,verbs=update
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=refunds,verbs=get;list;watch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=refunds/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -106,6 +108,8 @@ func (r *WebhookEventReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Orphaned, done) are exactly what this controller must see.
 		For(&v1alpha1.WebhookEvent{}).
 		Watches(&v1alpha1.Payment{}, handler.EnqueueRequestsFromMapFunc(r.orphansOf)).
+		// A Refund that appears wakes the refund events that waited for it.
+		Watches(&v1alpha1.Refund{}, handler.EnqueueRequestsFromMapFunc(r.orphansOfRefund)).
 		// A provider created (back) or re-configured: its waiting events can
 		// be parsed now, and a changed retention moves every expiry.
 		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.eventsOf),
@@ -224,6 +228,21 @@ func (r *WebhookEventReconciler) orphansOf(ctx context.Context, obj client.Objec
 	return reqs
 }
 
+// orphansOfRefund maps a Refund to the Orphaned events waiting for it.
+func (r *WebhookEventReconciler) orphansOfRefund(ctx context.Context, obj client.Object) []reconcile.Request {
+	var l v1alpha1.WebhookEventList
+	key := "refund:" + obj.GetNamespace() + "/" + obj.GetName()
+	if err := r.Client.List(ctx, &l, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexOrphanKeys: key}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list orphaned webhook events", "refund", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(l.Items))
+	for _, e := range l.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&e)})
+	}
+	return reqs
+}
+
 // eventsOf maps a PaymentProvider to its events.
 func (r *WebhookEventReconciler) eventsOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	var l v1alpha1.WebhookEventList
@@ -251,6 +270,9 @@ func orphanKeysOfEvent(o client.Object) []string {
 	}
 	if e.Spec.ProviderPaymentID != "" {
 		keys = append(keys, "id:"+inbox.Key(e.Spec.Provider, e.Spec.ProviderPaymentID))
+	}
+	if e.Spec.RefundReference != "" {
+		keys = append(keys, "refund:"+e.Spec.RefundReference)
 	}
 	return keys
 }

@@ -300,7 +300,7 @@ func sendChunked(t *testing.T, url string, body []byte, h http.Header) inboxtest
 func TestUnsupportedEventTypeIsAcknowledgedAndIgnored(t *testing.T) {
 	k := newKukoPay(t)
 	p := k.payment(t, "order-6", "order-6", "pay_6", 900)
-	for _, typ := range []string{"refund.failed", "customer.created"} {
+	for _, typ := range []string{"payment.requires_action", "customer.created"} {
 		t.Run(typ, func(t *testing.T) {
 			ev := k.event("evt_"+typ, typ, "succeeded", p)
 			r := k.deliver(t, ev)

@@ -43,7 +43,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Ser
 	// the bundles: see CacheOptions). The
 	// receiver never reads WebhookEvents from the cache: it only creates them
 	// and re-reads them through the API reader, so it keeps no copy of the inbox.
-	for _, obj := range []client.Object{&v1alpha1.PaymentProvider{}, &v1alpha1.Payment{}, &corev1.Secret{}} {
+	for _, obj := range []client.Object{&v1alpha1.PaymentProvider{}, &v1alpha1.Payment{}, &v1alpha1.Refund{}, &corev1.Secret{}} {
 		if _, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
 			return nil, fmt.Errorf("webhookreceiver: informer for %T: %w", obj, err)
 		}

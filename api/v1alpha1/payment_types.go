@@ -396,6 +396,18 @@ type ActionStatus struct {
 	Cancel string `json:"cancel,omitempty"`
 }
 
+// RefundSummary is one Refund of a payment, for kubectl describe.
+type RefundSummary struct {
+	// name of the Refund.
+	Name string `json:"name"`
+	// amount of the refund, for display.
+	// +optional
+	Amount string `json:"amount,omitempty"`
+	// phase of the Refund.
+	// +optional
+	Phase RefundPhase `json:"phase,omitempty"`
+}
+
 // CustomerAction is where the payer must go.
 type CustomerAction struct {
 	// url of the provider's page for the payer.
@@ -474,9 +486,21 @@ type PaymentStatus struct {
 	// +optional
 	AmountReceived *Money `json:"amountReceived,omitempty"`
 
-	// amountRefunded is the cumulative refunded amount.
+	// amountRefunded is the cumulative refunded amount, as the provider
+	// reports it (refunds made by Refunds and elsewhere alike).
 	// +optional
 	AmountRefunded *Money `json:"amountRefunded,omitempty"`
+
+	// amountRefundedDisplay is amountRefunded for kubectl (e.g. "5.00 USD").
+	// +optional
+	AmountRefundedDisplay string `json:"amountRefundedDisplay,omitempty"`
+
+	// refunds are this payment's Refunds as last seen (at most 20; the
+	// oldest settled ones are dropped first).
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Refunds []RefundSummary `json:"refunds,omitempty"`
 
 	// failure explains a Failed payment.
 	// +optional
@@ -575,6 +599,7 @@ type PaymentStatus struct {
 // +kubebuilder:selectablefield:JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Amount",type=string,JSONPath=".status.amountDisplay"
+// +kubebuilder:printcolumn:name="Refunded",type=string,JSONPath=".status.amountRefundedDisplay"
 // +kubebuilder:printcolumn:name="Waiting-For",type=string,JSONPath=".status.waitingFor"
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=".spec.providerRef.name"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"

@@ -5,7 +5,7 @@ import (
 )
 
 // ProviderType selects the provider adapter.
-// +kubebuilder:validation:Enum=kukopay;paypal;generic
+// +kubebuilder:validation:Enum=kukopay;paypal;generic;stripe
 type ProviderType string
 
 // The provider types paywarden speaks (SPEC §4).
@@ -13,6 +13,7 @@ const (
 	ProviderKukoPay ProviderType = "kukopay"
 	ProviderPayPal  ProviderType = "paypal"
 	ProviderGeneric ProviderType = "generic"
+	ProviderStripe  ProviderType = "stripe"
 )
 
 // Condition types on a PaymentProvider.
@@ -201,7 +202,7 @@ type PaymentProviderSpec struct {
 	// +required
 	APIURL string `json:"apiURL"`
 	// credentialsSecretRef names the Secret with the API credentials (kukopay:
-	// apiKey; paypal: clientID and clientSecret; generic: token).
+	// apiKey; paypal: clientID and clientSecret; generic: token; stripe: secretKey).
 	// +required
 	CredentialsSecretRef SecretReference `json:"credentialsSecretRef"`
 	// webhook verification settings.

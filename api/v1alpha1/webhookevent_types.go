@@ -77,6 +77,15 @@ type WebhookEventSpec struct {
 	// +kubebuilder:validation:MaxLength=255
 	// +optional
 	MerchantReference string `json:"merchantReference,omitempty"`
+	// refundReference is paywarden's reference of the refund a refund event
+	// is about ("<namespace>/<name>" of its Refund), when the provider kept it.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	RefundReference string `json:"refundReference,omitempty"`
+	// providerRefundID is the provider's id of the refund a refund event is about.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	ProviderRefundID string `json:"providerRefundID,omitempty"`
 	// payment is the name of the Payment the event was matched to, when known
 	// at receipt.
 	// +kubebuilder:validation:MaxLength=253

@@ -1,7 +1,8 @@
 // Command paysim runs the payment provider simulator (see internal/paysim and
 // docs/paysim.md): one HTTP server speaking the KukoPay (/kukopay), PayPal (/paypal) and
-// generic async-job (/generic) APIs, with scripted outcomes, signed webhooks, fault
-// injection and a control API under /_paysim/.
+// generic async-job (/generic) APIs, checkout lifecycle and refunds included, with
+// scripted outcomes, payer pages, signed webhooks, fault injection and a control API
+// under /_paysim/.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,8 +51,12 @@ func run(args []string) error {
 		ppID        = fs.String("paypal-client-id", "", "PayPal client id to accept (empty: any)")
 		ppSecret    = fs.String("paypal-client-secret", "", "PayPal client secret to accept (empty: any)")
 		genToken    = fs.String("generic-token", "", "generic provider bearer token to accept (empty: any)")
-		outcome     = fs.String("default-outcome", "succeed", "outcome of unscripted payments: succeed, fail, expire, processing, pending, mismatch, unknown")
+		outcome     = fs.String("default-outcome", "succeed", "outcome of unscripted payments: succeed, fail, expire, processing, pending, mismatch, unknown, approve, abandon, needs_action")
 		outcomeWait = fs.Duration("default-after", 2*time.Second, "simulated delay before an unscripted payment's outcome")
+		ppAuth      = fs.Duration("paypal-authorization-period", paysim.DefaultPayPalAuthorizationPeriod, "how long a PayPal authorization can be captured (simulated, scaled)")
+		kukoAuth    = fs.Duration("kukopay-authorization-period", paysim.DefaultKukoPayAuthorizationPeriod, "how long a KukoPay authorization (requires_capture) can be captured (simulated, scaled)")
+		checkoutTTL = fs.Duration("checkout-ttl", paysim.DefaultCheckoutTTL, "lifetime of a KukoPay or generic payer link when the create request sets none (simulated, scaled)")
+		faultOps    = fs.String("fault-operations", "", "comma-separated operations the API faults apply to (empty: all): "+strings.Join(paysim.Operations(), ", "))
 	)
 	urls, secrets := map[string]*string{}, map[string]*string{}
 	for _, p := range []string{paysim.KukoPay, paysim.PayPal, paysim.Generic} {
@@ -77,6 +83,16 @@ func run(args []string) error {
 		return err
 	}
 
+	for _, op := range strings.Split(*faultOps, ",") {
+		if op = strings.TrimSpace(op); op == "" {
+			continue
+		}
+		if !slices.Contains(paysim.Operations(), op) {
+			return fmt.Errorf("--fault-operations: unknown operation %q (known: %s)", op, strings.Join(paysim.Operations(), ", "))
+		}
+		f.Operations = append(f.Operations, op)
+	}
+
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
@@ -92,6 +108,7 @@ func run(args []string) error {
 		IdempotencyWindow: *idemWindow, PayPalTokenTTL: *tokenTTL, PayPalWebhookID: *webhookID,
 		KukoPayAPIKey: *kukoKey, PayPalClientID: *ppID, PayPalClientSecret: *ppSecret, GenericToken: *genToken,
 		DefaultScript: def, Faults: f,
+		PayPalAuthorizationPeriod: *ppAuth, KukoPayAuthorizationPeriod: *kukoAuth, CheckoutTTL: *checkoutTTL,
 		WebhookTargets: map[string]string{}, WebhookSecrets: map[string][][]byte{},
 	}
 	for p, u := range urls {

@@ -46,6 +46,8 @@ func NewEvent(prov *v1alpha1.PaymentProvider, ev provider.Event, via v1alpha1.Ev
 		return nil, fmt.Errorf("%w: event %s: type longer than %d bytes", ErrInvalidEvent, ev.ID, maxEventType)
 	case len(ev.PaymentID) > maxRef, len(ev.MerchantReference) > maxRef:
 		return nil, fmt.Errorf("%w: event %s: payment reference longer than %d bytes", ErrInvalidEvent, ev.ID, maxRef)
+	case ev.Refund != nil && (len(ev.Refund.ID) > maxRef || len(ev.Refund.Reference) > 2*maxRef):
+		return nil, fmt.Errorf("%w: event %s: refund reference too long", ErrInvalidEvent, ev.ID)
 	case !utf8.ValidString(ev.ID) || !utf8.ValidString(ev.PaymentID) || !utf8.ValidString(ev.MerchantReference):
 		return nil, fmt.Errorf("%w: event %s: ids are not UTF-8", ErrInvalidEvent, ev.ID)
 	}
@@ -64,6 +66,8 @@ func NewEvent(prov *v1alpha1.PaymentProvider, ev provider.Event, via v1alpha1.Ev
 			ReceivedAt:        metav1.NewTime(now),
 			ProviderPaymentID: ev.PaymentID,
 			MerchantReference: ev.MerchantReference,
+			RefundReference:   refundField(ev, func(r *provider.Refund) string { return r.Reference }),
+			ProviderRefundID:  refundField(ev, func(r *provider.Refund) string { return r.ID }),
 			Payload:           payload,
 			PayloadTruncated:  truncated,
 			// The hash of the whole body is kept for every event, not only
@@ -105,4 +109,11 @@ func Reparse(adapter provider.Provider, evt *v1alpha1.WebhookEvent) (provider.Ev
 		return provider.Event{}, fmt.Errorf("%w: payload id %q differs from spec.eventID %q", ErrNotReparsable, ev.ID, evt.Spec.EventID)
 	}
 	return ev, nil
+}
+
+func refundField(ev provider.Event, f func(*provider.Refund) string) string {
+	if ev.Refund == nil {
+		return ""
+	}
+	return f(ev.Refund)
 }

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -196,8 +197,84 @@ func (in *Inbox) apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provi
 		payment.Record(in.Recorder, p, out)
 	}
 	result, msg := payment.EventResult(p, out, obs)
+	if ev.Refund != nil {
+		// A refund event is about a Refund too (when paywarden made it).
+		rresult, rmsg, err := in.applyToRefund(ctx, evt, ev, p)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if rresult != "" && (rresult == v1alpha1.ResultOrphaned || rresult == v1alpha1.ResultApplied || rresult == v1alpha1.ResultConflict || result != v1alpha1.ResultApplied) {
+			result, msg = rresult, rmsg+"; "+msg
+		}
+	}
 	ctrl.LoggerFrom(ctx).V(1).Info("event applied", "payment", p.Name, "eventID", ev.ID, "result", result, "phase", p.Status.Phase)
 	return finish(result, msg, p.Name)
+}
+
+// applyToRefund applies a refund event to the Refund it is about: by the
+// provider's refund id, else by paywarden's reference kept at the provider.
+// A reference to a Refund not seen yet leaves the event Orphaned until it
+// appears; a refund paywarden did not make (the dashboard) has no Refund,
+// and only the payment's refunded total moves.
+func (in *Inbox) applyToRefund(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provider.Event, p *v1alpha1.Payment) (v1alpha1.EventResult, string, error) {
+	rf, waiting, err := in.refundOf(ctx, evt, p)
+	if err != nil || rf == nil {
+		if waiting {
+			return v1alpha1.ResultOrphaned, "waiting for Refund " + evt.Spec.RefundReference, err
+		}
+		return "", "", err
+	}
+	obs := payment.FromRefund(*ev.Refund, payment.FromEvent(ev, evt.Spec.Via).Source, ev.ID)
+	obs.OccurredAt = ev.OccurredAt
+	out, wrote, err := payment.StoreRefund(ctx, in.writer(), rf, func(rf *v1alpha1.Refund) payment.RefundOutcome {
+		return payment.ApplyRefundEvent(rf, obs, in.now())
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("apply event %s to refund %s/%s: %w", ev.ID, rf.Namespace, rf.Name, err)
+	}
+	if wrote {
+		payment.RecordRefund(in.Recorder, rf, p, out)
+	}
+	res := out.Results[len(out.Results)-1]
+	msg := fmt.Sprintf("refund %s: %s", rf.Name, res.Reason)
+	switch res.Decision {
+	case payment.Applied:
+		return v1alpha1.ResultApplied, msg, nil
+	case payment.Conflict:
+		return v1alpha1.ResultConflict, msg, nil
+	case payment.Duplicate:
+		return v1alpha1.ResultDuplicate, msg, nil
+	case payment.Stale:
+		return v1alpha1.ResultStale, msg, nil
+	}
+	return v1alpha1.ResultIgnored, msg, nil
+}
+
+func (in *Inbox) refundOf(ctx context.Context, evt *v1alpha1.WebhookEvent, p *v1alpha1.Payment) (rf *v1alpha1.Refund, waiting bool, err error) {
+	if id := evt.Spec.ProviderRefundID; id != "" {
+		var l v1alpha1.RefundList
+		if err := in.Reader.List(ctx, &l, client.InNamespace(p.Namespace), client.MatchingFields{IndexRefundProviderID: p.Name + "/" + id}); err != nil {
+			return nil, false, fmt.Errorf("find refund %q: %w", id, err)
+		}
+		if len(l.Items) == 1 {
+			return &l.Items[0], false, nil
+		}
+	}
+	ns, name, ok := strings.Cut(evt.Spec.RefundReference, "/")
+	if !ok || ns != evt.Namespace || name == "" {
+		return nil, false, nil
+	}
+	rf = &v1alpha1.Refund{}
+	if err := in.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rf); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("read refund %s: %w", evt.Spec.RefundReference, err)
+	}
+	if rf.Spec.PaymentRef.Name != p.Name {
+		return nil, false, nil // a reference that is not about this payment
+	}
+	return rf, false, nil
 }
 
 // Ignore records that a stored event will not be applied, and why (e.g. its

@@ -20,6 +20,11 @@ const (
 	// IndexPaymentProviderID indexes Payments by "<provider>/<provider payment id>",
 	// from status (created by paywarden) and spec (tracked payments).
 	IndexPaymentProviderID = "inbox.providerPaymentID"
+	// IndexRefundPayment indexes Refunds by the Payment they refund.
+	IndexRefundPayment = "refund.paymentRef"
+	// IndexRefundProviderID indexes Refunds by "<payment>/<provider refund
+	// id>", so a refund event finds its Refund.
+	IndexRefundProviderID = "refund.providerRefundID"
 )
 
 // Key builds an index key from a provider name and a reference. Provider names
@@ -37,6 +42,20 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}
 	if err := indexer.IndexField(ctx, &v1alpha1.Payment{}, IndexPaymentProviderID, providerIDKeys); err != nil {
 		return fmt.Errorf("index payments by provider payment id: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &v1alpha1.Refund{}, IndexRefundPayment, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.Refund).Spec.PaymentRef.Name}
+	}); err != nil {
+		return fmt.Errorf("index refunds by payment: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &v1alpha1.Refund{}, IndexRefundProviderID, func(o client.Object) []string {
+		r := o.(*v1alpha1.Refund)
+		if r.Status.ProviderRefundID == "" {
+			return nil
+		}
+		return []string{r.Spec.PaymentRef.Name + "/" + r.Status.ProviderRefundID}
+	}); err != nil {
+		return fmt.Errorf("index refunds by provider refund id: %w", err)
 	}
 	return nil
 }
@@ -72,6 +91,9 @@ func PaymentProviderIDs(p *v1alpha1.Payment) []string {
 		ids = append(ids, id)
 	}
 	if id := p.Spec.ProviderPaymentID; id != "" && id != p.Status.ProviderPaymentID {
+		ids = append(ids, id)
+	}
+	if id := p.Status.CheckoutID; id != "" && id != p.Status.ProviderPaymentID && id != p.Spec.ProviderPaymentID {
 		ids = append(ids, id)
 	}
 	return ids

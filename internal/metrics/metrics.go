@@ -18,6 +18,12 @@ var Transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Payment phase transitions applied, by provider (namespace, name), from and to phase, and observation source.",
 }, []string{"namespace", "provider", "from", "to", "source"})
 
+// RefundTransitions counts applied refund phase changes.
+var RefundTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "paywarden_refund_transitions_total",
+	Help: "Refund phase transitions applied, by namespace, from and to phase, and observation source.",
+}, []string{"namespace", "from", "to", "source"})
+
 // StatusQueries counts per-payment status queries by result (found, error,
 // not_found, deferred_rate_limit, deferred_circuit_open).
 var StatusQueries = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -47,7 +53,7 @@ var PaymentsOverdue = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 
 // RegisterShared registers the metrics both processes update.
 func RegisterShared(reg prometheus.Registerer) error {
-	return register(reg, Transitions)
+	return register(reg, Transitions, RefundTransitions)
 }
 
 // RegisterManager registers the manager's own metrics.

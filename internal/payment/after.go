@@ -120,7 +120,7 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 	switch Classify(call.Err) {
 	case Answered:
 		q.LastTime = ptrMicro(now)
-		q.LastError, q.LastErrorClass, q.ConsecutiveErrors, q.UnansweredSince = "", "", 0, nil
+		c.sched().answered()
 		for _, obs := range FromPayment(call.Payment, v1alpha1.SourceStatusQuery) {
 			obs.PastExpiry = closeOut
 			c.apply(obs)
@@ -202,7 +202,7 @@ func (c *change) answered(pp provider.Payment, source v1alpha1.ObservationSource
 	if st.ProviderPaymentID == "" {
 		st.ProviderPaymentID = pp.ID
 	}
-	st.Query.LastError, st.Query.LastErrorClass, st.Query.ConsecutiveErrors, st.Query.UnansweredSince = "", "", 0, nil
+	c.sched().answered()
 }
 
 // startSchedule starts the status-query schedule once the provider knows the
@@ -212,44 +212,26 @@ func (c *change) startSchedule(pol Policy) {
 	if st.Phase.IsFinal() || parked(st) {
 		return
 	}
-	first, _ := Delay(pol.Schedule, pol.JitterPercent, 0, string(c.p.UID))
-	st.Query.Attempts = 0
-	c.wakeIn(first)
+	c.sched().start(pol)
 }
 
-// noAnswer records a call that got no answer: the payment waits at its
-// current step (a query) or on the create backoff, honouring Retry-After,
-// and gives up only after Policy.MaxUnreachable without any answer.
+// noAnswer records a call that got no answer; past Policy.MaxUnreachable
+// without any answer the payment gives up with ProviderUnreachable.
 func (c *change) noAnswer(pol Policy, err error, query bool) {
-	q := &c.st().Query
-	q.LastError, q.LastErrorClass = err.Error(), NoAnswer.StatusName()
-	q.ConsecutiveErrors++
-	if q.UnansweredSince == nil {
-		q.UnansweredSince = ptrMicro(c.now)
-	}
-	var wait time.Duration
-	if query {
-		wait = currentStep(pol, q.Attempts, string(c.p.UID))
-	} else {
-		wait = createBackoff(pol.Schedule, q.ConsecutiveErrors)
-	}
-	if ra, ok := provider.RetryAfter(err); ok && ra > wait {
-		wait = ra
-	}
-	c.wakeIn(wait)
-	if gaveUp(c.st(), pol, c.now) {
-		out := unreachable(c.p, pol, c.now)
-		c.merge(out)
+	if c.sched().noAnswer(pol, err, query) {
+		c.merge(unreachable(c.p, pol, c.now))
 	}
 }
 
 // configProblem records a refused configuration: no attempt is consumed and
 // nothing about the payment changes; the call waits for the fix.
-func (c *change) configProblem(pol Policy, err error) {
-	q := &c.st().Query
-	q.LastError = "provider configuration problem, waiting for it to be fixed: " + err.Error()
-	q.LastErrorClass = Classify(err).StatusName()
-	c.wakeIn(pol.configRetry())
+func (c *change) configProblem(pol Policy, err error) { c.sched().configProblem(pol, err) }
+
+// wakeIn schedules the next call for the payment.
+func (c *change) wakeIn(d time.Duration) { c.sched().wakeIn(d) }
+
+func (c *change) sched() schedule {
+	return schedule{q: &c.st().Query, now: c.now, seed: string(c.p.UID)}
 }
 
 // MinWait is the shortest wait paywarden schedules between two calls for one
@@ -258,9 +240,58 @@ func (c *change) configProblem(pol Policy, err error) {
 // goes through the provider's rate limit.)
 const MinWait = 10 * time.Millisecond
 
-// wakeIn schedules the next call for the payment.
-func (c *change) wakeIn(d time.Duration) {
-	c.st().Query.NextTime = ptrMicro(c.now.Add(max(d, MinWait)))
+// schedule is the bookkeeping of status.query, the same for every kind
+// (Payment, Refund): only answers consume attempts; no answer waits at the
+// current step (queries) or on the create backoff (creates), honouring
+// Retry-After; a refused configuration waits for the fix.
+type schedule struct {
+	q    *v1alpha1.QueryStatus
+	now  time.Time
+	seed string
+}
+
+func (s schedule) wakeIn(d time.Duration) {
+	s.q.NextTime = ptrMicro(s.now.Add(max(d, MinWait)))
+}
+
+// start begins the schedule: no attempts yet, the first query after step 1.
+func (s schedule) start(pol Policy) {
+	first, _ := Delay(pol.Schedule, pol.JitterPercent, 0, s.seed)
+	s.q.Attempts = 0
+	s.wakeIn(first)
+}
+
+// answered clears the run of errors after an answer.
+func (s schedule) answered() {
+	s.q.LastError, s.q.LastErrorClass, s.q.ConsecutiveErrors, s.q.UnansweredSince = "", "", 0, nil
+}
+
+// noAnswer records a call without an answer and reports whether the object
+// has had no answer for Policy.MaxUnreachable.
+func (s schedule) noAnswer(pol Policy, err error, query bool) bool {
+	q := s.q
+	q.LastError, q.LastErrorClass = err.Error(), NoAnswer.StatusName()
+	q.ConsecutiveErrors++
+	if q.UnansweredSince == nil {
+		q.UnansweredSince = ptrMicro(s.now)
+	}
+	var wait time.Duration
+	if query {
+		wait = currentStep(pol, q.Attempts, s.seed)
+	} else {
+		wait = createBackoff(pol.Schedule, q.ConsecutiveErrors)
+	}
+	if ra, ok := provider.RetryAfter(err); ok && ra > wait {
+		wait = ra
+	}
+	s.wakeIn(wait)
+	return unreachableFor(q, pol, s.now)
+}
+
+func (s schedule) configProblem(pol Policy, err error) {
+	s.q.LastError = "provider configuration problem, waiting for it to be fixed: " + err.Error()
+	s.q.LastErrorClass = Classify(err).StatusName()
+	s.wakeIn(pol.configRetry())
 }
 
 // currentStep is the wait of the schedule step the payment is at (the wait

@@ -243,6 +243,32 @@ func TestApplyCheckoutLifecycle(t *testing.T) {
 			},
 		},
 		{
+			name:       "a checkout's payment reported without the checkout id is its own payment, not a second one",
+			given:      []payment.Observation{obsCreated(payment.ObservedPending, withProviderID("cs_1"), withCheckout("cs_1"))},
+			obs:        obsWebhook(payment.ObservedSucceeded, "evt-pi-paid", withPaid(), withProviderID("pi_1")),
+			decision:   payment.Applied,
+			phase:      succeeded,
+			conds:      []string{readySettled},
+			history:    []v1alpha1.HistoryEntry{historyEntry(pending, succeeded, srcWebhook, "evt-pi-paid", "")},
+			events:     []string{"Normal/Succeeded"},
+			transition: phaseChange(pending, succeeded),
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if after.ProviderPaymentID != "pi_1" || after.CheckoutID != "cs_1" {
+					t.Errorf("ids %q/%q", after.ProviderPaymentID, after.CheckoutID)
+				}
+			},
+		},
+		{
+			name:     "once the checkout's payment is known, another payment id is a second payment",
+			given:    []payment.Observation{obsCreated(payment.ObservedPending, withProviderID("cs_1"), withCheckout("cs_1")), obsQuery(payment.ObservedProcessing, withProviderID("pi_1"), withCheckout("cs_1"))},
+			obs:      obsWebhook(payment.ObservedSucceeded, "evt-pi2", withPaid(), withProviderID("pi_2")),
+			decision: payment.Conflict,
+			phase:    processing,
+			conds:    reviewing(v1alpha1.ReasonDuplicatePayment),
+			history:  []v1alpha1.HistoryEntry{historyEntry(processing, processing, srcWebhook, "evt-pi2", v1alpha1.ReasonDuplicatePayment+": pi_2")},
+			events:   []string{"Warning/DuplicatePayment"},
+		},
+		{
 			name:     "an event naming the payment by its checkout id is about the same payment",
 			given:    andThen([]payment.Observation{obsCreated(payment.ObservedPending, withProviderID("cs_1"))}, obsWebhook(payment.ObservedProcessing, "evt-pi", withProviderID("pi_1"), withCheckout("cs_1"))),
 			obs:      obsWebhook(payment.ObservedProcessing, "evt-cs", withProviderID("cs_1")),

@@ -54,6 +54,8 @@ type Observation struct {
 	ProviderPaymentID string
 	// CheckoutID is another provider id of the same payment (its checkout).
 	CheckoutID string
+	// ProviderRefundID (refund observations) is the provider's refund id.
+	ProviderRefundID string
 	// CustomerAction, while the payer must act, is where they must go.
 	CustomerAction *v1alpha1.CustomerAction
 	// AuthorizationExpiresAt (Authorized) is when the reservation ends.
@@ -450,10 +452,7 @@ func (m *machine) manual() {
 	}
 	m.st.ExpiredLocally = false
 	if reviewing {
-		meta.SetStatusCondition(&m.st.Conditions, metav1.Condition{
-			Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonReviewed,
-			Message: "resolved by an operator: " + m.obs.Reason, LastTransitionTime: metav1.NewTime(m.now),
-		})
+		m.ledger().clearReview("resolved by an operator: " + m.obs.Reason)
 	}
 	m.moveTo(to, v1alpha1.ReasonResolved+": "+m.obs.Reason)
 }
@@ -506,16 +505,16 @@ func (m *machine) confirm() {
 		m.st.ProviderStatus = m.obs.Raw
 	}
 	id, checkout := m.obs.ProviderPaymentID, m.obs.CheckoutID
+	if checkout != "" && m.st.CheckoutID == "" {
+		m.st.CheckoutID = checkout
+	}
 	switch {
 	case id != "" && m.st.ProviderPaymentID == "":
 		m.st.ProviderPaymentID = id
-	case id != "" && checkout != "" && m.st.ProviderPaymentID == checkout:
+	case id != "" && id != m.st.ProviderPaymentID && m.awaitingPaymentID():
 		// The checkout recorded until now has its payment: the payment's id
 		// is the one to follow from here on, the checkout's is kept.
 		m.st.ProviderPaymentID = id
-	}
-	if checkout != "" && checkout != m.st.ProviderPaymentID && m.st.CheckoutID == "" {
-		m.st.CheckoutID = checkout
 	}
 	if a := m.obs.CustomerAction; a != nil && m.phase() == v1alpha1.PhasePending {
 		cp := *a
@@ -529,68 +528,29 @@ func (m *machine) confirm() {
 
 // remember records the observation as the last event and its id for dedup.
 func (m *machine) remember() {
-	ref := &v1alpha1.EventRef{ID: m.obs.EventID, Type: m.obs.Raw, Source: m.obs.Source}
-	if ref.Type == "" {
-		ref.Type = string(m.obs.Observed)
-	}
-	if !m.obs.OccurredAt.IsZero() {
-		t := metav1.NewTime(m.obs.OccurredAt)
-		ref.Time = &t
-	}
-	m.st.LastEvent = ref
-	if m.obs.EventID == "" {
-		return
-	}
-	m.st.RecentEventIDs = append(m.st.RecentEventIDs, m.obs.EventID)
-	if n := len(m.st.RecentEventIDs); n > MaxRecentEventIDs {
-		m.st.RecentEventIDs = append([]string(nil), m.st.RecentEventIDs[n-MaxRecentEventIDs:]...)
-	}
+	m.ledger().remember(m.obs.Source, string(m.obs.Observed), m.obs.Raw, m.obs.EventID, m.obs.OccurredAt)
 }
 
 func (m *machine) appendHistory(from, to v1alpha1.PaymentPhase, reason string) {
-	t := m.now
-	if n := len(m.st.History); n > 0 && m.st.History[n-1].Time.After(t) {
-		// Writers' clocks differ; history stays ordered.
-		t = m.st.History[n-1].Time.Time
-	}
 	if m.obs.Source == v1alpha1.SourceManual && reason == "" {
 		reason = m.obs.Reason
 	}
-	m.st.History = append(m.st.History, v1alpha1.HistoryEntry{
-		Time: metav1.NewTime(t), From: from, To: to, Source: m.obs.Source, EventID: m.obs.EventID, Reason: reason,
-	})
-	if n := len(m.st.History); n > MaxHistory {
-		m.st.HistoryDropped += int32(n - MaxHistory)
-		m.st.History = append([]v1alpha1.HistoryEntry(nil), m.st.History[n-MaxHistory:]...)
+	m.ledger().appendHistory(from, to, m.obs.Source, m.obs.EventID, reason)
+}
+
+func (m *machine) needsReview(reason, msg string) { m.ledger().needsReview(reason, msg) }
+
+func (m *machine) warn(reason, msg string) { m.ledger().warn(reason, msg) }
+
+func (m *machine) reviewReason() string { return m.ledger().reviewReason() }
+
+func (m *machine) seen(id string) bool { return m.ledger().seen(id) }
+
+func (m *machine) ledger() ledger {
+	return ledger{
+		history: &m.st.History, dropped: &m.st.HistoryDropped, last: &m.st.LastEvent,
+		recent: &m.st.RecentEventIDs, conditions: &m.st.Conditions, events: &m.events, now: m.now,
 	}
-}
-
-func (m *machine) needsReview(reason, msg string) {
-	meta.SetStatusCondition(&m.st.Conditions, metav1.Condition{
-		Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue, Reason: reason,
-		Message: msg, LastTransitionTime: metav1.NewTime(m.now),
-	})
-	m.warn(reason, msg)
-}
-
-func (m *machine) warn(reason, msg string) {
-	m.events = append(m.events, Event{Warning: true, Reason: reason, Message: msg})
-}
-
-func (m *machine) reviewReason() string {
-	if c := meta.FindStatusCondition(m.st.Conditions, v1alpha1.ConditionNeedsReview); c != nil && c.Status == metav1.ConditionTrue {
-		return c.Reason
-	}
-	return ""
-}
-
-func (m *machine) seen(id string) bool {
-	for _, s := range m.st.RecentEventIDs {
-		if s == id {
-			return true
-		}
-	}
-	return false
 }
 
 func (m *machine) amountMismatch() string {
@@ -634,6 +594,9 @@ func (m *machine) finish() {
 		m.phaseEvent(h.From, h.To, h.Reason)
 	}
 	m.st.AmountDisplay = v1alpha1.FormatAmount(m.spec.Amount.Value, m.spec.Amount.Currency)
+	if a := m.st.AmountRefunded; a != nil {
+		m.st.AmountRefundedDisplay = v1alpha1.FormatAmount(a.Value, a.Currency)
+	}
 	settle(&m.st)
 	setReady(&m.st, m.now)
 	m.st.WaitingFor = WaitingFor(m.spec, &m.st)
@@ -692,8 +655,15 @@ func IsHumanReason(reason string) bool {
 
 // otherPayment reports whether the observation is about a provider payment
 // other than the one recorded for this Payment, and returns the recorded id.
+// awaitingPaymentID: the payment is known by its checkout only (a Stripe
+// Checkout Session before its PaymentIntent exists); the first payment id
+// reported for it is its own.
+func (m *machine) awaitingPaymentID() bool {
+	return m.st.CheckoutID != "" && m.st.ProviderPaymentID == m.st.CheckoutID
+}
+
 func (m *machine) otherPayment() (bool, string) {
-	if m.obs.Review != "" {
+	if m.obs.Review != "" || m.awaitingPaymentID() {
 		return false, "" // paywarden's own decisions are not provider news
 	}
 	known := nonEmpty(m.st.ProviderPaymentID, m.st.CheckoutID, m.spec.ProviderPaymentID)
@@ -741,17 +711,7 @@ func (m *machine) duplicatePayment(known string) {
 // setReady derives the Ready condition: True only when the payment is settled
 // in a final phase and nobody needs to look at it.
 func setReady(st *v1alpha1.PaymentStatus, now time.Time) {
-	c := metav1.Condition{Type: v1alpha1.ConditionReady, LastTransitionTime: metav1.NewTime(now)}
-	review := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionNeedsReview)
-	switch {
-	case review != nil && review.Status == metav1.ConditionTrue:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, review.Reason, "needs review: "+review.Message
-	case st.Phase.IsFinal():
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ReasonSettled, "settled as "+string(st.Phase)
-	default:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonInProgress, "waiting for the provider's final answer"
-	}
-	meta.SetStatusCondition(&st.Conditions, c)
+	setReadyCondition(&st.Conditions, st.Phase.IsFinal(), string(st.Phase), now)
 }
 
 func displayPhase(p v1alpha1.PaymentPhase) string {

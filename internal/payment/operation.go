@@ -212,7 +212,7 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 			c.apply(obs)
 		}
 		st.Operation = nil
-		st.Query.LastError, st.Query.LastErrorClass, st.Query.ConsecutiveErrors, st.Query.UnansweredSince = "", "", 0, nil
+		c.sched().answered()
 		if !st.Phase.IsFinal() && !parked(st) {
 			c.wakeIn(firstStep(pol, string(c.p.UID)))
 		}

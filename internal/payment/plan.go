@@ -195,7 +195,12 @@ func expiresAt(p *v1alpha1.Payment) (time.Time, bool) {
 }
 
 func gaveUp(st *v1alpha1.PaymentStatus, pol Policy, now time.Time) bool {
-	u := st.Query.UnansweredSince
+	return unreachableFor(&st.Query, pol, now)
+}
+
+// unreachableFor: no answer at all for Policy.MaxUnreachable.
+func unreachableFor(q *v1alpha1.QueryStatus, pol Policy, now time.Time) bool {
+	u := q.UnansweredSince
 	return u != nil && pol.MaxUnreachable > 0 && now.Sub(u.Time) >= pol.MaxUnreachable
 }
 

@@ -22,3 +22,16 @@ func Store(ctx context.Context, w statuswriter.Writer, p *v1alpha1.Payment, deci
 	})
 	return out, wrote, err
 }
+
+// StoreRefund is Store for a Refund: decide runs inside the one status
+// writer, again on fresh state after a conflict. RefundStatus is written
+// nowhere else.
+func StoreRefund(ctx context.Context, w statuswriter.Writer, r *v1alpha1.Refund, decide func(r *v1alpha1.Refund) RefundOutcome) (RefundOutcome, bool, error) {
+	var out RefundOutcome
+	wrote, err := statuswriter.Update(ctx, w, r, func(r *v1alpha1.Refund) error {
+		out = decide(r)
+		r.Status = out.Status
+		return nil
+	})
+	return out, wrote, err
+}

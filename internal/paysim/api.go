@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -22,34 +23,59 @@ const maxRequestBody = 1 << 20
 func (s *Sim) routes() *http.ServeMux {
 	m := http.NewServeMux()
 	// KukoPay
-	m.HandleFunc("POST /kukopay/v1/payments", s.api(KukoPay, s.kukopayCreate))
-	m.HandleFunc("GET /kukopay/v1/payments/{id}", s.api(KukoPay, s.kukopayGet))
-	m.HandleFunc("GET /kukopay/v1/payments", s.api(KukoPay, s.kukopaySearch))
-	m.HandleFunc("GET /kukopay/v1/events", s.api(KukoPay, s.kukopayEvents))
+	m.HandleFunc("POST /kukopay/v1/payments", s.api(KukoPay, OpCreate, s.kukopayCreate))
+	m.HandleFunc("GET /kukopay/v1/payments/{id}", s.api(KukoPay, OpGet, s.kukopayGet))
+	m.HandleFunc("GET /kukopay/v1/payments", s.api(KukoPay, OpFind, s.kukopaySearch))
+	m.HandleFunc("GET /kukopay/v1/events", s.api(KukoPay, OpEvents, s.kukopayEvents))
+	m.HandleFunc("POST /kukopay/v1/payments/{id}/capture", s.api(KukoPay, OpCapture, s.kukopayCapture))
+	m.HandleFunc("POST /kukopay/v1/payments/{id}/cancel", s.api(KukoPay, OpVoid, s.kukopayCancel))
+	m.HandleFunc("POST /kukopay/v1/refunds", s.api(KukoPay, OpRefund, s.kukopayCreateRefund))
+	m.HandleFunc("GET /kukopay/v1/refunds/{id}", s.api(KukoPay, OpGetRefund, s.kukopayGetRefund))
+	m.HandleFunc("GET /kukopay/v1/refunds", s.api(KukoPay, OpFindRefund, s.kukopayListRefunds))
 	// PayPal
-	m.HandleFunc("POST /paypal/v1/oauth2/token", s.api(PayPal, s.paypalToken))
-	m.HandleFunc("POST /paypal/v2/checkout/orders", s.api(PayPal, s.paypalCreate))
-	m.HandleFunc("GET /paypal/v2/checkout/orders/{id}", s.api(PayPal, s.paypalGet))
-	m.HandleFunc("POST /paypal/v1/notifications/verify-webhook-signature", s.api(PayPal, s.paypalVerify))
+	m.HandleFunc("POST /paypal/v1/oauth2/token", s.api(PayPal, OpToken, s.paypalToken))
+	m.HandleFunc("POST /paypal/v2/checkout/orders", s.api(PayPal, OpCreate, s.paypalCreate))
+	m.HandleFunc("GET /paypal/v2/checkout/orders/{id}", s.api(PayPal, OpGet, s.paypalGet))
+	m.HandleFunc("POST /paypal/v2/checkout/orders/{id}/capture", s.api(PayPal, OpCapture, s.paypalCaptureOrder))
+	m.HandleFunc("POST /paypal/v2/checkout/orders/{id}/authorize", s.api(PayPal, OpAuthorize, s.paypalAuthorizeOrder))
+	m.HandleFunc("GET /paypal/v2/payments/authorizations/{id}", s.api(PayPal, OpGet, s.paypalGetAuthorization))
+	m.HandleFunc("POST /paypal/v2/payments/authorizations/{id}/capture", s.api(PayPal, OpCapture, s.paypalCaptureAuthorization))
+	m.HandleFunc("POST /paypal/v2/payments/authorizations/{id}/void", s.api(PayPal, OpVoid, s.paypalVoidAuthorization))
+	m.HandleFunc("GET /paypal/v2/payments/captures/{id}", s.api(PayPal, OpGet, s.paypalGetCapture))
+	m.HandleFunc("POST /paypal/v2/payments/captures/{id}/refund", s.api(PayPal, OpRefund, s.paypalRefundCapture))
+	m.HandleFunc("GET /paypal/v2/payments/refunds/{id}", s.api(PayPal, OpGetRefund, s.paypalGetRefund))
+	m.HandleFunc("POST /paypal/v1/notifications/verify-webhook-signature", s.api(PayPal, OpVerify, s.paypalVerify))
 	// Generic async-job API
-	m.HandleFunc("POST /generic/jobs", s.api(Generic, s.genericCreate))
-	m.HandleFunc("GET /generic/jobs/{id}", s.api(Generic, s.genericGet))
-	m.HandleFunc("GET /generic/jobs", s.api(Generic, s.genericSearch))
-	m.HandleFunc("GET /generic/events", s.api(Generic, s.genericEvents))
+	m.HandleFunc("POST /generic/jobs", s.api(Generic, OpCreate, s.genericCreate))
+	m.HandleFunc("GET /generic/jobs/{id}", s.api(Generic, OpGet, s.genericGet))
+	m.HandleFunc("GET /generic/jobs", s.api(Generic, OpFind, s.genericSearch))
+	m.HandleFunc("GET /generic/events", s.api(Generic, OpEvents, s.genericEvents))
+	m.HandleFunc("POST /generic/jobs/{id}/refunds", s.api(Generic, OpRefund, s.genericCreateRefund))
+	m.HandleFunc("GET /generic/jobs/{id}/refunds/{refundId}", s.api(Generic, OpGetRefund, s.genericGetRefund))
+	// The payer's pages (links in CustomerAction): no faults, they are for browsers.
+	m.HandleFunc("/paypal/checkoutnow", s.hostedPage(PayPal))
+	m.HandleFunc("/kukopay/checkout/{id}", s.hostedPage(KukoPay))
+	m.HandleFunc("/generic/actions/{id}", s.hostedPage(Generic))
+	// Stripe (and its control calls)
+	s.stripeRoutes(m)
 	// Control API
 	s.controlRoutes(m)
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	return m
 }
 
-// api wraps a provider endpoint with fault injection. Decisions are drawn in a fixed
-// order from the seeded source so a run with the same seed and request sequence
-// injects the same faults.
-func (s *Sim) api(prov string, h http.HandlerFunc) http.HandlerFunc {
+// api wraps a provider endpoint (operation op) with fault injection. Decisions are
+// drawn in a fixed order from the seeded source so a run with the same seed and request
+// sequence injects the same faults; an operation the faults do not apply to draws
+// nothing.
+func (s *Sim) api(prov, op string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		f := s.faults.withDefaults()
-		slow, serverErr, tooMany, lost := s.chance(f.SlowRate), s.chance(f.ServerErrorRate), s.chance(f.TooManyRequestsRate), s.chance(f.LostResponseRate)
+		var slow, serverErr, tooMany, lost bool
+		if f.appliesTo(op) {
+			slow, serverErr, tooMany, lost = s.chance(f.SlowRate), s.chance(f.ServerErrorRate), s.chance(f.TooManyRequestsRate), s.chance(f.LostResponseRate)
+		}
 		if slow {
 			s.counters.APIFaults.Slow++
 		}
@@ -119,11 +145,42 @@ func writeRaw(w http.ResponseWriter, code int, contentType string, b []byte) {
 // writeError answers in the provider's own error format. retryable is only
 // expressed by the generic provider (problem details); nil means "per status".
 func (s *Sim) writeError(w http.ResponseWriter, prov string, code int, errCode, msg string, retryable *bool, retryAfter time.Duration) {
+	errorAnswer(prov, code, errCode, msg, retryable, retryAfter).write(w)
+}
+
+// answer is one HTTP answer, built under the lock and written after it (and
+// remembered for idempotent replays).
+type answer struct {
+	status      int
+	contentType string
+	body        []byte
+}
+
+func jsonAnswer(status int, v any) answer {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return answer{status: http.StatusInternalServerError, contentType: "text/plain; charset=utf-8", body: []byte(err.Error())}
+	}
+	return answer{status: status, contentType: "application/json", body: b}
+}
+
+func (a answer) write(w http.ResponseWriter) {
+	if a.status == http.StatusNoContent {
+		w.WriteHeader(a.status)
+		return
+	}
+	writeRaw(w, a.status, a.contentType, a.body)
+}
+
+func (a answer) ok() bool { return a.status >= 200 && a.status < 300 }
+
+// errorAnswer is writeError's answer.
+func errorAnswer(prov string, code int, errCode, msg string, retryable *bool, retryAfter time.Duration) answer {
 	switch prov {
 	case KukoPay:
-		writeJSON(w, code, kukopay.ErrorBody{Error: kukopay.ErrorDetail{Code: strings.ToLower(errCode), Message: msg}})
+		return jsonAnswer(code, kukopay.ErrorBody{Error: kukopay.ErrorDetail{Code: strings.ToLower(errCode), Message: msg}})
 	case PayPal:
-		writeJSON(w, code, paypal.ErrorBody{Name: errCode, Message: msg, DebugID: "paysim"})
+		return jsonAnswer(code, paypal.ErrorBody{Name: errCode, Message: msg, DebugID: "paysim"})
 	default:
 		p := provider.Problem{
 			Type: "https://paysim.invalid/problems/" + strings.ToLower(errCode), Title: http.StatusText(code),
@@ -136,18 +193,19 @@ func (s *Sim) writeError(w http.ResponseWriter, prov string, code int, errCode, 
 		if retryAfter > 0 {
 			p.RetryAfter = json.RawMessage(strconv.FormatInt(int64(retryAfter/time.Second), 10))
 		}
-		writeProblem(w, p)
+		return problemAnswer(p)
 	}
 }
 
-func writeProblem(w http.ResponseWriter, p provider.Problem) {
+func problemAnswer(p provider.Problem) answer {
 	b, err := json.Marshal(p)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+		return answer{status: http.StatusInternalServerError, contentType: "text/plain; charset=utf-8", body: []byte(err.Error())}
 	}
-	writeRaw(w, p.Status, "application/problem+json", b)
+	return answer{status: p.Status, contentType: "application/problem+json", body: b}
 }
+
+func writeProblem(w http.ResponseWriter, p provider.Problem) { problemAnswer(p).write(w) }
 
 // readJSON decodes a capped request body.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
@@ -197,7 +255,10 @@ var errIdemMismatch = errors.New("idempotency key reused with a different reques
 // idempotentLocked looks key up: a stored answer within the window is returned for
 // replay, a different request under the same key is an error. s.mu must be held.
 func (s *Sim) idempotentLocked(prov, key string, body []byte) (*idemEntry, [32]byte, error) {
-	fp := sha256.Sum256(body)
+	return s.idempotentFPLocked(prov, key, sha256.Sum256(body))
+}
+
+func (s *Sim) idempotentFPLocked(prov, key string, fp [32]byte) (*idemEntry, [32]byte, error) {
 	if key == "" {
 		return nil, fp, nil
 	}
@@ -216,6 +277,51 @@ func (s *Sim) rememberLocked(prov, key string, fp [32]byte, status int, contentT
 		return
 	}
 	s.idem[prov+"/"+key] = &idemEntry{fingerprint: fp, status: status, contentType: contentType, body: body, at: s.now()}
+}
+
+// idempotentCall serves a money-moving call (capture, authorize, void, cancel,
+// refund): it counts it, replays the first 2xx answer for the same key within the
+// window (the key is keyHeader's value; method, path and body must match, else 422),
+// and otherwise runs fn under s.mu. Only 2xx answers are remembered: a refusal changed
+// nothing, so asking again is harmless. Because fn runs under the lock, a second
+// request with the same key waits for the first and then replays it.
+func (s *Sim) idempotentCall(w http.ResponseWriter, r *http.Request, prov, keyHeader string, fn func(body []byte) answer) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	if err != nil {
+		s.writeError(w, prov, http.StatusRequestEntityTooLarge, "invalid_request", err.Error(), boolPtr(false), 0)
+		return
+	}
+	key := r.Header.Get(keyHeader)
+	h := sha256.New()
+	_, _ = io.WriteString(h, r.Method+" "+r.URL.Path+"\n")
+	_, _ = h.Write(body)
+	var fp [32]byte
+	copy(fp[:], h.Sum(nil))
+
+	s.mu.Lock()
+	s.counters.ActionRequests++
+	if key != "" {
+		s.counters.ActionsByKey[prov+"/"+key]++
+	}
+	replay, _, err := s.idempotentFPLocked(prov, key, fp)
+	var a answer
+	switch {
+	case err != nil:
+		a = errorAnswer(prov, http.StatusUnprocessableEntity, "idempotency_error", err.Error(), boolPtr(false), 0)
+		if prov == PayPal {
+			a = paypalIssue(http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", err.Error())
+		}
+	case replay != nil:
+		a = answer{status: replay.status, contentType: replay.contentType, body: replay.body}
+		w.Header().Set("Idempotent-Replayed", "true")
+	default:
+		a = fn(body)
+		if a.ok() {
+			s.rememberLocked(prov, key, fp, a.status, a.contentType, a.body)
+		}
+	}
+	s.mu.Unlock()
+	a.write(w)
 }
 
 // countCreateLocked counts one create call.

@@ -2,6 +2,7 @@ package paysim
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 )
 
@@ -109,6 +110,31 @@ func (s *Sim) controlRoutes(m *http.ServeMux) {
 		}
 		if err := s.Dispute(r.PathValue("provider"), r.PathValue("id"), body.Reason); err != nil {
 			controlError(w, http.StatusNotFound, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.HandleFunc("POST /_paysim/payments/{provider}/{id}/approve", func(w http.ResponseWriter, r *http.Request) {
+		err := s.Approve(r.PathValue("provider"), r.PathValue("id"))
+		switch {
+		case errors.Is(err, errNotAwaitingPayer):
+			controlError(w, http.StatusConflict, err)
+		case err != nil:
+			controlError(w, http.StatusNotFound, err)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	})
+	m.HandleFunc("POST /_paysim/refunds/{provider}/{id}/settle", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Outcome Outcome `json:"outcome"`
+		}
+		if err := readJSON(w, r, &body); err != nil {
+			controlError(w, http.StatusBadRequest, err)
+			return
+		}
+		if err := s.SettleRefund(r.PathValue("provider"), r.PathValue("id"), body.Outcome); err != nil {
+			controlError(w, http.StatusConflict, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)

@@ -50,7 +50,7 @@ func TestControlAPI(t *testing.T) {
 	if code, body := call(t, "PUT", base+"/webhooks/generic", `{"url":"`+rcv.srv.URL+`","secrets":["whsec_YWJjZGVm"]}`); code != 204 {
 		t.Fatalf("webhooks: %d %s", code, body)
 	}
-	if code, _ := call(t, "PUT", base+"/webhooks/stripe", `{"url":"x"}`); code != 404 {
+	if code, _ := call(t, "PUT", base+"/webhooks/adyen", `{"url":"x"}`); code != 404 {
 		t.Fatal("unknown provider accepted")
 	}
 

@@ -22,6 +22,25 @@ type Counters struct {
 	VerifyCalls      int            `json:"verifyCalls"`    // PayPal verify-webhook-signature calls
 	Unauthorized     int            `json:"unauthorized"`   // API calls rejected for credentials
 
+	// Approvals counts payers approving (scripted, hosted page or control call).
+	Approvals int `json:"approvals"`
+	// ActionRequests counts capture, authorize, void, cancel and refund calls that
+	// reached their logic (replays and refusals included); ActionsByKey counts them
+	// per "<provider>/<idempotency key>".
+	ActionRequests int            `json:"actionRequests"`
+	ActionsByKey   map[string]int `json:"actionsByKey"`
+	// CapturesByPayment counts captures that took effect through the capture API
+	// (PayPal order or authorization capture, KukoPay capture), per payment id:
+	// "captured exactly once" is CapturesByPayment[id] == 1. Charges made without a
+	// capture call (automatic capture, scripted outcomes) are not captures.
+	CapturesByPayment map[string]int `json:"capturesByPayment"`
+	// AuthorizationsByPayment counts authorizations created, per payment id.
+	AuthorizationsByPayment map[string]int `json:"authorizationsByPayment"`
+	// VoidsByPayment counts PayPal voids and KukoPay cancels that took effect.
+	VoidsByPayment map[string]int `json:"voidsByPayment"`
+	// RefundsByPayment counts refunds created (API and control calls), per payment id.
+	RefundsByPayment map[string]int `json:"refundsByPayment"`
+
 	APIFaults          APIFaultCounters           `json:"apiFaults"`
 	Webhooks           WebhookCounters            `json:"webhooks"`
 	WebhooksByProvider map[string]WebhookCounters `json:"webhooksByProvider"`
@@ -56,6 +75,11 @@ func newCounters() Counters {
 		PaymentsCreatedByProvider: map[string]int{},
 		QueriesByPayment:          map[string]int{},
 		WebhooksByProvider:        map[string]WebhookCounters{},
+		ActionsByKey:              map[string]int{},
+		CapturesByPayment:         map[string]int{},
+		AuthorizationsByPayment:   map[string]int{},
+		VoidsByPayment:            map[string]int{},
+		RefundsByPayment:          map[string]int{},
 	}
 }
 
@@ -64,6 +88,11 @@ func (c Counters) clone() Counters {
 	c.PaymentsCreatedByProvider = maps.Clone(c.PaymentsCreatedByProvider)
 	c.QueriesByPayment = maps.Clone(c.QueriesByPayment)
 	c.WebhooksByProvider = maps.Clone(c.WebhooksByProvider)
+	c.ActionsByKey = maps.Clone(c.ActionsByKey)
+	c.CapturesByPayment = maps.Clone(c.CapturesByPayment)
+	c.AuthorizationsByPayment = maps.Clone(c.AuthorizationsByPayment)
+	c.VoidsByPayment = maps.Clone(c.VoidsByPayment)
+	c.RefundsByPayment = maps.Clone(c.RefundsByPayment)
 	return c
 }
 

@@ -18,6 +18,9 @@ type Faults struct {
 	// LostResponseRate processes the request and then answers 500: the payment exists
 	// but the client does not know. The double-charge trap idempotency must defuse.
 	LostResponseRate float64
+	// Operations limits the API faults above to these operations (empty: every
+	// endpoint), so e.g. only a refund's answer is lost. Names: Operations().
+	Operations []string
 
 	// Webhooks (decided once per event).
 	DropRate      float64       // never send the event
@@ -46,18 +49,19 @@ func (f Faults) withDefaults() Faults {
 
 // faultsJSON is the control API form: durations as Go duration strings.
 type faultsJSON struct {
-	ServerErrorRate     float64 `json:"serverErrorRate,omitempty"`
-	TooManyRequestsRate float64 `json:"tooManyRequestsRate,omitempty"`
-	RetryAfter          string  `json:"retryAfter,omitempty"`
-	SlowRate            float64 `json:"slowRate,omitempty"`
-	SlowDelay           string  `json:"slowDelay,omitempty"`
-	LostResponseRate    float64 `json:"lostResponseRate,omitempty"`
-	DropRate            float64 `json:"dropRate,omitempty"`
-	DuplicateRate       float64 `json:"duplicateRate,omitempty"`
-	ReorderRate         float64 `json:"reorderRate,omitempty"`
-	DelayRate           float64 `json:"delayRate,omitempty"`
-	WebhookDelay        string  `json:"webhookDelay,omitempty"`
-	ReorderHold         string  `json:"reorderHold,omitempty"`
+	ServerErrorRate     float64  `json:"serverErrorRate,omitempty"`
+	TooManyRequestsRate float64  `json:"tooManyRequestsRate,omitempty"`
+	RetryAfter          string   `json:"retryAfter,omitempty"`
+	SlowRate            float64  `json:"slowRate,omitempty"`
+	SlowDelay           string   `json:"slowDelay,omitempty"`
+	LostResponseRate    float64  `json:"lostResponseRate,omitempty"`
+	Operations          []string `json:"operations,omitempty"`
+	DropRate            float64  `json:"dropRate,omitempty"`
+	DuplicateRate       float64  `json:"duplicateRate,omitempty"`
+	ReorderRate         float64  `json:"reorderRate,omitempty"`
+	DelayRate           float64  `json:"delayRate,omitempty"`
+	WebhookDelay        string   `json:"webhookDelay,omitempty"`
+	ReorderHold         string   `json:"reorderHold,omitempty"`
 }
 
 // MarshalJSON writes durations as strings ("1.5s").
@@ -69,7 +73,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		return v.String()
 	}
 	return json.Marshal(faultsJSON{
-		f.ServerErrorRate, f.TooManyRequestsRate, d(f.RetryAfter), f.SlowRate, d(f.SlowDelay), f.LostResponseRate,
+		f.ServerErrorRate, f.TooManyRequestsRate, d(f.RetryAfter), f.SlowRate, d(f.SlowDelay), f.LostResponseRate, f.Operations,
 		f.DropRate, f.DuplicateRate, f.ReorderRate, f.DelayRate, d(f.WebhookDelay), d(f.ReorderHold),
 	})
 }
@@ -83,6 +87,12 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 	var out Faults
 	out.ServerErrorRate, out.TooManyRequestsRate, out.SlowRate, out.LostResponseRate = j.ServerErrorRate, j.TooManyRequestsRate, j.SlowRate, j.LostResponseRate
 	out.DropRate, out.DuplicateRate, out.ReorderRate, out.DelayRate = j.DropRate, j.DuplicateRate, j.ReorderRate, j.DelayRate
+	for _, op := range j.Operations {
+		if !knownOperation(op) {
+			return fmt.Errorf("faults: unknown operation %q (known: %v)", op, Operations())
+		}
+	}
+	out.Operations = j.Operations
 	for _, p := range []struct {
 		s   string
 		dst *time.Duration
@@ -98,6 +108,50 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 	}
 	*f = out
 	return nil
+}
+
+// API operation names, for Faults.Operations. Every provider endpoint is one of them.
+const (
+	OpToken          = "token"           // PayPal OAuth2 token
+	OpVerify         = "verify"          // PayPal verify-webhook-signature
+	OpCreate         = "create"          // create a payment, order or job
+	OpGet            = "get"             // read one payment, order, job, authorization or capture
+	OpFind           = "find"            // search payments by merchant reference
+	OpEvents         = "events"          // events API
+	OpAuthorize      = "authorize"       // PayPal order authorize
+	OpCapture        = "capture"         // PayPal order or authorization capture, KukoPay capture
+	OpVoid           = "void"            // PayPal authorization void, KukoPay cancel
+	OpRefund         = "refund"          // create a refund
+	OpGetRefund      = "get_refund"      // read one refund
+	OpFindRefund     = "find_refund"     // search refunds
+	OpHostedCheckout = "hosted_checkout" // the payer's page (never faulted)
+)
+
+var operations = []string{OpToken, OpVerify, OpCreate, OpGet, OpFind, OpEvents, OpAuthorize, OpCapture, OpVoid, OpRefund, OpGetRefund, OpFindRefund}
+
+// Operations lists the operation names Faults.Operations accepts.
+func Operations() []string { return append([]string(nil), operations...) }
+
+func knownOperation(op string) bool {
+	for _, o := range operations {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}
+
+// appliesTo reports whether the API faults apply to op.
+func (f Faults) appliesTo(op string) bool {
+	if len(f.Operations) == 0 {
+		return true
+	}
+	for _, o := range f.Operations {
+		if o == op {
+			return true
+		}
+	}
+	return false
 }
 
 // SetFaults replaces the active faults.

@@ -3,9 +3,11 @@ package paysim
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/generic"
@@ -60,7 +62,14 @@ func (s *Sim) genericCreate(w http.ResponseWriter, r *http.Request) {
 		writeRaw(w, replay.status, replay.contentType, replay.body)
 		return
 	}
-	p := s.newPaymentLocked(Generic, req.CorrelationID, req.Amount.Value, req.Amount.Currency, req.Description, req.Metadata)
+	in := newPayment{
+		ref: req.CorrelationID, amount: req.Amount.Value, currency: req.Amount.Currency, description: req.Description,
+		metadata: req.Metadata, returnURL: req.ReturnURL, cancelURL: req.CancelURL, base: baseURL(r),
+	}
+	if t, err := time.Parse(time.RFC3339, req.ExpiresAt); err == nil && t.After(s.now()) {
+		in.actionExpires = t
+	}
+	p := s.newPaymentLocked(Generic, in)
 	out, _ := json.Marshal(s.genericJob(p))
 	s.rememberLocked(Generic, key, fp, http.StatusAccepted, "application/json", out)
 	s.mu.Unlock()
@@ -77,6 +86,7 @@ func (s *Sim) genericGet(w http.ResponseWriter, r *http.Request) {
 	var j generic.Job
 	if ok {
 		s.counters.QueriesByPayment[id]++
+		s.refreshLocked(p)
 		j = s.genericJob(p)
 	}
 	s.mu.Unlock()
@@ -100,6 +110,7 @@ func (s *Sim) genericSearch(w http.ResponseWriter, r *http.Request) {
 	s.counters.Searches++
 	for _, p := range s.payments[Generic] {
 		if ref == "" || p.ref == ref {
+			s.refreshLocked(p)
 			out.Items = append(out.Items, s.genericJob(p))
 		}
 	}
@@ -135,4 +146,75 @@ func (s *Sim) genericEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func jobNotFound(id string) answer {
+	return problemAnswer(provider.Problem{
+		Type: "https://paysim.invalid/problems/job_not_found", Title: "Job not found", Status: http.StatusNotFound,
+		Detail: "no job " + strconv.Quote(id), JobID: id, Retryable: boolPtr(false),
+	})
+}
+
+// genericCreateRefund: POST /jobs/{jobId}/refunds {amount, reference, reason} with
+// Idempotency-Key; 202 with the refund (processing until it settles, unless the
+// payment's script settles it at once).
+func (s *Sim) genericCreateRefund(w http.ResponseWriter, r *http.Request) {
+	if !s.genericAuth(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	s.idempotentCall(w, r, Generic, generic.HeaderIdempotencyKey, func(body []byte) answer {
+		var req generic.CreateRefundRequest
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := json.Unmarshal(body, &req); err != nil {
+				return errorAnswer(Generic, http.StatusBadRequest, "invalid_request", "invalid JSON body", boolPtr(false), 0)
+			}
+		}
+		p, ok := s.payments[Generic][id]
+		if !ok {
+			return jobNotFound(id)
+		}
+		s.refreshLocked(p)
+		rr := refundRequest{reference: req.Reference, reason: req.Reason}
+		if req.Amount != nil {
+			if req.Amount.Value <= 0 {
+				return errorAnswer(Generic, http.StatusBadRequest, "invalid_request", "amount.value must be positive", boolPtr(false), 0)
+			}
+			rr.amount, rr.currency = req.Amount.Value, req.Amount.Currency
+		}
+		ref, err := s.createRefundLocked(p, rr, p.script.RefundOutcome, p.script.RefundAfter)
+		if err != nil {
+			typ := "refund_not_allowed"
+			if errors.Is(err, errRefundTooLarge) || errors.Is(err, errFullyRefunded) {
+				typ = "refund_amount_exceeded"
+			}
+			return problemAnswer(provider.Problem{
+				Type: "https://paysim.invalid/problems/" + typ, Title: "Refund refused", Status: http.StatusUnprocessableEntity,
+				Detail: err.Error(), JobID: id, JobStatus: s.genericJob(p).JobStatus, CorrelationID: p.ref, Retryable: boolPtr(false),
+			})
+		}
+		return jsonAnswer(http.StatusAccepted, s.genericRefund(ref))
+	})
+}
+
+// genericGetRefund: GET /jobs/{jobId}/refunds/{refundId}.
+func (s *Sim) genericGetRefund(w http.ResponseWriter, r *http.Request) {
+	if !s.genericAuth(w, r) {
+		return
+	}
+	id, rid := r.PathValue("id"), r.PathValue("refundId")
+	s.mu.Lock()
+	ref, ok := s.refunds[Generic][rid]
+	var a answer
+	switch {
+	case ok && ref.p.id == id:
+		a = jsonAnswer(http.StatusOK, s.genericRefund(ref))
+	default:
+		a = problemAnswer(provider.Problem{
+			Type: "https://paysim.invalid/problems/refund_not_found", Title: "Refund not found", Status: http.StatusNotFound,
+			Detail: "no refund " + strconv.Quote(rid) + " of job " + strconv.Quote(id), JobID: id, Retryable: boolPtr(false),
+		})
+	}
+	s.mu.Unlock()
+	a.write(w)
 }

@@ -3,8 +3,10 @@ package paysim
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
 )
@@ -37,6 +39,22 @@ func (s *Sim) kukopayCreate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, KukoPay, http.StatusBadRequest, "invalid_request", "out_trade_no, a positive amount and an ISO 4217 currency are required", nil, 0)
 		return
 	}
+	if req.CaptureMethod != "" && req.CaptureMethod != kukopay.CaptureAutomatic && req.CaptureMethod != kukopay.CaptureManual {
+		s.writeError(w, KukoPay, http.StatusBadRequest, "invalid_request", "capture_method must be automatic or manual", nil, 0)
+		return
+	}
+	var actionExpires time.Time
+	if req.ExpiresAt != 0 {
+		now := s.now()
+		actionExpires = time.Unix(req.ExpiresAt, 0)
+		if !actionExpires.After(now) {
+			s.writeError(w, KukoPay, http.StatusBadRequest, "invalid_request", "expires_at must be in the future", nil, 0)
+			return
+		}
+		if limit := now.Add(kukopay.MaxCheckoutLifetime); actionExpires.After(limit) {
+			actionExpires = limit
+		}
+	}
 	key := r.Header.Get(kukopay.HeaderIdempotencyKey)
 	s.mu.Lock()
 	s.countCreateLocked(KukoPay, key)
@@ -66,7 +84,11 @@ func (s *Sim) kukopayCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	p := existing
 	if p == nil {
-		p = s.newPaymentLocked(KukoPay, req.OutTradeNo, req.Amount, req.Currency, req.Description, req.Metadata)
+		p = s.newPaymentLocked(KukoPay, newPayment{
+			ref: req.OutTradeNo, amount: req.Amount, currency: req.Currency, description: req.Description, metadata: req.Metadata,
+			manual: req.CaptureMethod == kukopay.CaptureManual, returnURL: req.ReturnURL, cancelURL: req.CancelURL,
+			customer: req.Customer, method: req.PaymentMethod, actionExpires: actionExpires, base: baseURL(r),
+		})
 	}
 	out, _ := json.Marshal(s.kukopayObject(p))
 	s.rememberLocked(KukoPay, key, fp, http.StatusOK, "application/json", out)
@@ -84,6 +106,7 @@ func (s *Sim) kukopayGet(w http.ResponseWriter, r *http.Request) {
 	var obj kukopay.PaymentObject
 	if ok {
 		s.counters.QueriesByPayment[id]++
+		s.refreshLocked(p)
 		obj = s.kukopayObject(p)
 	}
 	s.mu.Unlock()
@@ -104,6 +127,7 @@ func (s *Sim) kukopaySearch(w http.ResponseWriter, r *http.Request) {
 	s.counters.Searches++
 	for _, p := range s.payments[KukoPay] {
 		if ref == "" || p.ref == ref {
+			s.refreshLocked(p)
 			out.Data = append(out.Data, s.kukopayObject(p))
 		}
 	}
@@ -135,5 +159,155 @@ func (s *Sim) kukopayEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, KukoPay, http.StatusBadRequest, "invalid_request", "unknown starting_after event", nil, 0)
 		return
 	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// kukopayError is KukoPay's error answer.
+func kukopayError(status int, code, msg string) answer {
+	return jsonAnswer(status, kukopay.ErrorBody{Error: kukopay.ErrorDetail{Code: code, Message: msg}})
+}
+
+// kukopayCapture: POST /v1/payments/{id}/capture {amount_to_capture}, for a payment in
+// requires_capture; 0 captures amount_capturable.
+func (s *Sim) kukopayCapture(w http.ResponseWriter, r *http.Request) {
+	if !s.kukopayAuth(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	s.idempotentCall(w, r, KukoPay, kukopay.HeaderIdempotencyKey, func(body []byte) answer {
+		var req kukopay.CaptureRequest
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := json.Unmarshal(body, &req); err != nil {
+				return kukopayError(http.StatusBadRequest, "invalid_request", "invalid JSON body")
+			}
+		}
+		p, ok := s.payments[KukoPay][id]
+		if !ok {
+			return kukopayError(http.StatusNotFound, kukopay.ErrorCodeResourceMissing, "no such payment: "+id)
+		}
+		s.refreshLocked(p)
+		switch p.state {
+		case stAuthorized:
+		case stSucceeded, stProcessing:
+			return kukopayError(http.StatusBadRequest, kukopay.ErrorCodeAlreadyCaptured, "payment "+id+" has already been captured")
+		default:
+			return kukopayError(http.StatusBadRequest, kukopay.ErrorCodeNotCapturable, "payment "+id+" is "+s.kukopayObject(p).Status+", not requires_capture")
+		}
+		amount := p.auth.amount
+		if req.AmountToCapture != 0 {
+			if req.AmountToCapture < 0 || req.AmountToCapture > p.auth.amount {
+				return kukopayError(http.StatusBadRequest, kukopay.ErrorCodeAmountTooLarge, "amount_to_capture must be between 1 and amount_capturable")
+			}
+			amount = req.AmountToCapture
+		}
+		s.captureLocked(p, amount, true)
+		return jsonAnswer(http.StatusOK, s.kukopayObject(p))
+	})
+}
+
+// kukopayCancel: POST /v1/payments/{id}/cancel {cancellation_reason}, for a payment
+// that took no money (pending, requires_action, requires_capture).
+func (s *Sim) kukopayCancel(w http.ResponseWriter, r *http.Request) {
+	if !s.kukopayAuth(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	s.idempotentCall(w, r, KukoPay, kukopay.HeaderIdempotencyKey, func(body []byte) answer {
+		var req kukopay.CancelRequest
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := json.Unmarshal(body, &req); err != nil {
+				return kukopayError(http.StatusBadRequest, "invalid_request", "invalid JSON body")
+			}
+		}
+		p, ok := s.payments[KukoPay][id]
+		if !ok {
+			return kukopayError(http.StatusNotFound, kukopay.ErrorCodeResourceMissing, "no such payment: "+id)
+		}
+		s.refreshLocked(p)
+		switch p.state {
+		case stPending, stAuthorized:
+		case stCanceled:
+			return kukopayError(http.StatusBadRequest, kukopay.ErrorCodeAlreadyCanceled, "payment "+id+" is already canceled")
+		default:
+			return kukopayError(http.StatusBadRequest, kukopay.ErrorCodeNotCancelable, "payment "+id+" is "+s.kukopayObject(p).Status+" and cannot be canceled")
+		}
+		reason := req.CancellationReason
+		if reason == "" {
+			reason = "requested_by_merchant"
+		}
+		s.cancelLocked(p, reason)
+		return jsonAnswer(http.StatusOK, s.kukopayObject(p))
+	})
+}
+
+// kukopayCreateRefund: POST /v1/refunds {payment, amount, reason, metadata}.
+func (s *Sim) kukopayCreateRefund(w http.ResponseWriter, r *http.Request) {
+	if !s.kukopayAuth(w, r) {
+		return
+	}
+	s.idempotentCall(w, r, KukoPay, kukopay.HeaderIdempotencyKey, func(body []byte) answer {
+		var req kukopay.CreateRefundRequest
+		if err := json.Unmarshal(body, &req); err != nil || req.Payment == "" || req.Amount < 0 {
+			return kukopayError(http.StatusBadRequest, "invalid_request", "a JSON body with payment and a non-negative amount is required")
+		}
+		p, ok := s.payments[KukoPay][req.Payment]
+		if !ok {
+			return kukopayError(http.StatusBadRequest, kukopay.ErrorCodeResourceMissing, "no such payment: "+req.Payment)
+		}
+		s.refreshLocked(p)
+		ref, err := s.createRefundLocked(p, refundRequest{
+			amount: req.Amount, reference: req.Metadata[kukopay.MetadataReference], reason: req.Reason,
+		}, p.script.RefundOutcome, p.script.RefundAfter)
+		switch {
+		case errors.Is(err, errFullyRefunded), errors.Is(err, errRefundTooLarge):
+			return kukopayError(http.StatusBadRequest, kukopay.ErrorCodeAmountTooLarge, err.Error())
+		case err != nil:
+			return kukopayError(http.StatusBadRequest, kukopay.ErrorCodeNotRefundable, "payment "+p.id+" is "+s.kukopayObject(p).Status+": "+err.Error())
+		}
+		return jsonAnswer(http.StatusOK, s.kukopayRefund(ref))
+	})
+}
+
+func (s *Sim) kukopayGetRefund(w http.ResponseWriter, r *http.Request) {
+	if !s.kukopayAuth(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	s.mu.Lock()
+	ref, ok := s.refunds[KukoPay][id]
+	var a answer
+	if ok {
+		a = jsonAnswer(http.StatusOK, s.kukopayRefund(ref))
+	} else {
+		a = kukopayError(http.StatusNotFound, kukopay.ErrorCodeResourceMissing, "no such refund: "+id)
+	}
+	s.mu.Unlock()
+	a.write(w)
+}
+
+// kukopayListRefunds: GET /v1/refunds?payment=&reference=, oldest first.
+func (s *Sim) kukopayListRefunds(w http.ResponseWriter, r *http.Request) {
+	if !s.kukopayAuth(w, r) {
+		return
+	}
+	q := r.URL.Query()
+	payment, reference := q.Get("payment"), q.Get("reference")
+	out := kukopay.List[kukopay.RefundObject]{Object: "list", Data: []kukopay.RefundObject{}}
+	s.mu.Lock()
+	s.counters.Searches++
+	var list []*refund
+	if p, ok := s.payments[KukoPay][payment]; ok {
+		list = p.refunds
+	} else if payment == "" {
+		for _, p := range s.payments[KukoPay] {
+			list = append(list, p.refunds...)
+		}
+	}
+	for _, ref := range list {
+		if reference == "" || ref.reference == reference {
+			out.Data = append(out.Data, s.kukopayRefund(ref))
+		}
+	}
+	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
 }

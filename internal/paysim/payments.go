@@ -15,11 +15,14 @@ import (
 type state string
 
 const (
-	stPending    state = "pending"
+	stPending    state = "pending"    // created; waits for the payer while action is set
+	stApproved   state = "approved"   // PayPal: approved, the merchant's capture or authorize is due
+	stAuthorized state = "authorized" // money reserved: capture, void or expiry next
 	stProcessing state = "processing"
 	stSucceeded  state = "succeeded"
 	stFailed     state = "failed"
 	stExpired    state = "expired"
+	stCanceled   state = "canceled"
 	stUnknown    state = "unknown"
 )
 
@@ -35,14 +38,64 @@ type payment struct {
 	script                  Script
 	gen                     int // bumped when the script changes, so stale timers do nothing
 	captureID               string
-	refunds                 []refundRec
+	refunds                 []*refund
 	disputeReason           string
+
+	manual                  bool   // capture_method manual (KukoPay), intent AUTHORIZE (PayPal)
+	checkout                bool   // PayPal: created with a payment_source, so PAYER_ACTION_REQUIRED
+	returnURL, cancelURL    string // where the hosted page sends the payer back
+	customer, paymentMethod string
+	base                    string       // scheme://host the payment was created through, for payer links
+	actionExpires           time.Time    // requested expiry of the payer link; zero: Options.CheckoutTTL
+	action                  *payerAction // set while the payer must act
+	auth                    *authorization
+	cancelReason            string
 }
 
-type refundRec struct {
-	id     string
-	amount int64
-	at     time.Time
+// payerAction is the link the payer must open.
+type payerAction struct {
+	url       string
+	expiresAt time.Time // zero: the link does not expire (PayPal)
+}
+
+// authorization is reserved money. status uses PayPal's words (CREATED, CAPTURED,
+// PARTIALLY_CAPTURED, VOIDED, EXPIRED) for every provider.
+type authorization struct {
+	id                 string
+	amount             int64
+	status             string
+	created, expiresAt time.Time
+}
+
+// Refund statuses (provider-neutral).
+const (
+	refundPending   = "pending"
+	refundSucceeded = "succeeded"
+	refundFailed    = "failed"
+)
+
+// refund is one refund of a payment.
+type refund struct {
+	p                           *payment
+	id                          string
+	amount                      int64
+	status                      string
+	reference, reason, customID string
+	failureCode                 string
+	created, updated            time.Time
+}
+
+// newPayment is what a create request asks for.
+type newPayment struct {
+	ref                   string
+	amount                int64
+	currency, description string
+	metadata              map[string]string
+	manual, checkout      bool
+	returnURL, cancelURL  string
+	customer, method      string
+	actionExpires         time.Time
+	base                  string
 }
 
 // PaymentView is the control API's view of one simulated payment.
@@ -58,14 +111,52 @@ type PaymentView struct {
 	Script            Script    `json:"script"`
 	Created           time.Time `json:"created"`
 	Queries           int       `json:"queries"`
+
+	ManualCapture bool `json:"manualCapture,omitempty"`
+	// ActionURL is the payer's link while the payment waits for the payer.
+	ActionURL       string    `json:"actionURL,omitempty"`
+	ActionExpiresAt time.Time `json:"actionExpiresAt,omitzero"`
+	// Authorization is the authorization, once there is one.
+	Authorization *AuthorizationView `json:"authorization,omitempty"`
+	CaptureID     string             `json:"captureID,omitempty"`
+	Refunds       []RefundView       `json:"refunds,omitempty"`
+}
+
+// AuthorizationView is the control API's view of an authorization.
+type AuthorizationView struct {
+	ID        string    `json:"id"`
+	Amount    int64     `json:"amount"`
+	Status    string    `json:"status"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// RefundView is the control API's view of a refund.
+type RefundView struct {
+	ID        string `json:"id"`
+	Amount    int64  `json:"amount"`
+	Status    string `json:"status"`
+	Reference string `json:"reference,omitempty"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 func (s *Sim) viewLocked(p *payment) PaymentView {
-	return PaymentView{
+	s.refreshLocked(p)
+	v := PaymentView{
 		Provider: p.provider, ID: p.id, MerchantReference: p.ref, Amount: p.amount, Currency: p.currency,
 		State: string(p.state), Received: p.received, Refunded: p.refunded, Script: p.script,
 		Created: p.created, Queries: s.counters.QueriesByPayment[p.id],
+		ManualCapture: p.manual, CaptureID: p.captureID,
 	}
+	if p.action != nil {
+		v.ActionURL, v.ActionExpiresAt = p.action.url, p.action.expiresAt
+	}
+	if a := p.auth; a != nil {
+		v.Authorization = &AuthorizationView{ID: a.id, Amount: a.amount, Status: a.status, ExpiresAt: a.expiresAt}
+	}
+	for _, r := range p.refunds {
+		v.Refunds = append(v.Refunds, RefundView{ID: r.id, Amount: r.amount, Status: r.status, Reference: r.reference, Reason: r.reason})
+	}
+	return v
 }
 
 // Payment returns the simulator's view of a payment.
@@ -91,7 +182,12 @@ func (s *Sim) Payments(provider string) []PaymentView {
 }
 
 // newPaymentLocked stores a payment and schedules its script; s.mu must be held.
-func (s *Sim) newPaymentLocked(provider, ref string, amount int64, currency, description string, metadata map[string]string) *payment {
+//
+// A PayPal order always waits for the payer (CREATED, or PAYER_ACTION_REQUIRED with a
+// payment_source). A KukoPay payment does when it is a hosted checkout (return_url
+// without a stored payment method) and a generic job when it has a returnUrl; both do
+// when the script is a checkout outcome (approve, abandon, needs_action).
+func (s *Sim) newPaymentLocked(provider string, in newPayment) *payment {
 	var id string
 	switch provider {
 	case KukoPay:
@@ -103,14 +199,59 @@ func (s *Sim) newPaymentLocked(provider, ref string, amount int64, currency, des
 	}
 	now := s.now()
 	p := &payment{
-		provider: provider, id: id, ref: ref, amount: amount, currency: currency, description: description,
-		metadata: metadata, state: stPending, created: now, updated: now,
+		provider: provider, id: id, ref: in.ref, amount: in.amount, currency: in.currency, description: in.description,
+		metadata: in.metadata, state: stPending, created: now, updated: now,
+		manual: in.manual, checkout: in.checkout, returnURL: in.returnURL, cancelURL: in.cancelURL,
+		customer: in.customer, paymentMethod: in.method, base: in.base, actionExpires: in.actionExpires,
 	}
 	s.payments[provider][id] = p
 	s.counters.PaymentsCreated++
 	s.counters.PaymentsCreatedByProvider[provider]++
-	s.setScriptLocked(p, s.scriptFor(p))
+	sc := s.scriptFor(p)
+	if provider == PayPal || (in.returnURL != "" && in.method == "") {
+		s.openActionLocked(p)
+	}
+	s.setScriptLocked(p, sc)
 	return p
+}
+
+// actionURL is the payer's page for p, served by hostedPage.
+func actionURL(p *payment) string {
+	base := p.base
+	if base == "" {
+		base = "http://paysim.invalid"
+	}
+	switch p.provider {
+	case PayPal:
+		return base + "/paypal/checkoutnow?token=" + p.id
+	case KukoPay:
+		return base + "/kukopay/checkout/" + p.id
+	default:
+		return base + "/generic/actions/" + p.id
+	}
+}
+
+// openActionLocked makes p wait for the payer. KukoPay and generic links expire (the
+// requested expiry, else Options.CheckoutTTL) and the unpaid payment with them; PayPal
+// orders wait for as long as it takes.
+func (s *Sim) openActionLocked(p *payment) {
+	if p.action != nil || p.state != stPending {
+		return
+	}
+	a := &payerAction{url: actionURL(p)}
+	if p.provider != PayPal {
+		now := s.now()
+		a.expiresAt = p.actionExpires
+		if a.expiresAt.IsZero() {
+			a.expiresAt = now.Add(s.opts.CheckoutTTL)
+		}
+		s.afterLocked(a.expiresAt.Sub(now), func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.expireActionLocked(p, a)
+		})
+	}
+	p.action = a
 }
 
 // setScriptLocked replaces p's script and schedules it.
@@ -118,7 +259,13 @@ func (s *Sim) setScriptLocked(p *payment, sc Script) {
 	p.script = sc
 	p.gen++
 	gen := p.gen
-	if sc.Outcome == OutcomePending && p.state == stPending {
+	if sc.Outcome.needsPayer() {
+		s.openActionLocked(p)
+	}
+	switch {
+	case sc.Outcome == OutcomePending && p.state == stPending,
+		sc.Outcome == OutcomeAbandon,
+		sc.Outcome == OutcomeNeedsAction && sc.After <= 0:
 		return
 	}
 	s.afterLocked(sc.After, func() {
@@ -134,9 +281,23 @@ func (s *Sim) setScriptLocked(p *payment, sc Script) {
 // settleLocked applies p.script now and emits the matching event.
 func (s *Sim) settleLocked(p *payment) {
 	sc := p.script
+	switch sc.Outcome {
+	case OutcomeApprove, OutcomeNeedsAction:
+		_ = s.approveLocked(p)
+		return
+	case OutcomeAbandon:
+		return
+	}
 	p.updated = s.now()
+	p.action = nil
 	switch sc.Outcome {
 	case OutcomeSucceed, OutcomeMismatch:
+		// For a manual-capture payment, success is the authorization: the merchant
+		// takes the money with a capture call.
+		if p.manual && p.provider != Generic && p.auth == nil && (p.state == stPending || p.state == stApproved) {
+			s.authorizeLocked(p)
+			return
+		}
 		p.state, p.failureCode, p.failureMsg = stSucceeded, "", ""
 		p.received = p.amount
 		if sc.Outcome == OutcomeMismatch {
@@ -148,10 +309,8 @@ func (s *Sim) settleLocked(p *payment) {
 				}
 			}
 		}
-		if p.captureID == "" {
-			p.captureID = s.newID("", 17, upperAlphaNum)
-		}
-		s.emitLocked(p, evSucceeded)
+		s.ensureCaptureIDLocked(p)
+		s.emitLocked(p, evSucceeded, nil)
 	case OutcomeFail:
 		p.state = stFailed
 		p.failureCode = sc.FailureCode
@@ -159,19 +318,15 @@ func (s *Sim) settleLocked(p *payment) {
 			p.failureCode = "card_declined"
 		}
 		p.failureMsg = "paysim scripted failure"
-		if p.captureID == "" {
-			p.captureID = s.newID("", 17, upperAlphaNum)
-		}
-		s.emitLocked(p, evFailed)
+		s.ensureCaptureIDLocked(p)
+		s.emitLocked(p, evFailed, nil)
 	case OutcomeExpire:
 		p.state = stExpired
-		s.emitLocked(p, evExpired)
+		s.emitLocked(p, evExpired, nil)
 	case OutcomeProcessing:
 		p.state = stProcessing
-		if p.captureID == "" {
-			p.captureID = s.newID("", 17, upperAlphaNum)
-		}
-		s.emitLocked(p, evProcessing)
+		s.ensureCaptureIDLocked(p)
+		s.emitLocked(p, evProcessing, nil)
 	case OutcomePending:
 		p.state = stPending
 	case OutcomeUnknown:
@@ -179,12 +334,26 @@ func (s *Sim) settleLocked(p *payment) {
 	}
 }
 
+// ensureCaptureIDLocked gives p a capture id (PayPal: refunds are made against it).
+func (s *Sim) ensureCaptureIDLocked(p *payment) {
+	if p.captureID != "" {
+		return
+	}
+	p.captureID = s.newID("", 17, upperAlphaNum)
+	if p.provider == PayPal {
+		s.byCap[p.captureID] = p
+	}
+}
+
 // SetOutcome re-scripts an existing payment (control call). The new outcome applies
 // after sc.After (scaled) even if the payment already settled, so tests can produce
 // conflicting provider statuses on purpose.
 func (s *Sim) SetOutcome(provider, id string, sc Script) error {
-	if !validOutcome(sc.Outcome) {
-		return fmt.Errorf("paysim: unknown outcome %q", sc.Outcome)
+	if err := ValidateScript(sc); err != nil {
+		return fmt.Errorf("paysim: %w", err)
+	}
+	if provider == Stripe {
+		return s.stripeSetOutcome(id, sc)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -192,12 +361,17 @@ func (s *Sim) SetOutcome(provider, id string, sc Script) error {
 	if !ok {
 		return fmt.Errorf("paysim: no %s payment %q", provider, id)
 	}
+	s.refreshLocked(p)
 	s.setScriptLocked(p, sc)
 	return nil
 }
 
-// Refund refunds amount of a succeeded payment (0 = the rest) and emits the refund event.
+// Refund refunds amount of a succeeded payment (0 or more than is left = the rest) at
+// once, as a refund made in the provider's dashboard would, and emits the refund event.
 func (s *Sim) Refund(provider, id string, amount int64) error {
+	if provider == Stripe {
+		return s.stripeRefund(id, amount)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.payments[provider][id]
@@ -207,22 +381,22 @@ func (s *Sim) Refund(provider, id string, amount int64) error {
 	if p.state != stSucceeded {
 		return fmt.Errorf("paysim: payment %s is %s, only succeeded payments can be refunded", id, p.state)
 	}
-	left := p.received - p.refunded
+	left := s.refundableLocked(p)
 	if amount <= 0 || amount > left {
 		amount = left
 	}
 	if amount <= 0 {
 		return fmt.Errorf("paysim: payment %s is fully refunded", id)
 	}
-	p.refunded += amount
-	p.updated = s.now()
-	p.refunds = append(p.refunds, refundRec{id: s.newID("", 17, upperAlphaNum), amount: amount, at: p.updated})
-	s.emitLocked(p, evRefunded)
-	return nil
+	_, err := s.createRefundLocked(p, refundRequest{amount: amount}, OutcomeSucceed, 0)
+	return err
 }
 
 // Dispute opens a dispute on a payment and emits the dispute event.
 func (s *Sim) Dispute(provider, id, reason string) error {
+	if provider == Stripe {
+		return s.stripeDispute(id, reason)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.payments[provider][id]
@@ -233,7 +407,7 @@ func (s *Sim) Dispute(provider, id, reason string) error {
 		reason = "fraudulent"
 	}
 	p.disputeReason = reason
-	s.emitLocked(p, evDisputed)
+	s.emitLocked(p, evDisputed, nil)
 	return nil
 }
 
@@ -241,29 +415,80 @@ func (s *Sim) Dispute(provider, id, reason string) error {
 
 func (s *Sim) kukopayObject(p *payment) kukopay.PaymentObject {
 	st := string(p.state)
-	if p.state == stSucceeded && p.refunded > 0 {
-		st = "partially_refunded"
-		if p.refunded >= p.received {
-			st = "refunded"
+	switch p.state {
+	case stSucceeded:
+		if p.refunded > 0 {
+			st = "partially_refunded"
+			if p.refunded >= p.received {
+				st = "refunded"
+			}
 		}
+	case stPending:
+		if p.action != nil {
+			st = "requires_action"
+		}
+	case stAuthorized:
+		st = "requires_capture"
+	case stApproved:
+		st = "requires_action"
 	}
 	o := kukopay.PaymentObject{
 		ID: p.id, Object: "payment", OutTradeNo: p.ref, Amount: p.amount, Currency: p.currency,
 		Status: st, AmountReceived: p.received, AmountRefunded: p.refunded,
 		Description: p.description, Metadata: p.metadata, Created: p.created.Unix(),
+		CaptureMethod: kukopay.CaptureAutomatic, Customer: p.customer, PaymentMethod: p.paymentMethod,
 	}
-	if p.state == stFailed {
+	if p.manual {
+		o.CaptureMethod = kukopay.CaptureManual
+	}
+	switch p.state {
+	case stFailed:
 		o.FailureCode, o.FailureMessage = p.failureCode, p.failureMsg
+	case stPending:
+		if p.action != nil {
+			o.NextAction = &kukopay.NextAction{Type: "redirect_to_url", RedirectURL: p.action.url, ExpiresAt: p.action.expiresAt.Unix()}
+		}
+	case stAuthorized:
+		if p.auth != nil {
+			o.AmountCapturable, o.CaptureBefore = p.auth.amount, p.auth.expiresAt.Unix()
+		}
+	case stCanceled, stExpired:
+		o.CancellationReason = p.cancelReason
 	}
 	return o
 }
+
+func (s *Sim) kukopayRefund(r *refund) kukopay.RefundObject {
+	p := r.p
+	o := kukopay.RefundObject{
+		ID: r.id, Object: "refund", Payment: p.id, OutTradeNo: p.ref, Amount: r.amount, Currency: p.currency,
+		Status: r.status, Reason: r.reason, PaymentAmountRefunded: p.refunded, Created: r.created.Unix(),
+	}
+	if r.reference != "" {
+		o.Metadata = map[string]string{kukopay.MetadataReference: r.reference}
+	}
+	if r.status == refundFailed {
+		o.FailureCode, o.FailureMessage = r.failureCode, "paysim scripted refund failure"
+	}
+	return o
+}
+
+func ts(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func (s *Sim) paypalCapture(p *payment) paypal.Capture {
 	c := paypal.Capture{
 		ID: p.captureID, InvoiceID: p.ref, CustomID: p.ref, FinalCapture: true,
 		Amount:            paypal.Money{CurrencyCode: p.currency, Value: paypal.FormatAmount(p.received, p.currency)},
 		SupplementaryData: &paypal.SupplementaryData{RelatedIDs: paypal.RelatedIDs{OrderID: p.id}},
-		CreateTime:        p.updated.UTC().Format(time.RFC3339), UpdateTime: p.updated.UTC().Format(time.RFC3339),
+		CreateTime:        ts(p.updated), UpdateTime: ts(p.updated),
+		Links: []paypal.Link{
+			{Href: "/v2/payments/captures/" + p.captureID, Rel: "self", Method: "GET"},
+			{Href: "/v2/checkout/orders/" + p.id, Rel: paypal.RelUp, Method: "GET"},
+		},
+	}
+	if p.auth != nil {
+		c.SupplementaryData.RelatedIDs.AuthorizationID = p.auth.id
+		c.Links[1] = paypal.Link{Href: "/v2/payments/authorizations/" + p.auth.id, Rel: paypal.RelUp, Method: "GET"}
 	}
 	switch p.state {
 	case stSucceeded:
@@ -286,45 +511,122 @@ func (s *Sim) paypalCapture(p *payment) paypal.Capture {
 	return c
 }
 
+func (s *Sim) paypalAuthorization(p *payment) paypal.Authorization {
+	a := p.auth
+	return paypal.Authorization{
+		ID: a.id, Status: a.status, InvoiceID: p.ref, CustomID: p.ref,
+		Amount:            paypal.Money{CurrencyCode: p.currency, Value: paypal.FormatAmount(a.amount, p.currency)},
+		ExpirationTime:    ts(a.expiresAt),
+		SupplementaryData: &paypal.SupplementaryData{RelatedIDs: paypal.RelatedIDs{OrderID: p.id}},
+		CreateTime:        ts(a.created), UpdateTime: ts(p.updated),
+		Links: []paypal.Link{
+			{Href: "/v2/payments/authorizations/" + a.id, Rel: "self", Method: "GET"},
+			{Href: "/v2/payments/authorizations/" + a.id + "/capture", Rel: "capture", Method: "POST"},
+			{Href: "/v2/payments/authorizations/" + a.id + "/void", Rel: "void", Method: "POST"},
+			{Href: "/v2/checkout/orders/" + p.id, Rel: paypal.RelUp, Method: "GET"},
+		},
+	}
+}
+
+// paypalRefund renders r. invoice_id is the merchant's refund reference (the payment's
+// reference for refunds made without one), custom_id the payment's reference.
+func (s *Sim) paypalRefund(r *refund) paypal.Refund {
+	p := r.p
+	out := paypal.Refund{
+		ID: r.id, Status: map[string]string{refundPending: "PENDING", refundSucceeded: "COMPLETED", refundFailed: "FAILED"}[r.status],
+		InvoiceID: r.reference, CustomID: r.customID, NoteToPayer: r.reason,
+		Amount: paypal.Money{CurrencyCode: p.currency, Value: paypal.FormatAmount(r.amount, p.currency)},
+		SellerPayableBreakdown: &paypal.SellerPayableBreakdown{TotalRefundedAmount: &paypal.Money{
+			CurrencyCode: p.currency, Value: paypal.FormatAmount(p.refunded, p.currency)}},
+		SupplementaryData: &paypal.SupplementaryData{RelatedIDs: paypal.RelatedIDs{OrderID: p.id, CaptureID: p.captureID}},
+		CreateTime:        ts(r.created), UpdateTime: ts(r.updated),
+		Links: []paypal.Link{
+			{Href: "/v2/payments/refunds/" + r.id, Rel: "self", Method: "GET"},
+			{Href: "/v2/payments/captures/" + p.captureID, Rel: paypal.RelUp, Method: "GET"},
+		},
+	}
+	if out.InvoiceID == "" {
+		out.InvoiceID = p.ref
+	}
+	if out.CustomID == "" {
+		out.CustomID = p.ref
+	}
+	if r.status == refundFailed {
+		out.StatusDetails = &paypal.StatusDetails{Reason: r.failureCode}
+	}
+	return out
+}
+
 func (s *Sim) paypalOrder(p *payment) paypal.Order {
 	pu := paypal.PurchaseUnit{
 		ReferenceID: "default", InvoiceID: p.ref, CustomID: p.ref, Description: p.description,
 		Amount: paypal.Money{CurrencyCode: p.currency, Value: paypal.FormatAmount(p.amount, p.currency)},
 	}
-	o := paypal.Order{ID: p.id, Intent: "CAPTURE", CreateTime: p.created.UTC().Format(time.RFC3339), UpdateTime: p.updated.UTC().Format(time.RFC3339)}
+	o := paypal.Order{ID: p.id, Intent: paypal.IntentCapture, CreateTime: ts(p.created), UpdateTime: ts(p.updated)}
+	if p.manual {
+		o.Intent = paypal.IntentAuthorize
+	}
+	o.Links = []paypal.Link{{Href: "/v2/checkout/orders/" + p.id, Rel: "self", Method: "GET"}}
+	withAuth := func() {
+		pu.Payments = &paypal.Payments{Authorizations: []paypal.Authorization{s.paypalAuthorization(p)}}
+	}
 	switch p.state {
 	case stPending:
 		o.Status = "CREATED"
-	case stExpired:
-		o.Status = "EXPIRED"
+		rel := paypal.RelApprove
+		if p.checkout {
+			o.Status, rel = "PAYER_ACTION_REQUIRED", paypal.RelPayerAction
+		}
+		if p.action != nil {
+			o.Links = append(o.Links, paypal.Link{Href: p.action.url, Rel: rel, Method: "GET"})
+		}
+	case stApproved:
+		o.Status = "APPROVED"
+		action := "capture"
+		if p.manual {
+			action = "authorize"
+		}
+		o.Links = append(o.Links, paypal.Link{Href: "/v2/checkout/orders/" + p.id + "/" + action, Rel: action, Method: "POST"})
 	case stUnknown:
 		// COMPLETED without a capture: PayPal finished the order flow but cannot say
 		// whether money moved.
 		o.Status = "COMPLETED"
+	case stAuthorized:
+		o.Status = "COMPLETED"
+		withAuth()
+	case stExpired, stCanceled:
+		if p.auth != nil {
+			o.Status = "COMPLETED"
+			withAuth()
+		} else {
+			o.Status = map[state]string{stExpired: "EXPIRED", stCanceled: "VOIDED"}[p.state]
+		}
 	default:
 		o.Status = "COMPLETED"
 		pu.Payments = &paypal.Payments{Captures: []paypal.Capture{s.paypalCapture(p)}}
+		if p.auth != nil {
+			pu.Payments.Authorizations = []paypal.Authorization{s.paypalAuthorization(p)}
+		}
 		for _, r := range p.refunds {
-			pu.Payments.Refunds = append(pu.Payments.Refunds, paypal.Refund{
-				ID: r.id, Status: "COMPLETED", InvoiceID: p.ref, CustomID: p.ref,
-				Amount:     paypal.Money{CurrencyCode: p.currency, Value: paypal.FormatAmount(r.amount, p.currency)},
-				CreateTime: r.at.UTC().Format(time.RFC3339),
-			})
+			pu.Payments.Refunds = append(pu.Payments.Refunds, s.paypalRefund(r))
 		}
 	}
 	o.PurchaseUnits = []paypal.PurchaseUnit{pu}
-	o.Links = []paypal.Link{{Href: "/v2/checkout/orders/" + p.id, Rel: "self", Method: "GET"}}
 	return o
 }
 
 func (s *Sim) genericJob(p *payment) generic.Job {
 	j := generic.Job{
 		JobID: p.id, CorrelationID: p.ref, Amount: generic.Amount{Value: p.amount, Currency: p.currency},
-		SubmittedAt: p.created.UTC().Format(time.RFC3339),
+		SubmittedAt: ts(p.created),
 	}
 	switch p.state {
-	case stPending:
+	case stPending, stApproved, stAuthorized:
 		j.JobStatus, j.ProcessingStage = "processing", "queued"
+		if p.action != nil {
+			j.ProcessingStage = "awaiting_customer"
+			j.Action = &generic.JobAction{URL: p.action.url, ExpiresAt: ts(p.action.expiresAt)}
+		}
 	case stProcessing:
 		j.JobStatus, j.ProcessingStage = "processing", "settlement"
 	case stSucceeded:
@@ -342,13 +644,30 @@ func (s *Sim) genericJob(p *payment) generic.Job {
 		j.Failure = &generic.JobFailure{Code: p.failureCode, Message: p.failureMsg}
 	case stExpired:
 		j.JobStatus = "expired"
+	case stCanceled:
+		j.JobStatus = "canceled"
 	case stUnknown:
 		j.JobStatus, j.ProcessingStage = "unknown", "settlement"
 	}
 	if p.state != stPending && p.state != stProcessing && p.state != stUnknown {
-		j.CompletedAt = p.updated.UTC().Format(time.RFC3339)
+		j.CompletedAt = ts(p.updated)
 	}
 	return j
+}
+
+func (s *Sim) genericRefund(r *refund) generic.JobRefund {
+	out := generic.JobRefund{
+		RefundID: r.id, JobID: r.p.id, Reference: r.reference, Reason: r.reason,
+		RefundStatus: map[string]string{refundPending: "processing", refundSucceeded: "succeeded", refundFailed: "failed"}[r.status],
+		Amount:       generic.Amount{Value: r.amount, Currency: r.p.currency}, SubmittedAt: ts(r.created),
+	}
+	if r.status != refundPending {
+		out.CompletedAt = ts(r.updated)
+	}
+	if r.status == refundFailed {
+		out.Failure = &generic.JobFailure{Code: r.failureCode, Message: "paysim scripted refund failure"}
+	}
+	return out
 }
 
 // eventKind is a provider-neutral event; eventTypes names it per provider ("" = the
@@ -361,18 +680,33 @@ const (
 	evExpired
 	evProcessing
 	evRefunded
+	evRefundFailed
 	evDisputed
+	evApproved
+	evAuthorized
+	evCanceled
 )
 
 var eventTypes = map[string]map[eventKind]string{
-	KukoPay: {evSucceeded: "payment.succeeded", evFailed: "payment.failed", evExpired: "payment.expired", evRefunded: "refund.succeeded", evDisputed: "dispute.created"},
-	PayPal:  {evSucceeded: "PAYMENT.CAPTURE.COMPLETED", evFailed: "PAYMENT.CAPTURE.DENIED", evProcessing: "PAYMENT.CAPTURE.PENDING", evRefunded: "PAYMENT.CAPTURE.REFUNDED", evDisputed: "CUSTOMER.DISPUTE.CREATED"},
-	Generic: {evSucceeded: "job.succeeded", evFailed: "job.failed", evExpired: "job.expired", evProcessing: "job.processing", evRefunded: "job.refunded", evDisputed: "job.disputed"},
+	KukoPay: {
+		evSucceeded: "payment.succeeded", evFailed: "payment.failed", evExpired: "payment.expired",
+		evRefunded: "refund.succeeded", evRefundFailed: "refund.failed", evDisputed: "dispute.created",
+		evAuthorized: "payment.authorized", evCanceled: "payment.canceled",
+	},
+	PayPal: {
+		evSucceeded: "PAYMENT.CAPTURE.COMPLETED", evFailed: "PAYMENT.CAPTURE.DENIED", evProcessing: "PAYMENT.CAPTURE.PENDING",
+		evRefunded: "PAYMENT.CAPTURE.REFUNDED", evDisputed: "CUSTOMER.DISPUTE.CREATED", evApproved: "CHECKOUT.ORDER.APPROVED",
+		evAuthorized: "PAYMENT.AUTHORIZATION.CREATED", evCanceled: "PAYMENT.AUTHORIZATION.VOIDED",
+	},
+	Generic: {
+		evSucceeded: "job.succeeded", evFailed: "job.failed", evExpired: "job.expired", evProcessing: "job.processing",
+		evRefunded: "job.refunded", evRefundFailed: "job.refund_failed", evDisputed: "job.disputed",
+	},
 }
 
-// emitLocked records the event of kind k for p in the events list and schedules its
-// delivery; s.mu must be held.
-func (s *Sim) emitLocked(p *payment, k eventKind) {
+// emitLocked records the event of kind k for p (about refund r, for refund events) in
+// the events list and schedules its delivery; s.mu must be held.
+func (s *Sim) emitLocked(p *payment, k eventKind, r *refund) {
 	typ := eventTypes[p.provider][k]
 	if typ == "" {
 		return
@@ -386,12 +720,8 @@ func (s *Sim) emitLocked(p *payment, k eventKind) {
 		id = s.newID("evt_", 24, hexAlphabet)
 		var obj any = s.kukopayObject(p)
 		switch k {
-		case evRefunded:
-			r := p.refunds[len(p.refunds)-1]
-			obj = kukopay.RefundObject{
-				ID: "re_" + r.id, Object: "refund", Payment: p.id, OutTradeNo: p.ref, Amount: r.amount,
-				Currency: p.currency, Status: "succeeded", PaymentAmountRefunded: p.refunded, Created: r.at.Unix(),
-			}
+		case evRefunded, evRefundFailed:
+			obj = s.kukopayRefund(r)
 		case evDisputed:
 			obj = kukopay.DisputeObject{
 				ID: s.newID("dp_", 20, hexAlphabet), Object: "dispute", Payment: p.id, OutTradeNo: p.ref,
@@ -408,37 +738,37 @@ func (s *Sim) emitLocked(p *payment, k eventKind) {
 		resType, summary := "capture", "Payment "+typ
 		switch k {
 		case evRefunded:
-			r := p.refunds[len(p.refunds)-1]
-			resType = "refund"
-			res = paypal.Refund{
-				ID: r.id, Status: "COMPLETED", InvoiceID: p.ref, CustomID: p.ref,
-				Amount: paypal.Money{CurrencyCode: p.currency, Value: paypal.FormatAmount(r.amount, p.currency)},
-				SellerPayableBreakdown: &paypal.SellerPayableBreakdown{TotalRefundedAmount: &paypal.Money{
-					CurrencyCode: p.currency, Value: paypal.FormatAmount(p.refunded, p.currency)}},
-				SupplementaryData: &paypal.SupplementaryData{RelatedIDs: paypal.RelatedIDs{OrderID: p.id, CaptureID: p.captureID}},
-				CreateTime:        r.at.UTC().Format(time.RFC3339),
-			}
+			resType, res = "refund", s.paypalRefund(r)
+		case evApproved:
+			resType, res = "checkout-order", s.paypalOrder(p)
+		case evAuthorized, evCanceled:
+			resType, res = "authorization", s.paypalAuthorization(p)
 		case evDisputed:
 			resType = "dispute"
 			res = paypal.Dispute{
 				DisputeID: s.newID("PP-D-", 8, "0123456789"), Reason: p.disputeReason, Status: "OPEN",
 				DisputeAmount:        paypal.Money{CurrencyCode: p.currency, Value: paypal.FormatAmount(p.received, p.currency)},
 				DisputedTransactions: []paypal.DisputedTransaction{{SellerTransactionID: p.captureID, InvoiceNumber: p.ref, Custom: p.ref}},
-				CreateTime:           now.UTC().Format(time.RFC3339),
+				CreateTime:           ts(now),
 			}
 		}
 		var data []byte
 		if data, err = json.Marshal(res); err == nil {
 			raw, err = json.Marshal(paypal.WebhookEvent{
-				ID: id, EventVersion: "1.0", CreateTime: now.UTC().Format(time.RFC3339), ResourceType: resType,
+				ID: id, EventVersion: "1.0", CreateTime: ts(now), ResourceType: resType,
 				EventType: typ, Summary: summary, Resource: data,
 			})
 		}
 	case Generic:
 		id = s.newID("msg_", 24, alphaNum)
+		j := s.genericJob(p)
+		if r != nil {
+			gr := s.genericRefund(r)
+			j.Refund = &gr
+		}
 		var data []byte
-		if data, err = json.Marshal(s.genericJob(p)); err == nil {
-			raw, err = json.Marshal(generic.EventEnvelope{ID: id, Type: typ, Timestamp: now.UTC().Format(time.RFC3339), Data: data})
+		if data, err = json.Marshal(j); err == nil {
+			raw, err = json.Marshal(generic.EventEnvelope{ID: id, Type: typ, Timestamp: ts(now), Data: data})
 		}
 	}
 	if err != nil {

@@ -3,8 +3,10 @@ package paysim
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/paywarden/paywarden/internal/provider/paypal"
 )
@@ -62,6 +64,10 @@ func (s *Sim) paypalCreate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, PayPal, http.StatusBadRequest, "INVALID_REQUEST", "a JSON body with purchase_units is required", nil, 0)
 		return
 	}
+	if req.Intent != paypal.IntentCapture && req.Intent != paypal.IntentAuthorize {
+		paypalIssue(http.StatusBadRequest, "INVALID_PARAMETER_VALUE", "intent must be CAPTURE or AUTHORIZE").write(w)
+		return
+	}
 	pu := req.PurchaseUnits[0]
 	amount, err := paypal.ParseAmount(pu.Amount.Value, pu.Amount.CurrencyCode)
 	if err != nil || amount <= 0 || !validCurrency(pu.Amount.CurrencyCode) {
@@ -86,7 +92,17 @@ func (s *Sim) paypalCreate(w http.ResponseWriter, r *http.Request) {
 	if ref == "" {
 		ref = pu.CustomID
 	}
-	p := s.newPaymentLocked(PayPal, ref, amount, pu.Amount.CurrencyCode, pu.Description, nil)
+	in := newPayment{
+		ref: ref, amount: amount, currency: pu.Amount.CurrencyCode, description: pu.Description,
+		manual: req.Intent == paypal.IntentAuthorize, base: baseURL(r),
+	}
+	if ps := req.PaymentSource; ps != nil && ps.PayPal != nil {
+		in.checkout = true
+		if ec := ps.PayPal.ExperienceContext; ec != nil {
+			in.returnURL, in.cancelURL = ec.ReturnURL, ec.CancelURL
+		}
+	}
+	p := s.newPaymentLocked(PayPal, in)
 	out, _ := json.Marshal(s.paypalOrder(p))
 	s.rememberLocked(PayPal, key, fp, http.StatusCreated, "application/json", out)
 	s.mu.Unlock()
@@ -103,6 +119,7 @@ func (s *Sim) paypalGet(w http.ResponseWriter, r *http.Request) {
 	var o paypal.Order
 	if ok {
 		s.counters.QueriesByPayment[id]++
+		s.refreshLocked(p)
 		o = s.paypalOrder(p)
 	}
 	s.mu.Unlock()
@@ -137,4 +154,271 @@ func (s *Sim) paypalVerify(w http.ResponseWriter, r *http.Request) {
 		status = paypal.VerificationSuccess
 	}
 	writeJSON(w, http.StatusOK, paypal.VerifyResponse{VerificationStatus: status})
+}
+
+// baseURL is the scheme and host a request reached paysim through, for links the
+// payer opens.
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// paypalIssue is PayPal's answer to a refused business rule: details[0].issue says
+// what (ORDER_ALREADY_CAPTURED, ...).
+func paypalIssue(status int, issue, description string) answer {
+	name, msg := "UNPROCESSABLE_ENTITY", "The requested action could not be performed, semantically incorrect, or failed business validation."
+	switch status {
+	case http.StatusBadRequest:
+		name, msg = "INVALID_REQUEST", "Request is not well-formed, syntactically incorrect, or violates schema."
+	case http.StatusNotFound:
+		name, msg = "RESOURCE_NOT_FOUND", "The specified resource does not exist."
+	}
+	return jsonAnswer(status, paypal.ErrorBody{
+		Name: name, Message: msg, DebugID: "paysim",
+		Details: []paypal.ErrorDetail{{Issue: issue, Description: description}},
+	})
+}
+
+// paypalPayment finds the order of id (an order, authorization or capture id per
+// index) and applies the deadlines that passed; s.mu must be held.
+func (s *Sim) paypalPaymentLocked(index map[string]*payment, id string) (*payment, bool) {
+	p, ok := index[id]
+	if ok {
+		s.refreshLocked(p)
+	}
+	return p, ok
+}
+
+// paypalCaptureOrder: POST /v2/checkout/orders/{id}/capture, for an APPROVED order
+// with intent CAPTURE. A second capture (another PayPal-Request-Id) is refused with
+// ORDER_ALREADY_CAPTURED; the same id replays the first answer.
+func (s *Sim) paypalCaptureOrder(w http.ResponseWriter, r *http.Request) {
+	if !s.paypalAuth(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func([]byte) answer {
+		p, ok := s.paypalPaymentLocked(s.payments[PayPal], id)
+		switch {
+		case !ok:
+			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no order "+id)
+		case p.manual:
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueActionDoesNotMatchIntent, "the order's intent is AUTHORIZE")
+		case p.state == stPending:
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueOrderNotApproved, "the payer has not approved the order")
+		case p.state == stApproved:
+			s.captureLocked(p, p.amount, true)
+			return jsonAnswer(http.StatusCreated, s.paypalOrder(p))
+		case p.captureID != "":
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueOrderAlreadyCaptured, "the order was already captured")
+		default:
+			return paypalIssue(http.StatusUnprocessableEntity, "ORDER_NOT_CAPTURABLE", "the order is "+string(p.state))
+		}
+	})
+}
+
+// paypalAuthorizeOrder: POST /v2/checkout/orders/{id}/authorize, for an APPROVED order
+// with intent AUTHORIZE.
+func (s *Sim) paypalAuthorizeOrder(w http.ResponseWriter, r *http.Request) {
+	if !s.paypalAuth(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func([]byte) answer {
+		p, ok := s.paypalPaymentLocked(s.payments[PayPal], id)
+		switch {
+		case !ok:
+			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no order "+id)
+		case !p.manual:
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueActionDoesNotMatchIntent, "the order's intent is CAPTURE")
+		case p.state == stPending:
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueOrderNotApproved, "the payer has not approved the order")
+		case p.state == stApproved:
+			s.authorizeLocked(p)
+			return jsonAnswer(http.StatusCreated, s.paypalOrder(p))
+		case p.auth != nil:
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueOrderAlreadyAuthorized, "the order was already authorized")
+		default:
+			return paypalIssue(http.StatusUnprocessableEntity, "ORDER_NOT_AUTHORIZABLE", "the order is "+string(p.state))
+		}
+	})
+}
+
+func (s *Sim) paypalGetAuthorization(w http.ResponseWriter, r *http.Request) {
+	if !s.paypalAuth(w, r) {
+		return
+	}
+	s.mu.Lock()
+	p, ok := s.paypalPaymentLocked(s.byAuth, r.PathValue("id"))
+	var a answer
+	if ok {
+		a = jsonAnswer(http.StatusOK, s.paypalAuthorization(p))
+	} else {
+		a = paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no authorization "+r.PathValue("id"))
+	}
+	s.mu.Unlock()
+	a.write(w)
+}
+
+// authorizationRefusal is PayPal's answer to a capture or void of an authorization
+// that is no longer CREATED.
+func authorizationRefusal(a *authorization, void bool) answer {
+	switch a.status {
+	case "CAPTURED", "PARTIALLY_CAPTURED":
+		if void {
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssuePreviouslyCaptured, "Authorization has been previously captured and hence cannot be voided.")
+		}
+		return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueAuthorizationAlreadyCaptured, "Authorization has been previously captured.")
+	case "VOIDED":
+		if void {
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssuePreviouslyVoided, "Authorization has been previously voided and hence cannot be voided again.")
+		}
+		return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueAuthorizationVoided, "A voided authorization cannot be captured or reauthorized.")
+	default:
+		return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueAuthorizationExpired, "The authorization has expired.")
+	}
+}
+
+// paypalCaptureAuthorization: POST /v2/payments/authorizations/{id}/capture
+// {amount, final_capture}. Without amount the whole authorization is captured; one
+// capture per authorization (a partial capture with final_capture false leaves it
+// PARTIALLY_CAPTURED, and paysim refuses further captures).
+func (s *Sim) paypalCaptureAuthorization(w http.ResponseWriter, r *http.Request) {
+	if !s.paypalAuth(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func(body []byte) answer {
+		var req paypal.CaptureAuthorizationRequest
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := json.Unmarshal(body, &req); err != nil {
+				return paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
+			}
+		}
+		p, ok := s.paypalPaymentLocked(s.byAuth, id)
+		if !ok {
+			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no authorization "+id)
+		}
+		a := p.auth
+		if a.status != "CREATED" {
+			return authorizationRefusal(a, false)
+		}
+		amount := a.amount
+		if req.Amount != nil {
+			if req.Amount.CurrencyCode != p.currency {
+				return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueCurrencyMismatch, "the capture currency must be the authorization's")
+			}
+			n, err := paypal.ParseAmount(req.Amount.Value, req.Amount.CurrencyCode)
+			if err != nil || n <= 0 {
+				return paypalIssue(http.StatusBadRequest, "INVALID_PARAMETER_VALUE", "invalid amount")
+			}
+			if n > a.amount {
+				return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueMaxCaptureAmountExceeded, "the capture amount exceeds the authorized amount")
+			}
+			amount = n
+		}
+		s.captureLocked(p, amount, req.FinalCapture)
+		return jsonAnswer(http.StatusCreated, s.paypalCapture(p))
+	})
+}
+
+// paypalVoidAuthorization: POST /v2/payments/authorizations/{id}/void; 204, or 200
+// with the authorization for Prefer: return=representation.
+func (s *Sim) paypalVoidAuthorization(w http.ResponseWriter, r *http.Request) {
+	if !s.paypalAuth(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	representation := strings.Contains(r.Header.Get("Prefer"), "return=representation")
+	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func([]byte) answer {
+		p, ok := s.paypalPaymentLocked(s.byAuth, id)
+		if !ok {
+			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no authorization "+id)
+		}
+		if p.auth.status != "CREATED" {
+			return authorizationRefusal(p.auth, true)
+		}
+		s.cancelLocked(p, "voided")
+		if representation {
+			return jsonAnswer(http.StatusOK, s.paypalAuthorization(p))
+		}
+		return answer{status: http.StatusNoContent}
+	})
+}
+
+func (s *Sim) paypalGetCapture(w http.ResponseWriter, r *http.Request) {
+	if !s.paypalAuth(w, r) {
+		return
+	}
+	s.mu.Lock()
+	p, ok := s.paypalPaymentLocked(s.byCap, r.PathValue("id"))
+	var a answer
+	if ok {
+		a = jsonAnswer(http.StatusOK, s.paypalCapture(p))
+	} else {
+		a = paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no capture "+r.PathValue("id"))
+	}
+	s.mu.Unlock()
+	a.write(w)
+}
+
+// paypalRefundCapture: POST /v2/payments/captures/{id}/refund {amount, invoice_id,
+// custom_id, note_to_payer}; 201 with the refund (COMPLETED, or PENDING/FAILED as the
+// payment's script says).
+func (s *Sim) paypalRefundCapture(w http.ResponseWriter, r *http.Request) {
+	if !s.paypalAuth(w, r) {
+		return
+	}
+	id := r.PathValue("id")
+	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func(body []byte) answer {
+		var req paypal.RefundCaptureRequest
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := json.Unmarshal(body, &req); err != nil {
+				return paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
+			}
+		}
+		p, ok := s.paypalPaymentLocked(s.byCap, id)
+		if !ok {
+			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no capture "+id)
+		}
+		rr := refundRequest{reference: req.InvoiceID, reason: req.NoteToPayer, customID: req.CustomID}
+		if req.Amount != nil {
+			n, err := paypal.ParseAmount(req.Amount.Value, req.Amount.CurrencyCode)
+			if err != nil || n <= 0 {
+				return paypalIssue(http.StatusBadRequest, "INVALID_PARAMETER_VALUE", "invalid amount")
+			}
+			rr.amount, rr.currency = n, req.Amount.CurrencyCode
+		}
+		ref, err := s.createRefundLocked(p, rr, p.script.RefundOutcome, p.script.RefundAfter)
+		switch {
+		case errors.Is(err, errFullyRefunded):
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueCaptureFullyRefunded, "The capture has already been fully refunded.")
+		case errors.Is(err, errRefundTooLarge):
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueRefundAmountExceeded, "The refund amount must be less than or equal to the capture amount that has not yet been refunded.")
+		case errors.Is(err, errCurrencyMismatch):
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueCurrencyMismatch, err.Error())
+		case err != nil:
+			return paypalIssue(http.StatusUnprocessableEntity, "REFUND_NOT_ALLOWED", err.Error())
+		}
+		return jsonAnswer(http.StatusCreated, s.paypalRefund(ref))
+	})
+}
+
+func (s *Sim) paypalGetRefund(w http.ResponseWriter, r *http.Request) {
+	if !s.paypalAuth(w, r) {
+		return
+	}
+	s.mu.Lock()
+	ref, ok := s.refunds[PayPal][r.PathValue("id")]
+	var a answer
+	if ok {
+		a = jsonAnswer(http.StatusOK, s.paypalRefund(ref))
+	} else {
+		a = paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no refund "+r.PathValue("id"))
+	}
+	s.mu.Unlock()
+	a.write(w)
 }

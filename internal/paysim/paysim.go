@@ -4,12 +4,19 @@
 // format has one definition), and that misbehaves on purpose.
 //
 // Per payment the outcome can be scripted (succeed, fail, expire after a delay; stay
-// pending or processing; succeed with a different amount; unknown). Events are recorded
+// pending or processing; succeed with a different amount; unknown; the payer approves
+// after a delay or never). The checkout lifecycle follows each provider: PayPal orders
+// wait for the payer, then for the merchant's capture or authorization; KukoPay
+// payments may need the payer (requires_action) and be captured manually; refunds are
+// resources that settle now, later or fail; authorizations and payer links expire.
+// Money-moving calls honour the idempotency headers, so a lost answer retried with the
+// same key is replayed, never done twice. Events are recorded
 // in a per-provider events list (for backfill) and delivered as signed webhooks with
 // each provider's real retry schedule, scaled by a time factor. Faults are injected by
 // rate from a seeded random source so a failing run can be replayed. Counters (creates
 // per idempotency key, payments actually created, queries per payment, deliveries by
-// outcome, faults injected) let tests assert "no double charge" instead of guessing.
+// outcome, faults injected, captures, authorizations, voids and refunds per payment)
+// let tests assert "no double charge" and "captured exactly once" instead of guessing.
 //
 // Routes: /kukopay/..., /paypal/..., /generic/... (an adapter's APIURL is the server
 // URL plus the prefix) and the control API under /_paysim/.
@@ -33,7 +40,7 @@ const (
 	Generic = "generic"
 )
 
-var providerNames = []string{KukoPay, PayPal, Generic}
+var providerNames = []string{KukoPay, PayPal, Generic, Stripe}
 
 func knownProvider(p string) bool {
 	for _, n := range providerNames {
@@ -50,10 +57,18 @@ var defaultSecrets = map[string]string{
 	KukoPay: "paysim-kukopay-secret",
 	PayPal:  "paysim-paypal-secret",
 	Generic: "whsec_cGF5c2ltLWdlbmVyaWMtc2VjcmV0", // base64("paysim-generic-secret")
+	Stripe:  "whsec_paysim_stripe_secret",
 }
 
 // DefaultPayPalWebhookID is the webhook id paysim signs PayPal events for.
 const DefaultPayPalWebhookID = "PAYSIMWEBHOOK0001"
+
+// Lifecycle defaults (see Options).
+const (
+	DefaultPayPalAuthorizationPeriod  = 29 * 24 * time.Hour
+	DefaultKukoPayAuthorizationPeriod = 7 * 24 * time.Hour
+	DefaultCheckoutTTL                = 24 * time.Hour
+)
 
 // Options configure a Sim. The zero value is usable.
 type Options struct {
@@ -74,6 +89,7 @@ type Options struct {
 	PayPalClientID     string
 	PayPalClientSecret string
 	GenericToken       string
+	StripeSecretKey    string
 
 	// PayPalWebhookID is the webhook id paysim signs for and its
 	// verify-webhook-signature endpoint expects. Default DefaultPayPalWebhookID.
@@ -86,6 +102,16 @@ type Options struct {
 	// DeliveryTimeout is how long a webhook receiver has to answer. Default 10s; not
 	// scaled, because it measures the receiver, not the simulated provider.
 	DeliveryTimeout time.Duration
+
+	// PayPalAuthorizationPeriod and KukoPayAuthorizationPeriod are how long an
+	// authorization can be captured before it expires (simulated, scaled; a script's
+	// AuthorizationPeriod overrides them). Defaults: 29 days (PayPal's) and 7 days.
+	PayPalAuthorizationPeriod  time.Duration
+	KukoPayAuthorizationPeriod time.Duration
+	// CheckoutTTL is how long a KukoPay or generic payer link works when the create
+	// request sets no expiry; past it the unpaid payment expires. Default 24h. PayPal
+	// orders do not expire while they wait for the payer.
+	CheckoutTTL time.Duration
 
 	// DefaultScript is the outcome of payments no rule or metadata scripts. Default:
 	// succeed after 2s.
@@ -118,6 +144,9 @@ type Sim struct {
 	faults   Faults
 	rules    []Rule
 	payments map[string]map[string]*payment // provider -> id -> payment
+	refunds  map[string]map[string]*refund  // provider -> refund id -> refund
+	byAuth   map[string]*payment            // PayPal authorization id -> order
+	byCap    map[string]*payment            // PayPal capture id -> order
 	idem     map[string]*idemEntry          // "<provider>/<key>"
 	events   map[string][]*EventRecord      // provider -> events, oldest first
 	targets  map[string]*target
@@ -125,6 +154,7 @@ type Sim struct {
 	tokens   map[string]time.Time     // paypal access token -> expiry
 	timers   map[*time.Timer]struct{}
 	counters Counters
+	stripe   *stripeState
 }
 
 type target struct {
@@ -158,6 +188,15 @@ func New(opts Options) *Sim {
 	if opts.DeliveryTimeout <= 0 {
 		opts.DeliveryTimeout = 10 * time.Second
 	}
+	if opts.PayPalAuthorizationPeriod <= 0 {
+		opts.PayPalAuthorizationPeriod = DefaultPayPalAuthorizationPeriod
+	}
+	if opts.KukoPayAuthorizationPeriod <= 0 {
+		opts.KukoPayAuthorizationPeriod = DefaultKukoPayAuthorizationPeriod
+	}
+	if opts.CheckoutTTL <= 0 {
+		opts.CheckoutTTL = DefaultCheckoutTTL
+	}
 	if opts.DefaultScript == nil {
 		opts.DefaultScript = &Script{Outcome: OutcomeSucceed, After: 2 * time.Second}
 	}
@@ -169,6 +208,9 @@ func New(opts Options) *Sim {
 		idRng:    rand.New(rand.NewPCG(opts.Seed, 0x1d1d1d1d)),
 		faults:   opts.Faults,
 		payments: map[string]map[string]*payment{},
+		refunds:  map[string]map[string]*refund{},
+		byAuth:   map[string]*payment{},
+		byCap:    map[string]*payment{},
 		idem:     map[string]*idemEntry{},
 		events:   map[string][]*EventRecord{},
 		targets:  map[string]*target{},
@@ -176,6 +218,7 @@ func New(opts Options) *Sim {
 		tokens:   map[string]time.Time{},
 		timers:   map[*time.Timer]struct{}{},
 		counters: newCounters(),
+		stripe:   newStripeState(),
 	}
 	s.client = &http.Client{
 		Transport: http.DefaultTransport.(*http.Transport).Clone(),
@@ -184,6 +227,7 @@ func New(opts Options) *Sim {
 	}
 	for _, p := range providerNames {
 		s.payments[p] = map[string]*payment{}
+		s.refunds[p] = map[string]*refund{}
 		t := &target{url: opts.WebhookTargets[p], secrets: opts.WebhookSecrets[p]}
 		if len(t.secrets) == 0 {
 			t.secrets = [][]byte{[]byte(defaultSecrets[p])}

@@ -19,14 +19,40 @@ const (
 	OutcomePending    Outcome = "pending"    // stays pending (never paid, never expires)
 	OutcomeMismatch   Outcome = "mismatch"   // succeeds with a different amount received
 	OutcomeUnknown    Outcome = "unknown"    // the provider itself does not know
+
+	// The checkout outcomes: the payment waits for the payer (PayPal
+	// CREATED/PAYER_ACTION_REQUIRED, KukoPay requires_action, a generic job with an
+	// action link) until the payer approves. What approval leads to is the
+	// provider's: PayPal APPROVED (the merchant must capture or authorize), KukoPay
+	// requires_capture (manual capture) or the charge (automatic), a generic job
+	// the charge. A charge's result is Script.CaptureOutcome.
+	OutcomeApprove     Outcome = "approve"      // the payer approves after After (0: at once)
+	OutcomeAbandon     Outcome = "abandon"      // the payer never approves (only the approve control call moves it)
+	OutcomeNeedsAction Outcome = "needs_action" // the payer must act: approves after After when After > 0, else only by the control call
 )
 
 func validOutcome(o Outcome) bool {
 	switch o {
-	case OutcomeSucceed, OutcomeFail, OutcomeExpire, OutcomeProcessing, OutcomePending, OutcomeMismatch, OutcomeUnknown:
+	case OutcomeSucceed, OutcomeFail, OutcomeExpire, OutcomeProcessing, OutcomePending, OutcomeMismatch, OutcomeUnknown,
+		OutcomeApprove, OutcomeAbandon, OutcomeNeedsAction:
 		return true
 	}
 	return false
+}
+
+// needsPayer reports whether the outcome makes the payment wait for the payer.
+func (o Outcome) needsPayer() bool {
+	return o == OutcomeApprove || o == OutcomeAbandon || o == OutcomeNeedsAction
+}
+
+// validCaptureOutcome: what a capture (or an automatic charge after approval) does.
+func validCaptureOutcome(o Outcome) bool {
+	return o == "" || o == OutcomeSucceed || o == OutcomeFail || o == OutcomeProcessing
+}
+
+// validRefundOutcome: what a refund does.
+func validRefundOutcome(o Outcome) bool {
+	return o == "" || o == OutcomeSucceed || o == OutcomeFail || o == OutcomePending
 }
 
 // Metadata keys that script a payment from the create request (kukopay and generic;
@@ -36,6 +62,11 @@ const (
 	MetaAfter   = "paysim.after"   // a Go duration, simulated (scaled)
 	MetaAmount  = "paysim.amount"  // amount received for "mismatch", minor units
 	MetaFailure = "paysim.failure" // failure code for "fail"
+
+	MetaCapture             = "paysim.capture"             // Script.CaptureOutcome
+	MetaAuthorizationPeriod = "paysim.authorizationPeriod" // Script.AuthorizationPeriod, a Go duration
+	MetaRefund              = "paysim.refund"              // Script.RefundOutcome
+	MetaRefundAfter         = "paysim.refundAfter"         // Script.RefundAfter, a Go duration
 )
 
 // Script is the scripted future of one payment.
@@ -45,42 +76,72 @@ type Script struct {
 	After time.Duration
 	// Amount is the amount received for OutcomeMismatch; 0 means amount-1.
 	Amount int64
-	// FailureCode for OutcomeFail; default "card_declined".
+	// FailureCode for OutcomeFail (and a failing capture); default "card_declined".
 	FailureCode string
+
+	// CaptureOutcome is what taking the money does: a capture call, or the charge
+	// after the payer approved an automatic-capture KukoPay or generic payment.
+	// "" or succeed: the money is taken; fail: declined; processing: stays pending
+	// (PayPal capture PENDING).
+	CaptureOutcome Outcome
+	// AuthorizationPeriod is how long an authorization can be captured (simulated,
+	// scaled); 0 is the provider's (PayPal 29 days, KukoPay 7 days, see Options).
+	AuthorizationPeriod time.Duration
+	// RefundOutcome is what a refund of this payment does: "" or succeed, fail, or
+	// pending (stays pending until SettleRefund). RefundAfter delays it (simulated,
+	// scaled); until then the refund is pending. 0 settles it in the create answer.
+	RefundOutcome Outcome
+	RefundAfter   time.Duration
 }
 
 type scriptJSON struct {
-	Outcome     Outcome `json:"outcome"`
-	After       string  `json:"after,omitempty"`
-	Amount      int64   `json:"amount,omitempty"`
-	FailureCode string  `json:"failureCode,omitempty"`
+	Outcome             Outcome `json:"outcome"`
+	After               string  `json:"after,omitempty"`
+	Amount              int64   `json:"amount,omitempty"`
+	FailureCode         string  `json:"failureCode,omitempty"`
+	CaptureOutcome      Outcome `json:"captureOutcome,omitempty"`
+	AuthorizationPeriod string  `json:"authorizationPeriod,omitempty"`
+	RefundOutcome       Outcome `json:"refundOutcome,omitempty"`
+	RefundAfter         string  `json:"refundAfter,omitempty"`
 }
 
-// MarshalJSON writes After as a duration string.
+// MarshalJSON writes durations as duration strings.
 func (sc Script) MarshalJSON() ([]byte, error) {
-	j := scriptJSON{Outcome: sc.Outcome, Amount: sc.Amount, FailureCode: sc.FailureCode}
-	if sc.After != 0 {
-		j.After = sc.After.String()
+	d := func(v time.Duration) string {
+		if v == 0 {
+			return ""
+		}
+		return v.String()
 	}
-	return json.Marshal(j)
+	return json.Marshal(scriptJSON{
+		Outcome: sc.Outcome, After: d(sc.After), Amount: sc.Amount, FailureCode: sc.FailureCode,
+		CaptureOutcome: sc.CaptureOutcome, AuthorizationPeriod: d(sc.AuthorizationPeriod),
+		RefundOutcome: sc.RefundOutcome, RefundAfter: d(sc.RefundAfter),
+	})
 }
 
-// UnmarshalJSON reads After as a duration string and validates the outcome.
+// UnmarshalJSON reads durations as duration strings and validates the outcomes.
 func (sc *Script) UnmarshalJSON(b []byte) error {
 	var j scriptJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	if !validOutcome(j.Outcome) {
-		return fmt.Errorf("unknown outcome %q", j.Outcome)
-	}
-	out := Script{Outcome: j.Outcome, Amount: j.Amount, FailureCode: j.FailureCode}
-	if j.After != "" {
-		d, err := time.ParseDuration(j.After)
+	out := Script{Outcome: j.Outcome, Amount: j.Amount, FailureCode: j.FailureCode, CaptureOutcome: j.CaptureOutcome, RefundOutcome: j.RefundOutcome}
+	for _, p := range []struct {
+		s   string
+		dst *time.Duration
+	}{{j.After, &out.After}, {j.AuthorizationPeriod, &out.AuthorizationPeriod}, {j.RefundAfter, &out.RefundAfter}} {
+		if p.s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(p.s)
 		if err != nil {
 			return err
 		}
-		out.After = d
+		*p.dst = d
+	}
+	if err := ValidateScript(out); err != nil {
+		return err
 	}
 	*sc = out
 	return nil
@@ -105,8 +166,8 @@ func (r Rule) matches(p *payment) bool {
 
 // Script adds a rule for payments created from now on.
 func (s *Sim) Script(r Rule) error {
-	if !validOutcome(r.Script.Outcome) {
-		return fmt.Errorf("paysim: unknown outcome %q", r.Script.Outcome)
+	if err := ValidateScript(r.Script); err != nil {
+		return fmt.Errorf("paysim: %w", err)
 	}
 	if r.Provider != "" && !knownProvider(r.Provider) {
 		return fmt.Errorf("paysim: unknown provider %q", r.Provider)
@@ -136,6 +197,18 @@ func (s *Sim) scriptFor(p *payment) Script {
 			sc.Amount = n
 		}
 		sc.FailureCode = p.metadata[MetaFailure]
+		if o := Outcome(p.metadata[MetaCapture]); validCaptureOutcome(o) {
+			sc.CaptureOutcome = o
+		}
+		if d, err := time.ParseDuration(p.metadata[MetaAuthorizationPeriod]); err == nil && d > 0 {
+			sc.AuthorizationPeriod = d
+		}
+		if o := Outcome(p.metadata[MetaRefund]); validRefundOutcome(o) {
+			sc.RefundOutcome = o
+		}
+		if d, err := time.ParseDuration(p.metadata[MetaRefundAfter]); err == nil && d > 0 {
+			sc.RefundAfter = d
+		}
 		return sc
 	}
 	for _, r := range s.rules {
@@ -146,13 +219,19 @@ func (s *Sim) scriptFor(p *payment) Script {
 	return *s.opts.DefaultScript
 }
 
-// ValidateScript reports whether sc names a known outcome and a non-negative delay.
+// ValidateScript reports whether sc names known outcomes and non-negative delays.
 func ValidateScript(sc Script) error {
 	if !validOutcome(sc.Outcome) {
 		return fmt.Errorf("unknown outcome %q", sc.Outcome)
 	}
-	if sc.After < 0 {
-		return fmt.Errorf("negative delay %s", sc.After)
+	if !validCaptureOutcome(sc.CaptureOutcome) {
+		return fmt.Errorf("unknown capture outcome %q (succeed, fail or processing)", sc.CaptureOutcome)
+	}
+	if !validRefundOutcome(sc.RefundOutcome) {
+		return fmt.Errorf("unknown refund outcome %q (succeed, fail or pending)", sc.RefundOutcome)
+	}
+	if sc.After < 0 || sc.AuthorizationPeriod < 0 || sc.RefundAfter < 0 {
+		return fmt.Errorf("negative delay in %+v", sc)
 	}
 	return nil
 }

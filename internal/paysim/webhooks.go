@@ -11,6 +11,7 @@ import (
 	"github.com/paywarden/paywarden/internal/provider/generic"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
+	stripeadapter "github.com/paywarden/paywarden/internal/provider/stripe"
 )
 
 // EventRecord is one event as recorded in a provider's events list; Raw is exactly the
@@ -49,6 +50,7 @@ var retrySchedules = map[string][]time.Duration{
 		270 * time.Minute, 270 * time.Minute, 270 * time.Minute, 270 * time.Minute, 270 * time.Minute, 270 * time.Minute, 270 * time.Minute},
 	// Standard Webhooks: immediately, 5s, 5m, 30m, 2h, 5h, 10h, 10h.
 	Generic: {0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour},
+	Stripe:  stripeRetrySchedule,
 }
 
 // RetrySchedule returns provider's delivery schedule (unscaled), the wait before each
@@ -202,6 +204,8 @@ func (s *Sim) sign(h http.Header, rec *EventRecord, now time.Time, transmissionI
 	switch rec.Provider {
 	case KukoPay:
 		h.Set(kukopay.HeaderSignature, kukopay.SignatureHeaderValue(now, rec.Raw, secrets...))
+	case Stripe:
+		h.Set(stripeadapter.HeaderSignature, stripeadapter.SignatureHeaderValue(now, rec.Raw, secrets...))
 	case Generic:
 		sh, err := generic.SignHeaders(rec.ID, now, rec.Raw, secrets...)
 		if err != nil {

@@ -116,7 +116,7 @@ type RefundRequest struct {
 	// Reference is paywarden's reference of the refund (forwarded as
 	// metadata where the provider keeps it), for FindRefund.
 	Reference string
-	Amount    int64 // ISO minor units, > 0
+	Amount    int64 // ISO minor units; 0 refunds what is left
 	Currency  string
 	Reason    string
 }

@@ -77,6 +77,8 @@ func TestManagerRBACIsExact(t *testing.T) {
 		"payments.paywarden.dev/paymentproviders":     "get list watch patch",
 		"payments.paywarden.dev/webhookevents":        "get list watch create delete",
 		"payments.paywarden.dev/webhookevents/status": "update",
+		"payments.paywarden.dev/refunds":              "get list watch patch",
+		"payments.paywarden.dev/refunds/status":       "get patch update",
 		// get and patch come from the markers of controllers/payment_controller.go;
 		// every writer updates status (internal/statuswriter).
 		"payments.paywarden.dev/payments/status":         "get patch update",
@@ -133,6 +135,8 @@ func TestReceiverRBACIsExact(t *testing.T) {
 		"payments.paywarden.dev/webhookevents":        "get create",
 		"payments.paywarden.dev/payments/status":      "update",
 		"payments.paywarden.dev/webhookevents/status": "update",
+		"payments.paywarden.dev/refunds":              "get list watch",
+		"payments.paywarden.dev/refunds/status":       "update",
 		"events.k8s.io/events":                        "create patch",
 	})
 	wantGrants(t, "Role paywarden-receiver-bundles", findRole(t, m, "paywarden-receiver-bundles", "paywarden-system").Rules, map[string]string{
@@ -169,11 +173,13 @@ func TestTenantRolesAggregate(t *testing.T) {
 	wantGrants(t, "ClusterRole paywarden-editor", editor.Rules, map[string]string{
 		"payments.paywarden.dev/payments":         "get list watch create update patch delete",
 		"payments.paywarden.dev/paymentproviders": "get list watch create update patch delete",
+		"payments.paywarden.dev/refunds":          "get list watch create update patch delete",
 		"payments.paywarden.dev/webhookevents":    "get list watch",
 	})
 	wantGrants(t, "ClusterRole paywarden-viewer", viewer.Rules, map[string]string{
 		"payments.paywarden.dev/payments":         "get list watch",
 		"payments.paywarden.dev/paymentproviders": "get list watch",
+		"payments.paywarden.dev/refunds":          "get list watch",
 		"payments.paywarden.dev/webhookevents":    "get list watch",
 	})
 }

@@ -14,6 +14,7 @@ func TestEventPaymentIDIsTheJobID(t *testing.T) {
 	statusOf := map[string]string{
 		"job.processing": "processing", "job.succeeded": "succeeded", "job.failed": "failed",
 		"job.expired": "expired", "job.refunded": "partially_refunded", "job.disputed": "succeeded",
+		"job.refund_failed": "succeeded",
 	}
 	for typ := range generic.EventStatuses() {
 		t.Run(typ, func(t *testing.T) {

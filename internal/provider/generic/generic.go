@@ -54,6 +54,9 @@ func Capabilities() provider.Capabilities {
 		EventsAPI:         true,
 		LookupByReference: true,
 		Verification:      provider.Verification{SigningSecret: true, CheckSecret: CheckSecret},
+		// The payer may be sent to the provider's page (Job.Action); refunds are jobs
+		// of their own. There is no capture, cancel or refund search.
+		Lifecycle: provider.Lifecycle{Checkout: true, Refunds: true},
 	}
 }
 
@@ -90,7 +93,9 @@ func (a *Adapter) header() http.Header {
 }
 
 // Create implements provider.Provider: POST /jobs with Idempotency-Key; the merchant
-// reference travels as correlationId so both sides' logs line up.
+// reference travels as correlationId so both sides' logs line up. req.Checkout is sent
+// as returnUrl/cancelUrl and req.ExpiresAt as expiresAt; capture method and stored
+// methods do not exist in this API (a job is charged as submitted).
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
 	if err := checkAmount(a.c.Name(), req); err != nil {
 		return provider.Payment{}, err
@@ -99,13 +104,20 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 	if req.IdempotencyKey != "" {
 		h.Set(HeaderIdempotencyKey, req.IdempotencyKey)
 	}
+	body := CreateJobRequest{
+		CorrelationID: req.MerchantReference, Amount: Amount{Value: req.Amount, Currency: req.Currency},
+		Description: req.Description, Metadata: req.Metadata,
+	}
+	if req.Checkout != nil {
+		body.ReturnURL, body.CancelURL = req.Checkout.ReturnURL, req.Checkout.CancelURL
+	}
+	if !req.ExpiresAt.IsZero() {
+		body.ExpiresAt = req.ExpiresAt.UTC().Format(time.RFC3339)
+	}
 	var out Job
 	err := a.c.Do(ctx, provider.Request{
 		Op: "create", Method: http.MethodPost, Path: "/jobs", Header: h, ConflictRetryable: true,
-		JSON: CreateJobRequest{
-			CorrelationID: req.MerchantReference, Amount: Amount{Value: req.Amount, Currency: req.Currency},
-			Description: req.Description, Metadata: req.Metadata,
-		},
+		JSON: body,
 	}, &out)
 	if err != nil {
 		return provider.Payment{}, err
@@ -207,5 +219,12 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 	ev.PaymentID, ev.MerchantReference = j.JobID, j.CorrelationID
 	ev.Amount, ev.Currency, ev.RefundedTotal = p.Amount, p.Currency, p.RefundedTotal
 	ev.FailureCode, ev.FailureMessage = p.FailureCode, p.FailureMessage
+	if j.Refund != nil && j.Refund.RefundID != "" {
+		r := j.Refund.Normalize()
+		if r.PaymentID == "" {
+			r.PaymentID = j.JobID
+		}
+		ev.Refund = &r
+	}
 	return ev, nil
 }

@@ -175,6 +175,7 @@ func TestEventTypeTable(t *testing.T) {
 	want := map[string]provider.Status{
 		"job.processing": provider.StatusProcessing, "job.succeeded": provider.StatusSucceeded, "job.failed": provider.StatusFailed,
 		"job.expired": provider.StatusExpired, "job.refunded": provider.StatusRefund, "job.disputed": provider.StatusDispute,
+		"job.refund_failed": provider.StatusRefund,
 	}
 	table := generic.EventStatuses()
 	if len(table) != len(want) {

@@ -3,6 +3,7 @@ package generic
 import (
 	"encoding/json"
 	"maps"
+	"time"
 
 	"github.com/paywarden/paywarden/internal/provider"
 )
@@ -19,6 +20,53 @@ type CreateJobRequest struct {
 	Amount        Amount            `json:"amount"`
 	Description   string            `json:"description,omitempty"`
 	Metadata      map[string]string `json:"metadata,omitempty"`
+	// ReturnURL and CancelURL are where the payer is sent back from the provider's
+	// page when the job needs the payer (Job.Action); ExpiresAt (RFC 3339) is when
+	// that page should stop working.
+	ReturnURL string `json:"returnUrl,omitempty"`
+	CancelURL string `json:"cancelUrl,omitempty"`
+	ExpiresAt string `json:"expiresAt,omitempty"`
+}
+
+// JobAction is where the payer must go for the job to go on, and until when.
+type JobAction struct {
+	URL       string `json:"url"`
+	ExpiresAt string `json:"expiresAt,omitempty"` // RFC 3339
+}
+
+// CreateRefundRequest is the body of POST /jobs/{jobId}/refunds; without Amount what
+// is left is refunded.
+type CreateRefundRequest struct {
+	Amount    *Amount `json:"amount,omitempty"`
+	Reference string  `json:"reference,omitempty"`
+	Reason    string  `json:"reason,omitempty"`
+}
+
+// JobRefund is a refund of a job (POST/GET /jobs/{jobId}/refunds[/{refundId}], and
+// the refund member of job.refunded / job.refund_failed events).
+type JobRefund struct {
+	RefundID     string      `json:"refundId"`
+	JobID        string      `json:"jobId"`
+	Reference    string      `json:"reference,omitempty"`
+	Reason       string      `json:"reason,omitempty"`
+	RefundStatus string      `json:"refundStatus"` // processing | succeeded | failed | unknown
+	Amount       Amount      `json:"amount"`
+	Failure      *JobFailure `json:"failure,omitempty"`
+	SubmittedAt  string      `json:"submittedAt,omitempty"`
+	CompletedAt  string      `json:"completedAt,omitempty"`
+}
+
+// Normalize maps the refund to the provider-neutral form.
+func (r JobRefund) Normalize() provider.Refund {
+	out := provider.Refund{
+		ID: r.RefundID, PaymentID: r.JobID, Reference: r.Reference,
+		Status: MapRefundStatus(r.RefundStatus), RawStatus: r.RefundStatus,
+		Amount: r.Amount.Value, Currency: r.Amount.Currency,
+	}
+	if r.Failure != nil {
+		out.FailureCode, out.FailureMessage = r.Failure.Code, r.Failure.Message
+	}
+	return out
 }
 
 // Job is the async job (GET /jobs/{jobId}, and the data of every event).
@@ -33,6 +81,10 @@ type Job struct {
 	Failure         *JobFailure `json:"failure,omitempty"`
 	SubmittedAt     string      `json:"submittedAt,omitempty"`
 	CompletedAt     string      `json:"completedAt,omitempty"`
+	// Action is set while the job waits for the payer.
+	Action *JobAction `json:"action,omitempty"`
+	// Refund is the refund a job.refunded or job.refund_failed event is about.
+	Refund *JobRefund `json:"refund,omitempty"`
 }
 
 // JobFailure explains a failed job.
@@ -82,6 +134,12 @@ func (j Job) Normalize() provider.Payment {
 	if j.Failure != nil {
 		p.FailureCode, p.FailureMessage = j.Failure.Code, j.Failure.Message
 	}
+	if j.Action != nil && j.Action.URL != "" && (st == provider.StatusProcessing || st == provider.StatusUnknown) {
+		p.CustomerAction = &provider.CustomerAction{URL: j.Action.URL}
+		if t, err := time.Parse(time.RFC3339, j.Action.ExpiresAt); err == nil {
+			p.CustomerAction.ExpiresAt = t.UTC()
+		}
+	}
 	return p
 }
 
@@ -105,7 +163,29 @@ var eventStatuses = map[string]provider.Status{
 	"job.failed":     provider.StatusFailed,
 	"job.expired":    provider.StatusExpired,
 	"job.refunded":   provider.StatusRefund,
-	"job.disputed":   provider.StatusDispute,
+	// A failed refund settles the Refund it carries; the job's refunded total is
+	// unchanged.
+	"job.refund_failed": provider.StatusRefund,
+	"job.disputed":      provider.StatusDispute,
+}
+
+// refundStatuses maps refundStatus; unknown, like jobStatus unknown, is not final.
+var refundStatuses = map[string]provider.RefundStatus{
+	"processing": provider.RefundProcessing,
+	"succeeded":  provider.RefundSucceeded,
+	"failed":     provider.RefundFailed,
+	"unknown":    provider.RefundUnknown,
+}
+
+// RefundStatuses returns a copy of the refundStatus table.
+func RefundStatuses() map[string]provider.RefundStatus { return maps.Clone(refundStatuses) }
+
+// MapRefundStatus normalizes a refundStatus; unlisted strings are Unknown.
+func MapRefundStatus(raw string) provider.RefundStatus {
+	if s, ok := refundStatuses[raw]; ok {
+		return s
+	}
+	return provider.RefundUnknown
 }
 
 // JobStatuses returns a copy of the jobStatus table.

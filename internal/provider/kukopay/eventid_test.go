@@ -21,6 +21,9 @@ func TestEventPaymentIDIsThePaymentID(t *testing.T) {
 		{"payment.succeeded", paymentObj("succeeded")},
 		{"payment.failed", paymentObj("failed")},
 		{"payment.expired", paymentObj("expired")},
+		{"payment.authorized", paymentObj("requires_capture")},
+		{"payment.canceled", paymentObj("canceled")},
+		{"refund.failed", `{"id":"re_9aB3kLmN","object":"refund","payment":"` + pay + `","out_trade_no":"ORD-1","amount":300,"currency":"CNY","status":"failed","payment_amount_refunded":0}`},
 		{"refund.succeeded", `{"id":"re_9aB3kLmN","object":"refund","payment":"` + pay + `","out_trade_no":"ORD-1","amount":300,"currency":"CNY","status":"succeeded","payment_amount_refunded":300}`},
 		{"dispute.created", `{"id":"dp_7QwErTy","object":"dispute","payment":"` + pay + `","out_trade_no":"ORD-1","amount":1000,"currency":"CNY","reason":"fraudulent","status":"needs_response"}`},
 	}

@@ -3,6 +3,12 @@
 // X-KukoPay-Signature HMAC-SHA256 webhooks that carry one v1 per active secret during a
 // key rotation.
 //
+// KukoPay's checkout lifecycle is shaped like Stripe's PaymentIntents: a hosted
+// checkout (return_url) or a stored payment method (customer + payment_method tokens),
+// capture_method automatic or manual (requires_capture until captured, canceled or
+// expired at capture_before), capture and cancel calls, and refunds with their own
+// resource, searchable by the merchant's reference.
+//
 // The wire structs here are the single definition of the format: paysim imports them to
 // serve the same JSON, and Sign/SignatureHeaderValue to sign what it sends.
 package kukopay
@@ -52,6 +58,10 @@ func Capabilities() provider.Capabilities {
 		EventsAPI:         true,
 		LookupByReference: true,
 		Verification:      provider.Verification{SigningSecret: true},
+		Lifecycle: provider.Lifecycle{
+			Checkout: true, StoredMethod: true, ManualCapture: true, PartialCapture: true,
+			Cancel: true, Refunds: true, RefundLookup: true,
+		},
 	}
 }
 
@@ -79,6 +89,12 @@ func (a *Adapter) header() http.Header {
 // Create implements provider.Provider. out_trade_no and the Idempotency-Key header are
 // both sent: the key replays the first answer for 24h, the merchant reference protects
 // beyond that window.
+//
+// capture_method is "manual" for provider.CaptureManual, else "automatic".
+// req.Checkout becomes return_url/cancel_url (a hosted checkout: requires_action with
+// next_action.redirect_url), req.StoredMethod customer/payment_method (a server-side
+// charge), and req.ExpiresAt expires_at, kept within KukoPay's 30 minutes to 24
+// hours from now.
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
 	if err := checkAmount(a.c.Name(), req); err != nil {
 		return provider.Payment{}, err
@@ -87,18 +103,43 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 	if req.IdempotencyKey != "" {
 		h.Set(HeaderIdempotencyKey, req.IdempotencyKey)
 	}
+	body := CreatePaymentRequest{
+		OutTradeNo: req.MerchantReference, Amount: req.Amount, Currency: req.Currency,
+		Description: req.Description, Metadata: req.Metadata, CaptureMethod: CaptureAutomatic,
+	}
+	if req.CaptureMethod == provider.CaptureManual {
+		body.CaptureMethod = CaptureManual
+	}
+	if req.Checkout != nil {
+		body.ReturnURL, body.CancelURL = req.Checkout.ReturnURL, req.Checkout.CancelURL
+	}
+	if req.StoredMethod != nil {
+		body.Customer, body.PaymentMethod = req.StoredMethod.Customer, req.StoredMethod.PaymentMethod
+	}
+	if !req.ExpiresAt.IsZero() {
+		body.ExpiresAt = CheckoutExpiry(req.ExpiresAt, a.c.Now()).Unix()
+	}
 	var out PaymentObject
 	err := a.c.Do(ctx, provider.Request{
 		Op: "create", Method: http.MethodPost, Path: "/v1/payments", Header: h, ConflictRetryable: true,
-		JSON: CreatePaymentRequest{
-			OutTradeNo: req.MerchantReference, Amount: req.Amount, Currency: req.Currency,
-			Description: req.Description, Metadata: req.Metadata,
-		},
+		JSON: body,
 	}, &out)
 	if err != nil {
 		return provider.Payment{}, duplicateReference(err)
 	}
 	return out.Normalize(), nil
+}
+
+// CheckoutExpiry keeps a requested checkout expiry within KukoPay's bounds
+// (MinCheckoutLifetime to MaxCheckoutLifetime from now).
+func CheckoutExpiry(at, now time.Time) time.Time {
+	switch d := at.Sub(now); {
+	case d < MinCheckoutLifetime:
+		return now.Add(MinCheckoutLifetime)
+	case d > MaxCheckoutLifetime:
+		return now.Add(MaxCheckoutLifetime)
+	}
+	return at
 }
 
 // ErrorCodeDuplicateOutTradeNo is KukoPay's error code for a create whose out_trade_no

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -107,6 +108,7 @@ func TestPaymentStatusTable(t *testing.T) {
 		"pending": provider.StatusPending, "processing": provider.StatusProcessing, "succeeded": provider.StatusSucceeded,
 		"failed": provider.StatusFailed, "expired": provider.StatusExpired,
 		"partially_refunded": provider.StatusRefund, "refunded": provider.StatusRefund,
+		"requires_action": provider.StatusPending, "requires_capture": provider.StatusAuthorized, "canceled": provider.StatusCanceled,
 	}
 	table := kukopay.PaymentStatuses()
 	if len(table) != len(want) {
@@ -133,7 +135,8 @@ func TestEventTypeTable(t *testing.T) {
 	want := map[string]provider.Status{
 		"payment.succeeded": provider.StatusSucceeded, "payment.failed": provider.StatusFailed,
 		"payment.expired": provider.StatusExpired, "refund.succeeded": provider.StatusRefund,
-		"dispute.created": provider.StatusDispute,
+		"dispute.created": provider.StatusDispute, "payment.authorized": provider.StatusAuthorized,
+		"payment.canceled": provider.StatusCanceled, "refund.failed": provider.StatusRefund,
 	}
 	table := kukopay.EventStatuses()
 	if len(table) != len(want) {
@@ -147,7 +150,7 @@ func TestEventTypeTable(t *testing.T) {
 			}
 		})
 	}
-	for _, typ := range []string{"refund.failed", "payment.created", "customer.updated"} {
+	for _, typ := range []string{"payment.requires_action", "payment.created", "customer.updated"} {
 		t.Run(typ+" is acknowledged but not acted on", func(t *testing.T) {
 			if _, ok := kukopay.MapEventType(typ); ok {
 				t.Fatal("supported")
@@ -170,7 +173,21 @@ func TestParseEvent(t *testing.T) {
 			provider.Event{ID: "evt_2", Type: "payment.failed", Status: provider.StatusFailed, Supported: true, PaymentID: "pay_2", MerchantReference: "ORD-2", Amount: 500, Currency: "CNY", FailureCode: "card_declined", FailureMessage: "no"}},
 		{"refund carries the cumulative refunded total",
 			`{"id":"evt_3","type":"refund.succeeded","created":1758456000,"data":{"object":{"id":"re_1","object":"refund","payment":"pay_1","out_trade_no":"ORD-1","amount":300,"currency":"CNY","status":"succeeded","payment_amount_refunded":500}}}`,
-			provider.Event{ID: "evt_3", Type: "refund.succeeded", Status: provider.StatusRefund, Supported: true, PaymentID: "pay_1", MerchantReference: "ORD-1", Amount: 300, Currency: "CNY", RefundedTotal: 500}},
+			provider.Event{ID: "evt_3", Type: "refund.succeeded", Status: provider.StatusRefund, Supported: true, PaymentID: "pay_1", MerchantReference: "ORD-1", Amount: 300, Currency: "CNY", RefundedTotal: 500,
+				Refund: &provider.Refund{ID: "re_1", PaymentID: "pay_1", Status: provider.RefundSucceeded, RawStatus: "succeeded", Amount: 300, Currency: "CNY"}}},
+		{"failed refund carries the refund and leaves the cumulative total as it was",
+			`{"id":"evt_6","type":"refund.failed","created":1758456000,"data":{"object":{"id":"re_2","object":"refund","payment":"pay_1","out_trade_no":"ORD-1","amount":200,"currency":"CNY","status":"failed","failure_code":"expired_card","metadata":{"reference":"ns.refund-2"},"payment_amount_refunded":500}}}`,
+			provider.Event{ID: "evt_6", Type: "refund.failed", Status: provider.StatusRefund, Supported: true, PaymentID: "pay_1", MerchantReference: "ORD-1", Amount: 200, Currency: "CNY", RefundedTotal: 500, FailureCode: "expired_card",
+				Refund: &provider.Refund{ID: "re_2", PaymentID: "pay_1", Reference: "ns.refund-2", Status: provider.RefundFailed, RawStatus: "failed", Amount: 200, Currency: "CNY", FailureCode: "expired_card"}}},
+		{"authorized payment carries the capturable amount",
+			`{"id":"evt_7","type":"payment.authorized","created":1758456000,"data":{"object":{"id":"pay_7","object":"payment","out_trade_no":"ORD-7","amount":1000,"amount_capturable":1000,"currency":"EUR","status":"requires_capture","capture_method":"manual","capture_before":1759060800}}}`,
+			provider.Event{ID: "evt_7", Type: "payment.authorized", Status: provider.StatusAuthorized, Supported: true, PaymentID: "pay_7", MerchantReference: "ORD-7", Amount: 1000, Currency: "EUR"}},
+		{"canceled payment names the payment",
+			`{"id":"evt_8","type":"payment.canceled","created":1758456000,"data":{"object":{"id":"pay_8","object":"payment","out_trade_no":"ORD-8","amount":1000,"currency":"EUR","status":"canceled","cancellation_reason":"requested_by_customer"}}}`,
+			provider.Event{ID: "evt_8", Type: "payment.canceled", Status: provider.StatusCanceled, Supported: true, PaymentID: "pay_8", MerchantReference: "ORD-8", Amount: 1000, Currency: "EUR"}},
+		{"expired authorization is Expired with the AuthorizationExpired code",
+			`{"id":"evt_9","type":"payment.expired","created":1758456000,"data":{"object":{"id":"pay_9","object":"payment","out_trade_no":"ORD-9","amount":1000,"currency":"EUR","status":"expired","capture_method":"manual","cancellation_reason":"authorization_expired"}}}`,
+			provider.Event{ID: "evt_9", Type: "payment.expired", Status: provider.StatusExpired, Supported: true, PaymentID: "pay_9", MerchantReference: "ORD-9", Amount: 1000, Currency: "EUR", FailureCode: provider.FailureAuthorizationExpired, FailureMessage: "the authorization expired before it was captured"}},
 		{"dispute names the payment",
 			`{"id":"evt_4","type":"dispute.created","created":1758456000,"data":{"object":{"id":"dp_1","object":"dispute","payment":"pay_1","out_trade_no":"ORD-1","amount":990,"currency":"CNY","reason":"fraudulent"}}}`,
 			provider.Event{ID: "evt_4", Type: "dispute.created", Status: provider.StatusDispute, Supported: true, PaymentID: "pay_1", MerchantReference: "ORD-1", Amount: 990, Currency: "CNY", FailureCode: "fraudulent"}},
@@ -191,7 +208,7 @@ func TestParseEvent(t *testing.T) {
 				t.Errorf("OccurredAt = %v", got.OccurredAt)
 			}
 			got.Raw, got.OccurredAt = nil, time.Time{}
-			if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", tt.want) {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
 			}
 		})

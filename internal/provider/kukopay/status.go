@@ -10,6 +10,9 @@ import (
 // listed is Unknown: a status we do not understand must never settle a payment.
 var paymentStatuses = map[string]provider.Status{
 	"pending":            provider.StatusPending,
+	"requires_action":    provider.StatusPending, // the payer must act: next_action
+	"requires_capture":   provider.StatusAuthorized,
+	"canceled":           provider.StatusCanceled,
 	"processing":         provider.StatusProcessing,
 	"succeeded":          provider.StatusSucceeded,
 	"failed":             provider.StatusFailed,
@@ -18,15 +21,38 @@ var paymentStatuses = map[string]provider.Status{
 	"refunded":           provider.StatusRefund,
 }
 
-// eventStatuses maps the event types paywarden acts on. refund.failed is deliberately
-// absent: a failed refund leaves the money where it was, so there is nothing to apply;
-// the receiver acknowledges it and records it as Ignored for the audit trail.
+// eventStatuses maps the event types paywarden acts on. refund.failed is a Refund
+// event too: it settles the Refund it carries (Event.Refund) as failed, and its
+// cumulative payment_amount_refunded is unchanged, so the payment stays where it was.
 var eventStatuses = map[string]provider.Status{
-	"payment.succeeded": provider.StatusSucceeded,
-	"payment.failed":    provider.StatusFailed,
-	"payment.expired":   provider.StatusExpired,
-	"refund.succeeded":  provider.StatusRefund,
-	"dispute.created":   provider.StatusDispute,
+	"payment.succeeded":  provider.StatusSucceeded,
+	"payment.failed":     provider.StatusFailed,
+	"payment.expired":    provider.StatusExpired,
+	"payment.authorized": provider.StatusAuthorized,
+	"payment.canceled":   provider.StatusCanceled,
+	"refund.succeeded":   provider.StatusRefund,
+	"refund.failed":      provider.StatusRefund,
+	"dispute.created":    provider.StatusDispute,
+}
+
+// refundStatuses maps a refund's status; canceled is Failed (the refund will not
+// happen).
+var refundStatuses = map[string]provider.RefundStatus{
+	"pending":   provider.RefundPending,
+	"succeeded": provider.RefundSucceeded,
+	"failed":    provider.RefundFailed,
+	"canceled":  provider.RefundFailed,
+}
+
+// RefundStatuses returns a copy of the refund status table.
+func RefundStatuses() map[string]provider.RefundStatus { return maps.Clone(refundStatuses) }
+
+// MapRefundStatus normalizes a refund status; unlisted strings are Unknown.
+func MapRefundStatus(raw string) provider.RefundStatus {
+	if s, ok := refundStatuses[raw]; ok {
+		return s
+	}
+	return provider.RefundUnknown
 }
 
 // PaymentStatuses returns a copy of the payment status mapping table.

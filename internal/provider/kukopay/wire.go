@@ -7,6 +7,16 @@ import (
 	"github.com/paywarden/paywarden/internal/provider"
 )
 
+// Capture methods (CreatePaymentRequest.CaptureMethod, PaymentObject.CaptureMethod).
+const (
+	CaptureAutomatic = "automatic" // the money is taken as soon as the payment is authorized
+	CaptureManual    = "manual"    // requires_capture until POST /v1/payments/{id}/capture
+)
+
+// CancellationAuthorizationExpired is the cancellation_reason of a payment whose
+// authorization expired uncaptured (status "expired").
+const CancellationAuthorizationExpired = "authorization_expired"
+
 // CreatePaymentRequest is the body of POST /v1/payments.
 type CreatePaymentRequest struct {
 	OutTradeNo  string            `json:"out_trade_no"`
@@ -14,7 +24,58 @@ type CreatePaymentRequest struct {
 	Currency    string            `json:"currency"`
 	Description string            `json:"description,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
+	// CaptureMethod is CaptureAutomatic or CaptureManual.
+	CaptureMethod string `json:"capture_method,omitempty"`
+	// ReturnURL and CancelURL make the payment a hosted checkout: it starts in
+	// requires_action with next_action.redirect_url, and the payer comes back to
+	// one of them.
+	ReturnURL string `json:"return_url,omitempty"`
+	CancelURL string `json:"cancel_url,omitempty"`
+	// ExpiresAt (unix seconds) is when the hosted checkout stops working; KukoPay
+	// takes 30 minutes to 24 hours from now and defaults to 24 hours.
+	ExpiresAt int64 `json:"expires_at,omitempty"`
+	// Customer and PaymentMethod are KukoPay tokens of a stored payment method, for a
+	// server-side charge without the payer.
+	Customer      string `json:"customer,omitempty"`
+	PaymentMethod string `json:"payment_method,omitempty"`
 }
+
+// Hosted checkout bounds for CreatePaymentRequest.ExpiresAt.
+const (
+	MinCheckoutLifetime = 30 * time.Minute
+	MaxCheckoutLifetime = 24 * time.Hour
+)
+
+// NextAction is what the payer must do for a payment in requires_action.
+type NextAction struct {
+	Type        string `json:"type"` // "redirect_to_url"
+	RedirectURL string `json:"redirect_url"`
+	ExpiresAt   int64  `json:"expires_at,omitempty"` // unix seconds
+}
+
+// CaptureRequest is the body of POST /v1/payments/{id}/capture; AmountToCapture 0
+// (omitted) captures amount_capturable.
+type CaptureRequest struct {
+	AmountToCapture int64 `json:"amount_to_capture,omitempty"`
+}
+
+// CancelRequest is the body of POST /v1/payments/{id}/cancel.
+type CancelRequest struct {
+	CancellationReason string `json:"cancellation_reason,omitempty"`
+}
+
+// CreateRefundRequest is the body of POST /v1/refunds. Amount 0 (omitted) refunds what
+// is left; Metadata["reference"] is the merchant's reference of the refund, searchable
+// with GET /v1/refunds?reference=.
+type CreateRefundRequest struct {
+	Payment  string            `json:"payment"`
+	Amount   int64             `json:"amount,omitempty"`
+	Reason   string            `json:"reason,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// MetadataReference is the refund metadata key holding the merchant's reference.
+const MetadataReference = "reference"
 
 // PaymentObject is a KukoPay payment, as returned by the API and embedded in
 // payment.* events.
@@ -32,19 +93,35 @@ type PaymentObject struct {
 	Description    string            `json:"description,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
 	Created        int64             `json:"created"` // unix seconds
+
+	CaptureMethod string `json:"capture_method,omitempty"`
+	// AmountCapturable is what a capture can take while the payment is
+	// requires_capture; CaptureBefore (unix seconds) is when that authorization
+	// expires.
+	AmountCapturable int64       `json:"amount_capturable,omitempty"`
+	CaptureBefore    int64       `json:"capture_before,omitempty"`
+	NextAction       *NextAction `json:"next_action,omitempty"`
+	// CancellationReason says why a payment is canceled, or "authorization_expired"
+	// for an expired authorization.
+	CancellationReason string `json:"cancellation_reason,omitempty"`
+	Customer           string `json:"customer,omitempty"`
+	PaymentMethod      string `json:"payment_method,omitempty"`
 }
 
-// RefundObject is the data.object of refund.* events.
+// RefundObject is a refund (POST/GET /v1/refunds) and the data.object of refund.*
+// events.
 type RefundObject struct {
-	ID             string `json:"id"`
-	Object         string `json:"object"` // "refund"
-	Payment        string `json:"payment"`
-	OutTradeNo     string `json:"out_trade_no"`
-	Amount         int64  `json:"amount"` // this refund
-	Currency       string `json:"currency"`
-	Status         string `json:"status"` // succeeded | failed
-	FailureCode    string `json:"failure_code,omitempty"`
-	FailureMessage string `json:"failure_message,omitempty"`
+	ID             string            `json:"id"`
+	Object         string            `json:"object"` // "refund"
+	Payment        string            `json:"payment"`
+	OutTradeNo     string            `json:"out_trade_no"`
+	Amount         int64             `json:"amount"` // this refund
+	Currency       string            `json:"currency"`
+	Status         string            `json:"status"` // pending | succeeded | failed | canceled
+	Reason         string            `json:"reason,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+	FailureCode    string            `json:"failure_code,omitempty"`
+	FailureMessage string            `json:"failure_message,omitempty"`
 	// PaymentAmountRefunded is the payment's cumulative refunded amount after this
 	// refund, so a receiver never has to add refunds up itself (and double-count a
 	// redelivered one).
@@ -98,18 +175,55 @@ type ErrorDetail struct {
 }
 
 // Normalize maps the payment to the provider-neutral form. The amount is what was
-// received once the payment succeeded, so an amount mismatch is visible upstream.
+// received once the payment succeeded, so an amount mismatch is visible upstream, and
+// what can be captured while it is authorized. A payment in requires_action carries
+// next_action as CustomerAction; an authorization that expired uncaptured has the
+// FailureCode provider.FailureAuthorizationExpired.
 func (p PaymentObject) Normalize() provider.Payment {
 	st := MapPaymentStatus(p.Status)
 	amount := p.Amount
 	if (st == provider.StatusSucceeded || st == provider.StatusRefund) && p.AmountReceived != 0 {
 		amount = p.AmountReceived
 	}
-	return provider.Payment{
+	out := provider.Payment{
 		ID: p.ID, MerchantReference: p.OutTradeNo, Status: st, RawStatus: p.Status,
 		Amount: amount, Currency: p.Currency, RefundedTotal: p.AmountRefunded,
 		FailureCode: p.FailureCode, FailureMessage: p.FailureMessage,
 	}
+	switch st {
+	case provider.StatusAuthorized:
+		if p.AmountCapturable > 0 {
+			out.Amount = p.AmountCapturable
+		}
+		out.AuthorizationExpiresAt = unixTime(p.CaptureBefore)
+	case provider.StatusPending:
+		if p.NextAction != nil && p.NextAction.RedirectURL != "" {
+			out.CustomerAction = &provider.CustomerAction{URL: p.NextAction.RedirectURL, ExpiresAt: unixTime(p.NextAction.ExpiresAt)}
+		}
+	case provider.StatusExpired:
+		if p.CancellationReason == CancellationAuthorizationExpired {
+			out.FailureCode, out.FailureMessage = provider.FailureAuthorizationExpired, "the authorization expired before it was captured"
+		}
+	}
+	return out
+}
+
+// Normalize maps the refund to the provider-neutral form; Reference is
+// metadata.reference.
+func (r RefundObject) Normalize() provider.Refund {
+	return provider.Refund{
+		ID: r.ID, PaymentID: r.Payment, Reference: r.Metadata[MetadataReference],
+		Status: MapRefundStatus(r.Status), RawStatus: r.Status, Amount: r.Amount, Currency: r.Currency,
+		FailureCode: r.FailureCode, FailureMessage: r.FailureMessage,
+	}
+}
+
+// unixTime is the UTC time of unix seconds; zero for 0.
+func unixTime(sec int64) time.Time {
+	if sec <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, 0).UTC()
 }
 
 // ParseEvent decodes one KukoPay event. Unknown event types parse (Supported=false) as
@@ -143,7 +257,7 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 			n := p.Normalize()
 			ev.PaymentID, ev.MerchantReference = p.ID, p.OutTradeNo
 			ev.Amount, ev.Currency, ev.RefundedTotal = n.Amount, p.Currency, p.AmountRefunded
-			ev.FailureCode, ev.FailureMessage = p.FailureCode, p.FailureMessage
+			ev.FailureCode, ev.FailureMessage = n.FailureCode, n.FailureMessage
 		}
 	case "refund":
 		var r RefundObject
@@ -151,6 +265,10 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 			ev.PaymentID, ev.MerchantReference = r.Payment, r.OutTradeNo
 			ev.Amount, ev.Currency, ev.RefundedTotal = r.Amount, r.Currency, r.PaymentAmountRefunded
 			ev.FailureCode, ev.FailureMessage = r.FailureCode, r.FailureMessage
+			if r.ID != "" {
+				ref := r.Normalize()
+				ev.Refund = &ref
+			}
 		}
 	case "dispute":
 		var d DisputeObject

@@ -13,11 +13,16 @@ import (
 // Supported=false as long as the envelope is sound.
 //
 // Event.PaymentID is always the ORDER id, the id Create and Get return and paywarden
-// records as the payment's providerPaymentID; never a capture, refund or dispute id,
-// which would look like a second payment for the same order. Capture events name the
-// order in supplementary_data.related_ids.order_id (or an "up" link to the order);
-// refunds may carry it in supplementary_data; disputes never do. Without it PaymentID
-// stays empty and the payment is found by merchant reference.
+// records as the payment's providerPaymentID; never an authorization, capture, refund
+// or dispute id, which would look like a second payment for the same order. Capture
+// and authorization events name the order in supplementary_data.related_ids.order_id
+// (or an "up" link to the order); refunds may carry it in supplementary_data;
+// disputes never do. Without it PaymentID stays empty and the payment is found by
+// merchant reference.
+//
+// PAYMENT.CAPTURE.REFUNDED also carries Event.Refund (the refund's id, status, amount
+// and, as Reference, its invoice_id), so it can settle a Refund resource;
+// RefundedTotal stays the capture's cumulative refunded amount.
 func ParseEvent(raw []byte) (provider.Event, error) {
 	var e WebhookEvent
 	if err := json.Unmarshal(raw, &e); err != nil {
@@ -56,9 +61,15 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 	case provider.StatusRefund:
 		var r Refund
 		if err = json.Unmarshal(e.Resource, &r); err == nil {
-			ev.MerchantReference = firstNonEmpty(r.InvoiceID, r.CustomID)
+			// custom_id first: paywarden's refunds carry the payment's merchant
+			// reference there and the refund's own reference in invoice_id.
+			ev.MerchantReference = firstNonEmpty(r.CustomID, r.InvoiceID)
 			if r.SupplementaryData != nil {
 				ev.PaymentID = r.SupplementaryData.RelatedIDs.OrderID
+			}
+			if e.EventType == "PAYMENT.CAPTURE.REFUNDED" {
+				ref := NormalizeRefund(r, ev.PaymentID)
+				ev.Refund = &ref
 			}
 			ev.Currency = r.Amount.CurrencyCode
 			ev.Amount, err = ParseAmount(r.Amount.Value, r.Amount.CurrencyCode)
@@ -70,11 +81,22 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 				ev.RefundedTotal = ev.Amount
 			}
 		}
-	case provider.StatusPending:
+	case provider.StatusApproved:
 		var o Order
 		if err = json.Unmarshal(e.Resource, &o); err == nil {
 			p := NormalizeOrder(o)
 			ev.PaymentID, ev.MerchantReference, ev.Amount, ev.Currency = p.ID, p.MerchantReference, p.Amount, p.Currency
+		}
+	case provider.StatusAuthorized, provider.StatusCanceled:
+		var au Authorization
+		if err = json.Unmarshal(e.Resource, &au); err == nil {
+			ev.MerchantReference = firstNonEmpty(au.InvoiceID, au.CustomID)
+			ev.PaymentID = orderIDFromLinks(au.Links)
+			if au.SupplementaryData != nil && au.SupplementaryData.RelatedIDs.OrderID != "" {
+				ev.PaymentID = au.SupplementaryData.RelatedIDs.OrderID
+			}
+			ev.Currency = au.Amount.CurrencyCode
+			ev.Amount, err = ParseAmount(au.Amount.Value, au.Amount.CurrencyCode)
 		}
 	case provider.StatusDispute:
 		var d Dispute

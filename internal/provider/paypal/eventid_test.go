@@ -12,6 +12,7 @@ const (
 	orderID   = "5RA20936NB1234567" // what Create/Get return and paywarden records
 	captureID = "8CA51234DE5678901"
 	refundID  = "1RE09876FG5432109"
+	authID    = "0AU76543HI2109876"
 )
 
 // TestEventPaymentIDIsTheOrderID: for every event type paywarden acts on, PaymentID is
@@ -25,6 +26,10 @@ func TestEventPaymentIDIsTheOrderID(t *testing.T) {
 	relatedOrder := `,"supplementary_data":{"related_ids":{"order_id":"` + orderID + `"}}`
 	upToOrder := `,"links":[{"href":"https://api.paypal.com/v2/payments/captures/` + captureID + `","rel":"self","method":"GET"},{"href":"https://api.paypal.com/v2/checkout/orders/` + orderID + `","rel":"up","method":"GET"}]`
 	upToCapture := `,"links":[{"href":"https://api.paypal.com/v2/payments/refunds/` + refundID + `","rel":"self","method":"GET"},{"href":"https://api.paypal.com/v2/payments/captures/` + captureID + `","rel":"up","method":"GET"}]`
+	upToOrderFromAuth := `,"links":[{"href":"https://api.paypal.com/v2/payments/authorizations/` + authID + `","rel":"self","method":"GET"},{"href":"https://api.paypal.com/v2/checkout/orders/` + orderID + `","rel":"up","method":"GET"}]`
+	authorization := func(status, extra string) string {
+		return `{"id":"` + authID + `","status":"` + status + `","amount":{"currency_code":"USD","value":"19.99"},"invoice_id":"ref-1","expiration_time":"2026-10-20T12:00:00Z"` + extra + `}`
+	}
 	refund := func(extra string) string {
 		return `{"id":"` + refundID + `","status":"COMPLETED","amount":{"currency_code":"USD","value":"5.00"},"invoice_id":"ref-1"` + extra + `}`
 	}
@@ -43,6 +48,13 @@ func TestEventPaymentIDIsTheOrderID(t *testing.T) {
 		{"refund names the order when PayPal includes it", "PAYMENT.CAPTURE.REFUNDED", refund(`,"supplementary_data":{"related_ids":{"order_id":"` + orderID + `","capture_id":"` + captureID + `"}}`), orderID},
 		{"refund that names only its capture has none", "PAYMENT.CAPTURE.REFUNDED", refund(`,"supplementary_data":{"related_ids":{"capture_id":"` + captureID + `"}}` + upToCapture), ""},
 		{"refund without related ids has none", "PAYMENT.CAPTURE.REFUNDED", refund(""), ""},
+		{"reversal names the order when PayPal includes it", "PAYMENT.CAPTURE.REVERSED", refund(`,"supplementary_data":{"related_ids":{"order_id":"` + orderID + `","capture_id":"` + captureID + `"}}`), orderID},
+		{"reversal that names only its capture has none", "PAYMENT.CAPTURE.REVERSED", refund(upToCapture), ""},
+		{"authorization created names its order", "PAYMENT.AUTHORIZATION.CREATED", authorization("CREATED", `,"supplementary_data":{"related_ids":{"order_id":"`+orderID+`"}}`), orderID},
+		{"authorization created with only an up link to its order", "PAYMENT.AUTHORIZATION.CREATED", authorization("CREATED", upToOrderFromAuth), orderID},
+		{"authorization created without the order id has none", "PAYMENT.AUTHORIZATION.CREATED", authorization("CREATED", ""), ""},
+		{"authorization voided names its order", "PAYMENT.AUTHORIZATION.VOIDED", authorization("VOIDED", `,"supplementary_data":{"related_ids":{"order_id":"`+orderID+`"}}`+upToOrderFromAuth), orderID},
+		{"authorization voided without the order id has none", "PAYMENT.AUTHORIZATION.VOIDED", authorization("VOIDED", ""), ""},
 		{"order approved is the order itself", "CHECKOUT.ORDER.APPROVED", `{"id":"` + orderID + `","status":"APPROVED","purchase_units":[{"invoice_id":"ref-1","amount":{"currency_code":"USD","value":"19.99"},"payments":{"captures":[{"id":"` + captureID + `","status":"PENDING","amount":{"currency_code":"USD","value":"19.99"}}]}}]}`, orderID},
 		{"dispute names only the capture, so it has none", "CUSTOMER.DISPUTE.CREATED", `{"dispute_id":"PP-D-12345","reason":"MERCHANDISE_OR_SERVICE_NOT_RECEIVED","dispute_amount":{"currency_code":"USD","value":"19.99"},"disputed_transactions":[{"seller_transaction_id":"` + captureID + `","invoice_number":"ref-1"}]}`, ""},
 	}

@@ -1,8 +1,14 @@
 // Package paypal is the adapter for PayPal Orders v2: OAuth2 client-credentials tokens
 // cached until they expire, orders created with PayPal-Request-Id, order status read
-// together with the capture status (an order can be COMPLETED while its capture is still
-// PENDING or was DECLINED), and webhooks verified through PayPal's
-// verify-webhook-signature API.
+// together with the capture or authorization status (an order can be COMPLETED while its
+// capture is still PENDING or was DECLINED, or while it is only authorized), and
+// webhooks verified through PayPal's verify-webhook-signature API.
+//
+// The checkout lifecycle follows PayPal: an order waits for the payer's approval (the
+// payer-action link is Payment.CustomerAction), then for the merchant's capture
+// (intent CAPTURE) or authorization (intent AUTHORIZE; capture and void later through
+// the Payments v2 authorization API). PayPal takes no money without the merchant's
+// call. Refunds go through the Payments v2 capture API.
 //
 // PayPal has no events API and no search by invoice id that paywarden can rely on, so
 // ListEvents and FindByMerchantReference return provider.ErrUnsupported.
@@ -53,12 +59,19 @@ const Type = "paypal"
 
 // Capabilities describes PayPal: OAuth2 client credentials, no events API and no
 // search by invoice id, webhooks verified by PayPal's API with the credentials and the
-// configured webhook id (no signing Secret).
+// configured webhook id (no signing Secret). Checkout: the payer approves at PayPal;
+// intent AUTHORIZE needs the merchant's authorize call after approval
+// (AuthorizeStep); refunds cannot be searched by reference; PayPal stores no payment
+// method paywarden could charge.
 func Capabilities() provider.Capabilities {
 	return provider.Capabilities{
 		Type:           Type,
 		CredentialKeys: []string{CredentialClientID, CredentialClientSecret},
 		Verification:   provider.Verification{Credentials: true, WebhookID: true},
+		Lifecycle: provider.Lifecycle{
+			Checkout: true, ManualCapture: true, PartialCapture: true, AuthorizeStep: true,
+			Cancel: true, Refunds: true,
+		},
 	}
 }
 
@@ -67,6 +80,7 @@ func New(cfg provider.Config) (*Adapter, error) {
 	if err := Capabilities().CheckCredentials(cfg.Name, cfg.Credentials); err != nil {
 		return nil, err
 	}
+	cfg.HTTPClient = withErrorBodies(cfg)
 	c, err := provider.NewClient(cfg)
 	if err != nil {
 		return nil, err
@@ -147,7 +161,18 @@ func (t *tokenSource) invalidate(tok string) {
 // (PayPal revokes tokens before expires_in, e.g. when the app's secret is rotated). A
 // second 401 is ErrProviderConfig, as classified by the client: the new token was
 // refused too, so the credentials or the app's permissions are wrong.
+//
+// A refused call's *provider.Error carries PayPal's issue (details[0].issue, e.g.
+// ORDER_ALREADY_CAPTURED) as its Code when the body has one: PayPal answers every
+// business refusal with the same name, UNPROCESSABLE_ENTITY, and only the issue tells
+// "already captured" (state) from "not approved" (refusal).
 func (a *Adapter) do(ctx context.Context, r provider.Request, out any) error {
+	slot := &errorBodySlot{}
+	err := a.send(context.WithValue(ctx, errorBodyKey{}, slot), r, out)
+	return withIssue(err, slot.body)
+}
+
+func (a *Adapter) send(ctx context.Context, r provider.Request, out any) error {
 	for attempt := 0; ; attempt++ {
 		tok, err := a.tokens.get(ctx)
 		if err != nil {
@@ -172,7 +197,17 @@ func (a *Adapter) do(ctx context.Context, r provider.Request, out any) error {
 // The amount is converted from ISO minor units to PayPal's decimals (ToMoney).
 // The merchant reference goes into both invoice_id and custom_id: invoice_id is what
 // the PayPal dashboard shows, custom_id survives into every capture and dispute.
+//
+// Intent is CAPTURE for automatic capture and AUTHORIZE for manual capture. With
+// req.Checkout the order carries payment_source.paypal.experience_context (return_url,
+// cancel_url; user_action PAY_NOW for CAPTURE, since the money is taken on return), and
+// PayPal answers PAYER_ACTION_REQUIRED with a payer-action link. req.ExpiresAt is not
+// sent (PayPal orders take no expiry) and req.StoredMethod is refused: PayPal holds no
+// payment method paywarden could charge (Capabilities.Lifecycle.StoredMethod is false).
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
+	if req.StoredMethod != nil {
+		return provider.Payment{}, &provider.Error{Provider: a.c.Name(), Op: "create", Class: provider.ErrNonRetryable, Detail: "PayPal cannot charge a stored payment method"}
+	}
 	// Refused before any request, the token included: nothing PayPal could answer
 	// would make this amount sendable.
 	amount, err := ToMoney(req.Amount, req.Currency)
@@ -184,14 +219,25 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 		h.Set(HeaderRequestID, req.IdempotencyKey)
 	}
 	h.Set("Prefer", "return=representation")
+	body := CreateOrderRequest{Intent: IntentCapture, PurchaseUnits: []PurchaseUnitRequest{{
+		ReferenceID: "default", InvoiceID: req.MerchantReference, CustomID: req.MerchantReference,
+		Description: req.Description,
+		Amount:      amount,
+	}}}
+	if req.CaptureMethod == provider.CaptureManual {
+		body.Intent = IntentAuthorize
+	}
+	if req.Checkout != nil {
+		ec := &ExperienceContext{ReturnURL: req.Checkout.ReturnURL, CancelURL: req.Checkout.CancelURL}
+		if body.Intent == IntentCapture {
+			ec.UserAction = "PAY_NOW"
+		}
+		body.PaymentSource = &PaymentSource{PayPal: &WalletSource{ExperienceContext: ec}}
+	}
 	var out Order
 	err = a.do(ctx, provider.Request{
 		Op: "create", Method: http.MethodPost, Path: "/v2/checkout/orders", Header: h, ConflictRetryable: true,
-		JSON: CreateOrderRequest{Intent: "CAPTURE", PurchaseUnits: []PurchaseUnitRequest{{
-			ReferenceID: "default", InvoiceID: req.MerchantReference, CustomID: req.MerchantReference,
-			Description: req.Description,
-			Amount:      amount,
-		}}},
+		JSON: body,
 	}, &out)
 	if err != nil {
 		return provider.Payment{}, err
@@ -225,10 +271,20 @@ func (a *Adapter) ListEvents(context.Context, time.Time, string) (provider.Event
 // ParseEvent implements provider.Provider.
 func (a *Adapter) ParseEvent(rawBody []byte) (provider.Event, error) { return ParseEvent(rawBody) }
 
-// NormalizeOrder maps an order (with its captures and refunds) to a provider.Payment.
+// NormalizeOrder maps an order (with its authorizations, captures and refunds) to a
+// provider.Payment. While the payer must approve, CustomerAction is the payer-action
+// link (approve for orders created without a payment_source); PayPal does not say
+// until when it works. An Authorized order's Amount is the authorized amount and
+// AuthorizationExpiresAt its expiration_time; an expired authorization has the
+// FailureCode provider.FailureAuthorizationExpired.
 func NormalizeOrder(o Order) provider.Payment {
 	st, raw := MapOrderStatus(o)
 	p := provider.Payment{ID: o.ID, Status: st, RawStatus: raw}
+	if awaitingPayer[o.Status] {
+		if href := linkHref(o.Links, RelPayerAction, RelApprove); href != "" {
+			p.CustomerAction = &provider.CustomerAction{URL: href}
+		}
+	}
 	if len(o.PurchaseUnits) == 0 {
 		return p
 	}
@@ -248,6 +304,11 @@ func NormalizeOrder(o Order) provider.Payment {
 			}
 		}
 	}
+	if _, captured := lastCapture(o); !captured {
+		if au, ok := lastAuthorization(o); ok {
+			normalizeAuthorization(&p, au)
+		}
+	}
 	for _, pu := range o.PurchaseUnits {
 		if pu.Payments == nil {
 			continue
@@ -262,6 +323,37 @@ func NormalizeOrder(o Order) provider.Payment {
 		}
 	}
 	return p
+}
+
+// normalizeAuthorization fills in what the authorization of a not yet captured order
+// says about the payment.
+func normalizeAuthorization(p *provider.Payment, au Authorization) {
+	switch p.Status {
+	case provider.StatusAuthorized:
+		// What can be captured is what was authorized, whatever the order said.
+		if n, err := ParseAmount(au.Amount.Value, au.Amount.CurrencyCode); err == nil {
+			p.Amount, p.Currency = n, au.Amount.CurrencyCode
+		}
+		p.AuthorizationExpiresAt = parseTime(au.ExpirationTime)
+	case provider.StatusExpired:
+		p.FailureCode, p.FailureMessage = provider.FailureAuthorizationExpired, "the authorization expired before it was captured"
+	case provider.StatusFailed:
+		if au.StatusDetails != nil {
+			p.FailureCode = au.StatusDetails.Reason
+		}
+	}
+}
+
+// linkHref returns the href of the first link with one of rels (in the order of rels).
+func linkHref(links []Link, rels ...string) string {
+	for _, rel := range rels {
+		for _, l := range links {
+			if l.Rel == rel && l.Href != "" {
+				return l.Href
+			}
+		}
+	}
+	return ""
 }
 
 func firstNonEmpty(ss ...string) string {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 
 func TestOrderStatusTable(t *testing.T) {
 	want := map[string]provider.Status{
-		"CREATED": provider.StatusPending, "SAVED": provider.StatusPending, "APPROVED": provider.StatusPending,
-		"PAYER_ACTION_REQUIRED": provider.StatusPending, "VOIDED": provider.StatusFailed, "EXPIRED": provider.StatusExpired,
+		"CREATED": provider.StatusPending, "SAVED": provider.StatusPending, "APPROVED": provider.StatusApproved,
+		"PAYER_ACTION_REQUIRED": provider.StatusPending, "VOIDED": provider.StatusCanceled, "EXPIRED": provider.StatusExpired,
 	}
 	table := paypal.OrderStatuses()
 	if len(table) != len(want) {
@@ -81,7 +82,9 @@ func TestEventTypeTable(t *testing.T) {
 	want := map[string]provider.Status{
 		"PAYMENT.CAPTURE.COMPLETED": provider.StatusSucceeded, "PAYMENT.CAPTURE.DENIED": provider.StatusFailed,
 		"PAYMENT.CAPTURE.DECLINED": provider.StatusFailed, "PAYMENT.CAPTURE.PENDING": provider.StatusProcessing,
-		"PAYMENT.CAPTURE.REFUNDED": provider.StatusRefund, "CHECKOUT.ORDER.APPROVED": provider.StatusPending,
+		"PAYMENT.CAPTURE.REFUNDED": provider.StatusRefund, "PAYMENT.CAPTURE.REVERSED": provider.StatusRefund,
+		"CHECKOUT.ORDER.APPROVED":       provider.StatusApproved,
+		"PAYMENT.AUTHORIZATION.CREATED": provider.StatusAuthorized, "PAYMENT.AUTHORIZATION.VOIDED": provider.StatusCanceled,
 		"CUSTOMER.DISPUTE.CREATED": provider.StatusDispute,
 	}
 	table := paypal.EventStatuses()
@@ -126,9 +129,10 @@ func TestParseEvent(t *testing.T) {
 		{"capture denied carries the reason", `{"id":"WH-2","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.CAPTURE.DENIED","resource":{"id":"C1","status":"DECLINED","status_details":{"reason":"DECLINED_BY_RISK_FRAUD_FILTERS"},"amount":{"currency_code":"USD","value":"1.00"},"custom_id":"ref-2"}}`,
 			provider.Event{ID: "WH-2", Type: "PAYMENT.CAPTURE.DENIED", Status: provider.StatusFailed, Supported: true, MerchantReference: "ref-2", Amount: 100, Currency: "USD", FailureCode: "DECLINED_BY_RISK_FRAUD_FILTERS"}},
 		{"refund carries the cumulative total", `{"id":"WH-3","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.CAPTURE.REFUNDED","resource":{"id":"R1","status":"COMPLETED","amount":{"currency_code":"JPY","value":"300"},"invoice_id":"ref-3","seller_payable_breakdown":{"total_refunded_amount":{"currency_code":"JPY","value":"500"}},"supplementary_data":{"related_ids":{"order_id":"O3"}}}}`,
-			provider.Event{ID: "WH-3", Type: "PAYMENT.CAPTURE.REFUNDED", Status: provider.StatusRefund, Supported: true, PaymentID: "O3", MerchantReference: "ref-3", Amount: 300, Currency: "JPY", RefundedTotal: 500}},
-		{"order approved is pending", `{"id":"WH-4","create_time":"2026-09-21T12:00:00Z","event_type":"CHECKOUT.ORDER.APPROVED","resource":{"id":"O4","status":"APPROVED","purchase_units":[{"invoice_id":"ref-4","amount":{"currency_code":"EUR","value":"2.50"}}]}}`,
-			provider.Event{ID: "WH-4", Type: "CHECKOUT.ORDER.APPROVED", Status: provider.StatusPending, Supported: true, PaymentID: "O4", MerchantReference: "ref-4", Amount: 250, Currency: "EUR"}},
+			provider.Event{ID: "WH-3", Type: "PAYMENT.CAPTURE.REFUNDED", Status: provider.StatusRefund, Supported: true, PaymentID: "O3", MerchantReference: "ref-3", Amount: 300, Currency: "JPY", RefundedTotal: 500,
+				Refund: &provider.Refund{ID: "R1", PaymentID: "O3", Reference: "ref-3", Status: provider.RefundSucceeded, RawStatus: "COMPLETED", Amount: 300, Currency: "JPY"}}},
+		{"order approved is approved", `{"id":"WH-4","create_time":"2026-09-21T12:00:00Z","event_type":"CHECKOUT.ORDER.APPROVED","resource":{"id":"O4","status":"APPROVED","purchase_units":[{"invoice_id":"ref-4","amount":{"currency_code":"EUR","value":"2.50"}}]}}`,
+			provider.Event{ID: "WH-4", Type: "CHECKOUT.ORDER.APPROVED", Status: provider.StatusApproved, Supported: true, PaymentID: "O4", MerchantReference: "ref-4", Amount: 250, Currency: "EUR"}},
 		{"dispute is found by invoice number", `{"id":"WH-5","create_time":"2026-09-21T12:00:00Z","event_type":"CUSTOMER.DISPUTE.CREATED","resource":{"dispute_id":"PP-D-1","reason":"MERCHANDISE_OR_SERVICE_NOT_RECEIVED","dispute_amount":{"currency_code":"USD","value":"19.99"},"disputed_transactions":[{"seller_transaction_id":"C1","invoice_number":"ref-1"}]}}`,
 			provider.Event{ID: "WH-5", Type: "CUSTOMER.DISPUTE.CREATED", Status: provider.StatusDispute, Supported: true, MerchantReference: "ref-1", Amount: 1999, Currency: "USD", FailureCode: "MERCHANDISE_OR_SERVICE_NOT_RECEIVED"}},
 		{"unknown type parses unsupported", `{"id":"WH-6","create_time":"2026-09-21T12:00:00Z","event_type":"BILLING.PLAN.CREATED","resource":{"id":"P"}}`,
@@ -144,7 +148,7 @@ func TestParseEvent(t *testing.T) {
 				t.Errorf("raw or time wrong: %v", got.OccurredAt)
 			}
 			got.Raw, got.OccurredAt = nil, time.Time{}
-			if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", tt.want) {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
 			}
 		})

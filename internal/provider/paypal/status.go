@@ -7,17 +7,26 @@ import (
 )
 
 // orderStatuses maps every order status except COMPLETED, which says only that the
-// order flow ended: whether money moved is in the capture status (captureStatuses).
-// EXPIRED is not a documented PayPal order status but is kept because the spec asks for
-// it and an expired order must never read as Unknown.
+// order flow ended: whether money moved is in the capture (captureStatuses) or, for an
+// order with intent AUTHORIZE that was not captured yet, in the authorization
+// (authorizationStatuses).
+//
+// APPROVED is not "unpaid": the payer approved and the merchant's capture (intent
+// CAPTURE) or authorization (intent AUTHORIZE) is due; PayPal takes no money without
+// it. EXPIRED is not a documented PayPal order status but is kept because the spec
+// asks for it and an expired order must never read as Unknown.
 var orderStatuses = map[string]provider.Status{
 	"CREATED":               provider.StatusPending,
 	"SAVED":                 provider.StatusPending,
-	"APPROVED":              provider.StatusPending,
 	"PAYER_ACTION_REQUIRED": provider.StatusPending,
-	"VOIDED":                provider.StatusFailed,
+	"APPROVED":              provider.StatusApproved,
+	"VOIDED":                provider.StatusCanceled,
 	"EXPIRED":               provider.StatusExpired,
 }
+
+// awaitingPayer are the order statuses in which the payer must still approve at
+// PayPal (Payment.CustomerAction is the approval link).
+var awaitingPayer = map[string]bool{"CREATED": true, "SAVED": true, "PAYER_ACTION_REQUIRED": true}
 
 // captureStatuses maps purchase_units[].payments.captures[].status for COMPLETED orders.
 var captureStatuses = map[string]provider.Status{
@@ -29,24 +38,59 @@ var captureStatuses = map[string]provider.Status{
 	"PARTIALLY_REFUNDED": provider.StatusRefund,
 }
 
+// authorizationStatuses maps purchase_units[].payments.authorizations[].status of a
+// COMPLETED order that has no capture. CAPTURED and PARTIALLY_CAPTURED are absent on
+// purpose: the capture decides then, and an authorization that says "captured" next
+// to no capture is Unknown (keep querying) rather than paid.
+var authorizationStatuses = map[string]provider.Status{
+	"CREATED": provider.StatusAuthorized,
+	"PENDING": provider.StatusAuthorized,
+	"VOIDED":  provider.StatusCanceled,
+	"EXPIRED": provider.StatusExpired,
+	"DENIED":  provider.StatusFailed,
+}
+
+// refundStatuses maps a refund's status. CANCELLED is Failed: the refund will not
+// happen and the money stays with the merchant.
+var refundStatuses = map[string]provider.RefundStatus{
+	"COMPLETED": provider.RefundSucceeded,
+	"PENDING":   provider.RefundPending,
+	"FAILED":    provider.RefundFailed,
+	"CANCELLED": provider.RefundFailed,
+}
+
 // eventStatuses maps the webhook event types paywarden acts on.
-// CHECKOUT.ORDER.APPROVED is Pending: the payer approved but no money moved yet.
+// CHECKOUT.ORDER.APPROVED is Approved: the payer approved, no money moved yet.
+// PAYMENT.CAPTURE.REVERSED (PayPal took the money back, e.g. after a bank
+// chargeback) is reported like a refund: its resource carries the amount returned.
 var eventStatuses = map[string]provider.Status{
-	"PAYMENT.CAPTURE.COMPLETED": provider.StatusSucceeded,
-	"PAYMENT.CAPTURE.DENIED":    provider.StatusFailed,
-	"PAYMENT.CAPTURE.DECLINED":  provider.StatusFailed,
-	"PAYMENT.CAPTURE.PENDING":   provider.StatusProcessing,
-	"PAYMENT.CAPTURE.REFUNDED":  provider.StatusRefund,
-	"CHECKOUT.ORDER.APPROVED":   provider.StatusPending,
-	"CUSTOMER.DISPUTE.CREATED":  provider.StatusDispute,
+	"PAYMENT.CAPTURE.COMPLETED":     provider.StatusSucceeded,
+	"PAYMENT.CAPTURE.DENIED":        provider.StatusFailed,
+	"PAYMENT.CAPTURE.DECLINED":      provider.StatusFailed,
+	"PAYMENT.CAPTURE.PENDING":       provider.StatusProcessing,
+	"PAYMENT.CAPTURE.REFUNDED":      provider.StatusRefund,
+	"PAYMENT.CAPTURE.REVERSED":      provider.StatusRefund,
+	"CHECKOUT.ORDER.APPROVED":       provider.StatusApproved,
+	"PAYMENT.AUTHORIZATION.CREATED": provider.StatusAuthorized,
+	"PAYMENT.AUTHORIZATION.VOIDED":  provider.StatusCanceled,
+	"CUSTOMER.DISPUTE.CREATED":      provider.StatusDispute,
 }
 
 // OrderStatuses returns a copy of the order status table (COMPLETED excluded: see
-// CaptureStatuses).
+// CaptureStatuses and AuthorizationStatuses).
 func OrderStatuses() map[string]provider.Status { return maps.Clone(orderStatuses) }
 
 // CaptureStatuses returns a copy of the capture status table used for COMPLETED orders.
 func CaptureStatuses() map[string]provider.Status { return maps.Clone(captureStatuses) }
+
+// AuthorizationStatuses returns a copy of the authorization status table used for
+// COMPLETED orders without a capture.
+func AuthorizationStatuses() map[string]provider.Status {
+	return maps.Clone(authorizationStatuses)
+}
+
+// RefundStatuses returns a copy of the refund status table.
+func RefundStatuses() map[string]provider.RefundStatus { return maps.Clone(refundStatuses) }
 
 // EventStatuses returns a copy of the supported event type table.
 func EventStatuses() map[string]provider.Status { return maps.Clone(eventStatuses) }
@@ -65,9 +109,28 @@ func MapCaptureStatus(raw string) provider.Status {
 	return provider.StatusUnknown
 }
 
+// MapAuthorizationStatus normalizes the status of an authorization that has no
+// capture; unlisted strings (CAPTURED without a capture among them) are Unknown.
+func MapAuthorizationStatus(raw string) provider.Status {
+	if s, ok := authorizationStatuses[raw]; ok {
+		return s
+	}
+	return provider.StatusUnknown
+}
+
+// MapRefundStatus normalizes a refund status; unlisted strings are Unknown.
+func MapRefundStatus(raw string) provider.RefundStatus {
+	if s, ok := refundStatuses[raw]; ok {
+		return s
+	}
+	return provider.RefundUnknown
+}
+
 // MapOrderStatus normalizes an order. For COMPLETED it reads the last capture of the
-// first purchase unit that has one; a COMPLETED order without a capture is Unknown
-// (keep querying) rather than paid. raw is "<order status>" or "<order>/<capture>".
+// first purchase unit that has one; without a capture, the last authorization of the
+// first purchase unit that has one (intent AUTHORIZE, not captured yet); with neither
+// the order is Unknown (keep querying) rather than paid. raw is "<order status>",
+// "<order>/<capture>" or "<order>/authorization:<authorization>".
 func MapOrderStatus(o Order) (status provider.Status, raw string) {
 	if o.Status != "COMPLETED" {
 		if s, ok := orderStatuses[o.Status]; ok {
@@ -75,11 +138,13 @@ func MapOrderStatus(o Order) (status provider.Status, raw string) {
 		}
 		return provider.StatusUnknown, o.Status
 	}
-	c, ok := lastCapture(o)
-	if !ok {
-		return provider.StatusUnknown, "COMPLETED/"
+	if c, ok := lastCapture(o); ok {
+		return MapCaptureStatus(c.Status), "COMPLETED/" + c.Status
 	}
-	return MapCaptureStatus(c.Status), "COMPLETED/" + c.Status
+	if a, ok := lastAuthorization(o); ok {
+		return MapAuthorizationStatus(a.Status), "COMPLETED/authorization:" + a.Status
+	}
+	return provider.StatusUnknown, "COMPLETED/"
 }
 
 func lastCapture(o Order) (Capture, bool) {
@@ -89,4 +154,13 @@ func lastCapture(o Order) (Capture, bool) {
 		}
 	}
 	return Capture{}, false
+}
+
+func lastAuthorization(o Order) (Authorization, bool) {
+	for _, pu := range o.PurchaseUnits {
+		if pu.Payments != nil && len(pu.Payments.Authorizations) > 0 {
+			return pu.Payments.Authorizations[len(pu.Payments.Authorizations)-1], true
+		}
+	}
+	return Authorization{}, false
 }

@@ -17,11 +17,48 @@ type Money struct {
 	Value        string `json:"value"`
 }
 
+// Order intents.
+const (
+	IntentCapture   = "CAPTURE"   // the merchant captures the approved order (one call)
+	IntentAuthorize = "AUTHORIZE" // the merchant authorizes the approved order, captures later
+)
+
 // CreateOrderRequest is the body of POST /v2/checkout/orders.
 type CreateOrderRequest struct {
-	Intent        string                `json:"intent"` // "CAPTURE"
+	Intent        string                `json:"intent"` // IntentCapture or IntentAuthorize
 	PurchaseUnits []PurchaseUnitRequest `json:"purchase_units"`
+	// PaymentSource with an experience context makes PayPal answer
+	// PAYER_ACTION_REQUIRED with a "payer-action" link, and send the payer back to
+	// return_url / cancel_url.
+	PaymentSource *PaymentSource `json:"payment_source,omitempty"`
 }
+
+// PaymentSource is the payment_source of a create request.
+type PaymentSource struct {
+	PayPal *WalletSource `json:"paypal,omitempty"`
+}
+
+// WalletSource is payment_source.paypal.
+type WalletSource struct {
+	ExperienceContext *ExperienceContext `json:"experience_context,omitempty"`
+}
+
+// ExperienceContext customizes the payer's approval flow.
+type ExperienceContext struct {
+	ReturnURL string `json:"return_url,omitempty"`
+	CancelURL string `json:"cancel_url,omitempty"`
+	// UserAction "PAY_NOW" labels the button "Pay Now": the payer knows the money
+	// is taken on return (intent CAPTURE); the default "CONTINUE" suits orders
+	// whose amount may still change.
+	UserAction string `json:"user_action,omitempty"`
+}
+
+// Link relations paywarden reads.
+const (
+	RelPayerAction = "payer-action" // where the payer approves (orders created with a payment_source)
+	RelApprove     = "approve"      // the same for orders created without one
+	RelUp          = "up"           // the parent resource (a capture's order or authorization)
+)
 
 // PurchaseUnitRequest is one purchase unit of a create request.
 type PurchaseUnitRequest struct {
@@ -53,10 +90,47 @@ type PurchaseUnit struct {
 	Payments    *Payments `json:"payments,omitempty"`
 }
 
-// Payments holds the captures and refunds of a purchase unit.
+// Payments holds the authorizations, captures and refunds of a purchase unit.
 type Payments struct {
-	Captures []Capture `json:"captures,omitempty"`
-	Refunds  []Refund  `json:"refunds,omitempty"`
+	Authorizations []Authorization `json:"authorizations,omitempty"`
+	Captures       []Capture       `json:"captures,omitempty"`
+	Refunds        []Refund        `json:"refunds,omitempty"`
+}
+
+// Authorization is an authorized payment of an order with intent AUTHORIZE (also the
+// resource of PAYMENT.AUTHORIZATION.* events).
+type Authorization struct {
+	ID            string         `json:"id"`
+	Status        string         `json:"status"` // CREATED, PENDING, CAPTURED, PARTIALLY_CAPTURED, VOIDED, EXPIRED, DENIED
+	StatusDetails *StatusDetails `json:"status_details,omitempty"`
+	Amount        Money          `json:"amount"`
+	InvoiceID     string         `json:"invoice_id,omitempty"`
+	CustomID      string         `json:"custom_id,omitempty"`
+	// ExpirationTime is when the authorization can no longer be captured (RFC 3339).
+	ExpirationTime    string             `json:"expiration_time,omitempty"`
+	SupplementaryData *SupplementaryData `json:"supplementary_data,omitempty"`
+	CreateTime        string             `json:"create_time,omitempty"`
+	UpdateTime        string             `json:"update_time,omitempty"`
+	Links             []Link             `json:"links,omitempty"` // rel "up" is the order
+}
+
+// CaptureAuthorizationRequest is the body of
+// POST /v2/payments/authorizations/{id}/capture. Without Amount the whole authorized
+// amount is captured; FinalCapture releases whatever is left.
+type CaptureAuthorizationRequest struct {
+	Amount       *Money `json:"amount,omitempty"`
+	FinalCapture bool   `json:"final_capture"`
+}
+
+// RefundCaptureRequest is the body of POST /v2/payments/captures/{id}/refund. Without
+// Amount the rest of the capture is refunded.
+type RefundCaptureRequest struct {
+	Amount *Money `json:"amount,omitempty"`
+	// InvoiceID carries paywarden's reference of the refund, CustomID the payment's
+	// merchant reference (so a refund webhook still finds its payment).
+	InvoiceID   string `json:"invoice_id,omitempty"`
+	CustomID    string `json:"custom_id,omitempty"`
+	NoteToPayer string `json:"note_to_payer,omitempty"`
 }
 
 // Capture is a captured payment (also the resource of PAYMENT.CAPTURE.* events).
@@ -82,9 +156,12 @@ type Refund struct {
 	Amount                 Money                   `json:"amount"`
 	InvoiceID              string                  `json:"invoice_id,omitempty"`
 	CustomID               string                  `json:"custom_id,omitempty"`
+	NoteToPayer            string                  `json:"note_to_payer,omitempty"`
 	SellerPayableBreakdown *SellerPayableBreakdown `json:"seller_payable_breakdown,omitempty"`
 	SupplementaryData      *SupplementaryData      `json:"supplementary_data,omitempty"`
 	CreateTime             string                  `json:"create_time,omitempty"`
+	UpdateTime             string                  `json:"update_time,omitempty"`
+	Links                  []Link                  `json:"links,omitempty"` // rel "up" is the capture
 }
 
 // SellerPayableBreakdown carries the cumulative refunded amount of the capture.
@@ -104,8 +181,9 @@ type SupplementaryData struct {
 
 // RelatedIDs is the inside of SupplementaryData.
 type RelatedIDs struct {
-	OrderID   string `json:"order_id,omitempty"`
-	CaptureID string `json:"capture_id,omitempty"`
+	OrderID         string `json:"order_id,omitempty"`
+	AuthorizationID string `json:"authorization_id,omitempty"`
+	CaptureID       string `json:"capture_id,omitempty"`
 }
 
 // Link is a HATEOAS link.
@@ -161,9 +239,37 @@ type VerifyResponse struct {
 	VerificationStatus string `json:"verification_status"`
 }
 
-// ErrorBody is PayPal's error answer.
+// ErrorBody is PayPal's error answer. Name is the class (UNPROCESSABLE_ENTITY); what
+// went wrong is in Details[].Issue (ORDER_ALREADY_CAPTURED, ...).
 type ErrorBody struct {
-	Name    string `json:"name"`
-	Message string `json:"message"`
-	DebugID string `json:"debug_id,omitempty"`
+	Name    string        `json:"name"`
+	Message string        `json:"message"`
+	DebugID string        `json:"debug_id,omitempty"`
+	Details []ErrorDetail `json:"details,omitempty"`
 }
+
+// ErrorDetail is one entry of ErrorBody.Details.
+type ErrorDetail struct {
+	Field       string `json:"field,omitempty"`
+	Value       string `json:"value,omitempty"`
+	Location    string `json:"location,omitempty"`
+	Issue       string `json:"issue"`
+	Description string `json:"description,omitempty"`
+}
+
+// The error issues paywarden acts on (ErrorDetail.Issue).
+const (
+	IssueOrderNotApproved             = "ORDER_NOT_APPROVED"
+	IssueOrderAlreadyCaptured         = "ORDER_ALREADY_CAPTURED"
+	IssueOrderAlreadyAuthorized       = "ORDER_ALREADY_AUTHORIZED"
+	IssueActionDoesNotMatchIntent     = "ACTION_DOES_NOT_MATCH_INTENT"
+	IssueAuthorizationAlreadyCaptured = "AUTHORIZATION_ALREADY_CAPTURED"
+	IssueAuthorizationVoided          = "AUTHORIZATION_VOIDED"
+	IssueAuthorizationExpired         = "AUTHORIZATION_EXPIRED"
+	IssuePreviouslyVoided             = "PREVIOUSLY_VOIDED"
+	IssuePreviouslyCaptured           = "PREVIOUSLY_CAPTURED"
+	IssueMaxCaptureAmountExceeded     = "MAX_CAPTURE_AMOUNT_EXCEEDED"
+	IssueCaptureFullyRefunded         = "CAPTURE_FULLY_REFUNDED"
+	IssueRefundAmountExceeded         = "REFUND_AMOUNT_EXCEEDED"
+	IssueCurrencyMismatch             = "CURRENCY_MISMATCH"
+)

@@ -12,6 +12,7 @@ import (
 	"github.com/paywarden/paywarden/internal/provider/generic"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
+	"github.com/paywarden/paywarden/internal/provider/stripe"
 )
 
 // Provider types accepted by New.
@@ -19,6 +20,7 @@ const (
 	TypeKukoPay = kukopay.Type
 	TypePayPal  = paypal.Type
 	TypeGeneric = generic.Type
+	TypeStripe  = stripe.Type
 )
 
 // registration is one adapter type: its capabilities and its constructor.
@@ -34,6 +36,7 @@ func registrations() []registration {
 		{kukopay.Capabilities, func(c provider.Config) (provider.Provider, error) { return orNil(kukopay.New(c)) }},
 		{paypal.Capabilities, func(c provider.Config) (provider.Provider, error) { return orNil(paypal.New(c)) }},
 		{generic.Capabilities, func(c provider.Config) (provider.Provider, error) { return orNil(generic.New(c)) }},
+		{stripe.Capabilities, func(c provider.Config) (provider.Provider, error) { return orNil(stripe.New(c)) }},
 	}
 }
 

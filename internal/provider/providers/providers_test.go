@@ -99,6 +99,7 @@ func TestCapabilities(t *testing.T) {
 		{providers.TypeKukoPay, []string{"apiKey"}, true, true, true, false, false, false},
 		{providers.TypePayPal, []string{"clientID", "clientSecret"}, false, false, false, true, true, false},
 		{providers.TypeGeneric, []string{"token"}, true, true, true, false, false, true},
+		{providers.TypeStripe, []string{"secretKey"}, true, true, true, false, false, false},
 	}
 	if len(tests) != len(providers.Types()) {
 		t.Errorf("registry has %v, test covers %d types", providers.Types(), len(tests))
@@ -117,8 +118,8 @@ func TestCapabilities(t *testing.T) {
 		})
 	}
 	t.Run("unknown type", func(t *testing.T) {
-		if _, ok := providers.Lookup("stripe"); ok {
-			t.Fatal("stripe is not registered yet")
+		if _, ok := providers.Lookup("adyen"); ok {
+			t.Fatal("adyen is not a provider type")
 		}
 	})
 	t.Run("Lookup hands out a copy", func(t *testing.T) {
@@ -154,8 +155,8 @@ func TestGenericCheckSecret(t *testing.T) {
 }
 
 func TestUnknownTypeNamesTheTypeAndTheProvider(t *testing.T) {
-	p, err := providers.New("stripe", provider.Config{Name: "ns/p", APIURL: "https://x"})
-	if err == nil || p != nil || !strings.Contains(err.Error(), `"stripe"`) || !strings.Contains(err.Error(), "ns/p") {
+	p, err := providers.New("adyen", provider.Config{Name: "ns/p", APIURL: "https://x"})
+	if err == nil || p != nil || !strings.Contains(err.Error(), `"adyen"`) || !strings.Contains(err.Error(), "ns/p") {
 		t.Fatalf("%v %v", p, err)
 	}
 	for _, typ := range providers.Types() {

@@ -1,0 +1,362 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/gateway"
+	"github.com/paywarden/paywarden/internal/inbox"
+	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/statuswriter"
+)
+
+// RefundReconciler drives a Refund to the provider's final answer (SPEC
+// §11.7): I/O only, around payment.PlanRefund and the After* functions. It
+// makes each Refund owned by its Payment (garbage-collected with it), keeps
+// the Payment's list of Refunds (status.refunds) current, and once a refund
+// settles reads the payment back from the provider, whose cumulative
+// refunded figure is the one the Payment shows.
+type RefundReconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	Gateway   *gateway.Gateway
+	// MaxConcurrentReconciles bounds parallel reconciles (default 2).
+	MaxConcurrentReconciles int
+}
+
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=refunds,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=refunds/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the controller. The inbox's indexes
+// (inbox.SetupIndexes, which index Refunds too) must be registered on mgr.
+func (r *RefundReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	workers := r.MaxConcurrentReconciles
+	if workers <= 0 {
+		workers = 2
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("refund").
+		For(&v1alpha1.Refund{}, builder.WithPredicates(refundNews{})).
+		// A payment that took its money, ended, or learned a new refunded
+		// total may let its waiting Refunds go.
+		Watches(&v1alpha1.Payment{}, handler.EnqueueRequestsFromMapFunc(r.refundsOfPayment),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				o, n := e.ObjectOld.(*v1alpha1.Payment), e.ObjectNew.(*v1alpha1.Payment)
+				return o.Status.Phase != n.Status.Phase || !equalMoney(o.Status.AmountRefunded, n.Status.AmountRefunded)
+			}})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}
+
+// refundNews: like paymentNews, a Refund's own schedule writes are not news.
+type refundNews struct{ predicate.Funcs }
+
+func (refundNews) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*v1alpha1.Refund)
+	n, ok2 := e.ObjectNew.(*v1alpha1.Refund)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.Generation != n.Generation || !maps.Equal(o.Annotations, n.Annotations) ||
+		o.Status.Phase != n.Status.Phase || o.Status.ProviderRefundID != n.Status.ProviderRefundID || !n.DeletionTimestamp.IsZero()
+}
+
+func equalMoney(a, b *v1alpha1.Money) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+func (r *RefundReconciler) refundsOfPayment(ctx context.Context, o client.Object) []reconcile.Request {
+	refunds, err := listRefunds(ctx, r.Client, o.GetNamespace(), o.GetName())
+	if err != nil {
+		log.FromContext(ctx).Error(err, "list refunds of payment", "payment", o.GetName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range refunds {
+		if !refunds[i].Status.Phase.IsFinal() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&refunds[i])})
+		}
+	}
+	return reqs
+}
+
+func listRefunds(ctx context.Context, c client.Reader, ns, paymentName string) ([]v1alpha1.Refund, error) {
+	var l v1alpha1.RefundList
+	if err := c.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{inbox.IndexRefundPayment: paymentName}); err != nil {
+		return nil, fmt.Errorf("list refunds of payment %s/%s: %w", ns, paymentName, err)
+	}
+	return l.Items, nil
+}
+
+// Reconcile asks the core what to do for the Refund, does it, and stores
+// what the core makes of the result. At most one provider call per reconcile.
+func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	rf := &v1alpha1.Refund{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rf); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rf.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	logger := log.FromContext(ctx).WithValues("refund", req.NamespacedName.String(), "payment", rf.Spec.PaymentRef.Name)
+	ctx = log.IntoContext(ctx, logger)
+
+	p := &v1alpha1.Payment{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: rf.Namespace, Name: rf.Spec.PaymentRef.Name}, p); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		p = nil
+	}
+	if p != nil && !metav1.IsControlledBy(rf, p) && !ownedBy(rf, p) {
+		// Owned by its Payment: deleted with it, and never left behind.
+		patch := client.MergeFrom(rf.DeepCopy())
+		if err := controllerutil.SetOwnerReference(p, rf, r.Scheme, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Client.Patch(ctx, rf, patch); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	var siblings []v1alpha1.Refund
+	if p != nil {
+		all, err := listRefunds(ctx, r.Client, rf.Namespace, p.Name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, s := range all {
+			if s.UID != rf.UID {
+				siblings = append(siblings, s)
+			}
+		}
+	}
+	var entry *gateway.Entry
+	pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{})
+	if p != nil {
+		prov := &v1alpha1.PaymentProvider{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}, prov); err == nil {
+			pol = payment.PolicyFor(&prov.Spec)
+			if entry, err = r.Gateway.For(ctx, prov); err == nil {
+				pol.Lifecycle, pol.LifecycleKnown = entry.Caps.Lifecycle, true
+			} else {
+				logger.Info("provider not usable; waiting", "reason", err.Error())
+			}
+		}
+	}
+
+	wrote, called, fresh := false, false, false
+	uid := string(rf.UID)
+	for {
+		now := r.Clock.Now()
+		facts := payment.RefundFacts{Payment: p, Siblings: siblings, ConfigAccepted: entry != nil && entry.ConfigProblem() == ""}
+		step := payment.PlanRefund(rf, pol, facts, now)
+		switch step.Action {
+		case payment.Nothing:
+			release(entry, uid)
+			return ctrl.Result{}, r.noteOnPayment(ctx, rf, p)
+		case payment.Wait:
+			release(entry, uid)
+			return requeueAt(step.At, now, wrote), r.noteOnPayment(ctx, rf, p)
+		case payment.Write:
+			stored, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome {
+				if s := payment.PlanRefund(rf, pol, facts, now); s.Action == payment.Write {
+					return s.Outcome
+				}
+				return payment.RefundOutcome{Status: rf.Status}
+			})
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if !stored {
+				return requeueAt(now.Add(minIdleRequeue), now, wrote), nil
+			}
+			wrote = true
+			continue
+		}
+		if called {
+			return requeueAt(now, now, wrote), nil
+		}
+		if entry == nil {
+			return ctrl.Result{RequeueAfter: providerRetry}, nil
+		}
+		if step.Action != payment.Query && !wrote && !fresh {
+			// A refund may already have gone out, recorded by a write the
+			// cache has not caught up with: decide from the API server.
+			fresh = true
+			latest := &v1alpha1.Refund{}
+			if err := r.APIReader.Get(ctx, req.NamespacedName, latest); err != nil {
+				return ctrl.Result{}, client.IgnoreNotFound(err)
+			}
+			if latest.UID != rf.UID {
+				return ctrl.Result{}, nil
+			}
+			if latest.ResourceVersion != rf.ResourceVersion {
+				rf = latest
+				continue
+			}
+		}
+		adm := admitWait(ctx, r.Clock, entry, uid)
+		if !adm.OK {
+			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
+		}
+		call := r.call(ctx, entry, rf, step.Action)
+		at := r.Clock.Now()
+		called = true
+		entry.Done(ctx, call.Err)
+		if call.Err != nil {
+			logger.Info("provider refund "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
+		}
+		if _, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome {
+			switch step.Action {
+			case payment.Create:
+				return payment.AfterRefundCreate(rf, pol, call, at)
+			case payment.Lookup:
+				return payment.AfterRefundLookup(rf, pol, call, at)
+			default:
+				return payment.AfterRefundQuery(rf, pol, call, at)
+			}
+		}); err != nil {
+			return ctrl.Result{}, err
+		}
+		wrote = true
+		if rf.Status.Phase == v1alpha1.RefundSucceeded && p != nil {
+			r.refreshPayment(ctx, entry, p, pol)
+		}
+	}
+}
+
+func ownedBy(o, owner metav1.Object) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.UID == owner.GetUID() {
+			return true
+		}
+	}
+	return false
+}
+
+// call makes the refund call the plan asked for.
+func (r *RefundReconciler) call(ctx context.Context, e *gateway.Entry, rf *v1alpha1.Refund, action payment.Action) payment.RefundCall {
+	st := &rf.Status
+	var (
+		got provider.Refund
+		err error
+	)
+	switch action {
+	case payment.Create:
+		got, err = e.Provider.CreateRefund(ctx, provider.RefundRequest{
+			PaymentID: st.ProviderPaymentID, IdempotencyKey: rf.IdempotencyKey(), Reference: rf.Reference(),
+			Amount: st.Amount.Value, Currency: st.Amount.Currency, Reason: rf.Spec.Reason,
+		})
+	case payment.Lookup:
+		if !e.Caps.Lifecycle.RefundLookup {
+			return payment.RefundCall{Err: provider.Unsupported(e.Key.String(), "find refund")}
+		}
+		got, err = e.Provider.FindRefund(ctx, st.ProviderPaymentID, rf.Reference())
+	default:
+		got, err = e.Provider.GetRefund(ctx, st.ProviderPaymentID, st.ProviderRefundID)
+	}
+	return payment.RefundCall{Refund: got, Err: err}
+}
+
+// store writes what decide makes of the Refund and publishes the outcome.
+func (r *RefundReconciler) store(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment, decide func(*v1alpha1.Refund) payment.RefundOutcome) (bool, error) {
+	out, wrote, err := payment.StoreRefund(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, rf, decide)
+	if err != nil {
+		return false, err
+	}
+	if wrote {
+		payment.RecordRefund(r.Recorder, rf, p, out)
+	}
+	return wrote, nil
+}
+
+// noteOnPayment keeps the Payment's list of its Refunds current (shown by
+// kubectl describe payment).
+func (r *RefundReconciler) noteOnPayment(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) error {
+	if p == nil {
+		return nil
+	}
+	_, _, err := payment.Store(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, p.DeepCopy(), func(p *v1alpha1.Payment) payment.Outcome {
+		return payment.NoteRefund(p, rf)
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// refreshPayment reads a payment back from the provider once one of its
+// refunds settled: the provider's cumulative refunded figure is the one the
+// Payment shows, so a refund made here and one made in the dashboard are
+// never counted twice. Best effort: webhooks and backfill bring it too.
+func (r *RefundReconciler) refreshPayment(ctx context.Context, e *gateway.Entry, p *v1alpha1.Payment, pol payment.Policy) {
+	id := payment.ProviderID(p)
+	if id == "" {
+		return
+	}
+	if adm := admitWait(ctx, r.Clock, e, string(p.UID)); !adm.OK {
+		return
+	}
+	at := r.Clock.Now()
+	got, err := e.Provider.Get(ctx, id)
+	e.Done(ctx, err)
+	if err != nil {
+		return
+	}
+	out, wrote, err := payment.Store(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, p.DeepCopy(), func(p *v1alpha1.Payment) payment.Outcome {
+		return payment.AfterQuery(p, pol, payment.Call{Payment: got}, false, at)
+	})
+	if err == nil && wrote {
+		payment.Record(r.Recorder, p, out)
+	}
+}
+
+// admitWait is the reconcilers' way through the gateway: a short wait for
+// the token inline, a longer one handed back to the queue.
+func admitWait(ctx context.Context, clk clock.PassiveClock, e *gateway.Entry, uid string) gateway.Admission {
+	for {
+		adm := e.Admit(uid, clk.Now())
+		if adm.OK || adm.Reason != gateway.DeferRateLimited || adm.Wait >= maxInlineWait {
+			return adm
+		}
+		t := time.NewTimer(adm.Wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			e.Release(uid)
+			return gateway.Admission{Wait: minIdleRequeue, Reason: gateway.DeferRateLimited}
+		case <-t.C:
+		}
+	}
+}

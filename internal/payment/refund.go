@@ -1,0 +1,266 @@
+package payment
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// The Refund's state machine (SPEC §11.7): Pending → Processing →
+// Succeeded | Failed, Unknown + NeedsReview. Like the payment's, it is one
+// pure function; the refund controller and the inbox only read, call and
+// write. The Payment's refunded total keeps coming from the provider's
+// cumulative figure (Apply), so a refund made in the provider's dashboard
+// and one made by a Refund are never counted twice.
+
+// RefundResult is ApplyRefund's answer. Status is a new value.
+type RefundResult struct {
+	Status     v1alpha1.RefundStatus
+	Source     v1alpha1.ObservationSource
+	Decision   Decision
+	Reason     string
+	Events     []Event
+	Transition *Transition
+}
+
+// ApplyRefund runs the refund's state machine on one observation.
+func ApplyRefund(r *v1alpha1.Refund, obs Observation, now time.Time) RefundResult {
+	m := refundMachine{r: r, st: *r.Status.DeepCopy(), obs: obs, now: now}
+	m.run()
+	m.finish()
+	return RefundResult{Status: m.st, Source: obs.Source, Decision: m.decision, Reason: m.reason, Events: m.events, Transition: m.transition}
+}
+
+type refundMachine struct {
+	r          *v1alpha1.Refund
+	st         v1alpha1.RefundStatus
+	obs        Observation
+	now        time.Time
+	decision   Decision
+	reason     string
+	events     []Event
+	transition *Transition
+}
+
+func (m *refundMachine) ledger() ledger {
+	return ledger{
+		history: &m.st.History, dropped: &m.st.HistoryDropped, last: &m.st.LastEvent,
+		recent: &m.st.RecentEventIDs, conditions: &m.st.Conditions, events: &m.events, now: m.now,
+	}
+}
+
+func (m *refundMachine) phase() v1alpha1.RefundPhase {
+	if m.st.Phase == "" {
+		return v1alpha1.RefundPending
+	}
+	return m.st.Phase
+}
+
+func (m *refundMachine) decide(d Decision, format string, args ...any) {
+	m.decision, m.reason = d, fmt.Sprintf(format, args...)
+}
+
+func (m *refundMachine) run() {
+	l := m.ledger()
+	if m.obs.EventID != "" && l.seen(m.obs.EventID) {
+		m.decide(Duplicate, "event %s already applied", m.obs.EventID)
+		return
+	}
+	if id := m.obs.ProviderRefundID; id != "" && m.st.ProviderRefundID != "" && id != m.st.ProviderRefundID && m.obs.Review == "" {
+		m.decide(Ignored, "about provider refund %s, this Refund is %s", id, m.st.ProviderRefundID)
+		return
+	}
+	from := m.phase()
+	switch {
+	case m.obs.Source == v1alpha1.SourceManual:
+		m.manual(from)
+	case m.obs.Observed == ObservedPending || m.obs.Observed == ObservedProcessing:
+		to := v1alpha1.RefundPhase(m.obs.Observed)
+		switch {
+		case m.st.Phase == "" || from == v1alpha1.RefundPending && to == v1alpha1.RefundProcessing:
+			m.moveTo(to, "")
+		default:
+			m.confirm()
+			m.decide(Stale, "%s after %s is stale", to, from)
+		}
+	case m.obs.Observed == ObservedSucceeded:
+		m.succeeded(from)
+	case m.obs.Observed == ObservedFailed:
+		m.failed(from)
+	case m.obs.Observed == ObservedUnknown && m.obs.Review != "":
+		m.review(from)
+	case m.obs.Observed == ObservedUnknown:
+		m.confirm()
+		m.decide(Ignored, "the provider does not know the outcome yet")
+	default:
+		m.decide(Ignored, "%s does not apply to a refund", m.obs.Observed)
+	}
+}
+
+func (m *refundMachine) succeeded(from v1alpha1.RefundPhase) {
+	switch {
+	case from == v1alpha1.RefundSucceeded:
+		m.confirm()
+		m.decide(Stale, "already Succeeded")
+	case from == v1alpha1.RefundFailed:
+		m.conflict(from)
+	default:
+		if a, want := m.obs.Amount, m.st.Amount; a != nil && want != nil && (a.Value != want.Value || a.Currency != want.Currency) {
+			msg := fmt.Sprintf("provider reports %s refunded, expected %s",
+				v1alpha1.FormatAmount(a.Value, a.Currency), v1alpha1.FormatAmount(want.Value, want.Currency))
+			if m.ledger().reviewReason() == v1alpha1.ReasonAmountMismatch {
+				m.decide(Stale, "amount mismatch already under review")
+				return
+			}
+			m.moveTo(v1alpha1.RefundUnknown, v1alpha1.ReasonAmountMismatch)
+			m.ledger().needsReview(v1alpha1.ReasonAmountMismatch, msg)
+			return
+		}
+		m.moveTo(v1alpha1.RefundSucceeded, "")
+	}
+}
+
+func (m *refundMachine) failed(from v1alpha1.RefundPhase) {
+	switch from {
+	case v1alpha1.RefundSucceeded:
+		// A refund reported failed after it succeeded (bank returns happen):
+		// the money may be back with the merchant. A human must look.
+		m.conflict(from)
+	case v1alpha1.RefundFailed:
+		m.confirm()
+		m.decide(Stale, "already Failed")
+	default:
+		if f := m.obs.Failure; f != nil {
+			cp := *f
+			m.st.Failure = &cp
+		}
+		reason := m.obs.Reason
+		if reason == "" && m.obs.Failure != nil {
+			reason = m.obs.Failure.Code
+		}
+		m.moveTo(v1alpha1.RefundFailed, reason)
+	}
+}
+
+func (m *refundMachine) review(from v1alpha1.RefundPhase) {
+	current := m.ledger().reviewReason()
+	switch {
+	case from.IsFinal():
+		m.decide(Stale, "already %s", from)
+	case from == v1alpha1.RefundUnknown && current == m.obs.Review:
+		m.decide(Stale, "already under review for %s", current)
+	case IsHumanReason(current) && !IsHumanReason(m.obs.Review):
+		if from == v1alpha1.RefundUnknown {
+			m.decide(Stale, "%s does not replace the review for %s", m.obs.Review, current)
+			return
+		}
+		m.moveTo(v1alpha1.RefundUnknown, m.obs.Review)
+	default:
+		msg := m.obs.Reason
+		if msg == "" {
+			msg = "paywarden cannot settle this refund automatically: " + m.obs.Review
+		}
+		m.moveTo(v1alpha1.RefundUnknown, m.obs.Review)
+		m.ledger().needsReview(m.obs.Review, msg)
+	}
+}
+
+func (m *refundMachine) manual(from v1alpha1.RefundPhase) {
+	to := v1alpha1.RefundPhase(m.obs.Observed)
+	if to != v1alpha1.RefundSucceeded && to != v1alpha1.RefundFailed {
+		m.decide(Ignored, "a manual resolve of a refund must be Succeeded or Failed, not %q", m.obs.Observed)
+		return
+	}
+	reviewing := m.ledger().reviewReason() != ""
+	if from.IsFinal() && !reviewing {
+		m.decide(Ignored, "refund is already %s and needs no review", from)
+		return
+	}
+	if reviewing {
+		m.ledger().clearReview("resolved by an operator: " + m.obs.Reason)
+	}
+	m.moveTo(to, v1alpha1.ReasonResolved+": "+m.obs.Reason)
+}
+
+func (m *refundMachine) conflict(from v1alpha1.RefundPhase) {
+	msg := fmt.Sprintf("provider reported %s for a refund already %s", m.obs.Observed, from)
+	if m.obs.EventID == "" && m.ledger().reviewReason() == v1alpha1.ReasonConflictingStatus {
+		m.decide(Stale, "conflict already under review")
+		return
+	}
+	l := m.ledger()
+	l.remember(m.obs.Source, string(m.obs.Observed), m.obs.Raw, m.obs.EventID, m.obs.OccurredAt)
+	l.needsReview(v1alpha1.ReasonConflictingStatus, msg)
+	l.appendHistory(v1alpha1.PaymentPhase(from), v1alpha1.PaymentPhase(from), m.obs.Source, m.obs.EventID, v1alpha1.ReasonConflictingStatus)
+	m.decide(Conflict, "%s", msg)
+}
+
+func (m *refundMachine) confirm() {
+	if m.obs.Raw != "" {
+		m.st.ProviderStatus = m.obs.Raw
+	}
+	if id := m.obs.ProviderRefundID; id != "" && m.st.ProviderRefundID == "" {
+		m.st.ProviderRefundID = id
+	}
+}
+
+func (m *refundMachine) moveTo(to v1alpha1.RefundPhase, reason string) {
+	from := m.st.Phase
+	l := m.ledger()
+	l.remember(m.obs.Source, string(m.obs.Observed), m.obs.Raw, m.obs.EventID, m.obs.OccurredAt)
+	m.confirm()
+	m.st.Phase = to
+	if to.IsFinal() || to == v1alpha1.RefundUnknown {
+		m.st.Query.NextTime = nil
+	}
+	if m.obs.Source == v1alpha1.SourceManual && reason == "" {
+		reason = m.obs.Reason
+	}
+	l.appendHistory(v1alpha1.PaymentPhase(from), v1alpha1.PaymentPhase(to), m.obs.Source, m.obs.EventID, reason)
+	if from != to {
+		m.transition = &Transition{From: v1alpha1.PaymentPhase(from), To: v1alpha1.PaymentPhase(to)}
+		msg := fmt.Sprintf("refund %s -> %s via %s", displayPhase(v1alpha1.PaymentPhase(from)), to, m.obs.Source)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		m.events = append(m.events, Event{Warning: to == v1alpha1.RefundFailed || to == v1alpha1.RefundUnknown, Reason: "Refund" + string(to), Message: msg})
+	}
+	m.decide(Applied, "%s", reason)
+}
+
+func (m *refundMachine) finish() {
+	if m.decision == Duplicate {
+		return
+	}
+	if a := m.st.Amount; a != nil {
+		m.st.AmountDisplay = v1alpha1.FormatAmount(a.Value, a.Currency)
+	}
+	if m.st.Phase.IsFinal() {
+		m.st.Query.NextTime, m.st.Query.UnansweredSince = nil, nil
+		m.st.WaitingFor = ""
+	}
+	setReadyCondition(&m.st.Conditions, m.st.Phase.IsFinal(), string(m.st.Phase), m.now)
+}
+
+// FromRefund translates the provider's view of a refund into an observation.
+func FromRefund(rf provider.Refund, source v1alpha1.ObservationSource, eventID string) Observation {
+	obs := Observation{
+		Source: source, Raw: rf.RawStatus, EventID: eventID, ProviderRefundID: rf.ID,
+		Observed: map[provider.RefundStatus]Observed{
+			provider.RefundPending: ObservedPending, provider.RefundProcessing: ObservedProcessing,
+			provider.RefundSucceeded: ObservedSucceeded, provider.RefundFailed: ObservedFailed,
+		}[rf.Status],
+	}
+	if obs.Observed == "" {
+		obs.Observed = ObservedUnknown
+	}
+	if rf.Currency != "" && obs.Observed == ObservedSucceeded {
+		obs.Amount = &v1alpha1.Money{Value: rf.Amount, Currency: rf.Currency}
+	}
+	if obs.Observed == ObservedFailed && (rf.FailureCode != "" || rf.FailureMessage != "") {
+		obs.Failure = &v1alpha1.Failure{Code: rf.FailureCode, Message: rf.FailureMessage}
+	}
+	return obs
+}

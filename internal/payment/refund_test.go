@@ -1,0 +1,338 @@
+package payment_test
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// The Refund's state machine and its guard rails (SPEC §11.7).
+
+func newRefund(name string, amount int64, created time.Time) *v1alpha1.Refund {
+	r := &v1alpha1.Refund{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(created)},
+		Spec:       v1alpha1.RefundSpec{PaymentRef: v1alpha1.LocalObjectReference{Name: "order-1"}},
+	}
+	if amount > 0 {
+		r.Spec.Amount = &v1alpha1.Amount{Value: amount, Currency: orderCurrency}
+	}
+	return r
+}
+
+// sentRefund is a Refund decided for amount and sent, in phase.
+func sentRefund(name string, amount int64, phase v1alpha1.RefundPhase) v1alpha1.Refund {
+	r := newRefund(name, 0, t0)
+	r.Status.Phase = phase
+	r.Status.Amount = &v1alpha1.Money{Value: amount, Currency: orderCurrency}
+	r.Status.CreateRequestedAt = ptrTime(t0)
+	r.Status.ProviderRefundID = "re_" + name
+	return *r
+}
+
+func ptrTime(t time.Time) *metav1.Time { m := metav1.NewTime(t); return &m }
+
+func paidPayment(refunded int64) *v1alpha1.Payment {
+	p := buildPayment(nil, givenSucceeded)
+	p.Status.ProviderPaymentID = "pay_1"
+	if refunded > 0 {
+		p.Status.AmountRefunded = &v1alpha1.Money{Value: refunded, Currency: orderCurrency}
+		p.Status.Phase = v1alpha1.PhasePartiallyRefunded
+	}
+	return p
+}
+
+func refundObs(o payment.Observed, eventID string, opts ...obsOpt) payment.Observation {
+	obs := payment.Observation{Source: v1alpha1.SourceWebhook, Observed: o, EventID: eventID}
+	if eventID == "" {
+		obs.Source = v1alpha1.SourceStatusQuery
+	}
+	for _, opt := range opts {
+		opt(&obs)
+	}
+	return obs
+}
+
+func refundReview(st *v1alpha1.RefundStatus) string {
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionNeedsReview); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Reason
+	}
+	return ""
+}
+
+func TestApplyRefund(t *testing.T) {
+	const (
+		pending    = v1alpha1.RefundPending
+		processing = v1alpha1.RefundProcessing
+		succeeded  = v1alpha1.RefundSucceeded
+		failed     = v1alpha1.RefundFailed
+		unknown    = v1alpha1.RefundUnknown
+	)
+	amount := withAmount(500, orderCurrency)
+	at := func(phase v1alpha1.RefundPhase, review string) *v1alpha1.Refund {
+		r := newRefund("r", 500, t0)
+		r.Status.Amount = &v1alpha1.Money{Value: 500, Currency: orderCurrency}
+		r.Status.ProviderRefundID = "re_1"
+		r.Status.Phase = phase
+		if review != "" {
+			meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue, Reason: review, Message: "x"})
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name     string
+		given    *v1alpha1.Refund
+		obs      payment.Observation
+		decision payment.Decision
+		phase    v1alpha1.RefundPhase
+		review   string
+	}{
+		{"a new refund becomes pending", newRefund("r", 500, t0), refundObs(payment.ObservedPending, ""), payment.Applied, pending, ""},
+		{"pending then processing moves forward", at(pending, ""), refundObs(payment.ObservedProcessing, ""), payment.Applied, processing, ""},
+		{"pending after processing is stale", at(processing, ""), refundObs(payment.ObservedPending, ""), payment.Stale, processing, ""},
+		{"success with the amount asked for is Succeeded", at(processing, ""), refundObs(payment.ObservedSucceeded, "evt-1", amount), payment.Applied, succeeded, ""},
+		{"success without an amount is Succeeded", at(processing, ""), refundObs(payment.ObservedSucceeded, "evt-1"), payment.Applied, succeeded, ""},
+		{"success of another amount needs review", at(processing, ""), refundObs(payment.ObservedSucceeded, "evt-1", withAmount(499, orderCurrency)), payment.Applied, unknown, v1alpha1.ReasonAmountMismatch},
+		{"failure fails it", at(processing, ""), refundObs(payment.ObservedFailed, "evt-1", withFailure("insufficient_funds", "")), payment.Applied, failed, ""},
+		{"failure after success is a conflict, not a flip", at(succeeded, ""), refundObs(payment.ObservedFailed, "evt-2"), payment.Conflict, succeeded, v1alpha1.ReasonConflictingStatus},
+		{"success after failure is a conflict", at(failed, ""), refundObs(payment.ObservedSucceeded, "evt-2"), payment.Conflict, failed, v1alpha1.ReasonConflictingStatus},
+		{"failure again is stale", at(failed, ""), refundObs(payment.ObservedFailed, ""), payment.Stale, failed, ""},
+		{"unknown from the provider is ignored", at(processing, ""), refundObs(payment.ObservedUnknown, ""), payment.Ignored, processing, ""},
+		{"retries exhausted parks it in Unknown", at(processing, ""), refundObs(payment.ObservedUnknown, "", withReview(v1alpha1.ReasonRetriesExhausted)), payment.Applied, unknown, v1alpha1.ReasonRetriesExhausted},
+		{"a paywarden review does not replace an amount mismatch", at(unknown, v1alpha1.ReasonAmountMismatch), refundObs(payment.ObservedUnknown, "", withReview(v1alpha1.ReasonRetriesExhausted)), payment.Stale, unknown, v1alpha1.ReasonAmountMismatch},
+		{"a paywarden review on a final refund is stale", at(succeeded, ""), refundObs(payment.ObservedUnknown, "", withReview(v1alpha1.ReasonProviderUnreachable)), payment.Stale, succeeded, ""},
+		{"processing does not take a refund out of Unknown", at(unknown, v1alpha1.ReasonRetriesExhausted), refundObs(payment.ObservedProcessing, ""), payment.Stale, unknown, v1alpha1.ReasonRetriesExhausted},
+		{"a final answer takes it out of Unknown", at(unknown, v1alpha1.ReasonRetriesExhausted), refundObs(payment.ObservedSucceeded, "evt-3", amount), payment.Applied, succeeded, v1alpha1.ReasonRetriesExhausted},
+		{"news about another provider refund is ignored", at(processing, ""), refundObs(payment.ObservedFailed, "evt-4", func(o *payment.Observation) { o.ProviderRefundID = "re_other" }), payment.Ignored, processing, ""},
+		{"an operator settles a refund under review", at(unknown, v1alpha1.ReasonCreateOutcomeUnknown), payment.Observation{Source: v1alpha1.SourceManual, Observed: payment.ObservedSucceeded, Reason: "seen in the dashboard"}, payment.Applied, succeeded, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.given.Status.DeepCopy()
+			res := payment.ApplyRefund(tc.given, tc.obs, t0.Add(time.Hour))
+			if !sameRefundStatus(before, &tc.given.Status) {
+				t.Fatal("ApplyRefund changed its input")
+			}
+			if res.Decision != tc.decision || res.Status.Phase != tc.phase || refundReview(&res.Status) != tc.review {
+				t.Fatalf("%s -> %s review %q (%s), want %s -> %s review %q", res.Decision, res.Status.Phase, refundReview(&res.Status), res.Reason, tc.decision, tc.phase, tc.review)
+			}
+			if res.Status.Phase.IsFinal() && res.Status.Query.NextTime != nil {
+				t.Error("a settled refund keeps a schedule")
+			}
+			if (res.Decision == payment.Applied || res.Decision == payment.Conflict) && len(res.Events) == 0 {
+				t.Error("a change without an Event")
+			}
+		})
+	}
+	t.Run("the same event twice is a duplicate", func(t *testing.T) {
+		r := at(processing, "")
+		r.Status = payment.ApplyRefund(r, refundObs(payment.ObservedSucceeded, "evt-1", amount), t0).Status
+		if res := payment.ApplyRefund(r, refundObs(payment.ObservedSucceeded, "evt-1", amount), t0); res.Decision != payment.Duplicate {
+			t.Errorf("decision %s", res.Decision)
+		}
+	})
+}
+
+func TestRefundAllowance(t *testing.T) {
+	full := func() *v1alpha1.Refund { return newRefund("r", 0, t0.Add(time.Minute)) }
+	part := func(v int64) *v1alpha1.Refund { return newRefund("r", v, t0.Add(time.Minute)) }
+	pending := buildPayment(nil, givenPending)
+	failedPay := buildPayment(nil, givenFailed)
+	for _, tc := range []struct {
+		name     string
+		refund   *v1alpha1.Refund
+		payment  *v1alpha1.Payment
+		siblings []v1alpha1.Refund
+		amount   int64
+		wait     string
+		refusal  string
+	}{
+		{"no payment yet: wait", full(), nil, nil, 0, v1alpha1.ReasonPaymentNotFound, ""},
+		{"a pending payment: wait", full(), pending, nil, 0, v1alpha1.ReasonPaymentNotSucceeded, ""},
+		{"a failed payment: refused", full(), failedPay, nil, 0, "", v1alpha1.ReasonPaymentNotPaid},
+		{"no amount refunds everything received", full(), paidPayment(0), nil, orderValue, "", ""},
+		{"a partial refund", part(500), paidPayment(0), nil, 500, "", ""},
+		{"more than received is refused", part(orderValue + 1), paidPayment(0), nil, 0, "", v1alpha1.ReasonOverRefund},
+		{"dashboard refunds count", part(1500), paidPayment(600), nil, 0, "", v1alpha1.ReasonOverRefund},
+		{"the rest after a dashboard refund", full(), paidPayment(600), nil, orderValue - 600, "", ""},
+		{"a succeeded Refund counts once with the provider's figure", part(1000), paidPayment(500), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, 1000, "", ""},
+		{"a Refund in flight counts", part(1000), paidPayment(0), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund},
+		{"a failed Refund does not count", part(1000), paidPayment(0), []v1alpha1.Refund{sentRefund("a", 1999, v1alpha1.RefundFailed)}, 1000, "", ""},
+		{"an older Refund not sent yet counts", part(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("a", 1500, t0)}, 0, "", v1alpha1.ReasonOverRefund},
+		{"a newer Refund not sent yet does not", part(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("z", 1500, t0.Add(time.Hour))}, 1000, "", ""},
+		{"an older Refund of everything, undecided: wait", part(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("a", 0, t0)}, 0, v1alpha1.ReasonEarlierRefundUndecided, ""},
+		{"another currency is refused", func() *v1alpha1.Refund { r := part(100); r.Spec.Amount.Currency = "EUR"; return r }(), paidPayment(0), nil, 0, "", v1alpha1.ReasonOverRefund},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			amount, wait, refusal := payment.RefundAllowance(tc.refund, tc.payment, tc.siblings)
+			if wait != tc.wait || !strings.HasPrefix(refusal, tc.refusal) || (tc.refusal == "") != (refusal == "") || amount.Value != tc.amount {
+				t.Fatalf("amount %d wait %q refusal %q, want %d %q %q", amount.Value, wait, refusal, tc.amount, tc.wait, tc.refusal)
+			}
+		})
+	}
+	// Two Refunds created together that add up to more than received: the
+	// later one is refused, whichever is decided first.
+	a, b := newRefund("a", 1200, t0), newRefund("b", 1200, t0)
+	if _, _, refusal := payment.RefundAllowance(a, paidPayment(0), []v1alpha1.Refund{*b}); refusal != "" {
+		t.Errorf("the earlier Refund was refused: %s", refusal)
+	}
+	if _, _, refusal := payment.RefundAllowance(b, paidPayment(0), []v1alpha1.Refund{*a}); !strings.HasPrefix(refusal, v1alpha1.ReasonOverRefund) {
+		t.Errorf("the later Refund was allowed: %q", refusal)
+	}
+}
+
+func TestPlanRefund(t *testing.T) {
+	pol := testPolicy()
+	pol.Lifecycle, pol.LifecycleKnown = provider.Lifecycle{Refunds: true}, true
+	facts := payment.RefundFacts{Payment: paidPayment(0)}
+	r := newRefund("r", 500, t0)
+	s := payment.PlanRefund(r, pol, facts, t0)
+	if s.Action != payment.Write || s.Outcome.Status.CreateRequestedAt == nil || s.Outcome.Status.Amount.Value != 500 || s.Outcome.Status.ProviderPaymentID != "pay_1" {
+		t.Fatalf("step %s %+v", s.Action, s.Outcome.Status)
+	}
+	r.Status = s.Outcome.Status
+	if s := payment.PlanRefund(r, pol, facts, t0); s.Action != payment.Create {
+		t.Fatalf("after the marker: %s", s.Action)
+	}
+	lost := payment.AfterRefundCreate(r, pol, payment.RefundCall{Err: errTimeout}, t0)
+	r.Status = lost.Status
+	if r.Status.Phase != v1alpha1.RefundPending || r.Status.Failure != nil || r.Status.Query.NextTime == nil {
+		t.Fatalf("a lost answer: %+v", r.Status)
+	}
+	if s := payment.PlanRefund(r, pol, facts, r.Status.Query.NextTime.Time); s.Action != payment.Create {
+		t.Fatalf("the retry: %s, want the same create (same key)", s.Action)
+	}
+	if s := payment.PlanRefund(r, pol, facts, t0.Add(pol.LookupAfter())); s.Action != payment.Lookup {
+		t.Fatalf("past the window: %s, want a lookup", s.Action)
+	}
+	notFound := payment.AfterRefundLookup(r, pol, payment.RefundCall{Err: errNotFound}, t0.Add(pol.LookupAfter()))
+	if notFound.Status.Phase != v1alpha1.RefundUnknown || refundReview(&notFound.Status) != v1alpha1.ReasonCreateOutcomeUnknown {
+		t.Fatalf("lookup not found: %+v", notFound.Status)
+	}
+	answered := payment.AfterRefundCreate(r, pol, payment.RefundCall{Refund: provider.Refund{ID: "re_1", Status: provider.RefundPending, Amount: 500, Currency: orderCurrency}}, t0)
+	r.Status = answered.Status
+	if r.Status.ProviderRefundID != "re_1" || r.Status.Query.NextTime == nil {
+		t.Fatalf("answered: %+v", r.Status)
+	}
+	if s := payment.PlanRefund(r, pol, facts, r.Status.Query.NextTime.Time); s.Action != payment.Query {
+		t.Fatalf("then queried: %s", s.Action)
+	}
+	refused := payment.AfterRefundCreate(newRefundMarked(pol, facts), pol, payment.RefundCall{Err: errRefused}, t0)
+	if refused.Status.Phase != v1alpha1.RefundFailed {
+		t.Fatalf("a refused refund: %+v", refused.Status)
+	}
+	t.Run("a provider type without refunds refuses before any call", func(t *testing.T) {
+		none := pol
+		none.Lifecycle.Refunds = false
+		s := payment.PlanRefund(newRefund("x", 500, t0), none, facts, t0)
+		if s.Action != payment.Write || s.Outcome.Status.Phase != v1alpha1.RefundFailed || s.Outcome.Status.Failure.Code != v1alpha1.ReasonRefundsNotSupported {
+			t.Fatalf("step %s %+v", s.Action, s.Outcome.Status)
+		}
+	})
+	t.Run("a refund of a pending payment waits, writing once", func(t *testing.T) {
+		r := newRefund("w", 500, t0)
+		f := payment.RefundFacts{Payment: buildPayment(nil, givenPending)}
+		s := payment.PlanRefund(r, pol, f, t0)
+		if s.Action != payment.Write || s.Outcome.Status.WaitingFor != v1alpha1.ReasonPaymentNotSucceeded || s.Outcome.Status.CreateRequestedAt != nil {
+			t.Fatalf("step %s %+v", s.Action, s.Outcome.Status)
+		}
+		r.Status = s.Outcome.Status
+		if s := payment.PlanRefund(r, pol, f, t0.Add(time.Second)); s.Action != payment.Nothing {
+			t.Errorf("waiting again: %s", s.Action)
+		}
+	})
+}
+
+func newRefundMarked(pol payment.Policy, facts payment.RefundFacts) *v1alpha1.Refund {
+	r := newRefund("m", 500, t0)
+	r.Status = payment.PlanRefund(r, pol, facts, t0).Outcome.Status
+	return r
+}
+
+func sameRefundStatus(a, b *v1alpha1.RefundStatus) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// TestRefundSequenceProperties runs random observation sequences through the
+// refund machine and checks its invariants after every step.
+func TestRefundSequenceProperties(t *testing.T) {
+	seed := *propSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("seed %d (rerun with -payment.seed=%d)", seed, seed)
+	r := rand.New(rand.NewSource(seed))
+	for i := 0; i < 1000; i++ {
+		if err := checkRefundSequence(randChooser{r}, 1+r.Intn(40)); err != nil {
+			t.Fatalf("seed %d sequence %d: %v", seed, i, err)
+		}
+	}
+}
+
+// FuzzRefundSequence checks the same invariants on fuzzer-chosen sequences.
+func FuzzRefundSequence(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := &byteChooser{b: data}
+		if err := checkRefundSequence(c, 1+c.intn(40)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func checkRefundSequence(c chooser, steps int) error {
+	observed := []payment.Observed{payment.ObservedPending, payment.ObservedProcessing, payment.ObservedSucceeded, payment.ObservedSucceeded, payment.ObservedFailed, payment.ObservedUnknown}
+	reviews := []string{"", v1alpha1.ReasonRetriesExhausted, v1alpha1.ReasonCreateOutcomeUnknown, v1alpha1.ReasonProviderUnreachable}
+	r := newRefund("prop", 500, t0)
+	r.Status.Amount = &v1alpha1.Money{Value: 500, Currency: orderCurrency}
+	now := t0
+	for i := 0; i < steps; i++ {
+		now = now.Add(time.Duration(c.intn(120)) * time.Minute)
+		obs := payment.Observation{Source: v1alpha1.SourceWebhook, Observed: observed[c.intn(len(observed))], EventID: fmt.Sprintf("evt-%d", c.intn(6))}
+		switch c.intn(5) {
+		case 0:
+			obs.Source, obs.EventID = v1alpha1.SourceStatusQuery, ""
+		case 1:
+			obs = payment.Observation{Source: v1alpha1.SourceManual, Observed: []payment.Observed{payment.ObservedSucceeded, payment.ObservedFailed, payment.ObservedPending}[c.intn(3)], Reason: "checked"}
+		}
+		if obs.Observed == payment.ObservedUnknown {
+			obs.Review = reviews[c.intn(len(reviews))]
+		}
+		if obs.Observed == payment.ObservedSucceeded && c.intn(4) == 0 {
+			obs.Amount = &v1alpha1.Money{Value: 499, Currency: orderCurrency}
+		}
+		from := r.Status.Phase
+		res := payment.ApplyRefund(r, obs, now)
+		to := res.Status.Phase
+		switch {
+		case from.IsFinal() && !to.IsFinal():
+			return fmt.Errorf("step %d: %s moved a final %s to %s", i, obs.Observed, from, to)
+		case from != to && to == v1alpha1.RefundFailed && obs.Observed != payment.ObservedFailed:
+			return fmt.Errorf("step %d: failed by %s", i, obs.Observed)
+		case to == v1alpha1.RefundUnknown && refundReview(&res.Status) == "":
+			return fmt.Errorf("step %d: Unknown without review", i)
+		case len(res.Status.History) > payment.MaxHistory:
+			return fmt.Errorf("step %d: %d history entries", i, len(res.Status.History))
+		case to.IsFinal() && res.Status.Query.NextTime != nil:
+			return fmt.Errorf("step %d: final with a schedule", i)
+		case from != to && res.Transition == nil:
+			return fmt.Errorf("step %d: moved without a transition", i)
+		}
+		again := payment.ApplyRefund(&v1alpha1.Refund{ObjectMeta: r.ObjectMeta, Spec: r.Spec, Status: res.Status}, obs, now)
+		if again.Decision == payment.Applied && obs.Source != v1alpha1.SourceManual {
+			return fmt.Errorf("step %d: the same %s applied twice", i, obs.Observed)
+		}
+		r.Status = res.Status
+	}
+	return nil
+}

@@ -1,0 +1,495 @@
+package payment
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// RefundOutcome is a decision about a refund: the status to store, what the
+// state machine decided on the way, and other Events.
+type RefundOutcome struct {
+	Status  v1alpha1.RefundStatus
+	Results []RefundResult
+	Events  []Event
+}
+
+// RefundStep is PlanRefund's answer (Create, Lookup and Query are the
+// refund's create, lookup by reference and status query).
+type RefundStep struct {
+	Action  Action
+	At      time.Time
+	Outcome RefundOutcome
+	Why     string
+}
+
+// RefundFacts are what the refund controller read besides the Refund.
+type RefundFacts struct {
+	// Payment is the Payment refunded; nil when it does not exist.
+	Payment *v1alpha1.Payment
+	// Siblings are the other Refunds of the same Payment.
+	Siblings []v1alpha1.Refund
+	// ConfigAccepted: as Facts.ConfigAccepted.
+	ConfigAccepted bool
+}
+
+// RefundCall is what one refund call produced.
+type RefundCall struct {
+	Refund provider.Refund
+	Err    error
+}
+
+type refundChange struct {
+	r   *v1alpha1.Refund
+	now time.Time
+	out RefundOutcome
+}
+
+func beginRefund(r *v1alpha1.Refund, now time.Time) *refundChange {
+	return &refundChange{r: r.DeepCopy(), now: now}
+}
+
+func (c *refundChange) st() *v1alpha1.RefundStatus { return &c.r.Status }
+
+func (c *refundChange) apply(obs Observation) RefundResult {
+	res := ApplyRefund(c.r, obs, c.now)
+	c.r.Status = res.Status
+	c.out.Results = append(c.out.Results, res)
+	return res
+}
+
+func (c *refundChange) sched() schedule {
+	return schedule{q: &c.st().Query, now: c.now, seed: string(c.r.UID)}
+}
+
+func (c *refundChange) park() {
+	c.st().Query.NextTime, c.st().Query.UnansweredSince = nil, nil
+}
+
+func (c *refundChange) event(warning bool, reason, msg string) {
+	c.out.Events = append(c.out.Events, Event{Warning: warning, Reason: reason, Message: msg})
+}
+
+func (c *refundChange) done() RefundOutcome {
+	st := c.st()
+	if st.Phase.IsFinal() {
+		st.Query.NextTime, st.Query.UnansweredSince, st.WaitingFor = nil, nil, ""
+	}
+	if a := st.Amount; a != nil {
+		st.AmountDisplay = v1alpha1.FormatAmount(a.Value, a.Currency)
+	}
+	c.out.Status = *st
+	return c.out
+}
+
+func refundParked(st *v1alpha1.RefundStatus) bool {
+	return st.Phase == v1alpha1.RefundUnknown && st.Query.NextTime == nil
+}
+
+// PlanRefund decides what the refund controller does for a Refund now:
+// operator actions, the guard rails before any call (the payment must have
+// taken the money; the refunds of one payment never add up to more than it
+// received), then the crash-safe create and the status queries, as for a
+// payment (SPEC §2.3, §11.7).
+func PlanRefund(r *v1alpha1.Refund, pol Policy, facts RefundFacts, now time.Time) RefundStep {
+	if out, ok := refundResolve(r, now); ok {
+		return RefundStep{Action: Write, Outcome: out, Why: "operator resolve"}
+	}
+	if out, ok := refundRequery(r, now); ok {
+		return RefundStep{Action: Write, Outcome: out, Why: "operator requery"}
+	}
+	st := &r.Status
+	switch {
+	case st.Phase.IsFinal():
+		if st.Query.NextTime != nil || st.WaitingFor != "" {
+			return RefundStep{Action: Write, Outcome: beginRefund(r, now).done(), Why: "a settled refund keeps no schedule"}
+		}
+		return RefundStep{Action: Nothing, Why: "settled"}
+	case refundParked(st):
+		return RefundStep{Action: Nothing, Why: "waiting for a final answer or an operator"}
+	}
+	if st.ProviderRefundID == "" && st.CreateRequestedAt == nil {
+		return planRefundDecision(r, pol, facts, now)
+	}
+	if st.ProviderRefundID == "" {
+		if unreachableFor(&st.Query, pol, now) {
+			return RefundStep{Action: Write, Outcome: refundUnreachable(r, pol, now), Why: "provider unreachable"}
+		}
+		if next := st.Query.NextTime; next != nil && now.Before(next.Time) && !refundConfigFixed(st, facts) {
+			return RefundStep{Action: Wait, At: next.Time, Why: "refund retry not due"}
+		}
+		if now.Sub(st.CreateRequestedAt.Time) >= pol.LookupAfter() {
+			return RefundStep{Action: Lookup, Why: "refund marker older than the idempotency window minus its margin"}
+		}
+		return RefundStep{Action: Create, Why: "refund with the Refund's idempotency key"}
+	}
+	if unreachableFor(&st.Query, pol, now) {
+		return RefundStep{Action: Write, Outcome: refundUnreachable(r, pol, now), Why: "provider unreachable"}
+	}
+	if next := st.Query.NextTime; next != nil && now.Before(next.Time) && !refundConfigFixed(st, facts) {
+		return RefundStep{Action: Wait, At: next.Time, Why: "next refund query not due"}
+	}
+	return RefundStep{Action: Query, Why: "refund status query due"}
+}
+
+func refundConfigFixed(st *v1alpha1.RefundStatus, facts RefundFacts) bool {
+	return facts.ConfigAccepted && st.Query.LastErrorClass == ConfigProblem.StatusName()
+}
+
+// planRefundDecision applies the guard rails to a Refund not yet sent.
+func planRefundDecision(r *v1alpha1.Refund, pol Policy, facts RefundFacts, now time.Time) RefundStep {
+	amount, waitFor, refusal := RefundAllowance(r, facts.Payment, facts.Siblings)
+	if refusal == "" && pol.LifecycleKnown && !pol.Lifecycle.Refunds {
+		refusal, waitFor = v1alpha1.ReasonRefundsNotSupported+": the payment's provider type cannot refund through its API", ""
+	}
+	c := beginRefund(r, now)
+	st := c.st()
+	switch {
+	case refusal != "":
+		code, msg := splitReason(refusal)
+		c.apply(Observation{
+			Source: v1alpha1.SourceCreate, Observed: ObservedFailed,
+			Failure: &v1alpha1.Failure{Code: code, Message: msg + "; nothing was sent to the provider"},
+			Reason:  code,
+		})
+		return RefundStep{Action: Write, Outcome: c.done(), Why: "refused before any call"}
+	case waitFor != "":
+		if st.WaitingFor == waitFor && st.Phase != "" {
+			return RefundStep{Action: Nothing, Why: "waiting: " + waitFor}
+		}
+		if st.Phase == "" {
+			c.apply(Observation{Source: v1alpha1.SourceCreate, Observed: ObservedPending, Reason: waitFor})
+		}
+		st.WaitingFor = waitFor
+		return RefundStep{Action: Write, Outcome: c.done(), Why: "waiting: " + waitFor}
+	}
+	// The marker goes first, with the amount fixed now.
+	if st.Phase == "" {
+		c.apply(Observation{Source: v1alpha1.SourceCreate, Observed: ObservedPending})
+	}
+	st.Amount = &amount
+	st.WaitingFor = ""
+	st.ProviderPaymentID = ProviderID(facts.Payment)
+	st.CreateRequestedAt = ptrTime(now)
+	st.ObservedGeneration = r.Generation
+	return RefundStep{Action: Write, Outcome: c.done(), Why: "refund marker before the call"}
+}
+
+func splitReason(s string) (code, msg string) {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == ':' && s[i+1] == ' ' {
+			return s[:i], s[i+2:]
+		}
+	}
+	return s, s
+}
+
+// RefundAllowance decides, before any call, how much a Refund may return:
+// the payment must have taken the money (else the refund waits, or is
+// refused once the payment ended unpaid), and the refunds of one payment
+// never add up to more than it received. Refunds are counted in creation
+// order, so of two created together exactly the later one can be refused.
+// A refused Refund gets "<reason>: <message>"; a waiting one the reason.
+func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha1.Refund) (amount v1alpha1.Money, waitFor, refusal string) {
+	switch {
+	case p == nil:
+		return amount, v1alpha1.ReasonPaymentNotFound, ""
+	case p.Status.Phase.TookMoney():
+	case p.Status.Phase.IsFinal():
+		return amount, "", fmt.Sprintf("%s: payment %s ended %s without taking money; there is nothing to refund", v1alpha1.ReasonPaymentNotPaid, p.Name, p.Status.Phase)
+	default:
+		return amount, v1alpha1.ReasonPaymentNotSucceeded, ""
+	}
+	received := v1alpha1.Money{Value: p.Spec.Amount.Value, Currency: p.Spec.Amount.Currency}
+	if a := p.Status.AmountReceived; a != nil {
+		received = *a
+	}
+	if a := r.Spec.Amount; a != nil && a.Currency != received.Currency {
+		return amount, "", fmt.Sprintf("%s: the refund is in %s, the payment in %s", v1alpha1.ReasonOverRefund, a.Currency, received.Currency)
+	}
+	var succeeded, inFlight int64
+	older := olderRefunds(r, siblings)
+	for i := range siblings {
+		s := &siblings[i]
+		if s.UID == r.UID || s.Status.Phase == v1alpha1.RefundFailed {
+			continue
+		}
+		sent := s.Status.CreateRequestedAt != nil || s.Status.ProviderRefundID != ""
+		if !sent && !older[s.UID] {
+			continue // decided after this one
+		}
+		value, ok := decidedAmount(s)
+		if !ok {
+			return amount, v1alpha1.ReasonEarlierRefundUndecided, ""
+		}
+		if s.Status.Phase == v1alpha1.RefundSucceeded {
+			succeeded += value
+		} else {
+			inFlight += value
+		}
+	}
+	refunded := succeeded
+	if a := p.Status.AmountRefunded; a != nil && a.Value > refunded {
+		// Refunds made elsewhere (the provider's dashboard) count too; the
+		// provider's figure includes the Refunds that succeeded.
+		refunded = a.Value
+	}
+	available := received.Value - refunded - inFlight
+	want := available
+	if a := r.Spec.Amount; a != nil {
+		want = a.Value
+	}
+	if want <= 0 || want > available {
+		return amount, "", fmt.Sprintf("%s: %s asked, but of the %s received %s is refunded or being refunded, leaving %s",
+			v1alpha1.ReasonOverRefund, v1alpha1.FormatAmount(want, received.Currency), v1alpha1.FormatAmount(received.Value, received.Currency),
+			v1alpha1.FormatAmount(refunded+inFlight, received.Currency), v1alpha1.FormatAmount(max(available, 0), received.Currency))
+	}
+	return v1alpha1.Money{Value: want, Currency: received.Currency}, "", ""
+}
+
+// olderRefunds are the siblings created before r (creation time, then name).
+func olderRefunds(r *v1alpha1.Refund, siblings []v1alpha1.Refund) map[types.UID]bool {
+	all := append([]v1alpha1.Refund{*r}, siblings...)
+	sort.SliceStable(all, func(i, j int) bool {
+		a, b := all[i].CreationTimestamp, all[j].CreationTimestamp
+		if !a.Equal(&b) {
+			return a.Before(&b)
+		}
+		return all[i].Name < all[j].Name
+	})
+	out := map[types.UID]bool{}
+	for _, s := range all {
+		if s.UID == r.UID {
+			break
+		}
+		out[s.UID] = true
+	}
+	return out
+}
+
+func decidedAmount(s *v1alpha1.Refund) (int64, bool) {
+	if a := s.Status.Amount; a != nil {
+		return a.Value, true
+	}
+	if a := s.Spec.Amount; a != nil {
+		return a.Value, true
+	}
+	return 0, false
+}
+
+// AfterRefundCreate decides what a refund call means: only a definitive
+// refusal fails the Refund; no answer is retried with the same key.
+func AfterRefundCreate(r *v1alpha1.Refund, pol Policy, call RefundCall, now time.Time) RefundOutcome {
+	c := beginRefund(r, now)
+	st := c.st()
+	if st.ProviderRefundID != "" || st.CreateRequestedAt == nil {
+		return c.done()
+	}
+	switch class := Classify(call.Err); {
+	case class == Answered && call.Refund.ID != "":
+		c.apply(FromRefund(call.Refund, v1alpha1.SourceCreate, ""))
+		st.ProviderRefundID = call.Refund.ID
+		c.sched().answered()
+		c.startSchedule(pol)
+	case class == Answered:
+		c.noAnswer(pol, fmt.Errorf("the provider answered the refund without a refund id"), false)
+	case class == NoAnswer:
+		c.noAnswer(pol, call.Err, false)
+	case class == Refused:
+		c.apply(Observation{
+			Source: v1alpha1.SourceCreate, Observed: ObservedFailed,
+			Failure: &v1alpha1.Failure{Code: v1alpha1.ReasonCreateRejected, Message: call.Err.Error()},
+			Reason:  v1alpha1.ReasonCreateRejected,
+		})
+	default:
+		c.sched().configProblem(pol, call.Err)
+	}
+	return c.done()
+}
+
+// AfterRefundLookup decides what a lookup by reference means (past the key
+// window): anything but a clear "found" ends in Unknown with
+// CreateOutcomeUnknown, never Failed: the first call may have refunded.
+func AfterRefundLookup(r *v1alpha1.Refund, pol Policy, call RefundCall, now time.Time) RefundOutcome {
+	c := beginRefund(r, now)
+	st := c.st()
+	if st.ProviderRefundID != "" || st.CreateRequestedAt == nil {
+		return c.done()
+	}
+	switch class := Classify(call.Err); {
+	case class == Answered && call.Refund.ID != "":
+		c.apply(FromRefund(call.Refund, v1alpha1.SourceCreate, ""))
+		st.ProviderRefundID = call.Refund.ID
+		c.sched().answered()
+		c.startSchedule(pol)
+	case class == NoAnswer:
+		c.noAnswer(pol, call.Err, false)
+	case class == ConfigProblem:
+		c.sched().configProblem(pol, call.Err)
+	default:
+		found := "the provider answered without a refund id"
+		if call.Err != nil {
+			found = call.Err.Error()
+		}
+		c.apply(Observation{
+			Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonCreateOutcomeUnknown,
+			Reason: fmt.Sprintf("a refund was requested at %s and may have reached the provider; past the idempotency window, looking reference %q up found nothing usable (%s): a new refund could pay back twice",
+				st.CreateRequestedAt.UTC().Format(time.RFC3339), r.Reference(), found),
+		})
+		c.park()
+	}
+	return c.done()
+}
+
+// AfterRefundQuery decides what a refund status query means; only answers
+// consume attempts, as for payments.
+func AfterRefundQuery(r *v1alpha1.Refund, pol Policy, call RefundCall, now time.Time) RefundOutcome {
+	c := beginRefund(r, now)
+	st := c.st()
+	held := st.Phase.IsFinal() || refundParked(st)
+	q := &st.Query
+	switch Classify(call.Err) {
+	case Answered:
+		q.LastTime = ptrMicro(now)
+		c.sched().answered()
+		c.apply(FromRefund(call.Refund, v1alpha1.SourceStatusQuery, ""))
+		if !held {
+			q.Attempts++
+		}
+		if held || st.Phase.IsFinal() || refundParked(st) {
+			return c.done()
+		}
+		if d, ok := Delay(pol.Schedule, pol.JitterPercent, q.Attempts, string(r.UID)); ok {
+			c.sched().wakeIn(d)
+			return c.done()
+		}
+		c.apply(Observation{
+			Source: v1alpha1.SourceStatusQuery, Observed: ObservedUnknown, Review: v1alpha1.ReasonRetriesExhausted,
+			Reason: fmt.Sprintf("no final answer about the refund after %d status queries (provider status %q)", q.Attempts, st.ProviderStatus),
+		})
+		c.park()
+	case NoAnswer:
+		if held {
+			return c.done()
+		}
+		q.LastTime = ptrMicro(now)
+		c.noAnswer(pol, call.Err, true)
+	case NotFound, Refused:
+		if held {
+			return c.done()
+		}
+		q.LastTime = ptrMicro(now)
+		q.Attempts++
+		c.apply(Observation{Source: v1alpha1.SourceStatusQuery, Observed: ObservedUnknown, Review: v1alpha1.ReasonNonRetryableQueryError, Reason: call.Err.Error()})
+		c.park()
+	default:
+		if held {
+			return c.done()
+		}
+		q.LastTime = ptrMicro(now)
+		c.sched().configProblem(pol, call.Err)
+	}
+	return c.done()
+}
+
+// ApplyRefundEvent applies a refund event to the Refund it is about.
+func ApplyRefundEvent(r *v1alpha1.Refund, obs Observation, now time.Time) RefundOutcome {
+	c := beginRefund(r, now)
+	c.apply(obs)
+	return c.done()
+}
+
+func (c *refundChange) startSchedule(pol Policy) {
+	if st := c.st(); st.Phase.IsFinal() || refundParked(st) {
+		return
+	}
+	c.sched().start(pol)
+}
+
+func (c *refundChange) noAnswer(pol Policy, err error, query bool) {
+	if c.sched().noAnswer(pol, err, query) {
+		c.r.Status = refundUnreachable(c.r, pol, c.now).Status
+	}
+}
+
+func refundUnreachable(r *v1alpha1.Refund, pol Policy, now time.Time) RefundOutcome {
+	c := beginRefund(r, now)
+	q := c.st().Query
+	c.apply(Observation{
+		Source: v1alpha1.SourceStatusQuery, Observed: ObservedUnknown, Review: v1alpha1.ReasonProviderUnreachable,
+		Reason: fmt.Sprintf("no answer from the provider about the refund for %s (since %s); last error: %s",
+			now.Sub(q.UnansweredSince.Time).Round(time.Second), q.UnansweredSince.UTC().Format(time.RFC3339), orNone(q.LastError)),
+	})
+	c.park()
+	return c.done()
+}
+
+func refundResolve(r *v1alpha1.Refund, now time.Time) (RefundOutcome, bool) {
+	v := r.Annotations[v1alpha1.AnnotationResolve]
+	if v == "" {
+		return RefundOutcome{}, false
+	}
+	value := v + ": " + r.Annotations[v1alpha1.AnnotationResolveReason]
+	if value == r.Status.Actions.Resolve {
+		return RefundOutcome{}, false
+	}
+	c := beginRefund(r, now)
+	res := c.apply(Observation{Source: v1alpha1.SourceManual, Observed: Observed(v), Reason: r.Annotations[v1alpha1.AnnotationResolveReason]})
+	c.st().Actions.Resolve = value
+	if res.Decision != Applied {
+		c.event(true, "ResolveIgnored", fmt.Sprintf("resolve %q not applied: %s", v, res.Reason))
+	}
+	return c.done(), true
+}
+
+func refundRequery(r *v1alpha1.Refund, now time.Time) (RefundOutcome, bool) {
+	v := r.Annotations[v1alpha1.AnnotationRequery]
+	if v == "" || v == r.Status.Actions.Requery {
+		return RefundOutcome{}, false
+	}
+	c := beginRefund(r, now)
+	st := c.st()
+	st.Actions.Requery = v
+	if st.Phase.IsFinal() {
+		c.event(false, "RequeryIgnored", fmt.Sprintf("refund is already %s; nothing to query", st.Phase))
+		return c.done(), true
+	}
+	st.Query.Attempts, st.Query.ConsecutiveErrors, st.Query.LastError, st.Query.LastErrorClass = 0, 0, "", ""
+	st.Query.UnansweredSince = nil
+	st.Query.NextTime = ptrMicro(now)
+	c.event(false, "Requery", "refund status-query schedule restarted by an operator")
+	return c.done(), true
+}
+
+// MaxRefundSummaries bounds Payment.status.refunds.
+const MaxRefundSummaries = 20
+
+// NoteRefund keeps a Refund's line in its Payment's status.refunds current.
+// When the list is full, the oldest settled line makes room.
+func NoteRefund(p *v1alpha1.Payment, r *v1alpha1.Refund) Outcome {
+	st := p.Status.DeepCopy()
+	line := v1alpha1.RefundSummary{Name: r.Name, Amount: r.Status.AmountDisplay, Phase: r.Status.Phase}
+	for i := range st.Refunds {
+		if st.Refunds[i].Name == r.Name {
+			st.Refunds[i] = line
+			return Outcome{Status: *st}
+		}
+	}
+	st.Refunds = append(st.Refunds, line)
+	for len(st.Refunds) > MaxRefundSummaries {
+		drop := 0
+		for i, s := range st.Refunds {
+			if s.Phase.IsFinal() {
+				drop = i
+				break
+			}
+		}
+		st.Refunds = append(st.Refunds[:drop], st.Refunds[drop+1:]...)
+	}
+	return Outcome{Status: *st}
+}

@@ -1,0 +1,80 @@
+// Package paysimtest runs a paysim behind a real HTTP server for tests and records
+// every request that reaches it, so a test can check what an adapter sent (method,
+// path, headers, body) as well as what paysim did.
+package paysimtest
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/paywarden/paywarden/internal/paysim"
+)
+
+// Request is one recorded request.
+type Request struct {
+	Method, Path, RawQuery string
+	Header                 http.Header
+	Body                   []byte
+}
+
+// Server is a running paysim with a request log.
+type Server struct {
+	Sim     *paysim.Sim
+	URL     string // the server URL; an adapter's APIURL is URL + "/" + provider
+	Control *paysim.ControlClient
+
+	mu   sync.Mutex
+	reqs []Request
+}
+
+// Start runs a paysim.Sim with opts behind an httptest server, both closed at the end
+// of the test (the Sim first, so no delivery outlives it).
+func Start(t testing.TB, opts paysim.Options) *Server {
+	t.Helper()
+	s := &Server{Sim: paysim.New(opts)}
+	h := s.Sim.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !strings.HasPrefix(r.URL.Path, "/_paysim/") {
+			s.mu.Lock()
+			s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
+			s.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	s.URL = srv.URL
+	s.Control = paysim.NewControlClient(srv.URL)
+	t.Cleanup(func() {
+		s.Sim.Close()
+		srv.Close()
+	})
+	return s
+}
+
+// Requests returns the recorded provider requests (not control calls), oldest first.
+// The OAuth2 token requests of PayPal are left out unless withTokens.
+func (s *Server) Requests(withTokens bool) []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Request
+	for _, r := range s.reqs {
+		if !withTokens && strings.HasSuffix(r.Path, "/v1/oauth2/token") {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Reset forgets the recorded requests.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = nil
+}

@@ -1,0 +1,40 @@
+package generic_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/generic"
+)
+
+func TestJobActionIsACustomerActionOnlyWhileNotFinal(t *testing.T) {
+	action := &generic.JobAction{URL: "https://pay.example/a", ExpiresAt: "2026-09-21T13:00:00Z"}
+	for _, tt := range []struct {
+		status string
+		want   bool
+	}{{"processing", true}, {"unknown", true}, {"succeeded", false}, {"failed", false}, {"expired", false}} {
+		t.Run(tt.status, func(t *testing.T) {
+			p := generic.Job{JobID: "j", JobStatus: tt.status, Action: action}.Normalize()
+			if (p.CustomerAction != nil) != tt.want {
+				t.Fatalf("%+v", p.CustomerAction)
+			}
+			if tt.want && (p.CustomerAction.URL != action.URL || !p.CustomerAction.ExpiresAt.Equal(now.Add(time.Hour))) {
+				t.Fatalf("%+v", p.CustomerAction)
+			}
+		})
+	}
+}
+
+func TestRefundStatusTable(t *testing.T) {
+	want := map[string]provider.RefundStatus{"processing": provider.RefundProcessing, "succeeded": provider.RefundSucceeded, "failed": provider.RefundFailed, "unknown": provider.RefundUnknown}
+	table := generic.RefundStatuses()
+	if len(table) != len(want) {
+		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
+	}
+	for raw, st := range want {
+		if got := generic.MapRefundStatus(raw); got != st || table[raw] != st {
+			t.Errorf("%s is %s, want %s", raw, got, st)
+		}
+	}
+}

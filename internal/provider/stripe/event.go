@@ -1,0 +1,174 @@
+package stripe
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v84"
+
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// eventStatuses lists the event types paywarden acts on and what each means for the
+// payment. payment_intent.* and checkout.session.* events carry the object whose
+// status is normalized as in Get, so the table's value is what that status must be;
+// where the object decides (a cancellation is Canceled or Expired), the object wins.
+//
+// refund.* events carry a refund, whose amount is that refund's alone: they settle a
+// Refund resource (Event.Refund) and say nothing decisive about the payment
+// (StatusUnknown, which the core acknowledges without a change). The payment's
+// cumulative refunded amount comes with charge.refunded.
+var eventStatuses = map[stripego.EventType]provider.Status{
+	stripego.EventTypePaymentIntentSucceeded:               provider.StatusSucceeded,
+	stripego.EventTypePaymentIntentPaymentFailed:           provider.StatusPending,
+	stripego.EventTypePaymentIntentProcessing:              provider.StatusProcessing,
+	stripego.EventTypePaymentIntentCanceled:                provider.StatusCanceled,
+	stripego.EventTypePaymentIntentAmountCapturableUpdated: provider.StatusAuthorized,
+	stripego.EventTypePaymentIntentRequiresAction:          provider.StatusPending,
+	stripego.EventTypeCheckoutSessionCompleted:             provider.StatusSucceeded,
+	stripego.EventTypeCheckoutSessionExpired:               provider.StatusExpired,
+	stripego.EventTypeCheckoutSessionAsyncPaymentSucceeded: provider.StatusSucceeded,
+	stripego.EventTypeCheckoutSessionAsyncPaymentFailed:    provider.StatusFailed,
+	stripego.EventTypeChargeRefunded:                       provider.StatusRefund,
+	stripego.EventTypeRefundCreated:                        provider.StatusUnknown,
+	stripego.EventTypeRefundUpdated:                        provider.StatusUnknown,
+	stripego.EventTypeRefundFailed:                         provider.StatusUnknown,
+	stripego.EventTypeChargeDisputeCreated:                 provider.StatusDispute,
+}
+
+// EventTypes returns the supported event types, sorted; ListEvents asks Stripe for
+// exactly these (at most 20 may be named).
+func EventTypes() []string {
+	out := make([]string, 0, len(eventStatuses))
+	for t := range eventStatuses {
+		out = append(out, string(t))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// EventStatuses returns a copy of the supported event type table.
+func EventStatuses() map[string]provider.Status {
+	out := make(map[string]provider.Status, len(eventStatuses))
+	for t, s := range eventStatuses {
+		out[string(t)] = s
+	}
+	return out
+}
+
+// ParseEvent decodes one Stripe event (a webhook body or an element of /v1/events)
+// with stripe-go's types. Unknown event types parse with Supported=false as long as
+// the envelope is sound, so the receiver can acknowledge them.
+func ParseEvent(raw []byte) (provider.Event, error) {
+	var e stripego.Event
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return provider.Event{}, provider.MalformedEvent("stripe event is not a JSON event object", err)
+	}
+	if e.ID == "" || e.Type == "" {
+		return provider.Event{}, provider.MalformedEvent("stripe event lacks id or type", nil)
+	}
+	ev := provider.Event{
+		ID: e.ID, Type: string(e.Type), OccurredAt: time.Unix(e.Created, 0).UTC(),
+		Raw: append([]byte(nil), raw...),
+	}
+	st, supported := eventStatuses[e.Type]
+	ev.Status, ev.Supported = st, supported
+	if !supported {
+		return ev, nil
+	}
+	if e.Data == nil || len(e.Data.Raw) == 0 || string(e.Data.Raw) == "null" {
+		return provider.Event{}, provider.MalformedEvent("stripe event "+e.ID+" has no data.object", nil)
+	}
+	if err := fillEvent(&ev, e.Type, e.Data.Raw); err != nil {
+		return provider.Event{}, provider.MalformedEvent("stripe event "+e.ID+" data.object", err)
+	}
+	return ev, nil
+}
+
+func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) error {
+	fromPayment := func(p provider.Payment) {
+		ev.PaymentID, ev.CheckoutID, ev.MerchantReference = p.ID, p.CheckoutID, p.MerchantReference
+		ev.Amount, ev.Currency, ev.RefundedTotal = p.Amount, p.Currency, p.RefundedTotal
+		ev.FailureCode, ev.FailureMessage = p.FailureCode, p.FailureMessage
+	}
+	switch typ {
+	case stripego.EventTypePaymentIntentSucceeded, stripego.EventTypePaymentIntentPaymentFailed,
+		stripego.EventTypePaymentIntentProcessing, stripego.EventTypePaymentIntentCanceled,
+		stripego.EventTypePaymentIntentAmountCapturableUpdated, stripego.EventTypePaymentIntentRequiresAction:
+		var pi stripego.PaymentIntent
+		if err := json.Unmarshal(obj, &pi); err != nil {
+			return err
+		}
+		p, err := normalizeIntent(&pi)
+		if err != nil {
+			return err
+		}
+		fromPayment(p)
+		if typ == stripego.EventTypePaymentIntentCanceled {
+			// Canceled or Expired: the cancellation reason decides.
+			ev.Status = p.Status
+		}
+		if typ == stripego.EventTypePaymentIntentPaymentFailed && ev.FailureCode == "" {
+			ev.FailureCode = "payment_failed"
+		}
+	case stripego.EventTypeCheckoutSessionCompleted, stripego.EventTypeCheckoutSessionExpired,
+		stripego.EventTypeCheckoutSessionAsyncPaymentSucceeded, stripego.EventTypeCheckoutSessionAsyncPaymentFailed:
+		var cs stripego.CheckoutSession
+		if err := json.Unmarshal(obj, &cs); err != nil {
+			return err
+		}
+		p, err := normalizeSession(&cs)
+		if err != nil {
+			return err
+		}
+		fromPayment(p)
+		if typ == stripego.EventTypeCheckoutSessionCompleted && cs.PaymentStatus != stripego.CheckoutSessionPaymentStatusPaid {
+			// Completed but not paid: an async payment method is settling, or a manual
+			// capture waits (payment_intent.amount_capturable_updated says which).
+			ev.Status = provider.StatusProcessing
+		}
+	case stripego.EventTypeChargeRefunded:
+		var ch stripego.Charge
+		if err := json.Unmarshal(obj, &ch); err != nil {
+			return err
+		}
+		if ch.PaymentIntent != nil {
+			ev.PaymentID = ch.PaymentIntent.ID
+		}
+		ev.MerchantReference, ev.Currency = ch.Metadata[MetadataMerchantReference], isoCurrency(string(ch.Currency))
+		var err error
+		if ev.Amount, err = FromStripe(ch.Amount, string(ch.Currency)); err != nil {
+			return err
+		}
+		if ev.RefundedTotal, err = FromStripe(ch.AmountRefunded, string(ch.Currency)); err != nil {
+			return err
+		}
+	case stripego.EventTypeRefundCreated, stripego.EventTypeRefundUpdated, stripego.EventTypeRefundFailed:
+		var r stripego.Refund
+		if err := json.Unmarshal(obj, &r); err != nil {
+			return err
+		}
+		n, err := normalizeRefund(&r)
+		if err != nil {
+			return err
+		}
+		ev.Refund = &n
+		ev.PaymentID, ev.Amount, ev.Currency = n.PaymentID, n.Amount, n.Currency
+		ev.FailureCode, ev.FailureMessage = n.FailureCode, n.FailureMessage
+	case stripego.EventTypeChargeDisputeCreated:
+		var d stripego.Dispute
+		if err := json.Unmarshal(obj, &d); err != nil {
+			return err
+		}
+		if d.PaymentIntent != nil {
+			ev.PaymentID = d.PaymentIntent.ID
+		}
+		ev.Currency, ev.FailureCode = isoCurrency(string(d.Currency)), string(d.Reason)
+		var err error
+		if ev.Amount, err = FromStripe(d.Amount, string(d.Currency)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package stripe_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/stripe"
+)
+
+func event(typ, object string) []byte {
+	return []byte(`{"id":"evt_1","object":"event","api_version":"2026-02-25.clover","type":"` + typ + `","created":1767225600,"data":{"object":` + object + `}}`)
+}
+
+const (
+	pi  = "pi_3QaZ"
+	cs  = "cs_test_a1"
+	ref = `"metadata":{"merchant_reference":"ORD-1"}`
+)
+
+func intent(status, extra string) string {
+	return `{"id":"` + pi + `","object":"payment_intent","amount":1000,"amount_capturable":0,"amount_received":0,"currency":"eur","status":"` + status + `",` + ref + extra + `}`
+}
+
+// TestEvents: what each supported event means, and that it names the PaymentIntent
+// (the id paywarden records once it exists), the session where there is one, and the
+// merchant reference.
+func TestEvents(t *testing.T) {
+	tests := []struct {
+		typ, object string
+		status      provider.Status
+		paymentID   string
+		checkoutID  string
+		ref         string
+		amount      int64
+		refunded    int64
+		failure     string
+	}{
+		{"payment_intent.succeeded", intent("succeeded", `,"amount_received":1000,"latest_charge":"ch_1"`), provider.StatusSucceeded, pi, "", "ORD-1", 1000, 0, ""},
+		{"payment_intent.payment_failed", intent("requires_payment_method", `,"last_payment_error":{"type":"card_error","code":"card_declined","decline_code":"insufficient_funds","message":"Your card has insufficient funds."}`), provider.StatusPending, pi, "", "ORD-1", 1000, 0, "insufficient_funds"},
+		{"payment_intent.processing", intent("processing", ""), provider.StatusProcessing, pi, "", "ORD-1", 1000, 0, ""},
+		{"payment_intent.canceled", intent("canceled", `,"cancellation_reason":"requested_by_customer"`), provider.StatusCanceled, pi, "", "ORD-1", 1000, 0, ""},
+		{"payment_intent.canceled", intent("canceled", `,"cancellation_reason":"automatic"`), provider.StatusExpired, pi, "", "ORD-1", 1000, 0, stripe.FailureAuthorizationExpired},
+		{"payment_intent.amount_capturable_updated", intent("requires_capture", `,"amount_capturable":1000`), provider.StatusAuthorized, pi, "", "ORD-1", 1000, 0, ""},
+		{"payment_intent.requires_action", intent("requires_action", `,"next_action":{"type":"redirect_to_url","redirect_to_url":{"url":"https://hooks.stripe.com/3ds"}}`), provider.StatusPending, pi, "", "ORD-1", 1000, 0, ""},
+		{"checkout.session.completed", `{"id":"` + cs + `","object":"checkout.session","status":"complete","payment_status":"paid","amount_total":1000,"currency":"eur","payment_intent":"` + pi + `","client_reference_id":"ORD-1",` + ref + `}`, provider.StatusSucceeded, pi, cs, "ORD-1", 1000, 0, ""},
+		{"checkout.session.completed", `{"id":"` + cs + `","object":"checkout.session","status":"complete","payment_status":"unpaid","amount_total":1000,"currency":"eur","payment_intent":"` + pi + `",` + ref + `}`, provider.StatusProcessing, pi, cs, "ORD-1", 1000, 0, ""},
+		{"checkout.session.expired", `{"id":"` + cs + `","object":"checkout.session","status":"expired","payment_status":"unpaid","amount_total":1000,"currency":"eur","payment_intent":null,"client_reference_id":"ORD-1"}`, provider.StatusExpired, cs, cs, "ORD-1", 1000, 0, ""},
+		{"checkout.session.async_payment_succeeded", `{"id":"` + cs + `","object":"checkout.session","status":"complete","payment_status":"paid","amount_total":1000,"currency":"eur","payment_intent":"` + pi + `",` + ref + `}`, provider.StatusSucceeded, pi, cs, "ORD-1", 1000, 0, ""},
+		{"checkout.session.async_payment_failed", `{"id":"` + cs + `","object":"checkout.session","status":"complete","payment_status":"unpaid","amount_total":1000,"currency":"eur","payment_intent":"` + pi + `",` + ref + `}`, provider.StatusFailed, pi, cs, "ORD-1", 1000, 0, ""},
+		{"charge.refunded", `{"id":"ch_1","object":"charge","amount":1000,"amount_captured":1000,"amount_refunded":300,"currency":"eur","payment_intent":"` + pi + `",` + ref + `}`, provider.StatusRefund, pi, "", "ORD-1", 1000, 300, ""},
+		{"refund.created", `{"id":"re_1","object":"refund","amount":300,"currency":"eur","status":"succeeded","payment_intent":"` + pi + `","charge":"ch_1","metadata":{"reference":"RF-1"}}`, provider.StatusUnknown, pi, "", "", 300, 0, ""},
+		{"refund.updated", `{"id":"re_1","object":"refund","amount":300,"currency":"eur","status":"pending","payment_intent":"` + pi + `","metadata":{"reference":"RF-1"}}`, provider.StatusUnknown, pi, "", "", 300, 0, ""},
+		{"refund.failed", `{"id":"re_1","object":"refund","amount":300,"currency":"eur","status":"failed","failure_reason":"lost_or_stolen_card","payment_intent":"` + pi + `","metadata":{"reference":"RF-1"}}`, provider.StatusUnknown, pi, "", "", 300, 0, "lost_or_stolen_card"},
+		{"charge.dispute.created", `{"id":"dp_1","object":"dispute","amount":1000,"currency":"eur","charge":"ch_1","payment_intent":"` + pi + `","reason":"fraudulent","status":"needs_response"}`, provider.StatusDispute, pi, "", "", 1000, 0, "fraudulent"},
+	}
+	covered := map[string]bool{}
+	for _, tt := range tests {
+		covered[tt.typ] = true
+		t.Run(tt.typ+" "+string(tt.status), func(t *testing.T) {
+			raw := event(tt.typ, tt.object)
+			ev, err := stripe.ParseEvent(raw)
+			if err != nil || !ev.Supported {
+				t.Fatalf("%+v %v", ev, err)
+			}
+			if ev.Status != tt.status || ev.PaymentID != tt.paymentID || ev.CheckoutID != tt.checkoutID || ev.MerchantReference != tt.ref {
+				t.Fatalf("status %s id %q checkout %q ref %q", ev.Status, ev.PaymentID, ev.CheckoutID, ev.MerchantReference)
+			}
+			if ev.Amount != tt.amount || ev.Currency != "EUR" || ev.RefundedTotal != tt.refunded || ev.FailureCode != tt.failure {
+				t.Fatalf("amount %d %s refunded %d failure %q", ev.Amount, ev.Currency, ev.RefundedTotal, ev.FailureCode)
+			}
+			if ev.ID != "evt_1" || !ev.OccurredAt.Equal(time.Unix(1767225600, 0)) || string(ev.Raw) != string(raw) {
+				t.Fatalf("envelope %+v", ev)
+			}
+		})
+	}
+	for typ := range stripe.EventStatuses() {
+		if !covered[typ] {
+			t.Errorf("supported event type %s has no case", typ)
+		}
+	}
+	t.Run("refund events carry the refund", func(t *testing.T) {
+		ev, err := stripe.ParseEvent(event("refund.failed", `{"id":"re_1","object":"refund","amount":300,"currency":"eur","status":"failed","failure_reason":"expired_or_canceled_card","payment_intent":"`+pi+`","metadata":{"reference":"RF-1"}}`))
+		if err != nil || ev.Refund == nil {
+			t.Fatalf("%+v %v", ev, err)
+		}
+		r := *ev.Refund
+		if r.ID != "re_1" || r.PaymentID != pi || r.Reference != "RF-1" || r.Status != provider.RefundFailed || r.Amount != 300 || r.Currency != "EUR" || r.FailureCode != "expired_or_canceled_card" {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("requires_action carries the payer's link", func(t *testing.T) {
+		p, err := stripe.ParseEvent(event("payment_intent.requires_action", intent("requires_action", `,"next_action":{"type":"redirect_to_url","redirect_to_url":{"url":"https://hooks.stripe.com/3ds"}}`)))
+		if err != nil || p.Status != provider.StatusPending {
+			t.Fatal(err)
+		}
+	})
+	t.Run("EventTypes fits Stripe's limit of 20 types per list call", func(t *testing.T) {
+		if n := len(stripe.EventTypes()); n == 0 || n > 20 {
+			t.Fatal(n)
+		}
+	})
+}
+
+func TestEventEnvelope(t *testing.T) {
+	t.Run("unknown types parse unsupported", func(t *testing.T) {
+		ev, err := stripe.ParseEvent(event("customer.created", `{"id":"cus_1","object":"customer"}`))
+		if err != nil || ev.Supported || ev.ID != "evt_1" || ev.Type != "customer.created" {
+			t.Fatalf("%+v %v", ev, err)
+		}
+	})
+	for name, raw := range map[string]string{
+		"not JSON":                       `{"id":`,
+		"no id":                          `{"object":"event","type":"payment_intent.succeeded","data":{"object":{}}}`,
+		"no type":                        `{"id":"evt_1","object":"event","data":{"object":{}}}`,
+		"supported type without object":  `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{}}`,
+		"supported type with null":       `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":null}}`,
+		"object of the wrong shape":      `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"amount":"many"}}}`,
+		"an amount with no ISO meaning":  `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":550,"amount_received":550,"currency":"isk","status":"succeeded"}}}`,
+		"a currency Stripe cannot write": `{"id":"evt_1","object":"event","type":"charge.refunded","data":{"object":{"id":"ch_1","amount":5,"amount_refunded":5,"currency":"xyz"}}}`,
+	} {
+		t.Run(name+" is malformed", func(t *testing.T) {
+			if _, err := stripe.ParseEvent([]byte(raw)); !errors.Is(err, provider.ErrMalformedEvent) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+func TestSessionExpiry(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 7, 0, time.UTC)
+	tests := []struct {
+		name string
+		want time.Time
+		ok   bool
+		at   time.Time
+	}{
+		{"none asked: Stripe's default", time.Time{}, false, time.Time{}},
+		{"inside the bounds is sent as is", now.Add(2 * time.Hour), true, now.Add(2 * time.Hour)},
+		{"beyond 24h is Stripe's default (24h)", now.Add(30 * time.Hour), false, time.Time{}},
+		{"exactly 24h is Stripe's default", now.Add(24 * time.Hour), false, time.Time{}},
+		{"too soon is raised to 31 minutes, rounded up to the half hour", now.Add(5 * time.Minute), true, time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)},
+		{"in the past is raised too", now.Add(-time.Hour), true, time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := stripe.SessionExpiry(tt.want, now)
+			if ok != tt.ok || !got.Equal(tt.at) {
+				t.Fatalf("SessionExpiry = %s %v, want %s %v", got, ok, tt.at, tt.ok)
+			}
+			if ok && (got.Before(now.Add(30*time.Minute)) || got.After(now.Add(24*time.Hour))) {
+				t.Fatalf("%s is outside Stripe's bounds", got)
+			}
+		})
+	}
+	t.Run("a raised expiry is stable for a retry within the step", func(t *testing.T) {
+		a, _ := stripe.SessionExpiry(now.Add(time.Minute), now)
+		b, _ := stripe.SessionExpiry(now.Add(time.Minute), now.Add(10*time.Minute))
+		if !a.Equal(b) {
+			t.Fatalf("%s then %s: a retry would be an idempotency_error", a, b)
+		}
+	})
+}
+
+func TestSearchQuery(t *testing.T) {
+	for ref, want := range map[string]string{
+		"ORD-1":      `metadata['merchant_reference']:'ORD-1'`,
+		`O'Brien\1`:  `metadata['merchant_reference']:'O\'Brien\\1'`,
+		"with space": `metadata['merchant_reference']:'with space'`,
+	} {
+		if got := stripe.SearchQuery(ref); got != want {
+			t.Errorf("SearchQuery(%q) = %s, want %s", ref, got, want)
+		}
+	}
+}
