@@ -37,6 +37,7 @@ func RegisterMetrics(reg prometheus.Registerer, reader client.Reader, leader fun
 		PaymentCollector{Reader: reader, Leader: leader},
 		InboxCollector{Reader: reader, Leader: leader},
 		ProviderCollector{Reader: reader, Leader: leader},
+		RefundCollector{Reader: reader, Leader: leader},
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -233,5 +234,44 @@ func (c ProviderCollector) Collect(ch chan<- prometheus.Metric) {
 			ready = 1
 		}
 		ch <- prometheus.MustNewConstMetric(providerReadyDesc, prometheus.GaugeValue, ready, p.Namespace, p.Name)
+	}
+}
+
+// RefundCollector exports paywarden_refunds: Refunds by namespace and phase
+// (a Refund in Unknown needs a human: see docs/runbook-refund-unknown.md).
+type RefundCollector struct {
+	Reader client.Reader
+	// Leader gates the collector (nil: always reports).
+	Leader func() bool
+}
+
+var refundsDesc = prometheus.NewDesc("paywarden_refunds",
+	"Refunds by namespace and phase (reported by the leader only).", []string{"namespace", "phase"}, nil)
+
+// Describe implements prometheus.Collector.
+func (c RefundCollector) Describe(ch chan<- *prometheus.Desc) { ch <- refundsDesc }
+
+// Collect implements prometheus.Collector.
+func (c RefundCollector) Collect(ch chan<- prometheus.Metric) {
+	if !leads(c.Leader) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
+	defer cancel()
+	var list v1alpha1.RefundList
+	if err := c.Reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return
+	}
+	type key struct{ ns, phase string }
+	counts := map[key]int{}
+	for i := range list.Items {
+		phase := string(list.Items[i].Status.Phase)
+		if phase == "" {
+			phase = string(v1alpha1.RefundPending)
+		}
+		counts[key{list.Items[i].Namespace, phase}]++
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(refundsDesc, prometheus.GaugeValue, float64(n), k.ns, k.phase)
 	}
 }
