@@ -112,6 +112,7 @@ func NewRESTMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, 
 		{v1alpha1.GroupVersion, "PaymentProvider", "paymentproviders", "paymentprovider"},
 		{v1alpha1.GroupVersion, "Payment", "payments", "payment"},
 		{v1alpha1.GroupVersion, "WebhookEvent", "webhookevents", "webhookevent"},
+		{v1alpha1.GroupVersion, "Refund", "refunds", "refund"},
 		{corev1.SchemeGroupVersion, "Secret", "secrets", "secret"},
 	} {
 		known.AddSpecific(k.gv.WithKind(k.kind), k.gv.WithResource(k.res), k.gv.WithResource(k.singl), meta.RESTScopeNamespace)

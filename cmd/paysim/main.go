@@ -33,8 +33,8 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("paysim", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: paysim [flags]\n\n"+
-			"Simulates KukoPay (/kukopay), PayPal (/paypal) and a generic async-job provider (/generic)\n"+
-			"on one port; control API under /_paysim/ (see docs/paysim.md).\n"+
+			"Simulates KukoPay (/kukopay), PayPal (/paypal), a generic async-job provider (/generic)\n"+
+			"and Stripe (/stripe) on one port; control API under /_paysim/ (see docs/paysim.md).\n"+
 			"Rates are probabilities in [0,1]; simulated delays are multiplied by --time-factor.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
@@ -51,6 +51,7 @@ func run(args []string) error {
 		ppID        = fs.String("paypal-client-id", "", "PayPal client id to accept (empty: any)")
 		ppSecret    = fs.String("paypal-client-secret", "", "PayPal client secret to accept (empty: any)")
 		genToken    = fs.String("generic-token", "", "generic provider bearer token to accept (empty: any)")
+		stripeKey   = fs.String("stripe-secret-key", "", "Stripe secret key to accept (empty: any non-empty key)")
 		outcome     = fs.String("default-outcome", "succeed", "outcome of unscripted payments: succeed, fail, expire, processing, pending, mismatch, unknown, approve, abandon, needs_action")
 		outcomeWait = fs.Duration("default-after", 2*time.Second, "simulated delay before an unscripted payment's outcome")
 		ppAuth      = fs.Duration("paypal-authorization-period", paysim.DefaultPayPalAuthorizationPeriod, "how long a PayPal authorization can be captured (simulated, scaled)")
@@ -59,7 +60,7 @@ func run(args []string) error {
 		faultOps    = fs.String("fault-operations", "", "comma-separated operations the API faults apply to (empty: all): "+strings.Join(paysim.Operations(), ", "))
 	)
 	urls, secrets := map[string]*string{}, map[string]*string{}
-	for _, p := range []string{paysim.KukoPay, paysim.PayPal, paysim.Generic} {
+	for _, p := range []string{paysim.KukoPay, paysim.PayPal, paysim.Generic, paysim.Stripe} {
 		urls[p] = fs.String(p+"-webhook-url", "", p+" webhook target URL (empty: record events, deliver nothing)")
 		secrets[p] = fs.String(p+"-webhook-secrets", "", p+" signing secrets, comma-separated; two = rotation (empty: built-in default)")
 	}
@@ -106,7 +107,7 @@ func run(args []string) error {
 	opts := paysim.Options{
 		TimeFactor: *timeFactor, Seed: *seed, Logger: logger, DeliveryTimeout: *deliveryTO,
 		IdempotencyWindow: *idemWindow, PayPalTokenTTL: *tokenTTL, PayPalWebhookID: *webhookID,
-		KukoPayAPIKey: *kukoKey, PayPalClientID: *ppID, PayPalClientSecret: *ppSecret, GenericToken: *genToken,
+		KukoPayAPIKey: *kukoKey, PayPalClientID: *ppID, PayPalClientSecret: *ppSecret, GenericToken: *genToken, StripeSecretKey: *stripeKey,
 		DefaultScript: def, Faults: f,
 		PayPalAuthorizationPeriod: *ppAuth, KukoPayAuthorizationPeriod: *kukoAuth, CheckoutTTL: *checkoutTTL,
 		WebhookTargets: map[string]string{}, WebhookSecrets: map[string][][]byte{},

@@ -3,8 +3,11 @@
 // paysim per provider type, the manager and the webhook receiver as local
 // processes, and a demo namespace whose Payments tell the interesting stories
 // (webhook on time, webhook lost, duplicates and reordering, declined, amount
-// mismatch, unpaid). `make dev` runs it for a person; the dev smoke test runs
-// the same flow headless and checks every story's final phase.
+// mismatch, unpaid, a payer who approves, a manual capture, a cancel, an
+// abandoned checkout, Stripe with lost webhooks, refunds). A director plays
+// the payer and the operator in those stories. `make dev` runs it for a
+// person; the dev smoke test runs the same flow headless and checks every
+// story's final phase.
 package devenv
 
 import (
@@ -19,6 +22,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,33 +43,6 @@ const Namespace = "demo"
 // receiver's webhook verification bundles.
 const SystemNamespace = "paywarden-system"
 
-// Story is one demo Payment and the phase it must end in.
-type Story struct {
-	Name        string
-	Provider    string
-	Title       string
-	Outcome     paysim.Outcome
-	After       string // simulated delay before the outcome
-	Amount      int64
-	Currency    string
-	ExpiresIn   string
-	Expect      v1alpha1.PaymentPhase
-	NeedsReview string // expected NeedsReview reason, if any
-}
-
-// Stories are the demo's payments. The providers are set up so that each
-// story exercises one path: kukopay delivers webhooks normally, paypal
-// duplicates and reorders them, generic delivers none (status queries alone
-// settle its payments).
-var Stories = []Story{
-	{Name: "webhook-on-time", Provider: "kukopay", Title: "webhook arrives on time", Outcome: paysim.OutcomeSucceed, After: "30s", Amount: 1999, Currency: "USD", Expect: v1alpha1.PhaseSucceeded},
-	{Name: "webhook-lost", Provider: "generic", Title: "webhook lost, recovered by a status query", Outcome: paysim.OutcomeSucceed, After: "30s", Amount: 4200, Currency: "EUR", Expect: v1alpha1.PhaseSucceeded},
-	{Name: "duplicates-reordered", Provider: "paypal", Title: "every webhook delivered twice, some held back", Outcome: paysim.OutcomeSucceed, After: "30s", Amount: 2500, Currency: "USD", Expect: v1alpha1.PhaseSucceeded},
-	{Name: "declined", Provider: "kukopay", Title: "declined by the provider", Outcome: paysim.OutcomeFail, After: "20s", Amount: 999, Currency: "USD", Expect: v1alpha1.PhaseFailed},
-	{Name: "amount-mismatch", Provider: "kukopay", Title: "paid a different amount: needs review", Outcome: paysim.OutcomeMismatch, After: "20s", Amount: 5000, Currency: "JPY", Expect: v1alpha1.PhaseUnknown, NeedsReview: v1alpha1.ReasonAmountMismatch},
-	{Name: "unpaid", Provider: "kukopay", Title: "never paid: closed out as Expired", Outcome: paysim.OutcomePending, Amount: 1500, Currency: "GBP", ExpiresIn: "40s", Expect: v1alpha1.PhaseExpired},
-}
-
 // Options shape a dev environment.
 type Options struct {
 	// Root is the module root (bin/k8s, config/crd and cmd/ are found from it).
@@ -76,19 +53,26 @@ type Options struct {
 	TimeFactor float64
 	// Schedule is the demo providers' status-query schedule.
 	Schedule []string
+	// Pause is how long the director lets a story's cue (the payer's link, an
+	// Authorized payment) be seen before it acts; 0 acts at once.
+	Pause time.Duration
 	// Log receives progress lines.
 	Log io.Writer
 }
 
 // Env is a running dev environment.
 type Env struct {
-	Kubeconfig  string
-	Client      client.Client
-	Logs        map[string]string // process name -> log file
-	ReceiverURL string
-	opts        Options
-	cp          *envtest.Environment
-	procs       []*process
+	Kubeconfig   string
+	Client       client.Client
+	Logs         map[string]string // process name -> log file
+	ReceiverURL  string
+	opts         Options
+	cp           *envtest.Environment
+	procs        []*process
+	stopDirector context.CancelFunc
+	directorDone chan struct{}
+	mu           sync.Mutex
+	pendingActs  []string
 }
 
 type process struct {
@@ -104,10 +88,12 @@ var signingSecrets = map[string]string{
 	"kukopay": "demo-kukopay-signing-secret",
 	"paypal":  "demo-paypal-signing-secret",
 	"generic": "whsec_ZGVtby1nZW5lcmljLXNpZ25pbmctc2VjcmV0", // base64("demo-generic-signing-secret")
+	"stripe":  "whsec_demo_stripe_signing_secret",
 }
 
 var providerTypes = map[string]v1alpha1.ProviderType{
 	"kukopay": v1alpha1.ProviderKukoPay, "paypal": v1alpha1.ProviderPayPal, "generic": v1alpha1.ProviderGeneric,
+	"stripe": v1alpha1.ProviderStripe,
 }
 
 // Start builds the binaries, starts everything and applies the demo. On an
@@ -176,13 +162,13 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, err
 	}
 
-	ports, err := freePorts(7)
+	ports, err := freePorts(8)
 	if err != nil {
 		return nil, err
 	}
 	receiverPort, managerMetrics, managerProbes, receiverMetrics := ports[0], ports[1], ports[2], ports[3]
 	e.ReceiverURL = fmt.Sprintf("http://127.0.0.1:%d", receiverPort)
-	sims := map[string]int{"kukopay": ports[4], "paypal": ports[5], "generic": ports[6]}
+	sims := map[string]int{"kukopay": ports[4], "paypal": ports[5], "generic": ports[6], "stripe": ports[7]}
 	for name, port := range sims {
 		args := []string{
 			"--addr", fmt.Sprintf("127.0.0.1:%d", port),
@@ -200,6 +186,10 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 				"--fault-webhook-duplicate", "1", "--fault-webhook-reorder", "0.5")
 		case "generic":
 			// No webhook URL: every event is lost; status queries recover.
+		case "stripe":
+			// Every Stripe webhook is lost on the way: queries settle them.
+			args = append(args, "--stripe-webhook-url", e.ReceiverURL+"/webhooks/"+Namespace+"/stripe",
+				"--fault-webhook-drop", "1")
 		}
 		if err := e.spawn(ctx, "paysim-"+name, filepath.Join(binDir, "paysim"), args...); err != nil {
 			return nil, err
@@ -230,9 +220,18 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 
 	e.logf("applying the demo namespace %q", Namespace)
+	if err := e.scriptStories(ctx, sims); err != nil {
+		return nil, err
+	}
 	if err := e.applyDemo(ctx, sims); err != nil {
 		return nil, err
 	}
+	dctx, cancel := context.WithCancel(context.Background())
+	e.stopDirector, e.directorDone = cancel, make(chan struct{})
+	go func() {
+		defer close(e.directorDone)
+		e.direct(dctx)
+	}()
 	return e, nil
 }
 
@@ -266,6 +265,11 @@ func (e *Env) spawn(ctx context.Context, name, bin string, args ...string) error
 // Stop stops the processes (SIGTERM, then SIGKILL after 10 s) in reverse
 // order of start, then the control plane.
 func (e *Env) Stop() {
+	if e.stopDirector != nil {
+		e.stopDirector()
+		<-e.directorDone
+		e.stopDirector = nil
+	}
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		p := e.procs[i]
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -298,10 +302,7 @@ func (e *Env) applyDemo(ctx context.Context, sims map[string]int) error {
 		schedule[i] = metav1.Duration{Duration: d}
 	}
 	for name, port := range sims {
-		creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name + "-credentials"},
-			StringData: map[string]string{"apiKey": "sk_demo", "clientID": "demo-client", "clientSecret": "demo-secret", "token": "demo-token"}}
-		signing := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name + "-webhook-secrets"},
-			StringData: map[string]string{"current": signingSecrets[name]}}
+		creds, signing := demoSecrets(name)
 		prov := &v1alpha1.PaymentProvider{
 			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
 			Spec: v1alpha1.PaymentProviderSpec{
@@ -322,24 +323,9 @@ func (e *Env) applyDemo(ctx context.Context, sims map[string]int) error {
 		}
 	}
 	for _, s := range Stories {
-		p := &v1alpha1.Payment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: s.Name, Annotations: map[string]string{"paywarden.dev/story": s.Title}},
-			Spec: v1alpha1.PaymentSpec{
-				ProviderRef: v1alpha1.LocalObjectReference{Name: s.Provider},
-				Amount:      v1alpha1.Amount{Value: s.Amount, Currency: s.Currency},
-				Description: s.Title,
-				Metadata:    map[string]string{paysim.MetaOutcome: string(s.Outcome)},
-			},
-		}
-		if s.After != "" {
-			p.Spec.Metadata[paysim.MetaAfter] = s.After
-		}
-		if s.ExpiresIn != "" {
-			d, err := time.ParseDuration(s.ExpiresIn)
-			if err != nil {
-				return err
-			}
-			p.Spec.ExpiresAfter = &metav1.Duration{Duration: d}
+		p, err := s.payment()
+		if err != nil {
+			return err
 		}
 		if err := c.Create(ctx, p); err != nil {
 			return fmt.Errorf("create payment %s: %w", s.Name, err)
@@ -396,15 +382,20 @@ func (e *Env) Instructions() string {
 	fmt.Fprintf(&b, "\npaywarden is running locally. In another terminal:\n\n")
 	fmt.Fprintf(&b, "  export KUBECONFIG=%s\n", e.Kubeconfig)
 	fmt.Fprintf(&b, "  kubectl get payments -n %s -w\n", Namespace)
+	fmt.Fprintf(&b, "  kubectl get payments -n %s -o wide            # provider ids, attempts, next query, payer links\n", Namespace)
 	fmt.Fprintf(&b, "  kubectl get payments -A --field-selector status.phase=Unknown\n")
 	fmt.Fprintf(&b, "  kubectl describe payment -n %s amount-mismatch\n", Namespace)
+	fmt.Fprintf(&b, "  kubectl get refunds -n %s\n", Namespace)
 	fmt.Fprintf(&b, "  kubectl get webhookevents -n %s\n", Namespace)
-	fmt.Fprintf(&b, "\nThe demo payments:\n")
+	fmt.Fprintf(&b, "\nThe demo payments (what the payer and the operator do is done for you, and printed):\n")
 	for _, s := range Stories {
-		fmt.Fprintf(&b, "  %-22s %-8s %-45s -> %s\n", s.Name, s.Provider, s.Title, s.Expect)
+		fmt.Fprintf(&b, "  %-21s %-8s %-53s -> %s\n", s.Name, s.Provider, s.Title, s.Expect)
+		for _, a := range s.Acts {
+			fmt.Fprintf(&b, "  %-30s when %s: %s\n", "", a.When.describe(), a.describe(s))
+		}
 	}
 	fmt.Fprintf(&b, "\nLogs:\n")
-	for _, name := range []string{"manager", "receiver", "paysim-kukopay", "paysim-paypal", "paysim-generic"} {
+	for _, name := range []string{"manager", "receiver", "paysim-kukopay", "paysim-paypal", "paysim-generic", "paysim-stripe"} {
 		fmt.Fprintf(&b, "  %-15s %s\n", name, e.Logs[name])
 	}
 	fmt.Fprintf(&b, "\nWebhook receiver: %s/webhooks/<namespace>/<provider>\nPress Ctrl-C to stop everything.\n", e.ReceiverURL)

@@ -107,3 +107,8 @@ func (c *ControlClient) Counters(ctx context.Context) (Counters, error) {
 func (c *ControlClient) SetFaults(ctx context.Context, f Faults) error {
 	return c.do(ctx, http.MethodPut, "/faults", f, nil)
 }
+
+// Script adds a rule for payments created from now on (see Sim.Script).
+func (c *ControlClient) Script(ctx context.Context, r Rule) error {
+	return c.do(ctx, http.MethodPost, "/scripts", r, nil)
+}

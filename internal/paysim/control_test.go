@@ -98,3 +98,22 @@ func TestControlAPI(t *testing.T) {
 		t.Fatal("reset")
 	}
 }
+
+// A rule added through the Go control client scripts the next matching payment,
+// and a bad one comes back as an error naming paysim's reason.
+func TestControlClientScript(t *testing.T) {
+	e := start(t, paysim.Options{TimeFactor: 0.001})
+	control := paysim.NewControlClient(e.srv.URL)
+	if err := control.Script(context.Background(), paysim.Rule{Provider: paysim.KukoPay, MerchantReference: "ref-fail",
+		Script: paysim.Script{Outcome: paysim.OutcomeFail, FailureCode: "do_not_honor"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := control.Script(context.Background(), paysim.Rule{Provider: "adyen", Script: paysim.Script{Outcome: paysim.OutcomeFail}}); err == nil || !strings.Contains(err.Error(), "adyen") {
+		t.Fatalf("unknown provider: %v", err)
+	}
+	p := e.create(t, paysim.KukoPay, "k1", "ref-fail", 500, nil)
+	eventually(t, "scripted failure", func() bool {
+		got, err := e.p[paysim.KukoPay].Get(context.Background(), p.ID)
+		return err == nil && got.Status == provider.StatusFailed && got.FailureCode == "do_not_honor"
+	})
+}

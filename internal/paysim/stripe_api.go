@@ -39,12 +39,25 @@ func (s *Sim) stripeRoutes(m *http.ServeMux) {
 		stripeError(w, http.StatusNotFound, stripego.Error{Type: stripego.ErrorTypeInvalidRequest,
 			Msg: fmt.Sprintf("Unrecognized request URL (%s: %s).", r.Method, strings.TrimPrefix(r.URL.Path, p))}, nil)
 	})
-	// The payer's page: where Payment.CustomerAction points. paysim has no real
-	// page; the payer acts through the control API.
+	// The payer's page: where Payment.CustomerAction points. GET describes it;
+	// POST decision=approve (or pay), decline or abandon acts as the payer, as
+	// the other providers' payer pages and the control API do.
 	m.HandleFunc("GET "+p+"/checkout/{id}", func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "paysim Stripe Checkout %s\nPOST /_paysim/stripe/checkout/%s/{pays|fails|abandons} to act as the payer.\n", id, id)
+		fmt.Fprintf(w, "paysim Stripe Checkout %s\nPOST this page with decision=approve, decline or abandon (or POST /_paysim/stripe/checkout/%s/{pays|fails|abandons}) to act as the payer.\n", id, id)
+	})
+	m.HandleFunc("POST "+p+"/checkout/{id}", func(w http.ResponseWriter, r *http.Request) {
+		action := map[string]string{"approve": PayerPays, "pay": PayerPays, "decline": PayerFails, "abandon": PayerAbandons}[r.FormValue("decision")]
+		if action == "" {
+			http.Error(w, "decision must be approve, pay, decline or abandon", http.StatusBadRequest)
+			return
+		}
+		if err := s.StripePayer(r.PathValue("id"), action, ""); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		_, _ = w.Write([]byte(action + "\n"))
 	})
 	s.stripeControlRoutes(m)
 }

@@ -375,3 +375,37 @@ func TestStripeControlAPI(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// The session's url is a payer page a person (or the dev environment) can act on.
+func TestStripePayerPage(t *testing.T) {
+	e := startStripe(t, paysim.Options{})
+	code, _, body := e.do(t, "POST", "/v1/checkout/sessions", "p1", sessionForm("ORD-P"))
+	var cs stripego.CheckoutSession
+	if code != 200 || json.Unmarshal(body, &cs) != nil {
+		t.Fatalf("%d %s", code, body)
+	}
+	page := e.srv.URL + "/stripe/checkout/" + cs.ID
+	post := func(decision string) int {
+		resp, err := http.PostForm(page, url.Values{"decision": {decision}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := post("dance"); c != http.StatusBadRequest {
+		t.Fatalf("unknown decision: %d", c)
+	}
+	if v, _ := e.sim.Payment(paysim.Stripe, cs.ID); v.State != "open" {
+		t.Fatalf("a refused decision changes nothing: %+v", v)
+	}
+	if c := post("approve"); c != http.StatusOK {
+		t.Fatalf("approve: %d", c)
+	}
+	if v, _ := e.sim.Payment(paysim.Stripe, cs.ID); v.State != "complete/paid" {
+		t.Fatalf("the payer paid: %+v", v)
+	}
+	if c := post("approve"); c != http.StatusConflict {
+		t.Fatalf("a completed session cannot be paid again: %d", c)
+	}
+}
