@@ -571,6 +571,7 @@ func TestSettledPaymentIsNeverRewritten(t *testing.T) {
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "settled", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "1s"})
 	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 20*time.Second)
+	m.Writes.WaitRecorded(t, got)
 	stored := m.Writes.Status(p)
 	queries := s.Counters().QueriesByPayment[got.Status.ProviderPaymentID]
 	// Each touch is an update event: a reconcile of a settled payment. Once

@@ -238,7 +238,10 @@ func TestSharedMerchantReferenceCreatesOnce(t *testing.T) {
 	second := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "second", Provider: "kukopay", MerchantReference: "ORD-1001"})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 
-	fixture.WaitPhase(t, env.Client, first, v1alpha1.PhasePending, 10*time.Second)
+	// The first is created at the provider (its answer stored), the second parked.
+	fixture.Eventually(t, 10*time.Second, "the first payment's provider id", func() bool {
+		return fixture.GetPayment(t, env.Client, first).Status.ProviderPaymentID != ""
+	})
 	got := fixture.WaitPhase(t, env.Client, second, v1alpha1.PhaseUnknown, 10*time.Second)
 	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionNeedsReview)
 	if c == nil || c.Reason != v1alpha1.ReasonDuplicatePayment || !strings.Contains(c.Message, "first") {

@@ -147,17 +147,6 @@ func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.D
 		// brings the payment back here.
 		return 0, false, nil
 	}
-	refunds, err := listRefunds(ctx, r.Client, p.Namespace, p.Name)
-	if err != nil {
-		return 0, false, err
-	}
-	for _, rf := range refunds {
-		if !rf.Status.Phase.IsFinal() {
-			// A Refund in flight keeps its payment (and itself: it is owned
-			// by the payment); its settling brings the payment back here.
-			return 0, false, nil
-		}
-	}
 	prov := &v1alpha1.PaymentProvider{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}, prov); err != nil {
 		// Without its provider there is no retention to apply: keep it.
@@ -170,6 +159,19 @@ func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.D
 	left := settledAt(p).Add(keep.Duration).Sub(r.Clock.Now())
 	if left > 0 {
 		return left, false, nil
+	}
+	// A Refund in flight keeps its payment (and itself: it is owned by the
+	// payment); its settling brings the payment back here. Asked of the API
+	// server, not the cache: a Refund applied a moment ago must not be
+	// deleted with its payment before anyone saw it.
+	refunds, err := listRefunds(ctx, r.APIReader, p.Namespace, p.Name)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, rf := range refunds {
+		if !rf.Status.Phase.IsFinal() {
+			return 0, false, nil
+		}
 	}
 	return 0, true, nil
 }

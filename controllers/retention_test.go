@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -143,6 +144,64 @@ func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
 	want := []string{"processing-is-not-final", "provider-without-retention-keeps-it", "refunded-10m-ago-counts-from-the-refund", "unknown-is-not-final"}
 	if got := remaining(t, ns); !slices.Equal(got, want) {
 		t.Errorf("remaining payments %v, want %v", got, want)
+	}
+}
+
+// A payment past retention with a Refund still in flight is kept, even when
+// the Refund was applied a moment ago (retention asks the API server, not a
+// cache that may not hold it yet); once the Refund is final the payment goes.
+func TestRetentionKeepsAPaymentWithARefundInFlight(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "pay")
+	now := time.Now().Truncate(time.Second)
+	keep := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "keeps-1h", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
+		s.Retention.FinalPayments = fixture.Duration("1h")
+	}})
+	// A cache that never sees any Refund: retention must not rely on it.
+	blind := fixture.Intercept(env.Client, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := l.(*v1alpha1.RefundList); ok {
+			return nil
+		}
+		return c.List(ctx, l, opts...)
+	}})
+	r := &controllers.Retention{Client: blind, APIReader: env.Client, Clock: clocktesting.NewFakePassiveClock(now), Recorder: &fixture.EventLog{}}
+	storedPayment(t, ns, "paid", keep.Name, now, settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{2 * time.Hour}})
+	storedPayment(t, ns, "other", keep.Name, now, settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{2 * time.Hour}})
+	rf := &v1alpha1.Refund{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "return"},
+		Spec:       v1alpha1.RefundSpec{PaymentRef: v1alpha1.LocalObjectReference{Name: "paid"}},
+	}
+	if err := env.Client.Create(context.Background(), rf); err != nil {
+		t.Fatal(err)
+	}
+	reconcileBoth := func() {
+		for _, name := range []string{"paid", "other"} {
+			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	reconcileBoth()
+	if !exists(t, ns, "paid") {
+		t.Fatal("deleted a payment whose Refund is in flight")
+	}
+	if exists(t, ns, "other") {
+		t.Fatal("a Refund of another payment kept this one")
+	}
+	rf.Status.Phase = v1alpha1.RefundProcessing
+	if err := env.Client.Status().Update(context.Background(), rf); err != nil {
+		t.Fatal(err)
+	}
+	reconcileBoth()
+	if !exists(t, ns, "paid") {
+		t.Fatal("deleted a payment whose Refund is Processing")
+	}
+	rf.Status.Phase = v1alpha1.RefundSucceeded
+	if err := env.Client.Status().Update(context.Background(), rf); err != nil {
+		t.Fatal(err)
+	}
+	reconcileBoth()
+	if exists(t, ns, "paid") {
+		t.Fatal("kept a payment whose only Refund is final")
 	}
 }
 

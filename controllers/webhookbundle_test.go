@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -117,12 +118,15 @@ func TestWebhookBundlesFollowProvidersAndSecrets(t *testing.T) {
 	})
 	t.Run("a new signing Secret reference is followed", func(t *testing.T) {
 		fixture.CreateSecret(t, env.Client, ns, "kuko-webhook-2", map[string]string{"other": "s3"})
-		p := &v1alpha1.PaymentProvider{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(kuko), p); err != nil {
-			t.Fatal(err)
-		}
-		p.Spec.Webhook.SigningSecretRef.Name = "kuko-webhook-2"
-		if err := env.Client.Update(ctx, p); err != nil {
+		// The provider controller writes its status meanwhile: retry on conflict.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p := &v1alpha1.PaymentProvider{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(kuko), p); err != nil {
+				return err
+			}
+			p.Spec.Webhook.SigningSecretRef.Name = "kuko-webhook-2"
+			return env.Client.Update(ctx, p)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		waitBundle(t, kuko, "signing.other")

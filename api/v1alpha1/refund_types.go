@@ -141,6 +141,7 @@ type RefundStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rf,categories=paywarden
+// +kubebuilder:selectablefield:JSONPath=`.spec.paymentRef.name`
 // +kubebuilder:selectablefield:JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Payment",type=string,JSONPath=".spec.paymentRef.name"
 // +kubebuilder:printcolumn:name="Amount",type=string,JSONPath=".status.amountDisplay"

@@ -20,8 +20,11 @@ const (
 	// IndexPaymentProviderID indexes Payments by "<provider>/<provider payment id>",
 	// from status (created by paywarden) and spec (tracked payments).
 	IndexPaymentProviderID = "inbox.providerPaymentID"
-	// IndexRefundPayment indexes Refunds by the Payment they refund.
-	IndexRefundPayment = "refund.paymentRef"
+	// IndexRefundPayment indexes Refunds by the Payment they refund. It is
+	// named after the field, which the Refund CRD declares selectable, so the
+	// same selector works on the cache and on the API server (a fresh read
+	// before a payment is deleted; `kubectl get refunds --field-selector`).
+	IndexRefundPayment = "spec.paymentRef.name"
 	// IndexRefundProviderID indexes Refunds by "<payment>/<provider refund
 	// id>", so a refund event finds its Refund.
 	IndexRefundProviderID = "refund.providerRefundID"

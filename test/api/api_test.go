@@ -344,7 +344,7 @@ func TestPrinterColumns(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	// The default view stays narrow; -o wide adds the rest (priority 1).
-	wantCols := []string{"Name", "Phase", "Amount", "Waiting-For", "Provider", "Age", "Provider-ID", "Attempts", "Next-Query", "Payer-Link"}
+	wantCols := []string{"Name", "Phase", "Amount", "Refunded", "Waiting-For", "Provider", "Age", "Provider-ID", "Attempts", "Next-Query", "Payer-Link"}
 	if strings.Join(names, ",") != strings.Join(wantCols, ",") {
 		t.Fatalf("columns %v, want %v", names, wantCols)
 	}
@@ -352,17 +352,17 @@ func TestPrinterColumns(t *testing.T) {
 		t.Fatalf("want 1 row, got %d", len(table.Rows))
 	}
 	cells := table.Rows[0].Cells
-	want := map[int]any{0: "columns", 1: "Pending", 2: "1999 JPY", 3: "Payer", 4: "kukopay", 6: "pay_123", 7: float64(3), 9: "https://pay.example.com/c/1"}
+	want := map[int]any{0: "columns", 1: "Pending", 2: "1999 JPY", 4: "Payer", 5: "kukopay", 7: "pay_123", 8: float64(3), 10: "https://pay.example.com/c/1"}
 	for i, w := range want {
 		if cells[i] != w {
 			t.Errorf("column %s = %#v, want %#v", wantCols[i], cells[i], w)
 		}
 	}
-	if s, _ := cells[8].(string); s == "" {
-		t.Errorf("Next-Query column empty: %#v", cells[8])
+	if s, _ := cells[9].(string); s == "" {
+		t.Errorf("Next-Query column empty: %#v", cells[9])
 	}
 	for i, c := range table.ColumnDefinitions {
-		if wide := i >= 6; (c.Priority > 0) != wide {
+		if wide := i >= 7; (c.Priority > 0) != wide {
 			t.Errorf("column %s has priority %d: the default view is Name..Age, the rest is -o wide", c.Name, c.Priority)
 		}
 	}
