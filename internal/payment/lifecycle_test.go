@@ -405,6 +405,23 @@ func TestPlanOperations(t *testing.T) {
 			t.Fatalf("phase %s op %+v", p.Status.Phase, p.Status.Operation)
 		}
 	})
+	t.Run("a crash before an automatic capture's call: the lookup finds the order still approved, so it is captured", func(t *testing.T) {
+		// An approved payment is Processing before any capture: only the
+		// provider's answer to the lookup says whether the capture happened.
+		p := approved("auto-crash", v1alpha1.CaptureAutomatic)
+		p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)
+		if s := payment.Plan(p, pol, payment.Facts{}, now.Add(time.Second)); s.Action != payment.Query {
+			t.Fatalf("step %s (%s), want a lookup before any capture", s.Action, s.Why)
+		}
+		attempts := p.Status.Query.Attempts
+		p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusApproved), false, now.Add(time.Second)))
+		if op := p.Status.Operation; op == nil || op.Kind != v1alpha1.OperationCapture || p.Status.Query.Attempts != attempts {
+			t.Fatalf("after the lookup: operation %+v, attempts %d (were %d); want the capture still due, no attempt consumed", op, p.Status.Query.Attempts, attempts)
+		}
+		if s := payment.Plan(p, pol, payment.Facts{}, now.Add(time.Second+payment.MinWait)); s.Action != payment.CallCapture {
+			t.Fatalf("step %s (%s), want the capture", s.Action, s.Why)
+		}
+	})
 	t.Run("a capture whose answer was lost is looked up, then repeated with the same key", func(t *testing.T) {
 		p := annotate(authorizedPay("lost", v1alpha1.CaptureManual), v1alpha1.AnnotationCapture, "all")
 		p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)

@@ -259,7 +259,10 @@ func operationDone(st *v1alpha1.PaymentStatus, kind v1alpha1.OperationKind) bool
 	case kind == v1alpha1.OperationAuthorize:
 		return st.Phase == v1alpha1.PhaseAuthorized
 	case kind == v1alpha1.OperationCapture:
-		return st.Phase == v1alpha1.PhaseProcessing && st.AmountToCapture != nil
+		// Processing is the capture under way, unless the payer's approval
+		// is still what the provider reports: an approved payment is
+		// Processing before any capture.
+		return st.Phase == v1alpha1.PhaseProcessing && st.AmountToCapture != nil && !st.PayerApproved
 	}
 	return false
 }
