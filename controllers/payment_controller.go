@@ -78,6 +78,7 @@ type PaymentReconciler struct {
 	Events *ProviderEvents
 
 	unstored unstoredAnswers
+	marked   markedOperations
 }
 
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch
@@ -184,7 +185,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		r.unstored.drop(uid)
 	}
 
-	wrote, called, fresh, freshOperation := false, false, false, false
+	wrote, called, fresh := false, false, false
 	for {
 		now := r.Clock.Now()
 		facts, err := r.facts(ctx, p)
@@ -192,7 +193,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 		facts.ConfigAccepted = entry != nil && entry.ConfigProblem() == ""
-		facts.FreshOperation = freshOperation
+		facts.FreshOperation = r.marked.uncalled(uid, p.Status.Operation)
 		step := payment.Plan(p, pol, facts, now)
 		switch step.Action {
 		case payment.Nothing:
@@ -218,10 +219,10 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 				return requeueAt(now.Add(minIdleRequeue), now, wrote), nil
 			}
 			wrote = true
-			// An operation stored just now has not been called yet: this
-			// reconcile knows, a later one would have to look it up.
-			if op := p.Status.Operation; op != nil && op.LastAttemptAt == nil && (opBefore == nil || !opBefore.RequestedAt.Equal(&op.RequestedAt)) {
-				freshOperation = true
+			// An operation marked just now has not been called yet: this
+			// process knows until it calls; a new one looks it up.
+			if op := p.Status.Operation; op != nil && (opBefore == nil || markKey(opBefore) != markKey(op)) {
+				r.marked.set(uid, op)
 			}
 			continue
 		}
@@ -257,6 +258,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
 			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
 		}
+		r.marked.drop(uid) // from here on a call may have gone out
 		call := r.call(ctx, entry, p, step.Action)
 		// Waits (Retry-After, the next step) count from the answer.
 		at := r.Clock.Now()
@@ -268,7 +270,6 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if call.Err != nil {
 			logger.Info("provider "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
 		}
-		freshOperation = false
 		u := unstored{action: step.Action, call: call, closeOut: step.CloseOut, at: at}
 		if _, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
 			// Keep the answer: the next attempt (after the controller's
@@ -447,6 +448,48 @@ func (u unstored) decide(p *v1alpha1.Payment, pol payment.Policy) payment.Outcom
 	default:
 		return payment.AfterOperation(p, pol, payment.OperationOf(u.action), u.call, u.at)
 	}
+}
+
+// markedOperations remembers, per payment UID, the operation marker this
+// process stored and has not called since, so the call in a later reconcile
+// needs no lookup first. It lives and dies with the process: after a crash
+// nothing is remembered and the outcome is looked up, as it must be.
+type markedOperations struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// markKey names a marker as stored: its kind and its time to the second.
+func markKey(op *v1alpha1.Operation) string {
+	return string(op.Kind) + "@" + op.RequestedAt.UTC().Truncate(time.Second).Format(time.RFC3339)
+}
+
+func (o *markedOperations) set(uid string, op *v1alpha1.Operation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[string]string{}
+	}
+	o.m[uid] = markKey(op)
+}
+
+// uncalled reports whether op is the marker this process stored for the
+// payment and has not called since; a payment without one is forgotten.
+func (o *markedOperations) uncalled(uid string, op *v1alpha1.Operation) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k, ok := o.m[uid]
+	if op == nil {
+		delete(o.m, uid)
+		return false
+	}
+	return ok && k == markKey(op)
+}
+
+func (o *markedOperations) drop(uid string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.m, uid)
 }
 
 // unstoredAnswers keeps answers whose status write failed (the API server

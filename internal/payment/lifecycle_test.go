@@ -1,6 +1,7 @@
 package payment_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -345,6 +346,33 @@ func TestPlanOperations(t *testing.T) {
 			t.Fatalf("after the marker: %s (%s), want the capture call", s.Action, s.Why)
 		}
 	})
+	t.Run("after a crash, a query in the marker's own stored second is no lookup", func(t *testing.T) {
+		// The query that learned the approval answered at .600; the capture
+		// marker was written at .700 of the same second and stored (as the
+		// API server keeps it) to the second. A new manager cannot tell
+		// which came first, so the query does not count as the lookup.
+		queried := t0.Add(30*time.Second + 600*time.Millisecond)
+		p := approved("same-second", v1alpha1.CaptureAutomatic)
+		p.Status.Query.LastTime = micro(queried)
+		s := payment.Plan(p, pol, payment.Facts{}, queried.Add(100*time.Millisecond))
+		if s.Action != payment.Write || s.Outcome.Status.Operation == nil {
+			t.Fatalf("step %s (%s), want the capture marker", s.Action, s.Why)
+		}
+		p = storedByTheAPIServer(t, store(p, s.Outcome))
+		if got := p.Status.Operation.RequestedAt.Time; !got.Equal(t0.Add(30 * time.Second)) {
+			t.Fatalf("marker stored as %s", got)
+		}
+		restarted := queried.Add(200 * time.Millisecond) // still in the marker's second
+		if s := payment.Plan(p, pol, payment.Facts{}, restarted); s.Action != payment.Wait || !s.At.Equal(t0.Add(31*time.Second)) {
+			t.Fatalf("in the marker's second: %s at %s (%s), want a wait for the next second", s.Action, s.At, s.Why)
+		}
+		later := t0.Add(31*time.Second + 200*time.Millisecond)
+		if s := payment.Plan(p, pol, payment.Facts{}, later); s.Action != payment.Query {
+			t.Fatalf("after the marker's second: %s (%s), want the lookup", s.Action, s.Why)
+		}
+		p.Status.Query.LastTime = micro(later)
+		markedAgainThenCalled(t, p, pol, later.Add(time.Second), payment.CallCapture)
+	})
 	t.Run("an approved payment with manual capture is authorized first where the provider needs it", func(t *testing.T) {
 		p := approved("manual", v1alpha1.CaptureManual)
 		s := payment.Plan(p, pol, payment.Facts{}, now)
@@ -418,9 +446,7 @@ func TestPlanOperations(t *testing.T) {
 		if op := p.Status.Operation; op == nil || op.Kind != v1alpha1.OperationCapture || p.Status.Query.Attempts != attempts {
 			t.Fatalf("after the lookup: operation %+v, attempts %d (were %d); want the capture still due, no attempt consumed", op, p.Status.Query.Attempts, attempts)
 		}
-		if s := payment.Plan(p, pol, payment.Facts{}, now.Add(time.Second+payment.MinWait)); s.Action != payment.CallCapture {
-			t.Fatalf("step %s (%s), want the capture", s.Action, s.Why)
-		}
+		markedAgainThenCalled(t, p, pol, now.Add(time.Second+payment.MinWait), payment.CallCapture)
 	})
 	t.Run("a capture whose answer was lost is looked up, then repeated with the same key", func(t *testing.T) {
 		p := annotate(authorizedPay("lost", v1alpha1.CaptureManual), v1alpha1.AnnotationCapture, "all")
@@ -435,9 +461,7 @@ func TestPlanOperations(t *testing.T) {
 		}
 		authorizedStill := answer(provider.StatusAuthorized)
 		p = store(p, payment.AfterQuery(p, pol, authorizedStill, false, later))
-		if s := payment.Plan(p, pol, payment.Facts{}, later.Add(payment.MinWait)); s.Action != payment.CallCapture {
-			t.Fatalf("step %s (%s), want the capture again", s.Action, s.Why)
-		}
+		markedAgainThenCalled(t, p, pol, later.Add(payment.MinWait), payment.CallCapture)
 	})
 	t.Run("cancel of an authorized payment voids it", func(t *testing.T) {
 		p := annotate(authorizedPay("void", v1alpha1.CaptureManual), v1alpha1.AnnotationCancel, "customer changed their mind")
@@ -533,5 +557,40 @@ func TestScenarioApprovedThenCapturedOnce(t *testing.T) {
 	}, t0.Add(24*time.Hour))
 	if p.Status.Phase != v1alpha1.PhaseSucceeded || captures != 1 {
 		t.Fatalf("phase %s after %d captures and %d calls", p.Status.Phase, captures, len(calls))
+	}
+}
+
+// storedByTheAPIServer round-trips p through JSON, as the API server stores
+// it: metav1.Time to the second, MicroTime to the microsecond.
+func storedByTheAPIServer(t *testing.T, p *v1alpha1.Payment) *v1alpha1.Payment {
+	t.Helper()
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &v1alpha1.Payment{}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// markedAgainThenCalled: after a lookup that found the operation not done,
+// the call is repeated only behind a new marker, so a crash right after it
+// is looked up again rather than called a third time.
+func markedAgainThenCalled(t *testing.T, p *v1alpha1.Payment, pol payment.Policy, at time.Time, call payment.Action) {
+	t.Helper()
+	s := payment.Plan(p, pol, payment.Facts{}, at)
+	op := s.Outcome.Status.Operation
+	if s.Action != payment.Write || op == nil || !op.RequestedAt.Time.Equal(at) || op.RetryAt != nil {
+		t.Fatalf("after the lookup: %s (%s) operation %+v; want the operation marked again at %s", s.Action, s.Why, op, at)
+	}
+	p = storedByTheAPIServer(t, store(p, s.Outcome))
+	if s := payment.Plan(p, pol, payment.Facts{FreshOperation: true}, at); s.Action != call {
+		t.Fatalf("after the new marker: %s (%s), want %s with the same key", s.Action, s.Why, call)
+	}
+	next := at.Truncate(time.Second).Add(time.Second)
+	if s := payment.Plan(p, pol, payment.Facts{}, next); s.Action != payment.Query {
+		t.Fatalf("a crash after the new marker: %s (%s), want another lookup", s.Action, s.Why)
 	}
 }

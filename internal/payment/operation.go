@@ -136,15 +136,33 @@ func planOperation(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) 
 	if r := op.RetryAt; r != nil && now.Before(r.Time) && !configFixed(st, facts) {
 		return Step{Action: Wait, At: r.Time, Why: string(op.Kind) + " retry not due"}, true
 	}
-	since := op.RequestedAt.Time
-	if op.LastAttemptAt != nil {
-		since = op.LastAttemptAt.Time
+	if facts.FreshOperation {
+		// Marked by this process, and no call since: nothing can have gone
+		// out, so there is nothing to look up.
+		return Step{Action: callFor(op.Kind), Why: strings.ToLower(string(op.Kind)) + " with the operation's idempotency key"}, true
 	}
-	unknown := op.LastAttemptAt != nil || !facts.FreshOperation
-	if last := st.Query.LastTime; unknown && (last == nil || last.Time.Before(since)) {
+	// A call may have gone out after the marker (a crash, a lost answer):
+	// look its outcome up first. The lookup counts only when it was asked
+	// after the call may have gone out: the marker's time is stored to the
+	// second, so only a query in a later second is surely after it, and it
+	// must follow the last attempt too. A lookup due within the marker's own
+	// second waits for the next one.
+	since := op.RequestedAt.Time.Truncate(time.Second).Add(time.Second)
+	if a := op.LastAttemptAt; a != nil && a.Time.After(since) {
+		since = a.Time
+	}
+	if last := st.Query.LastTime; last == nil || last.Time.Before(since) {
+		if now.Before(since) {
+			return Step{Action: Wait, At: since, Why: "the " + strings.ToLower(string(op.Kind)) + "'s lookup must come after its marker's second"}, true
+		}
 		return Step{Action: Query, Why: "look up the outcome of the " + strings.ToLower(string(op.Kind)) + " before repeating it"}, true
 	}
-	return Step{Action: callFor(op.Kind), Why: strings.ToLower(string(op.Kind)) + " with the operation's idempotency key"}, true
+	// Looked up, and not done (the lookup would have ended it): mark again
+	// before the call, so that a crash after it is looked up again too.
+	c := begin(p, now)
+	c.st().Operation.RequestedAt = metav1.NewTime(now)
+	c.st().Operation.RetryAt = nil
+	return Step{Action: Write, Outcome: c.done(), Why: "looked up: " + strings.ToLower(string(op.Kind)) + " marked again before it is repeated"}, true
 }
 
 // automaticOperation is the call the payment's state asks for without an
