@@ -210,7 +210,7 @@ func (m *machine) progress() {
 		// The capture paywarden asked for is under way.
 		m.moveTo(to, "capture in progress")
 	case from == to:
-		m.confirm()
+		m.confirm(false)
 		m.decide(Stale, "already %s", from)
 	case from == v1alpha1.PhaseUnknown:
 		m.decide(Stale, "%s does not take a payment out of Unknown; only a final answer or an operator does", to)
@@ -231,7 +231,7 @@ func (m *machine) approved() {
 		m.st.PayerApproved = true
 		m.moveTo(v1alpha1.PhaseProcessing, "approved by the payer")
 	case from == v1alpha1.PhaseProcessing:
-		m.confirm()
+		m.confirm(false)
 		m.decide(Stale, "already approved")
 	default:
 		m.decide(Stale, "an approval after %s is stale", from)
@@ -243,7 +243,7 @@ func (m *machine) authorized() {
 	from := m.phase()
 	switch {
 	case from == v1alpha1.PhaseAuthorized:
-		m.confirm()
+		m.confirm(false)
 		m.decide(Stale, "already Authorized")
 		return
 	case from == v1alpha1.PhaseProcessing && m.st.AmountToCapture != nil:
@@ -272,7 +272,7 @@ func (m *machine) succeeded() {
 	switch {
 	case from == v1alpha1.PhaseSucceeded || from == v1alpha1.PhasePartiallyRefunded || from == v1alpha1.PhaseRefunded:
 		if from == v1alpha1.PhaseSucceeded {
-			m.confirm()
+			m.confirm(false)
 		}
 		m.decide(Stale, "already %s", from)
 	case from == v1alpha1.PhaseExpired && m.st.ExpiredLocally && mismatch == "":
@@ -326,7 +326,7 @@ func (m *machine) notPaid() {
 	case v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseCanceled:
 		// Failed, Expired and Canceled all mean "not paid": the first answer stands.
 		if from == to {
-			m.confirm()
+			m.confirm(false)
 		}
 		m.decide(Stale, "already %s", from)
 	default:
@@ -403,7 +403,7 @@ func (m *machine) unknown() {
 	from := m.phase()
 	if m.obs.Review == "" {
 		if from != v1alpha1.PhaseUnknown && !from.IsFinal() {
-			m.confirm()
+			m.confirm(false)
 		}
 		m.decide(Ignored, "the provider does not know the outcome yet")
 		return
@@ -476,7 +476,7 @@ func (m *machine) conflictReview(from v1alpha1.PaymentPhase, msg string) {
 func (m *machine) moveTo(to v1alpha1.PaymentPhase, reason string) {
 	from := m.st.Phase
 	m.remember()
-	m.confirm()
+	m.confirm(true)
 	m.st.Phase = to
 	if to.IsFinal() || to == v1alpha1.PhaseUnknown {
 		// Nothing left to poll for; only new observations or operators move it.
@@ -499,9 +499,14 @@ func (m *machine) phaseEvent(from, to v1alpha1.PaymentPhase, reason string) {
 	m.events = append(m.events, Event{Warning: warn, Reason: string(to), Message: msg})
 }
 
-// confirm records what the provider says without deciding anything.
-func (m *machine) confirm() {
-	if m.obs.Raw != "" {
+// confirm records what the provider says without deciding anything; news
+// is true when the observation changes the payment. A
+// webhook or backfilled event that brings no news leaves providerStatus as
+// the provider's API last reported it: an event's type is not a status, and
+// rewriting one with the other would be a status write that says nothing.
+func (m *machine) confirm(news bool) {
+	event := m.obs.Source == v1alpha1.SourceWebhook || m.obs.Source == v1alpha1.SourceBackfill
+	if m.obs.Raw != "" && (news || !event || m.st.ProviderStatus == "") {
 		m.st.ProviderStatus = m.obs.Raw
 	}
 	id, checkout := m.obs.ProviderPaymentID, m.obs.CheckoutID

@@ -1731,3 +1731,33 @@ func TestApplyAmountDisplayFollowsCurrencyExponent(t *testing.T) {
 		}
 	}
 }
+
+// A webhook that only repeats what a status query already settled changes
+// nothing in status (no write): an event's type is not the provider's
+// status, and providerStatus keeps what the API reported.
+func TestStaleEventLeavesStatusUntouched(t *testing.T) {
+	p := orderPayment()
+	query := payment.Observation{Source: v1alpha1.SourceStatusQuery, Observed: payment.ObservedSucceeded, ProviderPaymentID: "pay_1",
+		Raw: "COMPLETED/COMPLETED", Amount: &v1alpha1.Money{Value: orderValue, Currency: orderCurrency}}
+	p.Status = payment.ApplyEvent(p, query, seqStart).Status
+	if p.Status.Phase != v1alpha1.PhaseSucceeded || p.Status.ProviderStatus != "COMPLETED/COMPLETED" {
+		t.Fatalf("after the query: %s %q", p.Status.Phase, p.Status.ProviderStatus)
+	}
+	for _, src := range []v1alpha1.ObservationSource{v1alpha1.SourceWebhook, v1alpha1.SourceBackfill} {
+		ev := payment.Observation{Source: src, Observed: payment.ObservedSucceeded, EventID: "WH-1", ProviderPaymentID: "pay_1",
+			Raw: "PAYMENT.CAPTURE.COMPLETED", Amount: &v1alpha1.Money{Value: orderValue, Currency: orderCurrency}}
+		out := payment.ApplyEvent(p, ev, stepNow)
+		if res, _ := payment.EventResult(p, out, ev); res != v1alpha1.ResultStale {
+			t.Errorf("%s: result %s, want Stale", src, res)
+		}
+		if !equality.Semantic.DeepEqual(out.Status, p.Status) {
+			t.Errorf("%s: a stale event changed status:\n%s", src, diff.Diff(p.Status, out.Status))
+		}
+	}
+	// A status query's own answer is the provider's status: it is kept current.
+	out := payment.ApplyEvent(p, payment.Observation{Source: v1alpha1.SourceStatusQuery, Observed: payment.ObservedSucceeded, ProviderPaymentID: "pay_1",
+		Raw: "COMPLETED/SETTLED", Amount: &v1alpha1.Money{Value: orderValue, Currency: orderCurrency}}, stepNow)
+	if out.Status.ProviderStatus != "COMPLETED/SETTLED" {
+		t.Errorf("a query's answer not recorded: %q", out.Status.ProviderStatus)
+	}
+}
