@@ -118,6 +118,13 @@ func (m *refundMachine) succeeded(from v1alpha1.RefundPhase) {
 			m.ledger().needsReview(v1alpha1.ReasonAmountMismatch, msg)
 			return
 		}
+		if a := m.obs.Amount; a != nil && m.st.Amount == nil {
+			// Settled before paywarden decided an amount (the provider's
+			// event came first): what it refunded is the amount, which later
+			// Refunds of the payment count (RefundAllowance).
+			cp := *a
+			m.st.Amount = &cp
+		}
 		m.moveTo(v1alpha1.RefundSucceeded, "")
 	}
 }

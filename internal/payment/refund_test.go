@@ -133,6 +133,20 @@ func TestApplyRefund(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a success before any decision records the provider's amount", func(t *testing.T) {
+		// The Refund appeared after its refund was made (its event waited in
+		// the inbox): without an amount its siblings would wait for it forever.
+		res := payment.ApplyRefund(newRefund("r", 0, t0), refundObs(payment.ObservedSucceeded, "evt-1", amount), t0)
+		if res.Status.Phase != succeeded || res.Status.Amount == nil || res.Status.Amount.Value != 500 || res.Status.AmountDisplay == "" {
+			t.Fatalf("phase %s amount %+v %q", res.Status.Phase, res.Status.Amount, res.Status.AmountDisplay)
+		}
+		later := newRefund("s", 0, t0.Add(time.Minute))
+		settled := newRefund("r", 0, t0)
+		settled.Status = res.Status
+		if got, wait, refusal := payment.RefundAllowance(later, paidPayment(500), []v1alpha1.Refund{*settled}); wait != "" || refusal != "" || got.Value != orderValue-500 {
+			t.Errorf("the rest after it: %d wait %q refusal %q", got.Value, wait, refusal)
+		}
+	})
 	t.Run("the same event twice is a duplicate", func(t *testing.T) {
 		r := at(processing, "")
 		r.Status = payment.ApplyRefund(r, refundObs(payment.ObservedSucceeded, "evt-1", amount), t0).Status
