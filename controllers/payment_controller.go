@@ -48,10 +48,6 @@ const minIdleRequeue = time.Second
 // token bucket before handing the payment back to the queue.
 const maxInlineWait = time.Second
 
-// maxUnstoredAge bounds how long an answer whose status write failed is kept
-// to be stored again instead of asking the provider once more.
-const maxUnstoredAge = 10 * time.Minute
-
 // PaymentReconciler drives a Payment from manifest to the provider's final
 // answer (SPEC §2.2). It does I/O only: every decision — what to call, what
 // an answer or an error means, when to look again, when to give up — is
@@ -77,7 +73,7 @@ type PaymentReconciler struct {
 	// configuration is fixed (share the PaymentProvider controller's).
 	Events *ProviderEvents
 
-	unstored unstoredAnswers
+	unstored unstoredAnswers[unstored]
 	marked   markedOperations
 }
 
@@ -436,6 +432,8 @@ type unstored struct {
 	at       time.Time
 }
 
+func (u unstored) answeredAt() time.Time { return u.at }
+
 // decide is the core's decision on the answer, for the payment as it is now.
 func (u unstored) decide(p *v1alpha1.Payment, pol payment.Policy) payment.Outcome {
 	switch u.action {
@@ -492,41 +490,3 @@ func (o *markedOperations) drop(uid string) {
 	delete(o.m, uid)
 }
 
-// unstoredAnswers keeps answers whose status write failed (the API server
-// was away, say), per payment UID, so the retry stores them instead of
-// calling the provider again.
-type unstoredAnswers struct {
-	mu sync.Mutex
-	m  map[string]unstored
-}
-
-func (a *unstoredAnswers) put(uid string, u unstored) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.m == nil {
-		a.m = map[string]unstored{}
-	}
-	for k, v := range a.m {
-		if u.at.Sub(v.at) > maxUnstoredAge {
-			delete(a.m, k)
-		}
-	}
-	a.m[uid] = u
-}
-
-func (a *unstoredAnswers) get(uid string, now time.Time) (unstored, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	u, ok := a.m[uid]
-	if ok && now.Sub(u.at) > maxUnstoredAge {
-		delete(a.m, uid)
-		return unstored{}, false
-	}
-	return u, ok
-}
-
-func (a *unstoredAnswers) drop(uid string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.m, uid)
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +47,33 @@ type RefundReconciler struct {
 	Gateway   *gateway.Gateway
 	// MaxConcurrentReconciles bounds parallel reconciles (default 2).
 	MaxConcurrentReconciles int
+
+	// admission serializes, per payment, the decision and marker of each
+	// Refund not yet sent: two Refunds of one payment reconciled together
+	// never both see the other as not sent.
+	admission keyedLocks
+	unstored  unstoredAnswers[refundAnswer]
+}
+
+// refundAnswer is a refund call's answer, kept when its write failed.
+type refundAnswer struct {
+	action payment.Action
+	call   payment.RefundCall
+	at     time.Time
+}
+
+func (u refundAnswer) answeredAt() time.Time { return u.at }
+
+// decide is the core's decision on the answer, for the Refund as it is now.
+func (u refundAnswer) decide(rf *v1alpha1.Refund, pol payment.Policy) payment.RefundOutcome {
+	switch u.action {
+	case payment.Create:
+		return payment.AfterRefundCreate(rf, pol, u.call, u.at)
+	case payment.Lookup:
+		return payment.AfterRefundLookup(rf, pol, u.call, u.at)
+	default:
+		return payment.AfterRefundQuery(rf, pol, u.call, u.at)
+	}
 }
 
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=refunds,verbs=get;list;watch;patch
@@ -150,8 +178,18 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 	}
 	var siblings []v1alpha1.Refund
+	admitted := func() {}
+	defer func() { admitted() }()
 	if p != nil {
-		all, err := listRefunds(ctx, r.Client, rf.Namespace, p.Name)
+		reader := client.Reader(r.Client)
+		if rf.Status.CreateRequestedAt == nil && rf.Status.ProviderRefundID == "" && !rf.Status.Phase.IsFinal() {
+			// Deciding how much this Refund may take: one decision per
+			// payment at a time, on the other Refunds as the API server has
+			// them (the cache may not hold a marker stored a moment ago).
+			admitted = r.admission.lock(string(p.UID))
+			reader = r.APIReader
+		}
+		all, err := listRefunds(ctx, reader, rf.Namespace, p.Name)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -177,6 +215,15 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 	wrote, called, fresh := false, false, false
 	uid := string(rf.UID)
+	// An answer whose write failed is stored before anything else: the
+	// provider is not asked again for what it already said.
+	if u, ok := r.unstored.get(uid, r.Clock.Now()); ok {
+		if _, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome { return u.decide(rf, pol) }); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.unstored.drop(uid)
+		wrote = true
+	}
 	for {
 		now := r.Clock.Now()
 		facts := payment.RefundFacts{Payment: p, Siblings: siblings, ConfigAccepted: entry != nil && entry.ConfigProblem() == ""}
@@ -202,6 +249,11 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 				return requeueAt(now.Add(minIdleRequeue), now, wrote), nil
 			}
 			wrote = true
+			if rf.Status.CreateRequestedAt != nil || rf.Status.Phase.IsFinal() {
+				// Decided and stored: the next Refund of the payment may decide.
+				admitted()
+				admitted = func() {}
+			}
 			continue
 		}
 		if called {
@@ -237,16 +289,11 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if call.Err != nil {
 			logger.Info("provider refund "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
 		}
-		if _, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome {
-			switch step.Action {
-			case payment.Create:
-				return payment.AfterRefundCreate(rf, pol, call, at)
-			case payment.Lookup:
-				return payment.AfterRefundLookup(rf, pol, call, at)
-			default:
-				return payment.AfterRefundQuery(rf, pol, call, at)
-			}
-		}); err != nil {
+		u := refundAnswer{action: step.Action, call: call, at: at}
+		if _, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome { return u.decide(rf, pol) }); err != nil {
+			// Keep the answer: the retry (after the controller's backoff)
+			// stores it without calling again.
+			r.unstored.put(uid, u)
 			return ctrl.Result{}, err
 		}
 		wrote = true
@@ -334,12 +381,17 @@ func (r *RefundReconciler) refreshPayment(ctx context.Context, e *gateway.Entry,
 	if err != nil {
 		return
 	}
-	out, wrote, err := payment.Store(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, p.DeepCopy(), func(p *v1alpha1.Payment) payment.Outcome {
+	cp := p.DeepCopy()
+	out, wrote, err := payment.Store(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, cp, func(p *v1alpha1.Payment) payment.Outcome {
 		return payment.AfterQuery(p, pol, payment.Call{Payment: got}, false, at)
 	})
-	if err == nil && wrote {
+	if err != nil {
+		return
+	}
+	if wrote {
 		payment.Record(r.Recorder, p, out)
 	}
+	*p = *cp // what is stored now: the Refund's line on it is written next
 }
 
 // admitWait is the reconcilers' way through the gateway: a short wait for
@@ -358,5 +410,40 @@ func admitWait(ctx context.Context, clk clock.PassiveClock, e *gateway.Entry, ui
 			return gateway.Admission{Wait: minIdleRequeue, Reason: gateway.DeferRateLimited}
 		case <-t.C:
 		}
+	}
+}
+
+// keyedLocks is a mutex per key, kept only while someone holds or waits.
+type keyedLocks struct {
+	mu sync.Mutex
+	m  map[string]*keyedLock
+}
+
+type keyedLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock takes key's mutex and returns its release.
+func (k *keyedLocks) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedLock{}
+	}
+	l := k.m[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.m[key] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
 	}
 }
