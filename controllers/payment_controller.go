@@ -489,4 +489,3 @@ func (o *markedOperations) drop(uid string) {
 	defer o.mu.Unlock()
 	delete(o.m, uid)
 }
-
