@@ -162,31 +162,17 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 			Reason: fmt.Sprintf("no final answer after %d status queries (provider status %q)", q.Attempts, st.ProviderStatus),
 		})
 		c.park()
-	case NoAnswer:
+	default:
 		if held {
 			return c.done()
 		}
-		q.LastTime = ptrMicro(now)
-		c.noAnswer(pol, call.Err, true)
-	case NotFound, Refused:
-		if held {
-			return c.done()
+		switch gone, refused := c.sched().queryFailed(pol, call.Err); {
+		case gone:
+			c.merge(unreachable(c.p, pol, c.now))
+		case refused:
+			c.apply(nonRetryableQuery(call.Err))
+			c.park() // asking again cannot help; an operator's requery restarts it
 		}
-		q.LastTime = ptrMicro(now)
-		q.Attempts++
-		q.LastError, q.LastErrorClass = call.Err.Error(), Classify(call.Err).StatusName()
-		c.apply(Observation{
-			Source: v1alpha1.SourceStatusQuery, Observed: ObservedUnknown,
-			Review: v1alpha1.ReasonNonRetryableQueryError, Reason: call.Err.Error(),
-		})
-		// Asking again cannot help; an operator's requery restarts it.
-		c.park()
-	default: // ConfigProblem, Unsupported
-		if held {
-			return c.done()
-		}
-		q.LastTime = ptrMicro(now)
-		c.configProblem(pol, call.Err)
 	}
 	return c.done()
 }
@@ -286,6 +272,31 @@ func (s schedule) noAnswer(pol Policy, err error, query bool) bool {
 	}
 	s.wakeIn(wait)
 	return unreachableFor(q, pol, s.now)
+}
+
+// queryFailed records a status query without a usable answer: no answer
+// (wait at the current step), an answer asking again cannot change (an
+// attempt consumed; refused), or a refused configuration (wait for the fix).
+// gone reports no answer for Policy.MaxUnreachable.
+func (s schedule) queryFailed(pol Policy, err error) (gone, refused bool) {
+	s.q.LastTime = ptrMicro(s.now)
+	switch class := Classify(err); class {
+	case NoAnswer:
+		return s.noAnswer(pol, err, true), false
+	case NotFound, Refused:
+		s.q.Attempts++
+		s.q.LastError, s.q.LastErrorClass = err.Error(), class.StatusName()
+		return false, true
+	default: // ConfigProblem, Unsupported
+		s.configProblem(pol, err)
+		return false, false
+	}
+}
+
+// nonRetryableQuery is the review a query answer that asking again cannot
+// change calls for.
+func nonRetryableQuery(err error) Observation {
+	return Observation{Source: v1alpha1.SourceStatusQuery, Observed: ObservedUnknown, Review: v1alpha1.ReasonNonRetryableQueryError, Reason: err.Error()}
 }
 
 func (s schedule) configProblem(pol Policy, err error) {

@@ -373,26 +373,17 @@ func AfterRefundQuery(r *v1alpha1.Refund, pol Policy, call RefundCall, now time.
 			Reason: fmt.Sprintf("no final answer about the refund after %d status queries (provider status %q)", q.Attempts, st.ProviderStatus),
 		})
 		c.park()
-	case NoAnswer:
-		if held {
-			return c.done()
-		}
-		q.LastTime = ptrMicro(now)
-		c.noAnswer(pol, call.Err, true)
-	case NotFound, Refused:
-		if held {
-			return c.done()
-		}
-		q.LastTime = ptrMicro(now)
-		q.Attempts++
-		c.apply(Observation{Source: v1alpha1.SourceStatusQuery, Observed: ObservedUnknown, Review: v1alpha1.ReasonNonRetryableQueryError, Reason: call.Err.Error()})
-		c.park()
 	default:
 		if held {
 			return c.done()
 		}
-		q.LastTime = ptrMicro(now)
-		c.sched().configProblem(pol, call.Err)
+		switch gone, refused := c.sched().queryFailed(pol, call.Err); {
+		case gone:
+			c.r.Status = refundUnreachable(c.r, pol, c.now).Status
+		case refused:
+			c.apply(nonRetryableQuery(call.Err))
+			c.park()
+		}
 	}
 	return c.done()
 }
