@@ -1,5 +1,5 @@
 // Package paysim is a payment provider simulator: one HTTP server that speaks the
-// KukoPay, PayPal and generic async-job APIs exactly as paywarden's adapters expect
+// KukoPay, PayPal, generic async-job and Stripe APIs exactly as paywarden's adapters expect
 // (the wire structs and signing helpers are imported from the adapter packages, so the
 // format has one definition), and that misbehaves on purpose.
 //
