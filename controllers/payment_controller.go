@@ -175,6 +175,15 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// An answer whose write failed is stored before anything else: the
 	// provider is not asked again for what it already said.
 	if u, ok := r.unstored.get(uid, r.Clock.Now()); ok {
+		// Decided on the payment as the API server has it: the cache may not
+		// hold the marker stored before the call yet.
+		if err := r.APIReader.Get(ctx, req.NamespacedName, p); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if string(p.UID) != uid {
+			r.unstored.drop(uid)
+			return ctrl.Result{}, nil // replaced: the new object gets its own reconcile
+		}
 		if _, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
 			return ctrl.Result{}, err
 		}

@@ -218,6 +218,15 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// An answer whose write failed is stored before anything else: the
 	// provider is not asked again for what it already said.
 	if u, ok := r.unstored.get(uid, r.Clock.Now()); ok {
+		// Decided on the Refund as the API server has it: the cache may not
+		// hold the marker stored before the call yet.
+		if err := r.APIReader.Get(ctx, req.NamespacedName, rf); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if string(rf.UID) != uid {
+			r.unstored.drop(uid)
+			return ctrl.Result{}, nil // replaced: the new object gets its own reconcile
+		}
 		if _, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome { return u.decide(rf, pol) }); err != nil {
 			return ctrl.Result{}, err
 		}
