@@ -78,6 +78,25 @@ dev: envtest ## Run everything locally on an embedded control plane with a demo;
 dev-smoke: envtest ## The headless `make dev` smoke test: every demo payment reaches its expected phase.
 	go test -count=1 -v ./test/dev/
 
+##@ Performance and chaos (not part of `make test`)
+
+# SRC points `make bench` at another checkout: its cmd/manager and
+# cmd/receiver are built and measured. BENCH_FLAGS passes more flags
+# (go run ./cmd/benchmark -h lists them).
+SRC ?=
+BENCH_FLAGS ?=
+# N is the soak's number of payments (default: CI-sized, 150).
+N ?=
+SOAK_TIMEOUT ?= 60m
+
+.PHONY: bench
+bench: envtest ## Benchmark receiver, manager and happy path on a local control plane (docs/performance.md); SRC=<checkout> measures another tree.
+	go run ./cmd/benchmark $(if $(SRC),-src $(SRC)) $(BENCH_FLAGS)
+
+.PHONY: soak
+soak: envtest ## Chaos soak over real processes, then invariants (docs/soak.md); N=1000 for the full one.
+	PAYWARDEN_SOAK=1 SOAK_N=$(N) go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./test/soak/
+
 ##@ Build
 
 .PHONY: build

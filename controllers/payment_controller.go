@@ -75,6 +75,7 @@ type PaymentReconciler struct {
 
 	unstored unstoredAnswers[unstored]
 	marked   markedOperations
+	own      ownWrites
 }
 
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch
@@ -97,7 +98,7 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		workers = 4
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.Payment{}, builder.WithPredicates(paymentNews{})).
+		For(&v1alpha1.Payment{}, builder.WithPredicates(paymentNews{own: &r.own})).
 		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.paymentsOfProvider),
 			// Provider status writes (circuit, backfill cursor) change
 			// nothing for its payments; only a spec change does.
@@ -118,14 +119,21 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // writer (the receiver), deletion. Status writes that only move the schedule
 // — the reconciler's own, mostly — are not news: the wake-up they need was
 // already returned as RequeueAfter. Without this filter every status write
-// would cost a second reconcile.
-type paymentNews struct{ predicate.Funcs }
+// would cost a second reconcile. For the same reason the reconciler's own
+// writes are never news, whatever they changed (own, when set).
+type paymentNews struct {
+	predicate.Funcs
+	own *ownWrites
+}
 
-func (paymentNews) Update(e event.UpdateEvent) bool {
+func (f paymentNews) Update(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*v1alpha1.Payment)
 	n, ok2 := e.ObjectNew.(*v1alpha1.Payment)
 	if !ok1 || !ok2 {
 		return true
+	}
+	if f.own != nil && f.own.take(n.UID, n.ResourceVersion) {
+		return false
 	}
 	return o.Generation != n.Generation ||
 		!maps.Equal(o.Annotations, n.Annotations) ||
@@ -397,6 +405,7 @@ func (r *PaymentReconciler) store(ctx context.Context, p *v1alpha1.Payment, deci
 		return false, err
 	}
 	if wrote {
+		r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
 		payment.Record(r.Recorder, p, out)
 	}
 	return wrote, nil

@@ -64,6 +64,40 @@ func TestHappyPath(t *testing.T) {
 		m.Writes.Status(p), c.CreateRequests+queries, queries, path)
 }
 
+// TestHappyPathWebhookFirst: the provider's webhook settles the payment
+// before any status query is due. What one payment costs: one provider call
+// (the create), three Payment status writes (the marker, the create's
+// answer, the webhook's Succeeded), no status query, nothing after.
+func TestHappyPathWebhookFirst(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "pay")
+	const secret = "happy-path-signing-secret"
+	s := fixture.StartSim(t, paysim.Options{WebhookSecrets: map[string][][]byte{paysim.KukoPay: {[]byte(secret)}}})
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"},
+		SigningSecrets: map[string]string{"current": secret}})
+	receiverWrites := &fixture.Writes{}
+	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{WrapClient: receiverWrites.Wrap})
+	fixture.DeliverWebhooks(t, s, rcv, prov)
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox))
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order-1", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "1s"})
+
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 20*time.Second)
+	receiverWrites.WaitRecorded(t, got)
+	if h := got.Status.History[len(got.Status.History)-1]; h.Source != v1alpha1.SourceWebhook {
+		t.Fatalf("settled via %s, want the webhook", h.Source)
+	}
+	c := s.Counters()
+	queries := c.QueriesByPayment[got.Status.ProviderPaymentID]
+	manager, receiver := m.Writes.Status(p), receiverWrites.Status(p)
+	t.Logf("happy path, webhook first: %d provider calls (%d create, %d status queries); Payment status writes: %d by the manager, %d by the receiver",
+		c.CreateRequests+queries, c.CreateRequests, queries, manager, receiver)
+	if c.CreateRequests != 1 || queries != 0 {
+		t.Errorf("%d creates and %d status queries, want 1 and 0", c.CreateRequests, queries)
+	}
+	if manager != 2 || receiver != 1 {
+		t.Errorf("status writes: %d by the manager, %d by the receiver; want 2 (marker, create answer) and 1 (Succeeded)", manager, receiver)
+	}
+}
+
 // TestCrashBetweenCreateAndStatusWriteDoesNotChargeTwice: the manager dies
 // after the provider created the payment and before the answer was stored.
 // The next manager finds the create marker without an id and repeats the

@@ -1,0 +1,218 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Options shape a Stack.
+type Options struct {
+	// Root is this module's root: paysim is built from it, and the CRDs are
+	// read from it unless Src is set.
+	Root string
+	// Src is the source tree whose manager and receiver run (and whose CRDs
+	// are installed); default Root. Another checkout measures its binaries.
+	Src string
+	// Dir holds binaries, logs and the kubeconfig.
+	Dir string
+	// Assets holds kube-apiserver and etcd (KUBEBUILDER_ASSETS).
+	Assets string
+	// PaysimArgs are extra paysim flags (faults, time factor, ...).
+	PaysimArgs []string
+	// ManagerArgs and ReceiverArgs are extra flags of the two processes.
+	ManagerArgs, ReceiverArgs []string
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// SystemNamespace is paywarden's own namespace (the manager's and the
+// receiver's default --bundle-namespace).
+const SystemNamespace = "paywarden-system"
+
+// Stack is a control plane, one paysim, and the manager and receiver as
+// processes (built, not yet started: StartManager, StartReceiver).
+type Stack struct {
+	CP  *ControlPlane
+	Sim Paysim
+
+	Paysim   *Proc
+	Manager  *Proc
+	Receiver *Proc
+
+	// ReceiverURL serves /webhooks/; ManagerMetrics and ReceiverMetrics are
+	// the /metrics URLs.
+	ReceiverURL     string
+	ManagerMetrics  string
+	ReceiverMetrics string
+	managerProbe    string
+
+	opts Options
+}
+
+// Start builds the binaries, starts the control plane and paysim.
+func Start(ctx context.Context, opts Options) (s *Stack, err error) {
+	if opts.Src == "" {
+		opts.Src = opts.Root
+	}
+	// Binaries are built in Src, so every path must be absolute.
+	for _, p := range []*string{&opts.Root, &opts.Src, &opts.Dir} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return nil, err
+		}
+		*p = abs
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.Assets == "" {
+		opts.Assets = os.Getenv("KUBEBUILDER_ASSETS")
+	}
+	if opts.Assets == "" {
+		opts.Assets = filepath.Join(opts.Root, "bin", "k8s")
+	}
+	s = &Stack{opts: opts}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	binDir, toolDir, logDir := filepath.Join(opts.Dir, "bin"), filepath.Join(opts.Dir, "tools"), filepath.Join(opts.Dir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	s.logf("building manager and receiver from %s", opts.Src)
+	if err := Build(ctx, opts.Src, binDir, "./cmd/manager", "./cmd/receiver"); err != nil {
+		return nil, err
+	}
+	if err := Build(ctx, opts.Root, toolDir, "./cmd/paysim"); err != nil {
+		return nil, err
+	}
+	s.logf("starting the control plane (%s)", opts.Assets)
+	if s.CP, err = StartControlPlane(filepath.Join(opts.Src, "config", "crd", "bases"), opts.Assets, opts.Dir); err != nil {
+		return nil, err
+	}
+	// The manager keeps the receiver's webhook verification bundles in its
+	// own namespace, which both default to outside a pod.
+	if err := s.CP.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}); err != nil {
+		return nil, fmt.Errorf("create namespace %s: %w", SystemNamespace, err)
+	}
+	ports, err := FreePorts(5)
+	if err != nil {
+		return nil, err
+	}
+	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
+	simAddr, receiverAddr, receiverMetrics, managerMetrics, managerProbe := addr(0), addr(1), addr(2), addr(3), addr(4)
+	s.Sim = Paysim{URL: "http://" + simAddr}
+	s.ReceiverURL = "http://" + receiverAddr
+	s.ReceiverMetrics = "http://" + receiverMetrics + "/metrics"
+	s.ManagerMetrics = "http://" + managerMetrics + "/metrics"
+	s.managerProbe = "http://" + managerProbe
+	kube := []string{"KUBECONFIG=" + s.CP.Kubeconfig}
+	s.Paysim = &Proc{Name: "paysim", Bin: filepath.Join(toolDir, "paysim"), Log: filepath.Join(logDir, "paysim.log"),
+		Args: append([]string{"--addr", simAddr, "--log-level", "warn"}, opts.PaysimArgs...)}
+	s.Receiver = &Proc{Name: "receiver", Bin: filepath.Join(binDir, "receiver"), Log: filepath.Join(logDir, "receiver.log"), Env: kube,
+		Args: append([]string{"--bind-address", receiverAddr, "--metrics-bind-address", receiverMetrics}, opts.ReceiverArgs...)}
+	s.Manager = &Proc{Name: "manager", Bin: filepath.Join(binDir, "manager"), Log: filepath.Join(logDir, "manager.log"), Env: kube,
+		Args: append([]string{"--metrics-bind-address", managerMetrics, "--health-probe-bind-address", managerProbe}, opts.ManagerArgs...)}
+	if err := s.Paysim.Start(); err != nil {
+		return nil, err
+	}
+	if err := WaitHTTP(ctx, s.Sim.URL+"/healthz", 30*time.Second); err != nil {
+		return nil, fmt.Errorf("paysim did not come up: %w (log %s)", err, s.Paysim.Log)
+	}
+	return s, nil
+}
+
+func (s *Stack) logf(format string, args ...any) {
+	fmt.Fprintf(s.opts.Log, "harness: "+format+"\n", args...)
+}
+
+// StartManager starts (or restarts) the manager and waits for /readyz.
+func (s *Stack) StartManager(ctx context.Context) error {
+	if err := s.Manager.Start(); err != nil {
+		return err
+	}
+	if err := WaitHTTP(ctx, s.managerProbe+"/readyz", 60*time.Second); err != nil {
+		return fmt.Errorf("manager not ready: %w (log %s)", err, s.Manager.Log)
+	}
+	return nil
+}
+
+// StartReceiver starts (or restarts) the receiver and waits for /readyz
+// (its caches synced).
+func (s *Stack) StartReceiver(ctx context.Context) error {
+	if err := s.Receiver.Start(); err != nil {
+		return err
+	}
+	if err := WaitHTTP(ctx, s.ReceiverURL+"/readyz", 60*time.Second); err != nil {
+		return fmt.Errorf("receiver not ready: %w (log %s)", err, s.Receiver.Log)
+	}
+	return nil
+}
+
+// Stop stops the processes in reverse order of start, then the control plane.
+func (s *Stack) Stop() {
+	for _, p := range []*Proc{s.Manager, s.Receiver, s.Paysim} {
+		if p != nil {
+			p.Stop(15 * time.Second)
+		}
+	}
+	if s.CP != nil {
+		s.CP.Stop()
+	}
+}
+
+// FreePorts returns n free loopback ports.
+func FreePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// WaitHTTP polls url until it answers 2xx.
+func WaitHTTP(ctx context.Context, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode < 300 {
+				return nil
+			}
+			err = errors.New(resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s: %v", url, last)
+}
