@@ -152,11 +152,7 @@ func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.D
 		// Without its provider there is no retention to apply: keep it.
 		return 0, false, client.IgnoreNotFound(err)
 	}
-	keep := prov.Spec.Retention.FinalPayments
-	if keep == nil || keep.Duration <= 0 {
-		return 0, false, nil
-	}
-	left := settledAt(p).Add(keep.Duration).Sub(r.Clock.Now())
+	left := settledAt(p).Add(prov.Spec.FinalPaymentRetention()).Sub(r.Clock.Now())
 	if left > 0 {
 		return left, false, nil
 	}

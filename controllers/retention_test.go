@@ -92,7 +92,9 @@ func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
 	keep := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "keeps-1h", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
 		s.Retention.FinalPayments = fixture.Duration("1h")
 	}})
-	forever := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "keeps-all", Quiet: true})
+	// Without retention.finalPayments the API server fills in the default.
+	dflt := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "default-retention", Quiet: true})
+	dfltKeep := v1alpha1.DefaultFinalRetention
 	r := &controllers.Retention{Client: env.Client, APIReader: env.Client, Clock: clk, Recorder: &fixture.EventLog{}}
 
 	cases := []struct {
@@ -109,7 +111,8 @@ func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
 		{name: "failed-needing-review-is-kept", provider: keep.Name, st: settled{phase: v1alpha1.PhaseFailed, history: []time.Duration{2 * time.Hour}, needsReview: true}},
 		{name: "unknown-is-not-final", provider: keep.Name, st: settled{phase: v1alpha1.PhaseUnknown, history: []time.Duration{2 * time.Hour}, needsReview: true}},
 		{name: "processing-is-not-final", provider: keep.Name, st: settled{phase: v1alpha1.PhaseProcessing, history: []time.Duration{2 * time.Hour}}},
-		{name: "provider-without-retention-keeps-it", provider: forever.Name, st: settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{24 * time.Hour}}},
+		{name: "default-retention-keeps-a-day-old-one", provider: dflt.Name, st: settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{24 * time.Hour}}, wantWait: dfltKeep - 24*time.Hour},
+		{name: "default-retention-deletes-past-it", provider: dflt.Name, st: settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{dfltKeep + time.Second}}, wantDeleted: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,7 +144,7 @@ func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "failed-needing-review-is-kept"}}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"processing-is-not-final", "provider-without-retention-keeps-it", "refunded-10m-ago-counts-from-the-refund", "unknown-is-not-final"}
+	want := []string{"default-retention-keeps-a-day-old-one", "processing-is-not-final", "refunded-10m-ago-counts-from-the-refund", "unknown-is-not-final"}
 	if got := remaining(t, ns); !slices.Equal(got, want) {
 		t.Errorf("remaining payments %v, want %v", got, want)
 	}
@@ -222,7 +225,7 @@ func TestRetentionControllerWaitsForEachPayment(t *testing.T) {
 
 	fixture.Eventually(t, 10*time.Second, "the settled payment to be deleted", func() bool { return !exists(t, ns, "settled") })
 	if !exists(t, ns, "of-later") {
-		t.Fatal("deleted a payment of a provider that keeps everything")
+		t.Fatal("deleted an hour-old payment of a provider with the default retention")
 	}
 	p := fixture.GetProvider(t, env.Client, ns, later.Name)
 	p.Spec.Retention.FinalPayments = fixture.Duration("30m")

@@ -81,7 +81,8 @@ const (
 	DefaultBackfillMaxLookback = 72 * time.Hour
 	DefaultCircuitFailures     = 5
 	DefaultCircuitOpenFor      = time.Minute
-	DefaultWebhookRetention    = 168 * time.Hour
+	DefaultWebhookRetention    = 96 * time.Hour
+	DefaultFinalRetention      = 72 * time.Hour
 	DefaultMaxUnreachable      = 72 * time.Hour
 	DefaultKeyWindowMargin     = 10
 )
@@ -164,6 +165,12 @@ func (s *PaymentProviderSpec) CircuitTiming() (failures int32, openFor time.Dura
 // WebhookEventRetention is how long inbox events are kept.
 func (s *PaymentProviderSpec) WebhookEventRetention() time.Duration {
 	return durationOr(s.Retention.WebhookEvents, DefaultWebhookRetention)
+}
+
+// FinalPaymentRetention is how long final Payments are kept after their last
+// change (docs/capacity.md sizes it).
+func (s *PaymentProviderSpec) FinalPaymentRetention() time.Duration {
+	return durationOr(s.Retention.FinalPayments, DefaultFinalRetention)
 }
 
 func durationOr(d *metav1.Duration, def time.Duration) time.Duration {

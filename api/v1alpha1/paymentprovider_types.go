@@ -177,14 +177,21 @@ type CircuitBreakerConfig struct {
 // RetentionConfig says how long paywarden keeps what it has settled.
 type RetentionConfig struct {
 	// webhookEvents are deleted this long after they were received; longer than
-	// any provider's redelivery window.
-	// +kubebuilder:default="168h"
+	// any provider's redelivery window (3 days) and the backfill's default
+	// maxLookback (72h), so a redelivered or re-read event is still a
+	// duplicate.
+	// +kubebuilder:default="96h"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	WebhookEvents *metav1.Duration `json:"webhookEvents,omitempty"`
-	// finalPayments, when set, deletes Payments this long after they settled
-	// in a final phase; never one with NeedsReview=True. Unset keeps them.
+	// finalPayments deletes Payments this long after their last change in a
+	// final phase (a refund or a dispute restarts the clock); never one with
+	// NeedsReview=True or with a Refund in flight. The default outlasts every
+	// provider's redelivery window and keeps 100 000 payments a day within
+	// etcd's room (docs/capacity.md); keep them longer only with the room for
+	// it, or archive them first.
+	// +kubebuilder:default="72h"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional

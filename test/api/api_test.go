@@ -115,8 +115,11 @@ func TestSamplesAreAccepted(t *testing.T) {
 	if prov.Spec.CircuitBreaker.ConsecutiveFailures == nil || *prov.Spec.CircuitBreaker.ConsecutiveFailures != 5 {
 		t.Errorf("circuitBreaker.consecutiveFailures default not applied: %+v", prov.Spec.CircuitBreaker)
 	}
-	if prov.Spec.Retention.WebhookEvents == nil || prov.Spec.Retention.WebhookEvents.Duration != 168*time.Hour {
+	if prov.Spec.Retention.WebhookEvents == nil || prov.Spec.Retention.WebhookEvents.Duration != v1alpha1.DefaultWebhookRetention {
 		t.Errorf("retention.webhookEvents default not applied: %+v", prov.Spec.Retention)
+	}
+	if prov.Spec.Retention.FinalPayments == nil || prov.Spec.Retention.FinalPayments.Duration != v1alpha1.DefaultFinalRetention {
+		t.Errorf("retention.finalPayments default not applied: %+v", prov.Spec.Retention)
 	}
 }
 

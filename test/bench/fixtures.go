@@ -8,12 +8,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
+	"github.com/paywarden/paywarden/internal/webhookbundle"
+	"github.com/paywarden/paywarden/test/harness"
 )
 
 // signingSecret signs the benchmark's KukoPay webhooks (paysim's and the
@@ -56,6 +59,16 @@ func createProvider(ctx context.Context, c client.Client, p providerSpec) (*v1al
 		if err := c.Create(ctx, o); err != nil {
 			return nil, fmt.Errorf("create %s: %w", o.GetName(), err)
 		}
+	}
+	// The receiver verifies with the bundle the manager publishes; the
+	// receiver phases run without a manager, so the benchmark publishes the
+	// same bundle (a manager started later finds it up to date).
+	bundle := webhookbundle.Desired(harness.SystemNamespace, prov,
+		&corev1.Secret{Data: map[string][]byte{"current": []byte(signingSecret)}}, nil)
+	// Every bundle of the benchmark holds the same signing secret, so one
+	// already there is this one.
+	if err := c.Create(ctx, bundle); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("publish the webhook bundle of %s/%s: %w", p.ns, p.name, err)
 	}
 	return prov, nil
 }
