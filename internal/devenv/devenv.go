@@ -12,11 +12,8 @@ package devenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/localnet"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/scheme"
 )
@@ -162,7 +160,7 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, err
 	}
 
-	ports, err := freePorts(8)
+	ports, err := localnet.FreePorts(8)
 	if err != nil {
 		return nil, err
 	}
@@ -208,14 +206,14 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, err
 	}
 	for name, port := range sims {
-		if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/_paysim/counters", port)); err != nil {
+		if err := localnet.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/_paysim/counters", port), time.Minute); err != nil {
 			return nil, fmt.Errorf("paysim-%s did not come up: %w (log: %s)", name, err, e.Logs["paysim-"+name])
 		}
 	}
-	if err := waitHTTP(ctx, e.ReceiverURL+"/readyz"); err != nil {
+	if err := localnet.WaitHTTP(ctx, e.ReceiverURL+"/readyz", time.Minute); err != nil {
 		return nil, fmt.Errorf("receiver did not become ready: %w (log: %s)", err, e.Logs["receiver"])
 	}
-	if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", managerProbes)); err != nil {
+	if err := localnet.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", managerProbes), time.Minute); err != nil {
 		return nil, fmt.Errorf("manager did not become ready: %w (log: %s)", err, e.Logs["manager"])
 	}
 
@@ -332,48 +330,6 @@ func (e *Env) applyDemo(ctx context.Context, sims map[string]int) error {
 		}
 	}
 	return nil
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-func waitHTTP(ctx context.Context, url string) error {
-	deadline := time.Now().Add(60 * time.Second)
-	var last error
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode < 300 {
-				return nil
-			}
-			err = errors.New(resp.Status)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s: %v", url, last)
 }
 
 // Instructions is what a person needs to watch the demo.

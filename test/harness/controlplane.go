@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/paywarden/paywarden/internal/localnet"
 	"github.com/paywarden/paywarden/internal/scheme"
 )
 
@@ -180,24 +181,17 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration
 
 // WaitReady polls /readyz until the API server answers 200.
 func (cp *ControlPlane) WaitReady(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
+	err := localnet.Poll(ctx, timeout, func(ctx context.Context) error {
 		b, code, err := cp.get(ctx, cp.url("/readyz"))
-		if err == nil && code == http.StatusOK {
-			return nil
-		}
-		if err == nil {
+		if err == nil && code != http.StatusOK {
 			err = fmt.Errorf("readyz %d: %s", code, strings.TrimSpace(string(b)))
 		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("kube-apiserver: %w", err)
 	}
-	return fmt.Errorf("kube-apiserver not ready after %s: %v", timeout, last)
+	return nil
 }
 
 // APIRequests scrapes kube-apiserver's apiserver_request_total.

@@ -2,17 +2,16 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paywarden/paywarden/internal/localnet"
 )
 
 // Options shape a Stack.
@@ -107,7 +106,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := s.CP.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}); err != nil {
 		return nil, fmt.Errorf("create namespace %s: %w", SystemNamespace, err)
 	}
-	ports, err := FreePorts(5)
+	ports, err := localnet.FreePorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +127,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := s.Paysim.Start(); err != nil {
 		return nil, err
 	}
-	if err := WaitHTTP(ctx, s.Sim.URL+"/healthz", 30*time.Second); err != nil {
+	if err := localnet.WaitHTTP(ctx, s.Sim.URL+"/healthz", 30*time.Second); err != nil {
 		return nil, fmt.Errorf("paysim did not come up: %w (log %s)", err, s.Paysim.Log)
 	}
 	return s, nil
@@ -143,7 +142,7 @@ func (s *Stack) StartManager(ctx context.Context) error {
 	if err := s.Manager.Start(); err != nil {
 		return err
 	}
-	if err := WaitHTTP(ctx, s.managerProbe+"/readyz", 60*time.Second); err != nil {
+	if err := localnet.WaitHTTP(ctx, s.managerProbe+"/readyz", 60*time.Second); err != nil {
 		return fmt.Errorf("manager not ready: %w (log %s)", err, s.Manager.Log)
 	}
 	return nil
@@ -155,7 +154,7 @@ func (s *Stack) StartReceiver(ctx context.Context) error {
 	if err := s.Receiver.Start(); err != nil {
 		return err
 	}
-	if err := WaitHTTP(ctx, s.ReceiverURL+"/readyz", 60*time.Second); err != nil {
+	if err := localnet.WaitHTTP(ctx, s.ReceiverURL+"/readyz", 60*time.Second); err != nil {
 		return fmt.Errorf("receiver not ready: %w (log %s)", err, s.Receiver.Log)
 	}
 	return nil
@@ -171,48 +170,4 @@ func (s *Stack) Stop() {
 	if s.CP != nil {
 		s.CP.Stop()
 	}
-}
-
-// FreePorts returns n free loopback ports.
-func FreePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// WaitHTTP polls url until it answers 2xx.
-func WaitHTTP(ctx context.Context, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode < 300 {
-				return nil
-			}
-			err = errors.New(resp.Status)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s: %v", url, last)
 }
