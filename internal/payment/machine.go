@@ -10,6 +10,7 @@ package payment
 
 import (
 	"fmt"
+	"regexp"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -703,14 +704,41 @@ func (m *machine) duplicatePayment(known string) {
 	from := m.phase()
 	msg := fmt.Sprintf("the provider reported %s for payment %s, but this Payment is recorded as provider payment %s: possibly a second charge for one order",
 		m.obs.Observed, m.obs.ProviderPaymentID, known)
-	if m.reviewReason() == v1alpha1.ReasonDuplicatePayment && m.obs.EventID == "" {
-		m.decide(Stale, "second provider payment already under review")
-		return
+	if m.reviewReason() == v1alpha1.ReasonDuplicatePayment {
+		if m.obs.EventID == "" {
+			m.decide(Stale, "second provider payment already under review")
+			return
+		}
+		msg = duplicateReviewMessage(meta.FindStatusCondition(m.st.Conditions, v1alpha1.ConditionNeedsReview).Message, m.obs)
 	}
 	m.remember()
 	m.needsReview(v1alpha1.ReasonDuplicatePayment, msg)
 	m.appendHistory(from, from, v1alpha1.ReasonDuplicatePayment+": "+m.obs.ProviderPaymentID)
 	m.decide(Conflict, "%s", msg)
+}
+
+// maxDuplicateReviewMessage bounds the DuplicatePayment review's message as
+// more provider payments are reported; the history and the Warning Events
+// name every one.
+const maxDuplicateReviewMessage = 1024
+
+// duplicateReviewMessage adds a further provider payment to a standing
+// DuplicatePayment review's message, so a later report (a failed attempt)
+// never hides an earlier one (a second charge).
+func duplicateReviewMessage(prev string, obs Observation) string {
+	id := obs.ProviderPaymentID
+	if id == "" {
+		id = obs.CheckoutID
+	}
+	named := regexp.MustCompile(`payment ` + regexp.QuoteMeta(id) + `([,:;]|$)`)
+	if id == "" || named.MatchString(prev) {
+		return prev
+	}
+	next := fmt.Sprintf("%s; then %s for payment %s", prev, obs.Observed, id)
+	if len(next) > maxDuplicateReviewMessage {
+		return prev
+	}
+	return next
 }
 
 // setReady derives the Ready condition: True only when the payment is settled

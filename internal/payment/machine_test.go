@@ -457,6 +457,28 @@ func TestApply(t *testing.T) {
 			},
 		},
 		{
+			name: "a third provider payment is added to the standing duplicate-payment review, never hiding the second",
+			given: andThen(givenPending, obsWebhook(payment.ObservedSucceeded, "evt-paid", withPaid(), withProviderID("pay_1")),
+				obsWebhook(payment.ObservedSucceeded, "evt-second", withPaid(), withProviderID("pay_other"))),
+			obs:      obsWebhook(payment.ObservedFailed, "evt-third", withProviderID("pay_third"), withFailure("card_declined", "no")),
+			decision: payment.Conflict,
+			phase:    succeeded,
+			conds:    reviewing(v1alpha1.ReasonDuplicatePayment),
+			history:  []v1alpha1.HistoryEntry{historyEntry(succeeded, succeeded, srcWebhook, "evt-third", v1alpha1.ReasonDuplicatePayment+": pay_third")},
+			events:   []string{"Warning/DuplicatePayment"},
+			check: func(t *testing.T, before, after *v1alpha1.PaymentStatus) {
+				c := meta.FindStatusCondition(after.Conditions, v1alpha1.ConditionNeedsReview)
+				for _, id := range []string{"pay_1", "pay_other", "pay_third"} {
+					if c == nil || !strings.Contains(c.Message, id) {
+						t.Errorf("review message must name %s: %+v", id, c)
+					}
+				}
+				if after.Failure != nil || after.ProviderPaymentID != "pay_1" {
+					t.Errorf("failure %+v, providerPaymentID %q: the third payment's failure is not this order's", after.Failure, after.ProviderPaymentID)
+				}
+			},
+		},
+		{
 			name:     "a failure for another provider payment never fails the order",
 			given:    givenPending,
 			obs:      obsWebhook(payment.ObservedFailed, "evt-fail-b", withProviderID("pay_other"), withFailure("card_declined", "no")),

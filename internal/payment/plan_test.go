@@ -90,6 +90,39 @@ func planned(p *v1alpha1.Payment, pol payment.Policy, now time.Time) payment.Ste
 	return payment.Plan(p, pol, payment.Facts{}, now)
 }
 
+// TestKeyWindowMarginFromTheProvider: the margin of
+// spec.idempotencyWindowMargin moves the switch from repeating a create to
+// looking the payment up; 0 repeats the create to the window's end.
+func TestKeyWindowMarginFromTheProvider(t *testing.T) {
+	int32p := func(v int32) *int32 { return &v }
+	for _, tc := range []struct {
+		margin *int32
+		lookup time.Duration // after the marker
+	}{
+		{margin: nil, lookup: 24 * time.Hour * 90 / 100},
+		{margin: int32p(0), lookup: 24 * time.Hour},
+		{margin: int32p(25), lookup: 18 * time.Hour},
+		{margin: int32p(90), lookup: 24 * time.Hour * 10 / 100},
+	} {
+		name := "default"
+		if tc.margin != nil {
+			name = fmt.Sprintf("%d%%", *tc.margin)
+		}
+		t.Run(name, func(t *testing.T) {
+			pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{IdempotencyWindow: &metav1.Duration{Duration: 24 * time.Hour}, IdempotencyWindowMargin: tc.margin})
+			pol.JitterPercent = 0
+			p := newPay("margin")
+			p = store(p, planned(p, pol, t0).Outcome)
+			if got := planned(p, pol, t0.Add(tc.lookup-time.Second)).Action; got != payment.Create {
+				t.Errorf("a second before %v: %v, want the create repeated with its key", tc.lookup, got)
+			}
+			if got := planned(p, pol, t0.Add(tc.lookup)).Action; got != payment.Lookup {
+				t.Errorf("at %v: %v, want a lookup", tc.lookup, got)
+			}
+		})
+	}
+}
+
 func TestPlan(t *testing.T) {
 	pol := testPolicy()
 	window := pol.KeyWindow

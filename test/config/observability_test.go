@@ -141,27 +141,8 @@ func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
 			exprs["dashboard"] = append(exprs["dashboard"], tg.Expr)
 		}
 	}
-	raw, err := os.ReadFile(filepath.Join(root, "config", "prometheus", "rules.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules struct {
-		Spec struct {
-			Groups []struct {
-				Rules []struct {
-					Alert string `json:"alert"`
-					Expr  string `json:"expr"`
-				} `json:"rules"`
-			} `json:"groups"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(raw, &rules); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range rules.Spec.Groups {
-		for _, r := range g.Rules {
-			exprs["alerts"] = append(exprs["alerts"], r.Expr)
-		}
+	for _, r := range alertRules(t, root) {
+		exprs["alerts"] = append(exprs["alerts"], r.Expr)
 	}
 
 	for what, list := range exprs {
@@ -210,4 +191,34 @@ func TestGrafanaOverlayRenders(t *testing.T) {
 	if m.Resources()[0].GetLabels()["grafana_dashboard"] != "1" {
 		t.Errorf("dashboard ConfigMap lacks the grafana_dashboard label")
 	}
+}
+
+// alertRule is one alerting rule of config/prometheus/rules.yaml.
+type alertRule struct {
+	Alert string `json:"alert"`
+	Expr  string `json:"expr"`
+}
+
+// alertRules reads the shipped alerting rules.
+func alertRules(t *testing.T, root string) []alertRule {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, "config", "prometheus", "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Spec struct {
+			Groups []struct {
+				Rules []alertRule `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &rules); err != nil {
+		t.Fatal(err)
+	}
+	var out []alertRule
+	for _, g := range rules.Spec.Groups {
+		out = append(out, g.Rules...)
+	}
+	return out
 }
