@@ -709,7 +709,9 @@ func (m *machine) duplicatePayment(known string) {
 			m.decide(Stale, "second provider payment already under review")
 			return
 		}
-		msg = duplicateReviewMessage(meta.FindStatusCondition(m.st.Conditions, v1alpha1.ConditionNeedsReview).Message, m.obs)
+		if c := meta.FindStatusCondition(m.st.Conditions, v1alpha1.ConditionNeedsReview); c != nil {
+			msg = duplicateReviewMessage(c.Message, m.obs)
+		}
 	}
 	m.remember()
 	m.needsReview(v1alpha1.ReasonDuplicatePayment, msg)
