@@ -133,6 +133,52 @@ func TestApplyCheckoutLifecycle(t *testing.T) {
 			transition: phaseChange(authorized, processing),
 		},
 		{
+			name:     "processing after the approval is the capture under way once one was asked for: the approval is used up",
+			given:    givenApproved,
+			prepare:  capturing(orderValue),
+			obs:      obsQuery(payment.ObservedProcessing, withProviderID("pay_1")),
+			decision: payment.Applied,
+			phase:    processing,
+			conds:    []string{readyInProgress},
+			history:  []v1alpha1.HistoryEntry{historyEntry(processing, processing, srcQuery, "", "capture in progress")},
+			events:   []string{"Normal/Processing"},
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if after.PayerApproved || after.WaitingFor == "Capture" {
+					t.Errorf("payerApproved %v waitingFor %q: a second capture would be asked for", after.PayerApproved, after.WaitingFor)
+				}
+			},
+		},
+		{
+			name:     "processing after the approval before any capture was asked for is stale",
+			given:    givenApproved,
+			obs:      obsQuery(payment.ObservedProcessing, withProviderID("pay_1")),
+			decision: payment.Stale,
+			phase:    processing,
+			conds:    []string{readyInProgress},
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if !after.PayerApproved {
+					t.Error("the approval was dropped before any capture")
+				}
+			},
+		},
+		{
+			name:  "a late approval of a payment whose capture is under way is stale",
+			given: andThen(givenApproved, obsQuery(payment.ObservedProcessing, withProviderID("pay_1"))),
+			prepare: func(st *v1alpha1.PaymentStatus) {
+				st.AmountToCapture = &v1alpha1.Money{Value: orderValue, Currency: orderCurrency}
+				st.PayerApproved = false
+			},
+			obs:      obsWebhook(payment.ObservedApproved, "evt-approved-late", withProviderID("pay_1")),
+			decision: payment.Stale,
+			phase:    processing,
+			conds:    []string{readyInProgress},
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if after.PayerApproved {
+					t.Error("a late approval asks for a second capture")
+				}
+			},
+		},
+		{
 			name:       "a partial capture succeeds for the captured amount",
 			given:      givenAuthorized,
 			prepare:    capturing(1500),
@@ -557,6 +603,44 @@ func TestScenarioApprovedThenCapturedOnce(t *testing.T) {
 	}, t0.Add(24*time.Hour))
 	if p.Status.Phase != v1alpha1.PhaseSucceeded || captures != 1 {
 		t.Fatalf("phase %s after %d captures and %d calls", p.Status.Phase, captures, len(calls))
+	}
+}
+
+// TestScenarioApprovedThenCapturePendingIsCapturedOnce: a capture the
+// provider holds as pending (PayPal's PENDING capture, for days) is the
+// capture under way, not a reason to capture again; neither is the approval
+// arriving again afterwards.
+func TestScenarioApprovedThenCapturePendingIsCapturedOnce(t *testing.T) {
+	pol := testPolicy()
+	pol.Lifecycle = provider.Lifecycle{Checkout: true, ManualCapture: true, AuthorizeStep: true, Cancel: true}
+	pol.LifecycleKnown = true
+	approvedAt := t0.Add(2 * time.Minute)
+	var capturedAt time.Time
+	captures := 0
+	p, calls := drive(t, newPay("checkout"), pol, func(a payment.Action, _ int, now time.Time) payment.Call {
+		switch {
+		case a == payment.Create:
+			return answer(provider.StatusPending)
+		case a == payment.CallCapture:
+			captures++
+			if capturedAt.IsZero() {
+				capturedAt = now
+			}
+			return answer(provider.StatusProcessing)
+		case now.Before(approvedAt):
+			return answer(provider.StatusPending)
+		case capturedAt.IsZero():
+			return answer(provider.StatusApproved)
+		case now.Before(capturedAt.Add(3 * 24 * time.Hour)):
+			return answer(provider.StatusProcessing)
+		}
+		return answer(provider.StatusSucceeded)
+	}, t0.Add(30*24*time.Hour))
+	if captures != 1 {
+		t.Fatalf("%d captures in %d calls, want 1", captures, len(calls))
+	}
+	if p.Status.Phase == v1alpha1.PhaseProcessing && p.Status.PayerApproved {
+		t.Errorf("still waiting for a capture after it was made: %+v", p.Status)
 	}
 }
 

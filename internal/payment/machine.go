@@ -210,6 +210,12 @@ func (m *machine) progress() {
 	case from == v1alpha1.PhaseAuthorized && to == v1alpha1.PhaseProcessing && m.st.AmountToCapture != nil:
 		// The capture paywarden asked for is under way.
 		m.moveTo(to, "capture in progress")
+	case from == v1alpha1.PhaseProcessing && to == v1alpha1.PhaseProcessing && m.st.PayerApproved && m.st.AmountToCapture != nil:
+		// The capture of an approved payment is under way (a capture the
+		// provider holds as pending): the approval is used up, and nothing
+		// asks for a second capture.
+		m.st.PayerApproved = false
+		m.moveTo(to, "capture in progress")
 	case from == to:
 		m.confirm(false)
 		m.decide(Stale, "already %s", from)
@@ -228,6 +234,11 @@ func (m *machine) approved() {
 	case m.st.Phase == "" || from == v1alpha1.PhasePending:
 		m.st.PayerApproved = true
 		m.moveTo(v1alpha1.PhaseProcessing, "approved by the payer")
+	case from == v1alpha1.PhaseProcessing && m.st.AmountToCapture != nil:
+		// A late or reordered approval of a payment whose capture is already
+		// under way asks for nothing more.
+		m.confirm(false)
+		m.decide(Stale, "the capture is already under way")
 	case from == v1alpha1.PhaseProcessing && !m.st.PayerApproved:
 		m.st.PayerApproved = true
 		m.moveTo(v1alpha1.PhaseProcessing, "approved by the payer")
