@@ -103,8 +103,43 @@ func (r *RefundReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				o, n := e.ObjectOld.(*v1alpha1.Payment), e.ObjectNew.(*v1alpha1.Payment)
 				return o.Status.Phase != n.Status.Phase || !equalMoney(o.Status.AmountRefunded, n.Status.AmountRefunded)
 			}})).
+		// A Refund that is decided, settles or goes away may let the other
+		// Refunds of its payment go: they wait for an earlier Refund to be
+		// decided or, while the provider's refunded total may already count
+		// it, to settle.
+		Watches(&v1alpha1.Refund{}, handler.EnqueueRequestsFromMapFunc(r.waitingSiblings),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					o, n := e.ObjectOld.(*v1alpha1.Refund), e.ObjectNew.(*v1alpha1.Refund)
+					return o.Status.Phase != n.Status.Phase || (o.Status.CreateRequestedAt == nil) != (n.Status.CreateRequestedAt == nil) ||
+						!equalMoney(o.Status.Amount, n.Status.Amount)
+				},
+			})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
+}
+
+// waitingSiblings are the other Refunds of o's payment that have not been
+// sent: the ones that may be waiting for o.
+func (r *RefundReconciler) waitingSiblings(ctx context.Context, o client.Object) []reconcile.Request {
+	rf, ok := o.(*v1alpha1.Refund)
+	if !ok {
+		return nil
+	}
+	refunds, err := listRefunds(ctx, r.Client, rf.Namespace, rf.Spec.PaymentRef.Name)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "list refunds of payment", "payment", rf.Spec.PaymentRef.Name)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range refunds {
+		s := &refunds[i]
+		if s.UID != rf.UID && !s.Status.Phase.IsFinal() && s.Status.CreateRequestedAt == nil && s.Status.ProviderRefundID == "" {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
+		}
+	}
+	return reqs
 }
 
 // refundNews: like paymentNews, a Refund's own schedule writes are not news.

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -476,6 +477,63 @@ func TestConcurrentRefundsNeverRefundMoreThanReceived(t *testing.T) {
 			t.Errorf("round %d: paysim made %d refunds totalling %d, want 1 of 1200 (never more than the 1999 received)", i, n, total)
 		}
 		waitRefunded(t, p, v1alpha1.PhasePartiallyRefunded, 1200)
+	}
+}
+
+// TestARefundWaitsWhileTheProviderTotalMayCountOneInFlight: the payment's
+// refunded total is the provider's cumulative figure, which can count a
+// Refund whose own answer has not arrived yet (its webhook lost, its next
+// query not due). A second Refund that fits once the first is counted once
+// waits for the first to settle instead of being refused for counting it
+// twice, and goes as soon as the first settles: the first's change wakes it,
+// the payment not having changed.
+func TestARefundWaitsWhileTheProviderTotalMayCountOneInFlight(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "refund")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	if err := s.Script(paysim.Rule{Provider: paysim.KukoPay, Amount: 2999, Script: paysim.Script{Outcome: paysim.OutcomeSucceed, RefundOutcome: paysim.OutcomePending}}); err != nil {
+		t.Fatal(err)
+	}
+	refundManager(t, ns)
+	p := paidPayment(t, ns, "kukopay", "order", 2999)
+	first := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "first", Payment: p.Name, Amount: 2000})
+	first = fixture.WaitRefund(t, env.Client, first, "in flight at the provider", func(r *v1alpha1.Refund) bool {
+		return r.Status.ProviderRefundID != "" && !r.Status.Phase.IsFinal()
+	})
+
+	// The provider's cumulative figure, already counting the first refund,
+	// reaches the payment (as a backfilled event would carry it).
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pay := fixture.GetPayment(t, env.Client, p)
+		pay.Status.Phase = v1alpha1.PhasePartiallyRefunded
+		pay.Status.AmountRefunded = &v1alpha1.Money{Value: 2000, Currency: "USD"}
+		return env.Client.Status().Update(context.Background(), pay)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	second := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "second", Payment: p.Name, Amount: 500})
+	got := fixture.WaitRefund(t, env.Client, second, "waiting for the first", func(r *v1alpha1.Refund) bool {
+		return r.Status.WaitingFor == v1alpha1.ReasonEarlierRefundInFlight || r.Status.Phase.IsFinal()
+	})
+	if got.Status.Phase.IsFinal() || got.Status.CreateRequestedAt != nil || s.Counters().ActionsByKey[refundKey(v1alpha1.ProviderKukoPay, got)] != 0 {
+		t.Fatalf("the second Refund was decided on a total that may count the first twice:\n%s", fixture.DescribeRefunds(t, env.Client, ns))
+	}
+
+	if err := s.SettleRefund(paysim.KukoPay, first.Status.ProviderRefundID, paysim.OutcomeSucceed); err != nil {
+		t.Fatal(err)
+	}
+	fixture.WaitRefundPhase(t, env.Client, first, v1alpha1.RefundSucceeded)
+	got = fixture.WaitRefund(t, env.Client, second, "sent once the first settled", func(r *v1alpha1.Refund) bool { return r.Status.ProviderRefundID != "" })
+	if err := s.SettleRefund(paysim.KukoPay, got.Status.ProviderRefundID, paysim.OutcomeSucceed); err != nil {
+		t.Fatal(err)
+	}
+	got = fixture.WaitRefundPhase(t, env.Client, second, v1alpha1.RefundSucceeded)
+	if !amountIs(got.Status.Amount, 500, "USD") {
+		t.Errorf("second Refund: %s", fixture.Dump(got.Status))
+	}
+	if n, total := fixture.SimRefunds(t, s, v1alpha1.ProviderKukoPay, p.Status.ProviderPaymentID); n != 2 || total != 2500 {
+		t.Errorf("paysim made %d refunds totalling %d, want 2 of 2500", n, total)
 	}
 }
 

@@ -45,6 +45,11 @@ const (
 	// ReasonEarlierRefundUndecided: a Refund of the same payment created
 	// earlier has no amount yet; this one waits so they are counted in order.
 	ReasonEarlierRefundUndecided = "EarlierRefundUndecided"
+	// ReasonEarlierRefundInFlight: the payment's refunded total, as the
+	// provider reports it, may already count a Refund of the same payment
+	// that is still in flight; this one waits until that Refund settles, so
+	// it is counted once and a refund that fits is not refused.
+	ReasonEarlierRefundInFlight = "EarlierRefundInFlight"
 )
 
 // RefundSpec is the refund asked for. It is immutable once created.
@@ -83,7 +88,8 @@ type RefundStatus struct {
 	// +optional
 	AmountDisplay string `json:"amountDisplay,omitempty"`
 	// waitingFor says why a Pending refund has not been sent: the payment
-	// (PaymentNotFound, PaymentNotSucceeded) or an earlier Refund.
+	// (PaymentNotFound, PaymentNotSucceeded) or an earlier Refund
+	// (EarlierRefundUndecided, EarlierRefundInFlight).
 	// +optional
 	WaitingFor string `json:"waitingFor,omitempty"`
 	// providerPaymentID is the provider's id of the payment refunded.

@@ -233,23 +233,43 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 			inFlight += value
 		}
 	}
-	refunded := succeeded
-	if a := p.Status.AmountRefunded; a != nil && a.Value > refunded {
-		// Refunds made elsewhere (the provider's dashboard) count too; the
-		// provider's figure includes the Refunds that succeeded.
-		refunded = a.Value
+	// What the payment's refunds add up to: the Refunds that succeeded or
+	// are in flight, and refunds made elsewhere (the provider's dashboard),
+	// which only the provider's cumulative figure shows. That figure counts
+	// the Refunds that succeeded and may or may not count those in flight
+	// yet, so the total lies between low and high.
+	reported := int64(0)
+	if a := p.Status.AmountRefunded; a != nil {
+		reported = a.Value
 	}
-	available := received.Value - refunded - inFlight
-	want := available
+	low := max(succeeded+inFlight, reported)
+	high := max(succeeded, reported) + inFlight
+	// fits: the Refund fits when the payment's other refunds add up to total.
+	fits := func(total int64) bool {
+		if a := r.Spec.Amount; a != nil {
+			return a.Value > 0 && a.Value <= received.Value-total
+		}
+		return received.Value-total > 0 // everything still refundable
+	}
+	switch {
+	case fits(high):
+		want := received.Value - high
+		if a := r.Spec.Amount; a != nil {
+			want = a.Value
+		}
+		return v1alpha1.Money{Value: want, Currency: received.Currency}, "", ""
+	case high > low && fits(low):
+		// It fits unless the provider's figure leaves out a Refund in
+		// flight: decided once that Refund settles, never refused on a guess.
+		return amount, v1alpha1.ReasonEarlierRefundInFlight, ""
+	}
+	asked := "everything still refundable"
 	if a := r.Spec.Amount; a != nil {
-		want = a.Value
+		asked = v1alpha1.FormatAmount(a.Value, received.Currency)
 	}
-	if want <= 0 || want > available {
-		return amount, "", fmt.Sprintf("%s: %s asked, but of the %s received %s is refunded or being refunded, leaving %s",
-			v1alpha1.ReasonOverRefund, v1alpha1.FormatAmount(want, received.Currency), v1alpha1.FormatAmount(received.Value, received.Currency),
-			v1alpha1.FormatAmount(refunded+inFlight, received.Currency), v1alpha1.FormatAmount(max(available, 0), received.Currency))
-	}
-	return v1alpha1.Money{Value: want, Currency: received.Currency}, "", ""
+	return amount, "", fmt.Sprintf("%s: %s asked, but of the %s received %s is refunded or being refunded, leaving %s",
+		v1alpha1.ReasonOverRefund, asked, v1alpha1.FormatAmount(received.Value, received.Currency),
+		v1alpha1.FormatAmount(low, received.Currency), v1alpha1.FormatAmount(max(received.Value-low, 0), received.Currency))
 }
 
 // olderRefunds are the siblings created before r (creation time, then name).
