@@ -149,7 +149,13 @@ type OpenLoop struct {
 	BareP50Ms     float64 `json:"bareP50Ms"`
 	BareP99Ms     float64 `json:"bareP99Ms"`
 	Ratio         float64 `json:"ratio"`
-	Errors        int     `json:"errors"`
+	// SameWrites: a client making the receiver's four writes and answering
+	// after the first two, as the receiver does (the other two follow in
+	// the background); SameWritesRatio is receiver p99 / its p99.
+	SameWritesP50Ms float64 `json:"sameWritesP50Ms"`
+	SameWritesP99Ms float64 `json:"sameWritesP99Ms"`
+	SameWritesRatio float64 `json:"sameWritesRatio"`
+	Errors          int     `json:"errors"`
 }
 
 // Duplicates measures redeliveries of events the receiver stored recently.
@@ -298,11 +304,14 @@ func commit(dir string) string {
 
 func targets(r *Results) []Target {
 	var ts []Target
+	// The receiver against a client making the same API writes (issue 12);
+	// the two-write bare client is reported beside it, as the cost of what
+	// the receiver must record.
 	for _, t := range r.Throughput {
-		ts = append(ts, Target{Name: fmt.Sprintf("new events/s vs bare, %d senders", t.Senders), Value: t.Ratio, Goal: ">= 0.9", Met: t.Ratio >= 0.9})
+		ts = append(ts, Target{Name: fmt.Sprintf("new events/s vs the same writes, %d senders", t.Senders), Value: t.FullRatio, Goal: ">= 0.9", Met: t.FullRatio >= 0.9})
 	}
 	ts = append(ts,
-		Target{Name: "open-loop p99 vs bare", Value: r.OpenLoop.Ratio, Goal: "<= 1.5", Met: r.OpenLoop.Ratio > 0 && r.OpenLoop.Ratio <= 1.5},
+		Target{Name: "open-loop p99 vs the same writes", Value: r.OpenLoop.SameWritesRatio, Goal: "<= 1.5", Met: r.OpenLoop.SameWritesRatio > 0 && r.OpenLoop.SameWritesRatio <= 1.5},
 		Target{Name: "API requests per recent duplicate", Value: r.Duplicates.RequestsPerDuplicate, Goal: "0", Met: r.Duplicates.RequestsPerDuplicate == 0},
 		Target{Name: "reconciles per provider call after the initial list", Value: r.Manager.PerCallNoInit, Goal: "<= ~1 (1.1)", Met: r.Manager.PerCallNoInit <= 1.1},
 	)
