@@ -146,13 +146,30 @@ func (f fullSender) record(ctx context.Context, w stored) error {
 }
 
 // ackedSender makes the same four writes as fullSender and answers after the
-// first two, as the receiver does; the other two follow in the background.
-// Its latency is an acknowledgement with the receiver's whole API cost
-// behind it: the reference for the receiver's open-loop latency.
+// first two, as the receiver does: the other two go to a bounded queue that
+// a few workers write, and when it is full the sender writes them itself
+// (the receiver's inbox.ResultQueue: 4 workers, backpressure). Its latency is
+// an acknowledgement with the receiver's whole API cost behind it: the
+// reference for the receiver's open-loop latency.
 type ackedSender struct {
 	fullSender
-	after  *sync.WaitGroup
+	jobs   chan stored
+	wg     *sync.WaitGroup
 	failed *atomic.Int64
+}
+
+func newAckedSender(f fullSender, queue, workers int) ackedSender {
+	a := ackedSender{fullSender: f, jobs: make(chan stored, queue), wg: &sync.WaitGroup{}, failed: &atomic.Int64{}}
+	for range workers {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			for w := range a.jobs {
+				a.recordOrCount(w)
+			}
+		}()
+	}
+	return a
 }
 
 func (a ackedSender) send(ctx context.Context, i int) error {
@@ -160,14 +177,25 @@ func (a ackedSender) send(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	a.after.Add(1)
-	go func() {
-		defer a.after.Done()
-		if err := a.record(context.WithoutCancel(ctx), w); err != nil {
-			a.failed.Add(1)
-		}
-	}()
+	select {
+	case a.jobs <- w:
+	default:
+		a.recordOrCount(w)
+	}
 	return nil
+}
+
+func (a ackedSender) recordOrCount(w stored) {
+	if err := a.record(context.Background(), w); err != nil {
+		a.failed.Add(1)
+	}
+}
+
+// close waits for the queued writes; it returns how many failed.
+func (a ackedSender) close() int {
+	close(a.jobs)
+	a.wg.Wait()
+	return int(a.failed.Load())
 }
 
 // run is what one load run measured.

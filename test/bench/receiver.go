@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,6 +11,7 @@ import (
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/scheme"
 	"github.com/paywarden/paywarden/test/harness"
+	"github.com/paywarden/paywarden/webhookreceiver"
 )
 
 const receiverNS = "bench-receiver"
@@ -139,14 +138,14 @@ func (b *bench) receiver(ctx context.Context) error {
 	settle()
 	br := openLoop(ctx, bareSender{c: bare, prov: prov, bodies: bareBodies, payments: barePayments}, n, rate)
 	settle()
-	var after sync.WaitGroup
-	var afterFailed atomic.Int64
-	ar := openLoop(ctx, ackedSender{fullSender{bareSender{c: bare, prov: prov, bodies: ackBodies, payments: ackPayments}}, &after, &afterFailed}, n, rate)
-	after.Wait()
+	// Queued like the receiver's results: 4 per request it admits, 4 writers.
+	acked := newAckedSender(fullSender{bareSender{c: bare, prov: prov, bodies: ackBodies, payments: ackPayments}}, 4*webhookreceiver.DefaultMaxConcurrentRequests, 4)
+	ar := openLoop(ctx, acked, n, rate)
+	afterFailed := acked.close()
 	settle()
 	rr := openLoop(ctx, receiverSender{url: url, bodies: recvBodies}, n, rate)
 	ol := OpenLoop{
-		RatePerSec: rate, Events: n, Errors: br.Errors + rr.Errors + ar.Errors + int(afterFailed.Load()),
+		RatePerSec: rate, Events: n, Errors: br.Errors + rr.Errors + ar.Errors + afterFailed,
 		ReceiverP50Ms: harness.Ms(harness.Percentile(rr.Latencies, 0.5)), ReceiverP99Ms: harness.Ms(harness.Percentile(rr.Latencies, 0.99)),
 		BareP50Ms: harness.Ms(harness.Percentile(br.Latencies, 0.5)), BareP99Ms: harness.Ms(harness.Percentile(br.Latencies, 0.99)),
 		SameWritesP50Ms: harness.Ms(harness.Percentile(ar.Latencies, 0.5)), SameWritesP99Ms: harness.Ms(harness.Percentile(ar.Latencies, 0.99)),
@@ -198,9 +197,20 @@ func (b *bench) receiver(ctx context.Context) error {
 	return cleanNamespace(ctx, cp.Client, receiverNS)
 }
 
+// cleanNamespace deletes the namespace's WebhookEvents and Payments. A
+// delete of tens of thousands of objects can outlast the API server's
+// request timeout on a loaded machine; what it deleted stays deleted, so it
+// is repeated a few times.
 func cleanNamespace(ctx context.Context, c client.Client, ns string) error {
 	for _, o := range []client.Object{&v1alpha1.WebhookEvent{}, &v1alpha1.Payment{}} {
-		if err := c.DeleteAllOf(ctx, o, client.InNamespace(ns)); err != nil {
+		var err error
+		for attempt := range 5 {
+			if err = c.DeleteAllOf(ctx, o, client.InNamespace(ns)); err == nil {
+				break
+			}
+			time.Sleep(time.Duration(attempt+1) * 2 * time.Second)
+		}
+		if err != nil {
 			return fmt.Errorf("clean %s: %w", ns, err)
 		}
 	}
