@@ -47,4 +47,12 @@ if [[ -n $unformatted ]]; then
   echo "$unformatted" >&2
   status=1
 fi
+# No tracked file over 1 MiB: a committed binary or data dump is carried by
+# every clone for ever.
+large=$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$1 > 1048576 { print $2 " (" $1 " bytes)" }')
+if [[ -n $large ]]; then
+  echo "verify: tracked files larger than 1 MiB (remove them, add them to .gitignore):" >&2
+  echo "$large" >&2
+  status=1
+fi
 exit $status

@@ -63,8 +63,8 @@ func TestDefaultOverlayRenders(t *testing.T) {
 			t.Errorf("%s %s lands in namespace %q, want paywarden-system", r.GetKind(), r.GetName(), ns)
 		}
 	}
-	if kinds["CustomResourceDefinition"] != 3 {
-		t.Errorf("%d CRDs rendered, want 3", kinds["CustomResourceDefinition"])
+	if kinds["CustomResourceDefinition"] != 4 {
+		t.Errorf("%d CRDs rendered, want 4", kinds["CustomResourceDefinition"])
 	}
 
 	mgr := decode[appsv1.Deployment](t, m, "Deployment", "paywarden-manager")
