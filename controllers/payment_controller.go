@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -72,13 +73,16 @@ type PaymentReconciler struct {
 	// Events, when set, wakes a provider's payments when its refused
 	// configuration is fixed (share the PaymentProvider controller's).
 	Events *ProviderEvents
+	// Ledger, when set, remembers settled payments after their objects are
+	// deleted, and is read before a first create (SPEC §12.1).
+	Ledger Ledger
 
 	unstored unstoredAnswers[unstored]
 	marked   markedOperations
 	own      ownWrites
 }
 
-// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=payments/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders,verbs=get;list;watch
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=paymentproviders/status,verbs=get;update;patch
@@ -164,11 +168,14 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !p.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
 	logger := log.FromContext(ctx).WithValues("payment", req.NamespacedName.String(), "provider", p.Spec.ProviderRef.Name)
 	ctx = log.IntoContext(ctx, logger)
+	if !p.DeletionTimestamp.IsZero() {
+		if gone, err := r.finalize(ctx, p); gone || err != nil {
+			return ctrl.Result{}, err
+		}
+		// Money may be moving: the payment is driven on until it settles.
+	}
 
 	prov, entry, perr := r.provider(ctx, p)
 	pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{})
@@ -211,12 +218,30 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		switch step.Action {
 		case payment.Nothing:
 			release(entry, uid)
+			if !p.DeletionTimestamp.IsZero() {
+				// Deleted and now settled (or waiting for a human): let it go,
+				// or say again what it waits for.
+				_, err := r.finalize(ctx, p)
+				return ctrl.Result{}, err
+			}
 			return ctrl.Result{}, nil
 		case payment.Wait:
 			release(entry, uid)
 			return requeueAt(step.At, now, wrote), nil
 		case payment.Write:
 			opBefore := p.Status.Operation.DeepCopy()
+			if marks(p, step.Outcome) {
+				if !p.DeletionTimestamp.IsZero() {
+					// Deleted before anything went out: nothing may start now.
+					release(entry, uid)
+					return ctrl.Result{}, nil
+				}
+				// The object must outlive the call the marker announces.
+				if err := holdMoney(ctx, r.Client, p); err != nil {
+					return ctrl.Result{}, err
+				}
+				r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
+			}
 			stored, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome {
 				if s := payment.Plan(p, pol, facts, now); s.Action == payment.Write {
 					return s.Outcome
@@ -324,7 +349,51 @@ func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (pay
 		client.MatchingFields{inbox.IndexPaymentMerchantRef: inbox.Key(p.Spec.ProviderRef.Name, p.MerchantRef())}); err != nil {
 		return payment.Facts{}, fmt.Errorf("find payments sharing merchant reference %q: %w", p.MerchantRef(), err)
 	}
-	return payment.Facts{ReferenceOwner: payment.ReferenceOwner(p, list.Items)}, nil
+	recs, err := paymentLedgerFacts(ctx, r.Ledger, p)
+	if err != nil {
+		return payment.Facts{}, err
+	}
+	return payment.Facts{ReferenceOwner: payment.ReferenceOwner(p, list.Items), Ledger: recs}, nil
+}
+
+// marks reports whether out stores a marker of a money-moving call that p
+// does not have yet (a create or an operation).
+func marks(p *v1alpha1.Payment, out payment.Outcome) bool {
+	return out.Status.CreateRequestedAt != nil && p.Status.CreateRequestedAt == nil ||
+		out.Status.Operation != nil && p.Status.Operation == nil
+}
+
+// finalize handles a deleted payment: one that holds no money in flight is
+// remembered in the ledger and let go (true); one whose money may still be
+// moving stays, says why, and is driven on (false).
+func (r *PaymentReconciler) finalize(ctx context.Context, p *v1alpha1.Payment) (bool, error) {
+	if !controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight) {
+		return true, nil
+	}
+	what := payment.InFlight(p)
+	if what == "" {
+		// Its Refunds in flight need it: they reach the provider through it.
+		refunds, err := listRefunds(ctx, r.Client, p.Namespace, p.Name)
+		if err != nil {
+			return false, err
+		}
+		for i := range refunds {
+			if w := payment.RefundInFlight(&refunds[i]); w != "" {
+				what = "its Refund " + refunds[i].Name + ": " + w
+				break
+			}
+		}
+	}
+	if what != "" {
+		deletionWaits(r.Recorder, p, what)
+		return false, nil
+	}
+	rec, ok := payment.PaymentRecord(p, r.Clock.Now())
+	if err := letGo(ctx, r.Client, r.Ledger, p, p.OrderIdentity(), rec, ok); err != nil {
+		return false, err
+	}
+	log.FromContext(ctx).Info("deleted payment let go", "phase", p.Status.Phase, "remembered", ok && r.Ledger != nil)
+	return true, nil
 }
 
 // admit waits in line for the provider's token when the wait is short, so a

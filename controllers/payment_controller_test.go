@@ -122,7 +122,7 @@ func TestCrashBetweenCreateAndStatusWriteDoesNotChargeTwice(t *testing.T) {
 	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 20*time.Second)
 	c := s.Counters()
-	key := "kukopay/" + string(got.UID)
+	key := "kukopay/" + got.IdempotencyKey()
 	if c.CreatesByKey[key] != 2 {
 		t.Errorf("creates with key %s = %d, want 2 (the retry must reuse the key); all: %v", key, c.CreatesByKey[key], c.CreatesByKey)
 	}
@@ -150,7 +150,7 @@ func TestFailedWriteOfACreateAnswerStoresItWithoutCallingAgain(t *testing.T) {
 	if failed.Failed() != 1 {
 		t.Fatalf("the write after the create was not failed (failed=%d)", failed.Failed())
 	}
-	if n := s.Counters().CreatesByKey["kukopay/"+string(got.UID)]; n != 1 {
+	if n := s.Counters().CreatesByKey["kukopay/"+got.IdempotencyKey()]; n != 1 {
 		t.Errorf("%d creates, want 1: the kept answer must be stored, not asked for again", n)
 	}
 }

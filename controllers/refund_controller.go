@@ -39,6 +39,9 @@ import (
 // settles reads the payment back from the provider, whose cumulative
 // refunded figure is the one the Payment shows.
 type RefundReconciler struct {
+	// Ledger, when set, remembers settled Refunds after their objects are
+	// deleted, and is read before a refund is sent (SPEC §12.1).
+	Ledger    Ledger
 	Client    client.Client
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
@@ -189,11 +192,14 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, rf); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !rf.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
 	logger := log.FromContext(ctx).WithValues("refund", req.NamespacedName.String(), "payment", rf.Spec.PaymentRef.Name)
 	ctx = log.IntoContext(ctx, logger)
+	if !rf.DeletionTimestamp.IsZero() {
+		if gone, err := r.finalize(ctx, rf); gone || err != nil {
+			return ctrl.Result{}, err
+		}
+		// Money may be moving: the refund is driven on until it settles.
+	}
 
 	p := &v1alpha1.Payment{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: rf.Namespace, Name: rf.Spec.PaymentRef.Name}, p); err != nil {
@@ -202,7 +208,7 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		p = nil
 	}
-	if p != nil && !metav1.IsControlledBy(rf, p) && !ownedBy(rf, p) {
+	if p != nil && rf.DeletionTimestamp.IsZero() && !metav1.IsControlledBy(rf, p) && !ownedBy(rf, p) {
 		// Owned by its Payment: deleted with it, and never left behind.
 		patch := client.MergeFrom(rf.DeepCopy())
 		if err := controllerutil.SetOwnerReference(p, rf, r.Scheme, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
@@ -271,15 +277,36 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	for {
 		now := r.Clock.Now()
 		facts := payment.RefundFacts{Payment: p, Siblings: siblings, ConfigAccepted: entry != nil && entry.ConfigProblem() == ""}
+		recs, err := r.ledgerFacts(ctx, rf, p)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		facts.Ledger = recs
 		step := payment.PlanRefund(rf, pol, facts, now)
 		switch step.Action {
 		case payment.Nothing:
 			release(entry, uid)
+			if !rf.DeletionTimestamp.IsZero() {
+				if _, err := r.finalize(ctx, rf); err != nil {
+					return ctrl.Result{}, err
+				}
+			}
 			return ctrl.Result{}, r.noteOnPayment(ctx, rf, p)
 		case payment.Wait:
 			release(entry, uid)
 			return requeueAt(step.At, now, wrote), r.noteOnPayment(ctx, rf, p)
 		case payment.Write:
+			if step.Outcome.Status.CreateRequestedAt != nil && rf.Status.CreateRequestedAt == nil {
+				if !rf.DeletionTimestamp.IsZero() {
+					release(entry, uid)
+					return ctrl.Result{}, nil // deleted before anything went out
+				}
+				// The Refund must outlive the call its marker announces, and
+				// remember its order when its Payment is gone.
+				if err := r.holdMoney(ctx, rf, p); err != nil {
+					return ctrl.Result{}, err
+				}
+			}
 			stored, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome {
 				if s := payment.PlanRefund(rf, pol, facts, now); s.Action == payment.Write {
 					return s.Outcome
@@ -345,6 +372,58 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			r.refreshPayment(ctx, entry, p, pol)
 		}
 	}
+}
+
+// ledgerFacts reads the ledger's records of a Refund of the same name of
+// the same order, before this one is sent.
+func (r *RefundReconciler) ledgerFacts(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) ([]payment.LedgerRecord, error) {
+	st := &rf.Status
+	if r.Ledger == nil || p == nil || st.CreateRequestedAt != nil || st.ProviderRefundID != "" || st.Phase.IsFinal() {
+		return nil, nil
+	}
+	recs, err := r.Ledger.Get(ctx, v1alpha1.RefundIdentity(p, rf.Name))
+	if err != nil {
+		return nil, fmt.Errorf("read the ledger of refund %s: %w", rf.Name, err)
+	}
+	return recs, nil
+}
+
+// holdMoney puts the money-in-flight finalizer on the Refund, with the
+// ledger identity it will be remembered under (its Payment may be gone by
+// the time it is let go).
+func (r *RefundReconciler) holdMoney(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) error {
+	if p != nil && rf.Annotations[v1alpha1.AnnotationLedgerIdentity] == "" {
+		base := rf.DeepCopy()
+		if rf.Annotations == nil {
+			rf.Annotations = map[string]string{}
+		}
+		rf.Annotations[v1alpha1.AnnotationLedgerIdentity] = v1alpha1.RefundIdentity(p, rf.Name)
+		controllerutil.AddFinalizer(rf, v1alpha1.FinalizerMoneyInFlight)
+		if err := r.Client.Patch(ctx, rf, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("add finalizer %s: %w", v1alpha1.FinalizerMoneyInFlight, err)
+		}
+		return nil
+	}
+	return holdMoney(ctx, r.Client, rf)
+}
+
+// finalize handles a deleted Refund: settled (or never sent), it is
+// remembered in the ledger and let go (true); in flight, it stays, says why,
+// and is driven on (false).
+func (r *RefundReconciler) finalize(ctx context.Context, rf *v1alpha1.Refund) (bool, error) {
+	if !controllerutil.ContainsFinalizer(rf, v1alpha1.FinalizerMoneyInFlight) {
+		return true, nil
+	}
+	if what := payment.RefundInFlight(rf); what != "" {
+		deletionWaits(r.Recorder, rf, what)
+		return false, nil
+	}
+	rec, ok := payment.RefundRecord(rf, r.Clock.Now())
+	id := rf.Annotations[v1alpha1.AnnotationLedgerIdentity]
+	if err := letGo(ctx, r.Client, r.Ledger, rf, id, rec, ok && id != ""); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 func ownedBy(o, owner metav1.Object) bool {

@@ -142,6 +142,13 @@ func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.D
 	if !p.DeletionTimestamp.IsZero() || !p.Status.Phase.IsFinal() {
 		return 0, false, nil
 	}
+	if p.Status.AdoptedAt != nil {
+		// Applied again after an earlier object of the order was deleted
+		// (by retention, a person or a restore): whoever re-applies it keeps
+		// it, and deleting it again would only start a delete/re-apply loop
+		// with a GitOps re-sync. The ledger already remembers the order.
+		return 0, false, nil
+	}
 	if meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionNeedsReview) {
 		// A human must look first; clearing the condition is an update that
 		// brings the payment back here.

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
+	"github.com/paywarden/paywarden/internal/ledger"
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
@@ -71,6 +73,12 @@ type Options struct {
 	// are kept (the manager's namespace); the bundle controller runs only
 	// when it is set.
 	BundleNamespace string
+	// LedgerNamespace is where the ledger of settled identities is kept
+	// (internal/ledger; the manager's namespace, never a payments' one).
+	// Empty: BundleNamespace; both empty: no ledger (tests only).
+	LedgerNamespace string
+	// LedgerRetention overrides ledger.DefaultRetention.
+	LedgerRetention time.Duration
 }
 
 // Wiring is what Setup built: one gateway shared by every controller, and
@@ -92,6 +100,9 @@ type Wiring struct {
 	// Secrets reads the Secrets PaymentProviders reference, never from a
 	// cache of every Secret.
 	Secrets *SecretReader
+	// Ledger keeps settled identities after their objects are deleted; nil
+	// when no namespace was given for it.
+	Ledger *ledger.Store
 }
 
 // Setup builds the manager's controllers around one gateway and registers the
@@ -138,9 +149,15 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 		Recorder:   rec, Clock: clk, Notify: w.ProviderEvents.Notify,
 	}
 	w.Sweep = &Sweep{Client: writer, Recorder: rec, Clock: clk}
+	var led Ledger
+	if ns := cmp.Or(o.LedgerNamespace, o.BundleNamespace); ns != "" {
+		w.Ledger = &ledger.Store{Client: writer, Reader: mgr.GetAPIReader(), Namespace: ns, Retention: o.LedgerRetention, Clock: clk}
+		led = w.Ledger
+	}
 	w.Payments = &PaymentReconciler{
 		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, MaxConcurrentReconciles: o.MaxConcurrentReconciles, Events: w.ProviderEvents,
+		Ledger: led,
 	}
 	if runs(ControllerSweep) {
 		w.Payments.OverdueSource = w.Sweep.Source()
@@ -163,7 +180,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 	w.Retention = &Retention{Client: writer, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk}
 	w.Refunds = &RefundReconciler{
 		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
-		Clock: clk, Gateway: w.Gateway,
+		Clock: clk, Gateway: w.Gateway, Ledger: led,
 	}
 
 	// The inbox's Payment indexes serve the inbox processor and the backfill.

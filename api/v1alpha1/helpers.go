@@ -27,13 +27,39 @@ func (p *Payment) MerchantRef() string {
 	return ref[:47] + "-" + hex.EncodeToString(sum[:])[:16]
 }
 
-// IdempotencyKey is the key sent with the provider create: the spec's, or the
-// object's UID, which no other Payment can share.
+// IdempotencyKey is the key sent with the provider create: the spec's, or
+// one derived from the order (SPEC §12.1): the namespace, the provider, the
+// merchant reference and the object's name. It never depends on the UID, so
+// the same manifest deleted and applied again, re-synced by GitOps or
+// restored from a backup sends the same key, and the provider replays the
+// first answer instead of charging again. The name tells a new attempt at an
+// order (a new Payment after a decline) from the same attempt applied again.
 func (p *Payment) IdempotencyKey() string {
 	if p.Spec.IdempotencyKey != "" {
 		return p.Spec.IdempotencyKey
 	}
-	return string(p.UID)
+	return "pw1-" + digest("payment", p.Namespace, p.Spec.ProviderRef.Name, p.MerchantRef(), p.Name)[:40]
+}
+
+// OrderIdentity is the ledger's key of the payment's order: the namespace,
+// the provider and the merchant reference (one order, whatever the attempt).
+func (p *Payment) OrderIdentity() string {
+	return digest("order", p.Namespace, p.Spec.ProviderRef.Name, p.MerchantRef())[:32]
+}
+
+// RefundIdentity is the ledger's key of a Refund: its payment's order and
+// its name.
+func RefundIdentity(p *Payment, refundName string) string {
+	return digest("refund", p.OrderIdentity(), refundName)[:32]
+}
+
+// digest hashes parts unambiguously (each is length-prefixed).
+func digest(parts ...string) string {
+	h := sha256.New()
+	for _, s := range parts {
+		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // FormatAmount renders minor units in major units with the currency, following

@@ -71,7 +71,7 @@ func (p PaymentPhase) TookMoney() bool {
 }
 
 // ObservationSource says which channel an observation came through.
-// +kubebuilder:validation:Enum=Create;Webhook;StatusQuery;Backfill;Sweep;Manual;Authorize;Capture;Cancel
+// +kubebuilder:validation:Enum=Create;Webhook;StatusQuery;Backfill;Sweep;Manual;Authorize;Capture;Cancel;Ledger
 type ObservationSource string
 
 // The channels that feed the state machine (SPEC §0), and the answers of the
@@ -86,7 +86,19 @@ const (
 	SourceAuthorize   ObservationSource = "Authorize"
 	SourceCapture     ObservationSource = "Capture"
 	SourceCancel      ObservationSource = "Cancel"
+	// SourceLedger: the outcome of an earlier object of the same order (or
+	// refund), kept in paywarden's ledger after that object was deleted.
+	SourceLedger ObservationSource = "Ledger"
 )
+
+// FinalizerMoneyInFlight holds a Payment or Refund whose money-moving call
+// may have gone out: it is removed once the object is settled and its
+// identity and outcome are in the ledger (SPEC §12.1).
+const FinalizerMoneyInFlight = AnnotationPrefix + "money-in-flight"
+
+// AnnotationLedgerIdentity, on a Refund, is the ledger identity it is
+// remembered under once settled and deleted (its Payment may be gone then).
+const AnnotationLedgerIdentity = AnnotationPrefix + "ledger-identity"
 
 // Condition types on a Payment.
 const (
@@ -589,6 +601,13 @@ type PaymentStatus struct {
 	// observedGeneration is the generation last acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// adoptedAt is set when this object took over the outcome of an earlier
+	// object of the same order (deleted, retained away or restored without
+	// status) instead of being created at the provider again. An adopted
+	// payment is not deleted by retention: whoever re-applied it keeps it.
+	// +optional
+	AdoptedAt *metav1.Time `json:"adoptedAt,omitempty"`
 }
 
 // Payment is one payment at a provider, driven to the provider's final answer.

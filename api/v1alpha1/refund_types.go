@@ -139,6 +139,12 @@ type RefundStatus struct {
 	// observedGeneration is the generation last acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// adoptedAt is set when this Refund took over the outcome of an earlier
+	// Refund of the same name, amount and payment (kept in the ledger after
+	// that one was deleted) instead of refunding again.
+	// +optional
+	AdoptedAt *metav1.Time `json:"adoptedAt,omitempty"`
 }
 
 // Refund returns (part of) a succeeded Payment's money to the payer, exactly

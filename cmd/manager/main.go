@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -18,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/ledger"
 	"github.com/paywarden/paywarden/internal/scheme"
 )
 
@@ -28,6 +30,7 @@ func main() {
 		leaderElect  bool
 		leaderNS     string
 		bundleNS     string
+		ledgerKeep   time.Duration
 		workers      int
 		showVersions bool
 	)
@@ -36,6 +39,7 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica acts at a time (enable when running more than one).")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's namespace).")
 	flag.StringVar(&bundleNS, "bundle-namespace", defaultBundleNamespace(), "Namespace where the webhook verification bundles are kept for the receiver (the receiver's --bundle-namespace). Default: $POD_NAMESPACE, else paywarden-system.")
+	flag.DurationVar(&ledgerKeep, "ledger-retention", ledger.DefaultRetention, "How long the ledger remembers a settled Payment or Refund after its object was deleted (kept in ConfigMaps paywarden-ledger-* of the bundle namespace): an object of the same order applied again within it adopts the outcome instead of moving money again.")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 4, "Payments reconciled in parallel. Provider calls are bounded by each PaymentProvider's qps/burst regardless.")
 	flag.BoolVar(&showVersions, "version", false, "Print the version and exit.")
 	opts := zap.Options{}
@@ -50,7 +54,7 @@ func main() {
 		return
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(metricsAddr, probeAddr, leaderElect, leaderNS, bundleNS, workers); err != nil {
+	if err := run(metricsAddr, probeAddr, leaderElect, leaderNS, bundleNS, workers, ledgerKeep); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
@@ -67,7 +71,7 @@ func defaultBundleNamespace() string {
 	return "paywarden-system"
 }
 
-func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS, bundleNS string, workers int) error {
+func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS, bundleNS string, workers int, ledgerKeep time.Duration) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -99,7 +103,7 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS, bundleNS str
 	if err := controllers.RegisterMetrics(crmetrics.Registry, mgr.GetCache(), leader.IsLeader); err != nil {
 		return err
 	}
-	if _, err := controllers.Setup(mgr, controllers.Options{MaxConcurrentReconciles: workers, BundleNamespace: bundleNS}); err != nil {
+	if _, err := controllers.Setup(mgr, controllers.Options{MaxConcurrentReconciles: workers, BundleNamespace: bundleNS, LedgerRetention: ledgerKeep}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

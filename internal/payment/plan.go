@@ -65,6 +65,10 @@ type Facts struct {
 	// Otherwise (a crash between the marker and the call) the outcome is
 	// looked up first.
 	FreshOperation bool
+	// Ledger are the ledger's records of the payment's order (SPEC §12.1),
+	// read before a first create: earlier objects of the order that settled
+	// and were deleted.
+	Ledger []LedgerRecord
 }
 
 // Plan decides what to do for a payment now (SPEC §2.2–§2.5, §11): operator
@@ -117,6 +121,11 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	marked := st.CreateRequestedAt != nil
 	if !marked && facts.ReferenceOwner != "" {
 		return Step{Action: Write, Outcome: referenceTaken(p, facts.ReferenceOwner, now), Why: "merchant reference already in use"}
+	}
+	if len(facts.Ledger) > 0 && !marked {
+		if out, ok := Adopt(p, facts.Ledger, now); ok {
+			return Step{Action: Write, Outcome: out, Why: "the order was settled by an earlier object: adopt, do not create again"}
+		}
 	}
 	if refusal := unsupported(p, pol); refusal != "" && !marked {
 		return Step{Action: Write, Outcome: refuseCreate(p, refusal, now), Why: "the provider type cannot do what the spec asks"}

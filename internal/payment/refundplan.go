@@ -36,6 +36,9 @@ type RefundFacts struct {
 	Siblings []v1alpha1.Refund
 	// ConfigAccepted: as Facts.ConfigAccepted.
 	ConfigAccepted bool
+	// Ledger are the ledger's records of a Refund of the same name of the
+	// same order, deleted after it settled (SPEC §12.1).
+	Ledger []LedgerRecord
 }
 
 // RefundCall is what one refund call produced.
@@ -114,6 +117,11 @@ func PlanRefund(r *v1alpha1.Refund, pol Policy, facts RefundFacts, now time.Time
 		return RefundStep{Action: Nothing, Why: "waiting for a final answer or an operator"}
 	}
 	if st.ProviderRefundID == "" && st.CreateRequestedAt == nil {
+		if len(facts.Ledger) > 0 {
+			if out, ok := AdoptRefund(r, facts.Ledger, now); ok {
+				return RefundStep{Action: Write, Outcome: out, Why: "the refund was settled by an earlier object: adopt, do not refund again"}
+			}
+		}
 		return planRefundDecision(r, pol, facts, now)
 	}
 	if st.ProviderRefundID == "" {

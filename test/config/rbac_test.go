@@ -73,7 +73,8 @@ func TestManagerRBACIsExact(t *testing.T) {
 	wantGrants(t, "ClusterRole paywarden-manager", decode[rbacv1.ClusterRole](t, m, "ClusterRole", "paywarden-manager").Rules, map[string]string{
 		"/secrets":                                    "get list watch",
 		"events.k8s.io/events":                        "create patch",
-		"payments.paywarden.dev/payments":             "get list watch delete",
+		// patch: the money-in-flight finalizer (SPEC §12.1).
+		"payments.paywarden.dev/payments":             "get list watch delete patch",
 		"payments.paywarden.dev/paymentproviders":     "get list watch patch",
 		"payments.paywarden.dev/webhookevents":        "get list watch create delete",
 		"payments.paywarden.dev/webhookevents/status": "update",
@@ -86,6 +87,8 @@ func TestManagerRBACIsExact(t *testing.T) {
 	})
 	wantGrants(t, "Role paywarden-manager", findRole(t, m, "paywarden-manager", "paywarden-system").Rules, map[string]string{
 		"/secrets": "create update delete",
+		// The ledger's shards (internal/ledger), read from the API server.
+		"/configmaps": "get create update",
 	})
 	wantGrants(t, "Role paywarden-leader-election", findRole(t, m, "paywarden-leader-election", "paywarden-system").Rules, map[string]string{
 		"coordination.k8s.io/leases": "get create update",

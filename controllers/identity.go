@@ -1,0 +1,83 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+)
+
+// +kubebuilder:rbac:groups="",namespace=paywarden-system,resources=configmaps,verbs=get;create;update
+
+// Ledger keeps the identities and outcomes of settled Payments and Refunds
+// after their objects are gone (internal/ledger; SPEC §12.1). The Payment and
+// Refund reconcilers read it before a first create or refund and write to it
+// before they let a deleted object go.
+type Ledger interface {
+	Get(ctx context.Context, identity string) ([]payment.LedgerRecord, error)
+	Put(ctx context.Context, identity string, rec payment.LedgerRecord) error
+}
+
+// holdMoney puts the money-in-flight finalizer on obj before a marker of a
+// money-moving call is stored: from then on the object cannot disappear
+// before it is settled and remembered. The patch is conditional on the
+// version read, and obj is updated to what the API server stored.
+func holdMoney(ctx context.Context, c client.Client, obj client.Object) error {
+	if controllerutil.ContainsFinalizer(obj, v1alpha1.FinalizerMoneyInFlight) {
+		return nil
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	controllerutil.AddFinalizer(obj, v1alpha1.FinalizerMoneyInFlight)
+	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("add finalizer %s: %w", v1alpha1.FinalizerMoneyInFlight, err)
+	}
+	return nil
+}
+
+// letGo records a settled, deleted object in the ledger (when it has a
+// record) and removes the finalizer, so the deletion completes.
+func letGo(ctx context.Context, c client.Client, l Ledger, obj client.Object, identity string, rec payment.LedgerRecord, remember bool) error {
+	if !controllerutil.ContainsFinalizer(obj, v1alpha1.FinalizerMoneyInFlight) {
+		return nil
+	}
+	if remember && l != nil {
+		if err := l.Put(ctx, identity, rec); err != nil {
+			return fmt.Errorf("remember %s in the ledger before it goes: %w", obj.GetName(), err)
+		}
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	controllerutil.RemoveFinalizer(obj, v1alpha1.FinalizerMoneyInFlight)
+	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("remove finalizer %s: %w", v1alpha1.FinalizerMoneyInFlight, err))
+	}
+	return nil
+}
+
+// deletionWaits tells `kubectl describe` why a deleted object is still there.
+func deletionWaits(rec events.EventRecorder, obj client.Object, what string) {
+	if rec == nil {
+		return
+	}
+	rec.Eventf(obj, nil, corev1.EventTypeNormal, "DeletionWaits", "Delete",
+		"deletion waits for %s: money may be moving; the object goes once it is settled and remembered in the ledger", what)
+}
+
+// paymentLedgerFacts reads the ledger's records of the payment's order
+// before its first create (nothing when the ledger is off or a create may
+// already have gone out).
+func paymentLedgerFacts(ctx context.Context, l Ledger, p *v1alpha1.Payment) ([]payment.LedgerRecord, error) {
+	if l == nil || payment.ProviderID(p) != "" || p.Status.CreateRequestedAt != nil || p.Status.Phase != "" {
+		return nil, nil
+	}
+	recs, err := l.Get(ctx, p.OrderIdentity())
+	if err != nil {
+		return nil, fmt.Errorf("read the ledger of merchant reference %q: %w", p.MerchantRef(), err)
+	}
+	return recs, nil
+}

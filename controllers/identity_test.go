@@ -1,0 +1,150 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/fixture"
+	"github.com/paywarden/paywarden/internal/paysim"
+)
+
+// ledgerManager runs the payment and refund controllers over ns with the
+// ledger kept in a namespace of its own.
+func ledgerManager(t *testing.T, ns string) *fixture.Manager {
+	t.Helper()
+	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
+	o.LedgerNamespace = fixture.Namespace(t, env.Client, "ledger")
+	return fixture.StartManager(t, env, ns, o)
+}
+
+// deleteAndWaitGone deletes obj and waits until the API server no longer
+// has it (its finalizer let go).
+func deleteAndWaitGone(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Delete(context.Background(), obj); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, fixture.Timeout, obj.GetName()+" to be gone", func() (bool, string) {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+		return apierrors.IsNotFound(err), fmt.Sprintf("err=%v finalizers=%v", err, obj.GetFinalizers())
+	})
+}
+
+// TestDeletedAndReappliedObjectsAdoptTheirOutcome (SPEC §12.1): Payments of
+// every provider type and a Refund settle; every object is deleted and
+// applied again from its manifest, without status and with new UIDs. Each
+// adopts its earlier outcome from the ledger: the same phase, ids and
+// amounts, and no second create or refund at the provider.
+func TestDeletedAndReappliedObjectsAdoptTheirOutcome(t *testing.T) {
+	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderKukoPay, v1alpha1.ProviderPayPal, v1alpha1.ProviderGeneric, v1alpha1.ProviderStripe} {
+		t.Run(string(typ), func(t *testing.T) {
+			ns := fixture.Namespace(t, env.Client, "identity")
+			s := fixture.StartSim(t, paysim.Options{})
+			fixture.CreateProvider(t, env.Client, refundProvider(ns, typ, s))
+			m := ledgerManager(t, ns)
+
+			a := paidPayment(t, ns, string(typ), "order-a", 1999)
+			b := paidPayment(t, ns, string(typ), "order-b", 2500)
+			for _, p := range []*v1alpha1.Payment{a, b} {
+				if !controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight) {
+					t.Errorf("%s was created at the provider without the %s finalizer", p.Name, v1alpha1.FinalizerMoneyInFlight)
+				}
+			}
+			rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: a.Name, Amount: 500})
+			rf = fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
+			a = waitRefunded(t, a, v1alpha1.PhasePartiallyRefunded, 500)
+			b = fixture.GetPayment(t, env.Client, b)
+			created := s.Counters().PaymentsCreated
+			creates := len(m.Requests.Calls(fixture.IsKind(fixture.CallCreate)))
+			refunds, _ := fixture.SimRefunds(t, s, typ, a.Status.ProviderPaymentID)
+
+			for _, obj := range []client.Object{rf, a, b} {
+				deleteAndWaitGone(t, obj.DeepCopyObject().(client.Object))
+			}
+			// The same manifests, applied again.
+			a2 := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order-a", Provider: string(typ), Amount: 1999})
+			b2 := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order-b", Provider: string(typ), Amount: 2500})
+			rf2 := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: "order-a", Amount: 500})
+
+			for _, c := range []struct{ old, now *v1alpha1.Payment }{{a, a2}, {b, b2}} {
+				got := fixture.WaitPayment(t, env.Client, c.now, "adopted", func(p *v1alpha1.Payment) bool { return p.Status.AdoptedAt != nil })
+				if got.UID == c.old.UID {
+					t.Fatalf("%s was not re-created", got.Name)
+				}
+				if got.Status.Phase != c.old.Status.Phase || got.Status.ProviderPaymentID != c.old.Status.ProviderPaymentID ||
+					!sameMoney(got.Status.AmountReceived, c.old.Status.AmountReceived) || !sameMoney(got.Status.AmountRefunded, c.old.Status.AmountRefunded) {
+					t.Errorf("%s adopted %s; before deletion it was %s", got.Name, fixture.Dump(got.Status), fixture.Dump(c.old.Status))
+				}
+				if h := got.Status.History; len(h) == 0 || h[0].Source != v1alpha1.SourceLedger || !strings.Contains(h[0].Reason, "adopted: "+c.old.Status.ProviderPaymentID) {
+					t.Errorf("%s: history does not say it was adopted: %s", got.Name, fixture.Dump(got.Status.History))
+				}
+				fixture.Eventually(t, fixture.Timeout, got.Name+" Adopted Event", func() bool { return len(m.Events.About(got.Name, "Adopted")) > 0 })
+			}
+			got := fixture.WaitRefund(t, env.Client, rf2, "adopted", func(r *v1alpha1.Refund) bool { return r.Status.AdoptedAt != nil })
+			if got.Status.Phase != v1alpha1.RefundSucceeded || got.Status.ProviderRefundID != rf.Status.ProviderRefundID || !sameMoney(got.Status.Amount, rf.Status.Amount) {
+				t.Errorf("r1 adopted %s; before deletion it was %s", fixture.Dump(got.Status), fixture.Dump(rf.Status))
+			}
+
+			if n := s.Counters().PaymentsCreated; n != created {
+				t.Errorf("paysim created %d payments after the re-apply, %d before: a second create", n, created)
+			}
+			if n := len(m.Requests.Calls(fixture.IsKind(fixture.CallCreate))); n != creates {
+				t.Errorf("%d create calls after the re-apply, %d before", n, creates)
+			}
+			if n, total := fixture.SimRefunds(t, s, typ, a.Status.ProviderPaymentID); n != refunds || total != 500 {
+				t.Errorf("paysim made %d refunds (%d) after the re-apply, %d before: a second refund", n, total, refunds)
+			}
+		})
+	}
+}
+
+func sameMoney(a, b *v1alpha1.Money) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// TestDeletionWaitsWhileMoneyIsInFlight: a Payment deleted while its outcome
+// is not known stays (its finalizer), says why in an Event, is driven on to
+// its final answer and only then goes, remembered in the ledger.
+func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "identity")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	m := ledgerManager(t, ns)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "4s"})
+	p = fixture.WaitPayment(t, env.Client, p, "created at the provider", func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" })
+	if p.Status.Phase.IsFinal() {
+		t.Fatalf("settled too early to test: %s", p.Status.Phase)
+	}
+	if err := env.Client.Delete(context.Background(), p.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	m.Events.Wait(t, "Normal", "DeletionWaits")
+	held := fixture.GetPayment(t, env.Client, p)
+	if held.DeletionTimestamp.IsZero() || held.Status.Phase.IsFinal() {
+		t.Fatalf("want a deleted payment still waiting for its answer, got deletion %v phase %s", held.DeletionTimestamp, held.Status.Phase)
+	}
+	deleteAndWaitGone(t, held)
+	if n := len(m.Events.About("in-flight", "DeletionWaits")); n == 0 {
+		t.Errorf("no DeletionWaits Event on the payment")
+	}
+	// It settled before it went: applied again, it adopts Succeeded.
+	again := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "4s"})
+	got := fixture.WaitPayment(t, env.Client, again, "adopted", func(p *v1alpha1.Payment) bool { return p.Status.AdoptedAt != nil })
+	if got.Status.Phase != v1alpha1.PhaseSucceeded || got.Status.ProviderPaymentID != p.Status.ProviderPaymentID {
+		t.Errorf("re-applied payment adopted %s, want Succeeded %s", fixture.Dump(got.Status), p.Status.ProviderPaymentID)
+	}
+	if n := s.Counters().PaymentsCreated; n != 1 {
+		t.Errorf("paysim created %d payments, want 1", n)
+	}
+}

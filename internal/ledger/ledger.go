@@ -1,0 +1,200 @@
+// Package ledger keeps the identities and outcomes of settled Payments and
+// Refunds after their objects are gone (SPEC §12.1), so that an object of the
+// same order applied again — by a person, a GitOps re-sync after retention,
+// or a restore without status — adopts the outcome instead of moving money
+// again.
+//
+// The records live in ConfigMaps in one namespace (the manager's, not the
+// payments': a deleted namespace must not take its ledger with it), sharded
+// by the first two hex digits of the identity: paywarden-ledger-00 …
+// paywarden-ledger-ff, created when first written. A record is one line of
+// about 90 bytes (payment.LedgerRecord.Encode); a shard keeps the records of
+// the last Retention and, past its size budget, drops the oldest first. The
+// rules (what a record means, when to adopt) are in internal/payment; this
+// package only reads and writes.
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paywarden/paywarden/internal/payment"
+)
+
+// DefaultRetention is how long a record is kept after its object settled:
+// longer than payments are retained (72 h), events redelivered (96 h) and
+// any provider remembers an idempotency key (24 h), so every re-apply of a
+// retained-away manifest within a month finds it.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// MaxShardBytes is a shard's size budget, below the API server's 1 MiB
+// object limit; past it the oldest records go first.
+const MaxShardBytes = 900 << 10
+
+// maxPerIdentity bounds the attempts kept for one order.
+const maxPerIdentity = 4
+
+// ShardPrefix names the shards: <prefix><2 hex digits>.
+const ShardPrefix = "paywarden-ledger-"
+
+// Store is the ledger in the ConfigMaps of one namespace.
+type Store struct {
+	// Client writes the shards.
+	Client client.Client
+	// Reader reads them from the API server (the shards are not cached: they
+	// are read once per new object and would otherwise cost the manager their
+	// whole size in memory).
+	Reader    client.Reader
+	Namespace string
+	// Retention, when positive, replaces DefaultRetention.
+	Retention time.Duration
+	Clock     clock.PassiveClock
+}
+
+func shardName(identity string) (string, error) {
+	if len(identity) < 2 {
+		return "", fmt.Errorf("ledger identity %q is too short", identity)
+	}
+	return ShardPrefix + strings.ToLower(identity[:2]), nil
+}
+
+// Get returns the records kept for identity, oldest first (none: nil).
+func (s *Store) Get(ctx context.Context, identity string) ([]payment.LedgerRecord, error) {
+	name, err := shardName(identity)
+	if err != nil {
+		return nil, err
+	}
+	cm := &corev1.ConfigMap{}
+	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read ledger shard %s/%s: %w", s.Namespace, name, err)
+	}
+	return decodeAll(cm.Data[identity])
+}
+
+// Put adds rec to the records of identity (replacing one of the same kind
+// and name) and prunes the shard.
+func (s *Store) Put(ctx context.Context, identity string, rec payment.LedgerRecord) error {
+	name, err := shardName(identity)
+	if err != nil {
+		return err
+	}
+	return retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
+		cm := &corev1.ConfigMap{}
+		err := s.Reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, cm)
+		create := apierrors.IsNotFound(err)
+		if err != nil && !create {
+			return fmt.Errorf("read ledger shard %s/%s: %w", s.Namespace, name, err)
+		}
+		if create {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name,
+				Labels: map[string]string{"app.kubernetes.io/part-of": "paywarden", "app.kubernetes.io/component": "ledger"}}}
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		recs, err := decodeAll(cm.Data[identity])
+		if err != nil {
+			recs = nil // an unreadable entry is replaced, not kept for ever
+		}
+		kept := recs[:0]
+		for _, r := range recs {
+			if r.Kind != rec.Kind || r.Name != rec.Name {
+				kept = append(kept, r)
+			}
+		}
+		kept = append(kept, rec)
+		if n := len(kept); n > maxPerIdentity {
+			kept = kept[n-maxPerIdentity:]
+		}
+		cm.Data[identity] = encodeAll(kept)
+		s.prune(cm.Data)
+		if create {
+			return s.Client.Create(ctx, cm)
+		}
+		return s.Client.Update(ctx, cm)
+	})
+}
+
+// prune drops records past retention, then the oldest while the shard is
+// over its budget.
+func (s *Store) prune(data map[string]string) {
+	keep := s.Retention
+	if keep <= 0 {
+		keep = DefaultRetention
+	}
+	now := time.Now()
+	if s.Clock != nil {
+		now = s.Clock.Now()
+	}
+	type entry struct {
+		key  string
+		last time.Time
+	}
+	var entries []entry
+	size := 0
+	for k, v := range data {
+		recs, err := decodeAll(v)
+		var fresh []payment.LedgerRecord
+		for _, r := range recs {
+			if now.Sub(r.SettledAt) < keep {
+				fresh = append(fresh, r)
+			}
+		}
+		if err != nil || len(fresh) == 0 {
+			delete(data, k)
+			continue
+		}
+		data[k] = encodeAll(fresh)
+		size += len(k) + len(data[k])
+		entries = append(entries, entry{k, fresh[len(fresh)-1].SettledAt})
+	}
+	if size <= MaxShardBytes {
+		return
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].last.Before(entries[j].last) })
+	for _, e := range entries {
+		if size <= MaxShardBytes {
+			return
+		}
+		size -= len(e.key) + len(data[e.key])
+		delete(data, e.key)
+	}
+}
+
+func decodeAll(v string) ([]payment.LedgerRecord, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var out []payment.LedgerRecord
+	for _, line := range strings.Split(v, "\n") {
+		r, err := payment.DecodeRecord(line)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func encodeAll(recs []payment.LedgerRecord) string {
+	lines := make([]string, len(recs))
+	for i, r := range recs {
+		lines[i] = r.Encode()
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,305 @@
+package payment
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+)
+
+// The order, not the object (SPEC §12.1). Objects are deleted, re-applied,
+// restored without status and removed by retention; the money they moved is
+// not. Before a settled Payment or Refund disappears, its identity and
+// outcome go into the ledger (LedgerRecord); a later object of the same
+// identity adopts that outcome instead of moving money again. The rules
+// below are pure: internal/ledger stores the records, the controllers read
+// and write them.
+
+// Kinds of ledger records.
+const (
+	LedgerPayment = "P"
+	LedgerRefund  = "R"
+)
+
+// LedgerRecord is what the ledger keeps of one settled Payment or Refund.
+type LedgerRecord struct {
+	// Kind is LedgerPayment or LedgerRefund.
+	Kind string
+	// Name is the object's name (the attempt at the order, or the refund).
+	Name string
+	// Phase is the final phase it settled in.
+	Phase string
+	// ProviderID is the provider's payment id (Payment) or refund id (Refund).
+	ProviderID string
+	// Asked is the amount the spec asked for (a Refund without an amount: 0).
+	Asked int64
+	// Amount is what moved: received (Payment) or refunded (Refund).
+	Amount int64
+	// Refunded is the payment's cumulative refunded total (Payment only).
+	Refunded int64
+	Currency string
+	// SettledAt is when it settled; the ledger forgets records by it.
+	SettledAt time.Time
+}
+
+const recordVersion = "v1"
+
+// Encode renders the record compactly: one line of '|'-separated fields.
+func (r LedgerRecord) Encode() string {
+	f := []string{recordVersion, r.Kind, r.Name, r.Phase, url.PathEscape(r.ProviderID),
+		strconv.FormatInt(r.Asked, 10), strconv.FormatInt(r.Amount, 10), strconv.FormatInt(r.Refunded, 10),
+		r.Currency, strconv.FormatInt(r.SettledAt.Unix(), 10)}
+	return strings.Join(f, "|")
+}
+
+// DecodeRecord reads a record written by Encode.
+func DecodeRecord(s string) (LedgerRecord, error) {
+	f := strings.Split(s, "|")
+	if len(f) != 10 || f[0] != recordVersion {
+		return LedgerRecord{}, fmt.Errorf("ledger record %q: want %s with 10 fields", s, recordVersion)
+	}
+	id, err := url.PathUnescape(f[4])
+	if err != nil {
+		return LedgerRecord{}, fmt.Errorf("ledger record %q: provider id: %w", s, err)
+	}
+	var n [4]int64
+	for i, v := range []string{f[5], f[6], f[7], f[9]} {
+		if n[i], err = strconv.ParseInt(v, 10, 64); err != nil {
+			return LedgerRecord{}, fmt.Errorf("ledger record %q: %w", s, err)
+		}
+	}
+	r := LedgerRecord{Kind: f[1], Name: f[2], Phase: f[3], ProviderID: id, Asked: n[0], Amount: n[1], Refunded: n[2],
+		Currency: f[8], SettledAt: time.Unix(n[3], 0).UTC()}
+	if r.Kind != LedgerPayment && r.Kind != LedgerRefund || r.Name == "" || r.Phase == "" {
+		return LedgerRecord{}, fmt.Errorf("ledger record %q: incomplete", s)
+	}
+	return r, nil
+}
+
+// MoneyMayMove reports whether a money-moving call of the payment may have
+// gone out or may go out now: its create or operation marker is stored (or
+// due), so the object must not disappear before it is settled.
+func MoneyMayMove(p *v1alpha1.Payment) bool {
+	return p.Status.CreateRequestedAt != nil || p.Status.Operation != nil
+}
+
+// Settled reports whether nothing of the payment is in flight any more: a
+// final phase and no operation under way. Only then may its object go.
+func Settled(p *v1alpha1.Payment) bool {
+	return p.Status.Phase.IsFinal() && p.Status.Operation == nil
+}
+
+// InFlight says, for a deleted payment that must wait, what it waits for
+// ("" when it may go).
+func InFlight(p *v1alpha1.Payment) string {
+	st := &p.Status
+	switch {
+	case Settled(p):
+		return ""
+	case !MoneyMayMove(p) && ProviderID(p) == "":
+		return ""
+	case st.Operation != nil:
+		return fmt.Sprintf("the outcome of its %s (requested %s)", st.Operation.Kind, st.Operation.RequestedAt.UTC().Format(time.RFC3339))
+	case ProviderID(p) == "":
+		return fmt.Sprintf("the outcome of its create (requested %s)", st.CreateRequestedAt.UTC().Format(time.RFC3339))
+	case st.Phase == v1alpha1.PhaseUnknown:
+		return "a decision on its review (" + st.WaitingFor + "): resolve it with " + v1alpha1.AnnotationResolve
+	}
+	return fmt.Sprintf("the provider's final answer (it is %s)", st.Phase)
+}
+
+// PaymentRecord is the ledger record of a settled payment; false while it is
+// not settled.
+func PaymentRecord(p *v1alpha1.Payment, now time.Time) (LedgerRecord, bool) {
+	if !Settled(p) {
+		return LedgerRecord{}, false
+	}
+	st := &p.Status
+	r := LedgerRecord{Kind: LedgerPayment, Name: p.Name, Phase: string(st.Phase), ProviderID: ProviderID(p),
+		Asked: p.Spec.Amount.Value, Currency: p.Spec.Amount.Currency, SettledAt: settledAt(p, now)}
+	if st.AmountReceived != nil {
+		r.Amount = st.AmountReceived.Value
+	}
+	if st.AmountRefunded != nil {
+		r.Refunded = st.AmountRefunded.Value
+	}
+	return r, true
+}
+
+func settledAt(p *v1alpha1.Payment, now time.Time) time.Time {
+	if n := len(p.Status.History); n > 0 {
+		return p.Status.History[n-1].Time.Time
+	}
+	return now
+}
+
+// releases reports whether a payment that ended in phase leaves its order
+// free for a new attempt: it took no money (SPEC §11.4, §12.1).
+func releases(phase v1alpha1.PaymentPhase) bool {
+	return phase == v1alpha1.PhaseFailed || phase == v1alpha1.PhaseExpired || phase == v1alpha1.PhaseCanceled
+}
+
+// Adopt decides what a Payment that was never sent to the provider (no
+// marker, no provider id) makes of the ledger's records of its order:
+//   - the same attempt (same name, amount and currency) adopts the record's
+//     outcome: phase, ids and amounts, a history entry and an Event
+//     "adopted: <id>, not created again";
+//   - the same name asking another amount, or another attempt while one of
+//     the order took money, is parked as DuplicatePayment, nothing sent;
+//   - another attempt after attempts that took no money goes ahead (false).
+func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bool) {
+	st := &p.Status
+	if ProviderID(p) != "" || st.CreateRequestedAt != nil || st.Phase != "" {
+		return Outcome{}, false
+	}
+	var same, holder *LedgerRecord
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case r.Kind != LedgerPayment:
+		case r.Name == p.Name:
+			same = r
+		case !releases(v1alpha1.PaymentPhase(r.Phase)):
+			holder = r
+		}
+	}
+	rec := same
+	if rec == nil {
+		rec = holder
+	}
+	if rec == nil {
+		return Outcome{}, false
+	}
+	if same == nil || rec.Asked != p.Spec.Amount.Value || rec.Currency != p.Spec.Amount.Currency {
+		c := begin(p, now)
+		c.apply(Observation{
+			Source: v1alpha1.SourceLedger, Observed: ObservedUnknown, Review: v1alpha1.ReasonDuplicatePayment,
+			Reason: fmt.Sprintf("merchant reference %q of provider %s was already settled as %s (provider id %s, %s) by Payment %s, since deleted; this Payment asks %s and was not created at the provider, so the order cannot be charged twice: give a new order its own spec.merchantReference",
+				p.MerchantRef(), p.Spec.ProviderRef.Name, rec.Phase, orNone(rec.ProviderID), v1alpha1.FormatAmount(rec.Asked, rec.Currency), rec.Name,
+				v1alpha1.FormatAmount(p.Spec.Amount.Value, p.Spec.Amount.Currency)),
+		})
+		c.park()
+		return c.done(), true
+	}
+	phase := v1alpha1.PaymentPhase(rec.Phase)
+	c := begin(p, now)
+	why := fmt.Sprintf("adopted: %s, not created again (settled as %s at %s before this object was deleted)",
+		orNone(rec.ProviderID), rec.Phase, rec.SettledAt.UTC().Format(time.RFC3339))
+	obs := Observation{Source: v1alpha1.SourceLedger, ProviderPaymentID: rec.ProviderID, Reason: why}
+	money := func(v int64) *v1alpha1.Money { return &v1alpha1.Money{Value: v, Currency: rec.Currency} }
+	switch phase {
+	case v1alpha1.PhaseSucceeded, v1alpha1.PhasePartiallyRefunded, v1alpha1.PhaseRefunded:
+		obs.Observed, obs.Amount = ObservedSucceeded, money(rec.Amount)
+	case v1alpha1.PhaseFailed:
+		obs.Observed = ObservedFailed
+		obs.Failure = &v1alpha1.Failure{Code: "Adopted", Message: why}
+	case v1alpha1.PhaseExpired:
+		obs.Observed = ObservedExpired
+	case v1alpha1.PhaseCanceled:
+		obs.Observed = ObservedCanceled
+	default:
+		return Outcome{}, false // the ledger keeps only settled payments
+	}
+	before := len(c.st().History)
+	c.apply(obs)
+	if rec.Refunded > 0 {
+		c.apply(Observation{Source: v1alpha1.SourceLedger, Observed: ObservedRefund, RefundedTotal: money(rec.Refunded), Reason: why})
+	}
+	// The history says where the phase came from: the ledger, not the
+	// provider (the state machine words its own transitions).
+	if h := c.st().History; len(h) > before {
+		e := &h[before]
+		e.Reason = strings.TrimSuffix(why+"; "+e.Reason, "; ")
+	}
+	c.park()
+	t := metav1.NewTime(now)
+	c.st().AdoptedAt = &t
+	c.event(false, "Adopted", why)
+	return c.done(), true
+}
+
+// RefundRecord is the ledger record of a settled refund; false while it is
+// not settled or never went to the provider.
+func RefundRecord(r *v1alpha1.Refund, now time.Time) (LedgerRecord, bool) {
+	st := &r.Status
+	if !st.Phase.IsFinal() || st.CreateRequestedAt == nil {
+		return LedgerRecord{}, false
+	}
+	rec := LedgerRecord{Kind: LedgerRefund, Name: r.Name, Phase: string(st.Phase), ProviderID: st.ProviderRefundID, SettledAt: now}
+	if a := r.Spec.Amount; a != nil {
+		rec.Asked, rec.Currency = a.Value, a.Currency
+	}
+	if st.Amount != nil {
+		rec.Amount, rec.Currency = st.Amount.Value, st.Amount.Currency
+	}
+	if n := len(st.History); n > 0 {
+		rec.SettledAt = st.History[n-1].Time.Time
+	}
+	return rec, true
+}
+
+// RefundInFlight says what a deleted Refund waits for ("" when it may go).
+func RefundInFlight(r *v1alpha1.Refund) string {
+	st := &r.Status
+	switch {
+	case st.CreateRequestedAt == nil || st.Phase.IsFinal():
+		return ""
+	case st.ProviderRefundID == "":
+		return fmt.Sprintf("the outcome of its refund call (requested %s)", st.CreateRequestedAt.UTC().Format(time.RFC3339))
+	case st.Phase == v1alpha1.RefundUnknown:
+		return "a decision on its review: resolve it with " + v1alpha1.AnnotationResolve
+	}
+	return fmt.Sprintf("the provider's final answer (it is %s)", st.Phase)
+}
+
+// AdoptRefund decides what a Refund that was never sent makes of the
+// ledger's record of a Refund of the same name of the same order: the same
+// refund (same amount asked) adopts its outcome; a Refund asking another
+// amount is a new refund and goes ahead (false).
+func AdoptRefund(r *v1alpha1.Refund, recs []LedgerRecord, now time.Time) (RefundOutcome, bool) {
+	st := &r.Status
+	var rec LedgerRecord
+	for _, c := range recs {
+		if c.Kind == LedgerRefund && c.Name == r.Name {
+			rec = c
+		}
+	}
+	if rec.Kind == "" || st.CreateRequestedAt != nil || st.Phase.IsFinal() {
+		return RefundOutcome{}, false
+	}
+	var asked int64
+	if a := r.Spec.Amount; a != nil {
+		asked = a.Value
+		if a.Currency != rec.Currency && rec.Currency != "" {
+			return RefundOutcome{}, false
+		}
+	}
+	if asked != rec.Asked {
+		return RefundOutcome{}, false
+	}
+	why := fmt.Sprintf("adopted: %s, not refunded again (settled as %s at %s before this object was deleted)",
+		orNone(rec.ProviderID), rec.Phase, rec.SettledAt.UTC().Format(time.RFC3339))
+	return adoptedRefund(r, rec, why, now), true
+}
+
+func adoptedRefund(r *v1alpha1.Refund, rec LedgerRecord, why string, now time.Time) RefundOutcome {
+	c := beginRefund(r, now)
+	obs := Observation{Source: v1alpha1.SourceLedger, ProviderRefundID: rec.ProviderID, Reason: why}
+	switch v1alpha1.RefundPhase(rec.Phase) {
+	case v1alpha1.RefundSucceeded:
+		obs.Observed, obs.Amount = ObservedSucceeded, &v1alpha1.Money{Value: rec.Amount, Currency: rec.Currency}
+	default:
+		obs.Observed = ObservedFailed
+		obs.Failure = &v1alpha1.Failure{Code: "Adopted", Message: why}
+	}
+	c.apply(obs)
+	t := metav1.NewTime(now)
+	c.st().AdoptedAt = &t
+	c.out.Events = append(c.out.Events, Event{Reason: "Adopted", Message: why})
+	return c.done()
+}
