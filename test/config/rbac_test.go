@@ -71,8 +71,8 @@ func findRole(t *testing.T, m resmap.ResMap, name, ns string) *rbacv1.Role {
 func TestManagerRBACIsExact(t *testing.T) {
 	m := render(t, "config/default")
 	wantGrants(t, "ClusterRole paywarden-manager", decode[rbacv1.ClusterRole](t, m, "ClusterRole", "paywarden-manager").Rules, map[string]string{
-		"/secrets":                                    "get list watch",
-		"events.k8s.io/events":                        "create patch",
+		"/secrets":             "get list watch",
+		"events.k8s.io/events": "create patch",
 		// patch: the money-in-flight finalizer (SPEC §12.1).
 		"payments.paywarden.dev/payments":             "get list watch delete patch",
 		"payments.paywarden.dev/paymentproviders":     "get list watch patch",
