@@ -254,16 +254,17 @@ func orNone(s string) string {
 
 // ReferenceOwner returns the name of the Payment that owns p's merchant
 // reference when that is not p: the oldest (creation time, then name) of the
-// Payments of the same provider using the reference. One that ended unpaid
-// (Failed, Expired) no longer holds it: an order may be paid again after a
-// decline. Everyone computes the same owner, so of two Payments created
-// together exactly one is created at the provider.
+// Payments of the same provider using the reference. One that ended without
+// taking money (Failed, Expired, Canceled) no longer holds it: an order may
+// be paid again after a decline or a cancel (SPEC §12.1). Everyone computes
+// the same owner, so of two Payments created together exactly one is created
+// at the provider.
 func ReferenceOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 	owner := p
 	for i := range same {
 		o := &same[i]
 		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || o.MerchantRef() != p.MerchantRef() ||
-			!o.DeletionTimestamp.IsZero() || o.Status.Phase == v1alpha1.PhaseFailed || o.Status.Phase == v1alpha1.PhaseExpired {
+			!o.DeletionTimestamp.IsZero() || releasesReference(o.Status.Phase) {
 			continue
 		}
 		if older(o, owner) {
@@ -274,6 +275,16 @@ func ReferenceOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 		return ""
 	}
 	return owner.Name
+}
+
+// releasesReference: the payment ended without taking the payer's money, so
+// its order may be paid by another Payment.
+func releasesReference(phase v1alpha1.PaymentPhase) bool {
+	switch phase {
+	case v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseCanceled:
+		return true
+	}
+	return false
 }
 
 func older(a, b *v1alpha1.Payment) bool {

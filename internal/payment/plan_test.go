@@ -796,9 +796,11 @@ func TestReferenceOwner(t *testing.T) {
 	first, second := at("first", 0, v1alpha1.PhasePending), at("second", time.Second, "")
 	twin := at("a-twin", time.Second, "")
 	failed := at("declined", -time.Hour, v1alpha1.PhaseFailed)
+	expired := at("abandoned", -time.Hour, v1alpha1.PhaseExpired)
+	canceled := at("withdrawn", -time.Hour, v1alpha1.PhaseCanceled)
 	other := at("other-provider", -time.Hour, v1alpha1.PhasePending)
 	other.Spec.ProviderRef.Name = "paypal"
-	all := []v1alpha1.Payment{first, second, twin, failed, other}
+	all := []v1alpha1.Payment{first, second, twin, failed, expired, canceled, other}
 	for _, tc := range []struct {
 		p    v1alpha1.Payment
 		want string
@@ -809,6 +811,13 @@ func TestReferenceOwner(t *testing.T) {
 	} {
 		if got := payment.ReferenceOwner(&tc.p, all); got != tc.want {
 			t.Errorf("%s: owner %q, want %q", tc.p.Name, got, tc.want)
+		}
+	}
+	// An order whose payment ended without taking money (declined, expired
+	// unpaid, canceled) may be paid again under the same reference (SPEC §12.1).
+	for _, ended := range []v1alpha1.Payment{failed, expired, canceled} {
+		if got := payment.ReferenceOwner(&second, []v1alpha1.Payment{ended, second}); got != "" {
+			t.Errorf("the order's retry after a %s payment is owned by %q: parked as DuplicatePayment", ended.Status.Phase, got)
 		}
 	}
 	// Two created in the same second: the name decides, the same way for both.
