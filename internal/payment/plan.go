@@ -126,9 +126,9 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	if pastExpiry && !marked {
 		return Step{Action: Write, Outcome: neverCreated(p, now), Why: "expired before it was created"}
 	}
-	// A cancel asked for while the create's outcome is unknown: no create
-	// goes out any more; find the payment (to cancel it) instead.
-	canceling := st.Operation != nil && st.Operation.Kind == v1alpha1.OperationCancel
+	// A cancel asked for while the create's outcome is unknown: the payment
+	// must be found before it can be canceled (cancelingUnknownCreate).
+	canceling := cancelingUnknownCreate(p)
 	if gaveUp(st, pol, now) {
 		return Step{Action: Write, Outcome: unreachable(p, pol, now), Why: "provider unreachable"}
 	}
@@ -140,12 +140,35 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 		return Step{Action: Write, Outcome: markCreate(p, now), Why: "create marker before the call"}
 	case pastExpiry:
 		return Step{Action: Lookup, Why: "past expiresAfter: no create is sent; look for one that may have gone out"}
-	case canceling:
-		return Step{Action: Lookup, Why: "canceled before the create's outcome was known: look for the payment to cancel"}
+	case canceling && chargesOnCreate(p):
+		return Step{Action: Lookup, Why: "canceled before the charge's outcome was known: never charge again, look for the charge to cancel"}
 	case now.Sub(st.CreateRequestedAt.Time) >= pol.LookupAfter():
 		return Step{Action: Lookup, Why: "create marker older than the idempotency window minus its margin"}
+	case canceling:
+		return Step{Action: Create, Why: "canceled before the create's outcome was known: the create takes no money, so it is repeated with its key to learn the payment to cancel"}
 	}
 	return Step{Action: Create, Why: "create with the payment's idempotency key"}
+}
+
+// cancelingUnknownCreate: a cancel was asked for while the create's outcome
+// is unknown (a marker, no provider id). The payment must be found first:
+//   - a create that takes no money (a checkout, an authorization: see
+//     chargesOnCreate) is repeated with its key within the key window; the
+//     provider replays its first answer or, if the first never arrived,
+//     creates a payment nobody can pay; either way the cancel then cancels it;
+//   - a charge's create is never repeated (a first create that never arrived
+//     would take the money now being withdrawn): the charge is looked up by
+//     merchant reference, on the schedule, until the key window ends;
+//     "not found" before then is no verdict (AfterLookup).
+func cancelingUnknownCreate(p *v1alpha1.Payment) bool {
+	st := &p.Status
+	return st.Operation != nil && st.Operation.Kind == v1alpha1.OperationCancel && ProviderID(p) == "" && st.CreateRequestedAt != nil
+}
+
+// chargesOnCreate: the create itself takes the payer's money (a server-side
+// charge of a stored payment method, captured at once).
+func chargesOnCreate(p *v1alpha1.Payment) bool {
+	return p.Spec.PaymentMethod != nil && p.Spec.CaptureMethod != v1alpha1.CaptureManual
 }
 
 func planQuery(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
