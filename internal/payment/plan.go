@@ -55,6 +55,9 @@ type Facts struct {
 	// ReferenceOwner names an older Payment of the same provider in the same
 	// namespace that already uses this payment's merchant reference.
 	ReferenceOwner string
+	// KeyOwner names an older Payment of the same provider in the same
+	// namespace that already uses this payment's spec.idempotencyKey.
+	KeyOwner string
 	// ConfigAccepted is true when the provider's configuration has not been
 	// refused since it last changed: a payment that waits because its last
 	// call was refused for the configuration (lastErrorClass ProviderConfig)
@@ -117,6 +120,9 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	marked := st.CreateRequestedAt != nil
 	if !marked && facts.ReferenceOwner != "" {
 		return Step{Action: Write, Outcome: referenceTaken(p, facts.ReferenceOwner, now), Why: "merchant reference already in use"}
+	}
+	if !marked && facts.KeyOwner != "" {
+		return Step{Action: Write, Outcome: keyTaken(p, facts.KeyOwner, now), Why: "idempotency key already in use"}
 	}
 	if refusal := unsupported(p, pol); refusal != "" && !marked {
 		return Step{Action: Write, Outcome: refuseCreate(p, refusal, now), Why: "the provider type cannot do what the spec asks"}
@@ -256,6 +262,17 @@ func referenceTaken(p *v1alpha1.Payment, owner string, now time.Time) Outcome {
 	return c.done()
 }
 
+func keyTaken(p *v1alpha1.Payment, owner string, now time.Time) Outcome {
+	c := begin(p, now)
+	c.apply(Observation{
+		Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonDuplicatePayment,
+		Reason: fmt.Sprintf("spec.idempotencyKey %q is already used by Payment %s of provider %s; this Payment was not created at the provider, which would answer it with that Payment's create: delete it, or give it its own spec.idempotencyKey",
+			p.Spec.IdempotencyKey, owner, p.Spec.ProviderRef.Name),
+	})
+	c.park()
+	return c.done()
+}
+
 func unreachable(p *v1alpha1.Payment, pol Policy, now time.Time) Outcome {
 	c := begin(p, now)
 	q := c.st().Query
@@ -288,6 +305,35 @@ func ReferenceOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 		o := &same[i]
 		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || o.MerchantRef() != p.MerchantRef() ||
 			!o.DeletionTimestamp.IsZero() || releasesReference(o.Status.Phase) {
+			continue
+		}
+		if older(o, owner) {
+			owner = o
+		}
+	}
+	if owner == p {
+		return ""
+	}
+	return owner.Name
+}
+
+// KeyOwner returns the name of the Payment that owns p's spec.idempotencyKey
+// when that is not p: the oldest (creation time, then name) of the Payments
+// of the same provider that set the same key (SPEC §12.1). Unlike a merchant
+// reference, a key is never released by how its Payment ended: the provider
+// replays the first create under a key, so a second Payment would be given
+// the first one's payment (or a key-conflict error). A default key (empty
+// spec.idempotencyKey) is not checked here. Everyone computes the same owner,
+// so of two Payments created together exactly one is created at the provider.
+func KeyOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
+	key := p.Spec.IdempotencyKey
+	if key == "" {
+		return ""
+	}
+	owner := p
+	for i := range same {
+		o := &same[i]
+		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || o.Spec.IdempotencyKey != key || !o.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if older(o, owner) {
