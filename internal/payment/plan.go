@@ -322,8 +322,11 @@ func ReferenceOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 // of the same provider that set the same key (SPEC §12.1). Unlike a merchant
 // reference, a key is never released by how its Payment ended: the provider
 // replays the first create under a key, so a second Payment would be given
-// the first one's payment (or a key-conflict error). A default key (empty
-// spec.idempotencyKey) is not checked here. Everyone computes the same owner,
+// the first one's payment (or a key-conflict error). A Payment being deleted
+// no longer holds it, as for references: one applied again under the key is
+// answered with the deleted one's payment, which is the same order's. A
+// default key (empty spec.idempotencyKey) is not checked here. Everyone
+// computes the same owner,
 // so of two Payments created together exactly one is created at the provider.
 func KeyOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 	key := p.Spec.IdempotencyKey
