@@ -567,6 +567,36 @@ func TestCancel(t *testing.T) {
 	})
 }
 
+// TestCancelWhileACheckoutCreateIsUnknown: a PayPal checkout whose create was
+// sent but never answered (an earlier manager died; the create never reached
+// PayPal) is canceled. PayPal cannot look a payment up by merchant
+// reference, so the create is repeated with its key (it takes no money; here
+// it creates an order nobody can pay) and that order is canceled, instead of
+// the payment being parked in Unknown/CreateOutcomeUnknown.
+func TestCancelWhileACheckoutCreateIsUnknown(t *testing.T) {
+	s := fixture.StartSim(t, paysim.Options{})
+	payersWait(t, s, paysim.PayPal, 0)
+	ns := fixture.Namespace(t, env.Client, "checkout")
+	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: payerSchedule})
+	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{Payment: fixture.Payment{Namespace: ns, Name: "lost-create", Provider: prov.Name}, CaptureMethod: v1alpha1.CaptureAutomatic})
+	fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) {
+		marked := metav1.NewTime(time.Now().Add(-time.Minute))
+		st.Phase, st.CreateRequestedAt = v1alpha1.PhasePending, &marked
+	})
+	fixture.Annotate(t, env.Client, p, v1alpha1.AnnotationCancel, "order withdrawn")
+	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseCanceled, fixture.Timeout)
+	wantHistoryTo(t, got, v1alpha1.PhaseCanceled, v1alpha1.SourceCancel, v1alpha1.ReasonCanceledByOperator+": order withdrawn")
+	wantNoReview(t, got)
+	if got.Status.ProviderPaymentID == "" {
+		t.Errorf("canceled without learning the order: %+v", got.Status)
+	}
+	if n := s.Counters().PaymentsCreated; n != 1 {
+		t.Errorf("%d orders created at PayPal, want 1 (the repeated create)", n)
+	}
+}
+
 // TestAuthorizationExpiresUncaptured: an authorization nobody captures runs
 // out at PayPal (which sends no webhook for it); a status query finds it and
 // the payment is Expired with reason AuthorizationExpired.

@@ -37,6 +37,12 @@ import (
 // of a PaymentProvider finds its payments without a full scan.
 const IndexPaymentProvider = "spec.providerRef.name"
 
+// IndexPaymentIdempotencyKey indexes Payments that set spec.idempotencyKey by
+// "<provider>/<key>" (inbox.Key), so a new Payment finds an older one using
+// its key without a scan. Default keys are not indexed: they are unique by
+// construction.
+const IndexPaymentIdempotencyKey = "payment.idempotencyKey"
+
 // providerRetry is how long a payment waits when its PaymentProvider is
 // missing or unusable; the provider watch usually wakes it sooner.
 const providerRetry = time.Minute
@@ -96,6 +102,9 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Payment{}, IndexPaymentProvider,
 		func(o client.Object) []string { return []string{o.(*v1alpha1.Payment).Spec.ProviderRef.Name} }); err != nil {
 		return fmt.Errorf("index payments by provider: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Payment{}, IndexPaymentIdempotencyKey, idempotencyKeyKeys); err != nil {
+		return fmt.Errorf("index payments by idempotency key: %w", err)
 	}
 	workers := r.MaxConcurrentReconciles
 	if workers <= 0 {
@@ -338,22 +347,42 @@ func (r *PaymentReconciler) provider(ctx context.Context, p *v1alpha1.Payment) (
 }
 
 // facts reads what Plan needs besides the payment: before a first create,
-// whether an older Payment already uses the merchant reference. When that
-// cannot be read, nothing is created.
+// whether an older Payment already uses the merchant reference or the
+// user-set idempotency key. When that cannot be read, nothing is created.
 func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (payment.Facts, error) {
 	if payment.ProviderID(p) != "" || p.Status.CreateRequestedAt != nil {
 		return payment.Facts{}, nil
 	}
+	var facts payment.Facts
 	var list v1alpha1.PaymentList
 	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace),
 		client.MatchingFields{inbox.IndexPaymentMerchantRef: inbox.Key(p.Spec.ProviderRef.Name, p.MerchantRef())}); err != nil {
 		return payment.Facts{}, fmt.Errorf("find payments sharing merchant reference %q: %w", p.MerchantRef(), err)
 	}
+	facts.ReferenceOwner = payment.ReferenceOwner(p, list.Items)
+	if key := p.Spec.IdempotencyKey; key != "" {
+		var same v1alpha1.PaymentList
+		if err := r.Client.List(ctx, &same, client.InNamespace(p.Namespace),
+			client.MatchingFields{IndexPaymentIdempotencyKey: inbox.Key(p.Spec.ProviderRef.Name, key)}); err != nil {
+			return payment.Facts{}, fmt.Errorf("find payments sharing idempotency key %q: %w", key, err)
+		}
+		facts.KeyOwner = payment.KeyOwner(p, same.Items)
+	}
 	recs, err := paymentLedgerFacts(ctx, r.Ledger, p)
 	if err != nil {
 		return payment.Facts{}, err
 	}
-	return payment.Facts{ReferenceOwner: payment.ReferenceOwner(p, list.Items), Ledger: recs}, nil
+	facts.Ledger = recs
+	return facts, nil
+}
+
+// idempotencyKeyKeys is the index key of a Payment's user-set idempotency key.
+func idempotencyKeyKeys(o client.Object) []string {
+	p, ok := o.(*v1alpha1.Payment)
+	if !ok || p.Spec.ProviderRef.Name == "" || p.Spec.IdempotencyKey == "" {
+		return nil
+	}
+	return []string{inbox.Key(p.Spec.ProviderRef.Name, p.Spec.IdempotencyKey)}
 }
 
 // marks reports whether out stores a marker of a money-moving call that p

@@ -254,3 +254,37 @@ func TestSharedMerchantReferenceCreatesOnce(t *testing.T) {
 	}
 	m.Events.Wait(t, corev1.EventTypeWarning, v1alpha1.ReasonDuplicatePayment)
 }
+
+// TestSharedIdempotencyKeyCreatesOnce: two Payments of one provider in one
+// namespace set the same spec.idempotencyKey (different orders). The key
+// cannot be checked at admission (it spans objects), so the newer Payment is
+// not created at the provider, which would answer it with the first one's
+// payment, and waits in Unknown/DuplicatePayment naming the first.
+func TestSharedIdempotencyKeyCreatesOnce(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}})
+	first := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "first", Provider: "kukopay", MerchantReference: "ORD-1001", IdempotencyKey: "checkout-7"})
+	time.Sleep(1100 * time.Millisecond) // creation times have second precision
+	second := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "second", Provider: "kukopay", MerchantReference: "ORD-1002", IdempotencyKey: "checkout-7"})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+
+	fixture.Eventually(t, 10*time.Second, "the first payment's provider id", func() bool {
+		return fixture.GetPayment(t, env.Client, first).Status.ProviderPaymentID != ""
+	})
+	got := fixture.WaitPhase(t, env.Client, second, v1alpha1.PhaseUnknown, 10*time.Second)
+	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionNeedsReview)
+	if c == nil || c.Reason != v1alpha1.ReasonDuplicatePayment || !strings.Contains(c.Message, "Payment first") || !strings.Contains(c.Message, "checkout-7") {
+		t.Fatalf("review %+v, want DuplicatePayment naming the key and the first Payment", c)
+	}
+	if got.Status.CreateRequestedAt != nil || got.Status.ProviderPaymentID != "" {
+		t.Errorf("the second Payment was marked for create: %+v", got.Status)
+	}
+	if n := len(m.Requests.Calls(fixture.IsPost)); n != 1 {
+		t.Errorf("%d creates, want 1", n)
+	}
+	if n := s.Counters().PaymentsCreated; n != 1 {
+		t.Errorf("%d payments created at the provider, want 1", n)
+	}
+	m.Events.Wait(t, corev1.EventTypeWarning, v1alpha1.ReasonDuplicatePayment)
+}

@@ -26,6 +26,12 @@ func AfterCreate(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outc
 	}
 	switch class := Classify(call.Err); {
 	case class == Answered && call.Payment.ID != "":
+		if cancelingUnknownCreate(c.p) {
+			// The create was repeated to find the payment to cancel. No
+			// cancel can have gone out without its id: the answer stands
+			// for the cancel's lookup, which is due at once.
+			c.st().Query.LastTime = ptrMicro(now)
+		}
 		c.answered(call.Payment, v1alpha1.SourceCreate, false)
 		c.startSchedule(pol)
 	case class == Answered:
@@ -62,21 +68,39 @@ func AfterLookup(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outc
 	}
 	at, expires := expiresAt(c.p)
 	pastExpiry := expires && !now.Before(at)
+	windowEnd := st.CreateRequestedAt.Add(pol.LookupAfter())
+	// A canceled charge is looked up instead of created again (planCreate):
+	// until its key window ends, "not found" may be a create still on its way
+	// or a search that lags, and is no verdict.
+	searching := cancelingUnknownCreate(c.p) && chargesOnCreate(c.p) && now.Before(windowEnd)
 	switch class := Classify(call.Err); {
 	case class == Answered && call.Payment.ID != "":
 		// The lookup read the payment's status: past expiresAfter it is the
 		// close-out's fresh query, and a payment nobody paid closes out now.
 		st.Query.LastTime = ptrMicro(now)
+		if op := st.Operation; op != nil {
+			op.Attempts = 0 // the lookups were not the operation's calls
+		}
 		c.answered(call.Payment, v1alpha1.SourceCreate, pastExpiry)
 		c.startSchedule(pol)
 	case class == NoAnswer:
 		c.noAnswer(pol, call.Err, false)
 	case class == ConfigProblem:
 		c.configProblem(pol, call.Err)
+	case class == NotFound && searching:
+		// Look again on the schedule's steps (the cancel operation counts
+		// the lookups), and once more when the window ends.
+		op := st.Operation
+		op.Attempts++
+		c.sched().answered()
+		c.wakeIn(min(createBackoff(pol.Schedule, op.Attempts), windowEnd.Sub(now)))
 	default:
 		why := fmt.Sprintf("it is past the provider's idempotency window (%s, less a %d%% margin)", pol.KeyWindow, pol.KeyWindowMarginPercent)
-		if pastExpiry {
+		switch {
+		case pastExpiry:
 			why = "it is past spec.expiresAfter, so no create may be sent"
+		case searching:
+			why = "a cancel was asked for before the outcome was known, and a charge's create is never repeated (it could take the money being withdrawn)"
 		}
 		found := "the provider answered without a payment id"
 		if call.Err != nil {

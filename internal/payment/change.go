@@ -1,6 +1,7 @@
 package payment
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,6 +68,11 @@ func (c *change) park() {
 
 func (c *change) done() Outcome {
 	settle(c.st())
+	if op := c.before.Status.Operation; op != nil && op.Kind == v1alpha1.OperationCancel && c.st().Operation == nil && c.st().Phase.TookMoney() {
+		// The payment turned out to have taken the money before the cancel
+		// could be made (e.g. the charge a cancel looked for was found paid).
+		c.event(true, "CancelRefused", fmt.Sprintf("payment is %s: it took the payer's money, so it cannot be canceled; create a Refund (kind Refund, spec.paymentRef %q) to return it", c.st().Phase, c.p.Name))
+	}
 	c.st().WaitingFor = WaitingFor(&c.p.Spec, c.st())
 	if a := c.st().CustomerAction; a != nil && c.before.Status.CustomerAction == nil {
 		msg := "the payer must act at the provider: " + a.URL

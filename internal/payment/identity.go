@@ -138,12 +138,6 @@ func settledAt(p *v1alpha1.Payment, now time.Time) time.Time {
 	return now
 }
 
-// releases reports whether a payment that ended in phase leaves its order
-// free for a new attempt: it took no money (SPEC §11.4, §12.1).
-func releases(phase v1alpha1.PaymentPhase) bool {
-	return phase == v1alpha1.PhaseFailed || phase == v1alpha1.PhaseExpired || phase == v1alpha1.PhaseCanceled
-}
-
 // Adopt decides what a Payment that was never sent to the provider (no
 // marker, no provider id) makes of the ledger's records of its order:
 //   - the same attempt (same name, amount and currency) adopts the record's
@@ -164,7 +158,7 @@ func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bo
 		case r.Kind != LedgerPayment:
 		case r.Name == p.Name:
 			same = r
-		case !releases(v1alpha1.PaymentPhase(r.Phase)):
+		case !releasesReference(v1alpha1.PaymentPhase(r.Phase)):
 			holder = r
 		}
 	}

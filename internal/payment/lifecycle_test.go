@@ -2,6 +2,7 @@ package payment_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -676,5 +677,193 @@ func markedAgainThenCalled(t *testing.T, p *v1alpha1.Payment, pol payment.Policy
 	next := at.Truncate(time.Second).Add(time.Second)
 	if s := payment.Plan(p, pol, payment.Facts{}, next); s.Action != payment.Query {
 		t.Fatalf("a crash after the new marker: %s (%s), want another lookup", s.Action, s.Why)
+	}
+}
+
+// createLost is a payment whose create was sent at t0 and got no answer
+// (the retry with the same key due at t0+30s), with flow applied to its spec
+// and a cancel annotated before anything else was heard.
+func createLost(t *testing.T, name string, pol payment.Policy, flow func(*v1alpha1.PaymentSpec)) *v1alpha1.Payment {
+	t.Helper()
+	p := newPay(name)
+	flow(&p.Spec)
+	p = store(p, planned(p, pol, t0).Outcome)
+	p = store(p, payment.AfterCreate(p, pol, fails(errTimeout), t0))
+	if p.Status.CreateRequestedAt == nil || payment.ProviderID(p) != "" {
+		t.Fatalf("not a lost create: %+v", p.Status)
+	}
+	return annotate(p, v1alpha1.AnnotationCancel, "order withdrawn")
+}
+
+var (
+	checkoutFlow = func(s *v1alpha1.PaymentSpec) {
+		s.Checkout = &v1alpha1.CheckoutSpec{ReturnURL: "https://shop.example.com/done"}
+	}
+	authorizeFlow = func(s *v1alpha1.PaymentSpec) {
+		s.PaymentMethod = &v1alpha1.PaymentMethodRef{Customer: "cus_1", PaymentMethod: "pm_1"}
+		s.CaptureMethod = v1alpha1.CaptureManual
+	}
+	chargeFlow = func(s *v1alpha1.PaymentSpec) {
+		s.PaymentMethod = &v1alpha1.PaymentMethodRef{Customer: "cus_1", PaymentMethod: "pm_1"}
+		s.CaptureMethod = v1alpha1.CaptureAutomatic
+	}
+)
+
+// TestCancelAnnotatedWhileTheCreateIsUnknownIsNotSentLocally pins the guard
+// of cancelAction: a create marker without an answer means the create may
+// have reached the provider (and, for a charge, taken the money), so the
+// cancel is an operation to carry out there, never a local "Canceled (never
+// sent to the provider)".
+func TestCancelAnnotatedWhileTheCreateIsUnknownIsNotSentLocally(t *testing.T) {
+	pol := testPolicy()
+	pol.Lifecycle = provider.Lifecycle{Checkout: true, StoredMethod: true, ManualCapture: true, Cancel: true}
+	pol.LifecycleKnown = true
+	for name, flow := range map[string]func(*v1alpha1.PaymentSpec){"checkout": checkoutFlow, "charge": chargeFlow} {
+		t.Run(name, func(t *testing.T) {
+			p := createLost(t, "lost-"+name, pol, flow)
+			s := payment.Plan(p, pol, payment.Facts{}, t0.Add(time.Second))
+			st := s.Outcome.Status
+			if s.Action != payment.Write || st.Phase == v1alpha1.PhaseCanceled || st.Operation == nil || st.Operation.Kind != v1alpha1.OperationCancel || st.CreateRequestedAt == nil {
+				t.Fatalf("step %s: phase %s operation %+v marker %v; want the cancel stored as an operation, the payment not canceled locally", s.Action, st.Phase, st.Operation, st.CreateRequestedAt)
+			}
+			p = store(p, s.Outcome)
+			if s := payment.Plan(p, pol, payment.Facts{}, t0.Add(time.Minute)); s.Action != payment.Create && s.Action != payment.Lookup {
+				t.Fatalf("then %s (%s), want the payment found at the provider first", s.Action, s.Why)
+			}
+		})
+	}
+}
+
+// TestCancelWhileTheCreateIsUnknown: a cancel asked while the create's
+// outcome is unknown finds the payment before cancelling it. A create that
+// takes no money (a checkout, an authorization) is repeated with its key:
+// the provider replays its first answer, or creates a payment nobody can
+// pay, and the cancel then cancels it. A charge's create is never repeated
+// (it would take the money being withdrawn): the charge is looked up by
+// merchant reference on the schedule until the key window ends; "not found"
+// is a verdict only after that.
+func TestCancelWhileTheCreateIsUnknown(t *testing.T) {
+	full := provider.Lifecycle{Checkout: true, StoredMethod: true, ManualCapture: true, PartialCapture: true, Cancel: true}
+	paypal := provider.Lifecycle{Checkout: true, ManualCapture: true, PartialCapture: true, AuthorizeStep: true, Cancel: true}
+	base := testPolicy()
+	lookupAfter := base.LookupAfter()
+	foundAt := t0.Add(10 * time.Minute)
+	for _, tc := range []struct {
+		name      string
+		lifecycle provider.Lifecycle
+		flow      func(*v1alpha1.PaymentSpec)
+		// created is what a (repeated) create answers; lookup what a
+		// lookup by merchant reference answers at now.
+		created provider.Status
+		lookup  func(now time.Time) payment.Call
+		phase   v1alpha1.PaymentPhase
+		review  string
+		creates int
+		// lookups: at least min, at most max.
+		minLookups, maxLookups int
+		cancels                int
+	}{
+		{
+			name: "a checkout is created again with its key, then canceled", lifecycle: full, flow: checkoutFlow,
+			created: provider.StatusPending, lookup: func(time.Time) payment.Call { return fails(errNotFound) },
+			phase: v1alpha1.PhaseCanceled, creates: 1, cancels: 1,
+		},
+		{
+			name: "a PayPal checkout (no lookup) is created again with its key, then canceled", lifecycle: paypal, flow: checkoutFlow,
+			created: provider.StatusPending, lookup: func(time.Time) payment.Call { return fails(errUnsupported) },
+			phase: v1alpha1.PhaseCanceled, creates: 1, cancels: 1,
+		},
+		{
+			name: "a PayPal authorize-flow checkout is created again with its key, then canceled", lifecycle: paypal,
+			flow:    func(s *v1alpha1.PaymentSpec) { checkoutFlow(s); s.CaptureMethod = v1alpha1.CaptureManual },
+			created: provider.StatusPending, lookup: func(time.Time) payment.Call { return fails(errUnsupported) },
+			phase: v1alpha1.PhaseCanceled, creates: 1, cancels: 1,
+		},
+		{
+			name: "a manual-capture charge of a stored method is created again with its key, then voided", lifecycle: full, flow: authorizeFlow,
+			created: provider.StatusAuthorized, lookup: func(time.Time) payment.Call { return fails(errNotFound) },
+			phase: v1alpha1.PhaseCanceled, creates: 1, cancels: 1,
+		},
+		{
+			name: "a charge is never created again: looked up until found (search lag), then canceled", lifecycle: full, flow: chargeFlow,
+			lookup: func(now time.Time) payment.Call {
+				if now.Before(foundAt) {
+					return fails(errNotFound)
+				}
+				return answer(provider.StatusProcessing)
+			},
+			phase: v1alpha1.PhaseCanceled, minLookups: 3, maxLookups: 6, cancels: 1,
+		},
+		{
+			name: "a charge found paid is not canceled", lifecycle: full, flow: chargeFlow,
+			lookup: func(time.Time) payment.Call { return answer(provider.StatusSucceeded) },
+			phase:  v1alpha1.PhaseSucceeded, minLookups: 1, maxLookups: 1,
+		},
+		{
+			name: "a charge never found: looked up on the schedule until the key window ends, then CreateOutcomeUnknown", lifecycle: full, flow: chargeFlow,
+			lookup: func(time.Time) payment.Call { return fails(errNotFound) },
+			phase:  v1alpha1.PhaseUnknown, review: v1alpha1.ReasonCreateOutcomeUnknown, minLookups: 10, maxLookups: 40,
+		},
+		{
+			name: "a charge at a provider that cannot look up: CreateOutcomeUnknown, never created again", lifecycle: full, flow: chargeFlow,
+			lookup: func(time.Time) payment.Call { return fails(errUnsupported) },
+			phase:  v1alpha1.PhaseUnknown, review: v1alpha1.ReasonCreateOutcomeUnknown, minLookups: 1, maxLookups: 1,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := base
+			pol.Lifecycle, pol.LifecycleKnown = tc.lifecycle, true
+			p := createLost(t, "cancel", pol, tc.flow)
+			var lookups []time.Time
+			p, calls := drive(t, p, pol, func(a payment.Action, _ int, now time.Time) payment.Call {
+				switch a {
+				case payment.Create:
+					if tc.created == "" {
+						t.Fatalf("a charge's create repeated at %s after a cancel", now)
+					}
+					return answer(tc.created)
+				case payment.Lookup:
+					lookups = append(lookups, now)
+					return tc.lookup(now)
+				case payment.CallCancel:
+					return answer(provider.StatusCanceled)
+				}
+				return answer(provider.StatusPending)
+			}, t0.Add(2*base.KeyWindow))
+			if p.Status.Phase != tc.phase || review(p) != tc.review {
+				t.Fatalf("phase %s review %q, want %s %q; history %s", p.Status.Phase, review(p), tc.phase, tc.review, dumpHistory(p.Status.History))
+			}
+			if n := count(calls, payment.Create); n != tc.creates {
+				t.Errorf("%d creates, want %d", n, tc.creates)
+			}
+			if n := count(calls, payment.CallCancel); n != tc.cancels {
+				t.Errorf("%d cancels, want %d", n, tc.cancels)
+			}
+			if n := len(lookups); n < tc.minLookups || n > tc.maxLookups {
+				t.Errorf("%d lookups (%v), want %d to %d", n, lookups, tc.minLookups, tc.maxLookups)
+			}
+			if tc.review != "" && tc.maxLookups > 1 {
+				if last := lookups[len(lookups)-1]; !last.Equal(t0.Add(lookupAfter)) {
+					t.Errorf("parked after a lookup at %s, want it at the key window's end %s", last, t0.Add(lookupAfter))
+				}
+			}
+		})
+	}
+}
+
+// TestCancelOfAChargeFoundPaidIsRefused: the lookup of a canceled charge
+// finds it paid: the cancel is refused with a Warning naming the Refund path.
+func TestCancelOfAChargeFoundPaidIsRefused(t *testing.T) {
+	pol := testPolicy()
+	pol.Lifecycle = provider.Lifecycle{StoredMethod: true, Cancel: true}
+	pol.LifecycleKnown = true
+	p := createLost(t, "paid", pol, chargeFlow)
+	p = store(p, payment.Plan(p, pol, payment.Facts{}, t0).Outcome)
+	out := payment.AfterLookup(p, pol, answer(provider.StatusSucceeded), t0.Add(time.Minute))
+	if out.Status.Phase != v1alpha1.PhaseSucceeded || out.Status.Operation != nil {
+		t.Fatalf("phase %s operation %+v", out.Status.Phase, out.Status.Operation)
+	}
+	if r := eventReasons(out); !slices.Contains(r, "CancelRefused") {
+		t.Errorf("events %v, want CancelRefused", r)
 	}
 }

@@ -55,6 +55,9 @@ type Facts struct {
 	// ReferenceOwner names an older Payment of the same provider in the same
 	// namespace that already uses this payment's merchant reference.
 	ReferenceOwner string
+	// KeyOwner names an older Payment of the same provider in the same
+	// namespace that already uses this payment's spec.idempotencyKey.
+	KeyOwner string
 	// ConfigAccepted is true when the provider's configuration has not been
 	// refused since it last changed: a payment that waits because its last
 	// call was refused for the configuration (lastErrorClass ProviderConfig)
@@ -122,6 +125,9 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	if !marked && facts.ReferenceOwner != "" {
 		return Step{Action: Write, Outcome: referenceTaken(p, facts.ReferenceOwner, now), Why: "merchant reference already in use"}
 	}
+	if !marked && facts.KeyOwner != "" {
+		return Step{Action: Write, Outcome: keyTaken(p, facts.KeyOwner, now), Why: "idempotency key already in use"}
+	}
 	if len(facts.Ledger) > 0 && !marked {
 		if out, ok := Adopt(p, facts.Ledger, now); ok {
 			return Step{Action: Write, Outcome: out, Why: "the order was settled by an earlier object: adopt, do not create again"}
@@ -135,9 +141,9 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	if pastExpiry && !marked {
 		return Step{Action: Write, Outcome: neverCreated(p, now), Why: "expired before it was created"}
 	}
-	// A cancel asked for while the create's outcome is unknown: no create
-	// goes out any more; find the payment (to cancel it) instead.
-	canceling := st.Operation != nil && st.Operation.Kind == v1alpha1.OperationCancel
+	// A cancel asked for while the create's outcome is unknown: the payment
+	// must be found before it can be canceled (cancelingUnknownCreate).
+	canceling := cancelingUnknownCreate(p)
 	if gaveUp(st, pol, now) {
 		return Step{Action: Write, Outcome: unreachable(p, pol, now), Why: "provider unreachable"}
 	}
@@ -149,12 +155,35 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 		return Step{Action: Write, Outcome: markCreate(p, now), Why: "create marker before the call"}
 	case pastExpiry:
 		return Step{Action: Lookup, Why: "past expiresAfter: no create is sent; look for one that may have gone out"}
-	case canceling:
-		return Step{Action: Lookup, Why: "canceled before the create's outcome was known: look for the payment to cancel"}
+	case canceling && chargesOnCreate(p):
+		return Step{Action: Lookup, Why: "canceled before the charge's outcome was known: never charge again, look for the charge to cancel"}
 	case now.Sub(st.CreateRequestedAt.Time) >= pol.LookupAfter():
 		return Step{Action: Lookup, Why: "create marker older than the idempotency window minus its margin"}
+	case canceling:
+		return Step{Action: Create, Why: "canceled before the create's outcome was known: the create takes no money, so it is repeated with its key to learn the payment to cancel"}
 	}
 	return Step{Action: Create, Why: "create with the payment's idempotency key"}
+}
+
+// cancelingUnknownCreate: a cancel was asked for while the create's outcome
+// is unknown (a marker, no provider id). The payment must be found first:
+//   - a create that takes no money (a checkout, an authorization: see
+//     chargesOnCreate) is repeated with its key within the key window; the
+//     provider replays its first answer or, if the first never arrived,
+//     creates a payment nobody can pay; either way the cancel then cancels it;
+//   - a charge's create is never repeated (a first create that never arrived
+//     would take the money now being withdrawn): the charge is looked up by
+//     merchant reference, on the schedule, until the key window ends;
+//     "not found" before then is no verdict (AfterLookup).
+func cancelingUnknownCreate(p *v1alpha1.Payment) bool {
+	st := &p.Status
+	return st.Operation != nil && st.Operation.Kind == v1alpha1.OperationCancel && ProviderID(p) == "" && st.CreateRequestedAt != nil
+}
+
+// chargesOnCreate: the create itself takes the payer's money (a server-side
+// charge of a stored payment method, captured at once).
+func chargesOnCreate(p *v1alpha1.Payment) bool {
+	return p.Spec.PaymentMethod != nil && p.Spec.CaptureMethod != v1alpha1.CaptureManual
 }
 
 func planQuery(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
@@ -242,6 +271,17 @@ func referenceTaken(p *v1alpha1.Payment, owner string, now time.Time) Outcome {
 	return c.done()
 }
 
+func keyTaken(p *v1alpha1.Payment, owner string, now time.Time) Outcome {
+	c := begin(p, now)
+	c.apply(Observation{
+		Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonDuplicatePayment,
+		Reason: fmt.Sprintf("spec.idempotencyKey %q is already used by Payment %s of provider %s; this Payment was not created at the provider, which would answer it with that Payment's create: delete it, or give it its own spec.idempotencyKey",
+			p.Spec.IdempotencyKey, owner, p.Spec.ProviderRef.Name),
+	})
+	c.park()
+	return c.done()
+}
+
 func unreachable(p *v1alpha1.Payment, pol Policy, now time.Time) Outcome {
 	c := begin(p, now)
 	q := c.st().Query
@@ -263,16 +303,17 @@ func orNone(s string) string {
 
 // ReferenceOwner returns the name of the Payment that owns p's merchant
 // reference when that is not p: the oldest (creation time, then name) of the
-// Payments of the same provider using the reference. One that ended unpaid
-// (Failed, Expired) no longer holds it: an order may be paid again after a
-// decline. Everyone computes the same owner, so of two Payments created
-// together exactly one is created at the provider.
+// Payments of the same provider using the reference. One that ended without
+// taking money (Failed, Expired, Canceled) no longer holds it: an order may
+// be paid again after a decline or a cancel (SPEC §12.1). Everyone computes
+// the same owner, so of two Payments created together exactly one is created
+// at the provider.
 func ReferenceOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 	owner := p
 	for i := range same {
 		o := &same[i]
 		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || o.MerchantRef() != p.MerchantRef() ||
-			!o.DeletionTimestamp.IsZero() || o.Status.Phase == v1alpha1.PhaseFailed || o.Status.Phase == v1alpha1.PhaseExpired {
+			!o.DeletionTimestamp.IsZero() || releasesReference(o.Status.Phase) {
 			continue
 		}
 		if older(o, owner) {
@@ -283,6 +324,48 @@ func ReferenceOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 		return ""
 	}
 	return owner.Name
+}
+
+// KeyOwner returns the name of the Payment that owns p's spec.idempotencyKey
+// when that is not p: the oldest (creation time, then name) of the Payments
+// of the same provider that set the same key (SPEC §12.1). Unlike a merchant
+// reference, a key is never released by how its Payment ended: the provider
+// replays the first create under a key, so a second Payment would be given
+// the first one's payment (or a key-conflict error). A Payment being deleted
+// no longer holds it, as for references: one applied again under the key is
+// answered with the deleted one's payment, which is the same order's. A
+// default key (empty spec.idempotencyKey) is not checked here. Everyone
+// computes the same owner,
+// so of two Payments created together exactly one is created at the provider.
+func KeyOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
+	key := p.Spec.IdempotencyKey
+	if key == "" {
+		return ""
+	}
+	owner := p
+	for i := range same {
+		o := &same[i]
+		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || o.Spec.IdempotencyKey != key || !o.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if older(o, owner) {
+			owner = o
+		}
+	}
+	if owner == p {
+		return ""
+	}
+	return owner.Name
+}
+
+// releasesReference: the payment ended without taking the payer's money, so
+// its order may be paid by another Payment.
+func releasesReference(phase v1alpha1.PaymentPhase) bool {
+	switch phase {
+	case v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseCanceled:
+		return true
+	}
+	return false
 }
 
 func older(a, b *v1alpha1.Payment) bool {

@@ -207,6 +207,24 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "an idempotency key used by an older Payment is not created", pay: func() *v1alpha1.Payment {
+				p := newPay("second")
+				p.Spec.IdempotencyKey = "order-1001"
+				return p
+			},
+			facts: payment.Facts{KeyOwner: "first"}, now: t0, action: payment.Write,
+			check: func(t *testing.T, s payment.Step) {
+				p := &v1alpha1.Payment{Status: s.Outcome.Status}
+				if p.Status.Phase != v1alpha1.PhaseUnknown || review(p) != v1alpha1.ReasonDuplicatePayment || p.Status.CreateRequestedAt != nil || p.Status.Query.NextTime != nil {
+					t.Errorf("status %+v, want Unknown/DuplicatePayment, never marked for create", p.Status)
+				}
+				c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionNeedsReview)
+				if c == nil || !strings.Contains(c.Message, "Payment first") || !strings.Contains(c.Message, `"order-1001"`) {
+					t.Errorf("review %+v, want a message naming the key and Payment first", c)
+				}
+			},
+		},
+		{
 			name: "a payment waiting for a refused configuration waits while it is still refused", pay: func() *v1alpha1.Payment {
 				p := created("refused")
 				return store(p, payment.AfterQuery(p, pol, fails(errUnauthorized), false, t0.Add(30*time.Second)))
@@ -796,9 +814,11 @@ func TestReferenceOwner(t *testing.T) {
 	first, second := at("first", 0, v1alpha1.PhasePending), at("second", time.Second, "")
 	twin := at("a-twin", time.Second, "")
 	failed := at("declined", -time.Hour, v1alpha1.PhaseFailed)
+	expired := at("abandoned", -time.Hour, v1alpha1.PhaseExpired)
+	canceled := at("withdrawn", -time.Hour, v1alpha1.PhaseCanceled)
 	other := at("other-provider", -time.Hour, v1alpha1.PhasePending)
 	other.Spec.ProviderRef.Name = "paypal"
-	all := []v1alpha1.Payment{first, second, twin, failed, other}
+	all := []v1alpha1.Payment{first, second, twin, failed, expired, canceled, other}
 	for _, tc := range []struct {
 		p    v1alpha1.Payment
 		want string
@@ -811,11 +831,68 @@ func TestReferenceOwner(t *testing.T) {
 			t.Errorf("%s: owner %q, want %q", tc.p.Name, got, tc.want)
 		}
 	}
+	// An order whose payment ended without taking money (declined, expired
+	// unpaid, canceled) may be paid again under the same reference (SPEC §12.1).
+	for _, ended := range []v1alpha1.Payment{failed, expired, canceled} {
+		if got := payment.ReferenceOwner(&second, []v1alpha1.Payment{ended, second}); got != "" {
+			t.Errorf("the order's retry after a %s payment is owned by %q: parked as DuplicatePayment", ended.Status.Phase, got)
+		}
+	}
 	// Two created in the same second: the name decides, the same way for both.
 	if got := payment.ReferenceOwner(&second, []v1alpha1.Payment{second, twin}); got != "a-twin" {
 		t.Errorf("same second: owner %q, want a-twin", got)
 	}
 	if got := payment.ReferenceOwner(&twin, []v1alpha1.Payment{second, twin}); got != "" {
+		t.Errorf("same second: a-twin owned by %q", got)
+	}
+}
+
+// TestKeyOwner: a user-set spec.idempotencyKey is unique among the Payments
+// of a provider like a merchant reference (SPEC §12.1), but a key is never
+// released: the provider replays whatever answered it first, so a second
+// Payment under it would be given the first one's payment.
+func TestKeyOwner(t *testing.T) {
+	at := func(name, key string, offset time.Duration, phase v1alpha1.PaymentPhase) v1alpha1.Payment {
+		p := newPay(name)
+		p.Spec.MerchantReference = "ORD-" + name // the references differ: only the key is shared
+		p.Spec.IdempotencyKey = key
+		p.CreationTimestamp = metav1.NewTime(t0.Add(offset))
+		p.Status.Phase = phase
+		return *p
+	}
+	first, second := at("first", "key-1", 0, v1alpha1.PhasePending), at("second", "key-1", time.Second, "")
+	twin := at("a-twin", "key-1", time.Second, "")
+	other := at("other-key", "key-2", -time.Hour, v1alpha1.PhasePending)
+	otherProvider := at("other-provider", "key-1", -time.Hour, v1alpha1.PhasePending)
+	otherProvider.Spec.ProviderRef.Name = "paypal"
+	defaulted, defaultedToo := at("defaulted", "", -time.Hour, v1alpha1.PhasePending), at("defaulted-too", "", 0, "")
+	all := []v1alpha1.Payment{first, second, twin, other, otherProvider, defaulted, defaultedToo}
+	for _, tc := range []struct {
+		p    v1alpha1.Payment
+		want string
+	}{
+		{first, ""},
+		{second, "first"},
+		{twin, "first"},
+		{other, ""},
+		{otherProvider, ""},
+		{defaultedToo, ""}, // a default key is not checked here
+	} {
+		if got := payment.KeyOwner(&tc.p, all); got != tc.want {
+			t.Errorf("%s: key owner %q, want %q", tc.p.Name, got, tc.want)
+		}
+	}
+	for _, phase := range []v1alpha1.PaymentPhase{v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseCanceled} {
+		ended := at("ended", "key-1", -time.Hour, phase)
+		if got := payment.KeyOwner(&second, []v1alpha1.Payment{ended, second}); got != "ended" {
+			t.Errorf("a %s Payment's key: owner %q, want it kept by the ended Payment", phase, got)
+		}
+	}
+	// Two created in the same second: the name decides, the same way for both.
+	if got := payment.KeyOwner(&second, []v1alpha1.Payment{second, twin}); got != "a-twin" {
+		t.Errorf("same second: owner %q, want a-twin", got)
+	}
+	if got := payment.KeyOwner(&twin, []v1alpha1.Payment{second, twin}); got != "" {
 		t.Errorf("same second: a-twin owned by %q", got)
 	}
 }
