@@ -63,8 +63,11 @@ func AfterCreate(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outc
 func AfterLookup(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outcome {
 	c := begin(p, now)
 	st := c.st()
-	if ProviderID(c.p) != "" || st.CreateRequestedAt == nil {
+	if ProviderID(c.p) != "" {
 		return c.done()
+	}
+	if st.CreateRequestedAt == nil {
+		return afterObserve(c, pol, call)
 	}
 	at, expires := expiresAt(c.p)
 	pastExpiry := expires && !now.Before(at)

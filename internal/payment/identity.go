@@ -297,3 +297,56 @@ func adoptedRefund(r *v1alpha1.Refund, rec LedgerRecord, why string, now time.Ti
 	c.out.Events = append(c.out.Events, Event{Reason: "Adopted", Message: why})
 	return c.done()
 }
+
+// Observe before create (crossplane's managed reconciler observes the
+// external resource before it creates it). A Payment that arrives without
+// status but carrying paywarden's money-in-flight finalizer was sent to the
+// provider in an earlier life: it is a copy restored from a backup, or
+// exported with kubectl and applied again. When the ledger cannot say what
+// became of it, its merchant reference is looked up at the provider before
+// anything is created. A Payment without the finalizer is proven new: its
+// happy path is one create and no lookup.
+
+// Restored reports whether p is such a copy: the finalizer, and nothing in
+// status of a create or a phase.
+func Restored(p *v1alpha1.Payment) bool {
+	st := &p.Status
+	if st.CreateRequestedAt != nil || st.Phase != "" || ProviderID(p) != "" {
+		return false
+	}
+	for _, f := range p.Finalizers {
+		if f == v1alpha1.FinalizerMoneyInFlight {
+			return true
+		}
+	}
+	return false
+}
+
+// afterObserve decides what the lookup of a restored Payment found: the
+// provider's payment is adopted (phase and ids from the provider, a history
+// entry and an Event "adopted: <id>, not created again"); nothing found (or
+// a provider that cannot be searched) proves the order new, and the create
+// marker is written; no answer waits on the backoff and looks again.
+func afterObserve(c *change, pol Policy, call Call) Outcome {
+	switch class := Classify(call.Err); {
+	case class == Answered && call.Payment.ID != "":
+		why := fmt.Sprintf("adopted: %s, not created again (restored without status; found at the provider by merchant reference %q)", call.Payment.ID, c.p.MerchantRef())
+		before := len(c.st().History)
+		c.st().Query.LastTime = ptrMicro(c.now)
+		c.answered(call.Payment, v1alpha1.SourceCreate, false)
+		if h := c.st().History; len(h) > before {
+			h[before].Reason = strings.TrimSuffix(why+"; "+h[before].Reason, "; ")
+		}
+		c.startSchedule(pol)
+		t := metav1.NewTime(c.now)
+		c.st().AdoptedAt = &t
+		c.event(false, "Adopted", why)
+	case class == NotFound || class == Unsupported:
+		c.merge(markCreate(c.p, c.now))
+	case class == ConfigProblem:
+		c.configProblem(pol, call.Err)
+	default:
+		c.noAnswer(pol, call.Err, false)
+	}
+	return c.done()
+}

@@ -151,6 +151,8 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 		return Step{Action: Wait, At: next.Time, Why: "create retry not due"}
 	}
 	switch {
+	case !marked && Restored(p):
+		return Step{Action: Lookup, Why: "restored without status: look the order up at the provider before creating it"}
 	case !marked:
 		return Step{Action: Write, Outcome: markCreate(p, now), Why: "create marker before the call"}
 	case pastExpiry:

@@ -1,0 +1,285 @@
+package payment_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// The order, not the object (SPEC §12.1): identities, the ledger's records
+// and adoption, as pure rules.
+
+func TestDefaultKeysDeriveFromTheOrderNotTheObject(t *testing.T) {
+	a := newPay("order-1")
+	again := newPay("order-1")
+	again.UID = types.UID("a-new-uid-after-delete-and-apply")
+	if a.IdempotencyKey() != again.IdempotencyKey() || a.OrderIdentity() != again.OrderIdentity() {
+		t.Fatalf("the same manifest applied again has another key: %s / %s", a.IdempotencyKey(), again.IdempotencyKey())
+	}
+	if strings.Contains(a.IdempotencyKey(), string(a.UID)) {
+		t.Errorf("key %s carries the UID", a.IdempotencyKey())
+	}
+	// A new attempt at the same order (a new Payment after a decline) is a new create.
+	retry := newPay("order-1-retry")
+	retry.Spec.MerchantReference, a.Spec.MerchantReference = "order-1", "order-1"
+	if retry.IdempotencyKey() == a.IdempotencyKey() {
+		t.Errorf("a new attempt at the order reuses the key %s", a.IdempotencyKey())
+	}
+	if retry.OrderIdentity() != a.OrderIdentity() {
+		t.Errorf("two attempts at one order have two ledger identities")
+	}
+	// Another provider, another namespace: another order.
+	other := newPay("order-1")
+	other.Spec.ProviderRef.Name = "stripe"
+	elsewhere := newPay("order-1")
+	elsewhere.Namespace = "other-shop"
+	for _, o := range []*v1alpha1.Payment{other, elsewhere} {
+		if o.IdempotencyKey() == again.IdempotencyKey() || o.OrderIdentity() == again.OrderIdentity() {
+			t.Errorf("%s/%s shares the identity of shop/kukopay", o.Namespace, o.Spec.ProviderRef.Name)
+		}
+	}
+	user := newPay("order-1")
+	user.Spec.IdempotencyKey = "chosen"
+	if user.IdempotencyKey() != "chosen" {
+		t.Errorf("spec.idempotencyKey not used: %s", user.IdempotencyKey())
+	}
+	if n := len(a.IdempotencyKey()); n > 64 {
+		t.Errorf("key of %d characters is longer than every provider takes", n)
+	}
+	base := newPay("order-1")
+	rf := v1alpha1.RefundIdentity(base, "r1")
+	if rf == v1alpha1.RefundIdentity(base, "r2") || rf == v1alpha1.RefundIdentity(other, "r1") || rf != v1alpha1.RefundIdentity(again, "r1") {
+		t.Errorf("refund identities do not follow (order, name)")
+	}
+}
+
+func TestLedgerRecordRoundTrip(t *testing.T) {
+	rec := payment.LedgerRecord{Kind: payment.LedgerPayment, Name: "order-1", Phase: "PartiallyRefunded", ProviderID: "pay|odd id/1",
+		Asked: 1999, Amount: 1999, Refunded: 500, Currency: "USD", SettledAt: t0}
+	got, err := payment.DecodeRecord(rec.Encode())
+	if err != nil || got != rec {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, rec)
+	}
+	if n := len(rec.Encode()); n > 100 {
+		t.Errorf("a record takes %d bytes", n)
+	}
+	for _, bad := range []string{"", "v0|P|a|Succeeded|x|1|1|0|USD|0", "v1|P|a|Succeeded|x|1|1|0|USD", "v1|X|a|Succeeded|x|1|1|0|USD|0", "v1|P||Succeeded|x|1|1|0|USD|0", "v1|P|a|Succeeded|x|one|1|0|USD|0"} {
+		if _, err := payment.DecodeRecord(bad); err == nil {
+			t.Errorf("DecodeRecord(%q) accepted", bad)
+		}
+	}
+}
+
+// settled is a payment as it stands when its object is deleted.
+func settled(name string, phase v1alpha1.PaymentPhase, received, refunded int64) *v1alpha1.Payment {
+	p := created(name)
+	p.Status.Phase = phase
+	p.Status.History = append(p.Status.History, v1alpha1.HistoryEntry{Time: metav1.NewTime(t0.Add(time.Minute)), To: phase})
+	if received > 0 {
+		p.Status.AmountReceived = &v1alpha1.Money{Value: received, Currency: orderCurrency}
+	}
+	if refunded > 0 {
+		p.Status.AmountRefunded = &v1alpha1.Money{Value: refunded, Currency: orderCurrency}
+	}
+	return p
+}
+
+func TestAdopt(t *testing.T) {
+	now := t0.Add(100 * time.Hour)
+	record := func(p *v1alpha1.Payment) payment.LedgerRecord {
+		rec, ok := payment.PaymentRecord(p, now)
+		if !ok {
+			t.Fatalf("no record for settled %s", p.Name)
+		}
+		return rec
+	}
+	succeeded := record(settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0))
+	refunded := record(settled("order-1", v1alpha1.PhasePartiallyRefunded, orderValue, 500))
+	failedOther := record(settled("order-1-first-try", v1alpha1.PhaseFailed, 0, 0))
+	canceledOther := record(settled("order-1-first-try", v1alpha1.PhaseCanceled, 0, 0))
+	paidOther := record(settled("order-1-first-try", v1alpha1.PhaseSucceeded, orderValue, 0))
+
+	for _, tt := range []struct {
+		name      string
+		recs      []payment.LedgerRecord
+		amount    int64
+		adopted   bool
+		phase     v1alpha1.PaymentPhase
+		refunded  int64
+		review    string
+		noOutcome bool
+	}{
+		{name: "the same manifest applied again adopts Succeeded", recs: []payment.LedgerRecord{succeeded}, adopted: true, phase: v1alpha1.PhaseSucceeded},
+		{name: "a refunded order comes back with its refunded total", recs: []payment.LedgerRecord{refunded}, adopted: true, phase: v1alpha1.PhasePartiallyRefunded, refunded: 500},
+		{name: "a new attempt after a decline goes ahead", recs: []payment.LedgerRecord{failedOther}, noOutcome: true},
+		{name: "a new attempt after a cancel goes ahead", recs: []payment.LedgerRecord{canceledOther}, noOutcome: true},
+		{name: "another attempt while the order is paid is a duplicate", recs: []payment.LedgerRecord{paidOther}, phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonDuplicatePayment},
+		{name: "the same name asking another amount is not adopted and not created", recs: []payment.LedgerRecord{succeeded}, amount: orderValue + 1, phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonDuplicatePayment},
+		{name: "its own record wins over another attempt's", recs: []payment.LedgerRecord{paidOther, failedOther, succeeded}, adopted: true, phase: v1alpha1.PhaseSucceeded},
+		{name: "a refund record of the same name is not a payment's", recs: []payment.LedgerRecord{{Kind: payment.LedgerRefund, Name: "order-1", Phase: "Succeeded"}}, noOutcome: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPay("order-1")
+			p.UID = "new-uid"
+			if tt.amount != 0 {
+				p.Spec.Amount.Value = tt.amount
+			}
+			step := payment.Plan(p, testPolicy(), payment.Facts{Ledger: tt.recs}, now)
+			if tt.noOutcome {
+				if step.Outcome.Status.Phase != v1alpha1.PhasePending || step.Outcome.Status.CreateRequestedAt == nil {
+					t.Fatalf("want the create marker (a new attempt), got %s %s", step.Action, step.Why)
+				}
+				return
+			}
+			if step.Action != payment.Write || step.Outcome.Status.CreateRequestedAt != nil {
+				t.Fatalf("want a write and no create marker, got %s (%s)", step.Action, step.Why)
+			}
+			got := store(p, step.Outcome)
+			if got.Status.Phase != tt.phase || review(got) != tt.review || (got.Status.AdoptedAt != nil) != tt.adopted {
+				t.Fatalf("phase %s review %q adopted %v; want %s %q %v", got.Status.Phase, review(got), got.Status.AdoptedAt != nil, tt.phase, tt.review, tt.adopted)
+			}
+			if got.Status.Query.NextTime != nil {
+				t.Errorf("an adopted or parked payment keeps a schedule")
+			}
+			if tt.adopted {
+				if got.Status.ProviderPaymentID != "pay_1" || got.Status.AmountReceived == nil || got.Status.AmountReceived.Value != orderValue {
+					t.Errorf("adopted without the provider's id and amount: %+v", got.Status)
+				}
+				if tt.refunded > 0 && (got.Status.AmountRefunded == nil || got.Status.AmountRefunded.Value != tt.refunded) {
+					t.Errorf("refunded %+v, want %d", got.Status.AmountRefunded, tt.refunded)
+				}
+				if h := got.Status.History; len(h) == 0 || h[0].Source != v1alpha1.SourceLedger || !strings.HasPrefix(h[0].Reason, "adopted: pay_1, not created again") {
+					t.Errorf("history %+v does not say adopted", h)
+				}
+				if !hasEvent(step.Outcome, "Adopted") {
+					t.Errorf("no Adopted Event: %+v", step.Outcome.Events)
+				}
+				// Adopted and settled: nothing more to do, no call.
+				if s := payment.Plan(got, testPolicy(), payment.Facts{Ledger: tt.recs}, now); s.Action != payment.Nothing {
+					t.Errorf("after adoption: %s (%s), want Nothing", s.Action, s.Why)
+				}
+			}
+		})
+	}
+}
+
+func hasEvent(out payment.Outcome, reason string) bool {
+	for _, e := range out.Events {
+		if e.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNothingInFlightIsLetGo(t *testing.T) {
+	p := newPay("order-1")
+	if payment.MoneyMayMove(p) || payment.InFlight(p) != "" {
+		t.Errorf("a payment never sent holds money: %q", payment.InFlight(p))
+	}
+	marked := store(p, planned(p, testPolicy(), t0).Outcome)
+	if !payment.MoneyMayMove(marked) || !strings.Contains(payment.InFlight(marked), "create") {
+		t.Errorf("a create marker does not hold the payment: %q", payment.InFlight(marked))
+	}
+	pending := created("order-1")
+	if !strings.Contains(payment.InFlight(pending), "final answer") {
+		t.Errorf("a pending payment at the provider: %q", payment.InFlight(pending))
+	}
+	if _, ok := payment.PaymentRecord(pending, t0); ok {
+		t.Errorf("a pending payment has a ledger record")
+	}
+	done := settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0)
+	if w := payment.InFlight(done); w != "" {
+		t.Errorf("a settled payment waits for %q", w)
+	}
+	done.Status.Operation = &v1alpha1.Operation{Kind: v1alpha1.OperationCancel, RequestedAt: metav1.NewTime(t0)}
+	if w := payment.InFlight(done); !strings.Contains(w, "Cancel") {
+		t.Errorf("an operation in flight is not waited for: %q", w)
+	}
+	unknown := created("order-1")
+	unknown.Status.Phase = v1alpha1.PhaseUnknown
+	if w := payment.InFlight(unknown); !strings.Contains(w, v1alpha1.AnnotationResolve) {
+		t.Errorf("an Unknown payment must wait for a human: %q", w)
+	}
+}
+
+// A copy restored without status but with the finalizer is looked up before
+// anything is created; a new Payment is created at once (no extra call).
+func TestRestoredCopyIsObservedBeforeCreate(t *testing.T) {
+	pol := testPolicy()
+	fresh := newPay("order-1")
+	if s := planned(fresh, pol, t0); s.Action != payment.Write || s.Outcome.Status.CreateRequestedAt == nil {
+		t.Fatalf("a new payment: %s (%s), want the create marker", s.Action, s.Why)
+	}
+	restored := newPay("order-1")
+	restored.Finalizers = []string{v1alpha1.FinalizerMoneyInFlight}
+	s := planned(restored, pol, t0)
+	if s.Action != payment.Lookup {
+		t.Fatalf("a restored copy: %s (%s), want Lookup", s.Action, s.Why)
+	}
+
+	found := store(restored, payment.AfterLookup(restored, pol, answer(provider.StatusSucceeded), t0))
+	if found.Status.Phase != v1alpha1.PhaseSucceeded || found.Status.ProviderPaymentID != "pay_1" || found.Status.AdoptedAt == nil ||
+		found.Status.CreateRequestedAt != nil || !strings.HasPrefix(found.Status.History[0].Reason, "adopted: pay_1") {
+		t.Errorf("found at the provider: %+v", found.Status)
+	}
+
+	for _, call := range []payment.Call{fails(errNotFound), fails(errUnsupported)} {
+		got := store(restored, payment.AfterLookup(restored, pol, call, t0))
+		if got.Status.CreateRequestedAt == nil || got.Status.AdoptedAt != nil {
+			t.Fatalf("nothing found (%v): want the create marker, got %+v", call.Err, got.Status)
+		}
+		if s := planned(got, pol, t0); s.Action != payment.Create {
+			t.Errorf("after nothing was found: %s (%s), want Create", s.Action, s.Why)
+		}
+	}
+
+	wait := store(restored, payment.AfterLookup(restored, pol, fails(errNoAnswer), t0))
+	if wait.Status.CreateRequestedAt != nil || wait.Status.Phase.IsFinal() {
+		t.Fatalf("no answer must decide nothing: %+v", wait.Status)
+	}
+	if s := planned(wait, pol, t0); s.Action != payment.Wait {
+		t.Errorf("no answer: %s, want Wait", s.Action)
+	}
+	if s := planned(wait, pol, t0.Add(time.Hour)); s.Action != payment.Lookup {
+		t.Errorf("no answer, later: %s, want Lookup again", s.Action)
+	}
+}
+
+func TestAdoptRefund(t *testing.T) {
+	rf := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r1", UID: "old"},
+		Spec: v1alpha1.RefundSpec{PaymentRef: v1alpha1.LocalObjectReference{Name: "order-1"}, Amount: &v1alpha1.Amount{Value: 500, Currency: "USD"}}}
+	rf.Status = v1alpha1.RefundStatus{Phase: v1alpha1.RefundSucceeded, ProviderRefundID: "re_1", Amount: &v1alpha1.Money{Value: 500, Currency: "USD"},
+		CreateRequestedAt: &metav1.Time{Time: t0}, History: []v1alpha1.HistoryEntry{{Time: metav1.NewTime(t0), To: "Succeeded"}}}
+	rec, ok := payment.RefundRecord(rf, t0)
+	if !ok {
+		t.Fatal("no record of a succeeded refund")
+	}
+	if w := payment.RefundInFlight(rf); w != "" {
+		t.Errorf("a settled refund waits for %q", w)
+	}
+	again := rf.DeepCopy()
+	again.UID, again.Status = "new", v1alpha1.RefundStatus{}
+	step := payment.PlanRefund(again, testPolicy(), payment.RefundFacts{Payment: settled("order-1", v1alpha1.PhasePartiallyRefunded, orderValue, 500), Ledger: []payment.LedgerRecord{rec}}, t0)
+	if step.Action != payment.Write || step.Outcome.Status.Phase != v1alpha1.RefundSucceeded || step.Outcome.Status.ProviderRefundID != "re_1" ||
+		step.Outcome.Status.AdoptedAt == nil || step.Outcome.Status.CreateRequestedAt != nil {
+		t.Fatalf("re-applied refund: %s %+v", step.Action, step.Outcome.Status)
+	}
+	other := again.DeepCopy()
+	other.Spec.Amount.Value = 300
+	if _, ok := payment.AdoptRefund(other, []payment.LedgerRecord{rec}, t0); ok {
+		t.Errorf("a Refund of the same name asking 300 adopted the old one's 500")
+	}
+	inFlight := rf.DeepCopy()
+	inFlight.Status.Phase, inFlight.Status.ProviderRefundID = v1alpha1.RefundPending, ""
+	if !strings.Contains(payment.RefundInFlight(inFlight), "refund call") {
+		t.Errorf("a refund with a marker and no answer: %q", payment.RefundInFlight(inFlight))
+	}
+}
