@@ -177,6 +177,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if entry != nil {
 		pol.Lifecycle, pol.LifecycleKnown = entry.Caps.Lifecycle, true
+		pol.LookupByReference = entry.Caps.LookupByReference
 	}
 	uid := string(p.UID)
 
