@@ -131,7 +131,7 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 		JSON: body,
 	}, &out)
 	if err != nil {
-		return provider.Payment{}, duplicateReference(err)
+		return provider.Payment{}, keyConflict(duplicateReference(err))
 	}
 	return out.Normalize(), nil
 }
@@ -148,6 +148,23 @@ func CheckoutExpiry(at, requested time.Time) time.Time {
 		return requested.Add(MaxCheckoutLifetime)
 	}
 	return at
+}
+
+// ErrorCodeIdempotency is KukoPay's error code (HTTP 422) for a request whose
+// Idempotency-Key already belongs to another request (another body or route).
+const ErrorCodeIdempotency = "idempotency_error"
+
+// keyConflict reclassifies KukoPay's 422 idempotency_error: a first request under this
+// key exists and may have moved money, so it is no verdict on the payment (as other
+// 422s are) but a key conflict of this one call, whose outcome the caller looks up.
+func keyConflict(err error) error {
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.StatusCode == http.StatusUnprocessableEntity && pe.Code == ErrorCodeIdempotency {
+		c := *pe
+		c.Class = provider.ErrKeyConflict
+		return &c
+	}
+	return err
 }
 
 // ErrorCodeDuplicateOutTradeNo is KukoPay's error code for a create whose out_trade_no
