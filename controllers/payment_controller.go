@@ -193,6 +193,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if entry != nil {
 		pol.Lifecycle, pol.LifecycleKnown = entry.Caps.Lifecycle, true
+		pol.LookupByReference = entry.Caps.LookupByReference
 	}
 	uid := string(p.UID)
 
@@ -470,7 +471,7 @@ func (r *PaymentReconciler) call(ctx context.Context, e *gateway.Entry, p *v1alp
 }
 
 // createRequest is what the provider's create is asked for: the spec, with
-// the payment's idempotency key and merchant reference.
+// the payment's idempotency key, merchant reference and create marker's time.
 func createRequest(p *v1alpha1.Payment) provider.CreateRequest {
 	req := provider.CreateRequest{
 		IdempotencyKey:    p.IdempotencyKey(),
@@ -492,6 +493,11 @@ func createRequest(p *v1alpha1.Payment) provider.CreateRequest {
 	}
 	if d := p.Spec.ExpiresAfter; d != nil {
 		req.ExpiresAt = p.CreationTimestamp.Add(d.Duration)
+	}
+	if t := p.Status.CreateRequestedAt; t != nil {
+		// The adapters count every time-dependent parameter from the marker,
+		// so each retry of the create sends the same request.
+		req.RequestedAt = t.Time
 	}
 	return req
 }

@@ -340,9 +340,10 @@ type QueryStatus struct {
 	// lastErrorClass says what lastError means for the payment: NoAnswer (a
 	// transport error, timeout, 5xx or 429: retried at the same step),
 	// ProviderConfig (the provider refused paywarden's credentials or route:
-	// waits for the PaymentProvider to be fixed), NotFound, Refused or
-	// Unsupported.
-	// +kubebuilder:validation:Enum=NoAnswer;ProviderConfig;NotFound;Refused;Unsupported
+	// waits for the PaymentProvider to be fixed), KeyConflict (the provider
+	// has a first request under the call's idempotency key: its outcome is
+	// looked up), NotFound, Refused or Unsupported.
+	// +kubebuilder:validation:Enum=NoAnswer;ProviderConfig;KeyConflict;NotFound;Refused;Unsupported
 	// +optional
 	LastErrorClass string `json:"lastErrorClass,omitempty"`
 	// consecutiveErrors counts failed calls in a row.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -188,4 +189,38 @@ func TestAdmitDefersWhileTheProviderRefusesTheConfiguration(t *testing.T) {
 	if adm := e.Admit("q", t0.Add(time.Minute)); !adm.OK {
 		t.Fatalf("calls still held after the probe succeeded: %+v", adm)
 	}
+}
+
+// TestKeyConflictHoldsNothingBack: one call's key conflict (a first request under its
+// idempotency key exists) is an answer about that call only: it neither holds the
+// provider's other calls back as a configuration problem nor counts towards opening
+// the circuit.
+func TestKeyConflictHoldsNothingBack(t *testing.T) {
+	conflict := &provider.Error{Class: provider.ErrKeyConflict, StatusCode: 422, Code: "idempotency_error"}
+	e := newEntry(100, 100) // the breaker opens after one outage
+	e.gw.Clock = clocktesting.NewFakePassiveClock(t0)
+	for i := 0; i < 3; i++ {
+		if adm := e.Admit("p", t0); !adm.OK {
+			t.Fatalf("call %d: %+v", i, adm)
+		}
+		e.Done(context.Background(), conflict)
+	}
+	if msg := e.ConfigProblem(); msg != "" {
+		t.Fatalf("a key conflict is a configuration problem: %q", msg)
+	}
+	if st := e.Breaker.Status(); st.State != v1alpha1.CircuitClosed || st.ConsecutiveFailures != 0 {
+		t.Fatalf("a key conflict moved the circuit: %+v", st)
+	}
+	if adm := e.Admit("other", t0); !adm.OK {
+		t.Fatalf("another payment's call is held back: %+v", adm)
+	}
+	t.Run("it is an answer: a configuration problem clears", func(t *testing.T) {
+		e := newEntry(100, 100)
+		e.gw.Clock = clocktesting.NewFakePassiveClock(t0)
+		e.config.record(&provider.Error{Class: provider.ErrProviderConfig, StatusCode: 401}, t0, time.Minute)
+		e.Done(context.Background(), conflict)
+		if msg := e.ConfigProblem(); msg != "" {
+			t.Fatalf("still held back: %q", msg)
+		}
+	})
 }

@@ -16,9 +16,11 @@ type Call struct {
 	Err     error
 }
 
-// AfterCreate decides what a create call means (SPEC §2.3, §11.3). Only a
-// definitive refusal about the payment fails it; no answer is retried with
-// the same key, and a configuration problem waits for the fix.
+// AfterCreate decides what a create call means (SPEC §2.3, §11.3, §12.1).
+// Only a definitive refusal about the payment fails it; no answer is retried
+// with the same key, a configuration problem waits for the fix, and a key
+// conflict (a first request under the key exists) is looked up by merchant
+// reference where the provider can, else retried on the backoff.
 func AfterCreate(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outcome {
 	c := begin(p, now)
 	if ProviderID(c.p) != "" || c.st().CreateRequestedAt == nil {
@@ -38,6 +40,15 @@ func AfterCreate(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outc
 		c.noAnswer(pol, errors.New("the provider answered the create without a payment id"), false)
 	case class == NoAnswer:
 		c.noAnswer(pol, call.Err, false)
+	case class == KeyConflict:
+		// The first create under this key may have charged: never Failed.
+		// Find out what it did (the lookup comes next), or, at a provider
+		// that cannot look up, ask again with the key on the backoff.
+		wait := MinWait
+		if !pol.canLookUp() {
+			wait = 0 // the create backoff
+		}
+		c.keyConflict(pol, call.Err, wait)
 	case class == Refused:
 		code := v1alpha1.ReasonCreateRejected
 		if errors.Is(call.Err, provider.ErrAmountNotRepresentable) {
@@ -76,6 +87,12 @@ func AfterLookup(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outc
 	// until its key window ends, "not found" may be a create still on its way
 	// or a search that lags, and is no verdict.
 	searching := cancelingUnknownCreate(c.p) && chargesOnCreate(c.p) && now.Before(windowEnd)
+	// A lookup after a key conflict, still inside the key window: finding
+	// nothing yet is no verdict (the first request may still be running, or
+	// not searchable yet); look again on the backoff.
+	canceling := st.Operation != nil && st.Operation.Kind == v1alpha1.OperationCancel
+	afterConflict := st.Query.LastErrorClass == KeyConflict.StatusName() && !pastExpiry && !canceling &&
+		now.Sub(st.CreateRequestedAt.Time) < pol.LookupAfter()
 	switch class := Classify(call.Err); {
 	case class == Answered && call.Payment.ID != "":
 		// The lookup read the payment's status: past expiresAfter it is the
@@ -97,6 +114,13 @@ func AfterLookup(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outc
 		op.Attempts++
 		c.sched().answered()
 		c.wakeIn(min(createBackoff(pol.Schedule, op.Attempts), windowEnd.Sub(now)))
+	case afterConflict:
+		found := "the provider answered without a payment id"
+		if call.Err != nil {
+			found = call.Err.Error()
+		}
+		c.keyConflict(pol, fmt.Errorf("a first create with idempotency key %q exists at the provider; looking merchant reference %q up found nothing yet (%s)",
+			c.p.IdempotencyKey(), c.p.MerchantRef(), found), 0)
 	default:
 		why := fmt.Sprintf("it is past the provider's idempotency window (%s, less a %d%% margin)", pol.KeyWindow, pol.KeyWindowMarginPercent)
 		switch {
@@ -240,6 +264,15 @@ func (c *change) noAnswer(pol Policy, err error, query bool) {
 // nothing about the payment changes; the call waits for the fix.
 func (c *change) configProblem(pol Policy, err error) { c.sched().configProblem(pol, err) }
 
+// keyConflict records a create whose key the provider already has for
+// another request; past Policy.MaxUnreachable without any answer about the
+// payment it gives up with ProviderUnreachable, like no answer.
+func (c *change) keyConflict(pol Policy, err error, wait time.Duration) {
+	if c.sched().keyConflict(pol, err, wait) {
+		c.merge(unreachable(c.p, pol, c.now))
+	}
+}
+
 // wakeIn schedules the next call for the payment.
 func (c *change) wakeIn(d time.Duration) { c.sched().wakeIn(d) }
 
@@ -301,6 +334,28 @@ func (s schedule) noAnswer(pol Policy, err error, query bool) bool {
 	return unreachableFor(q, pol, s.now)
 }
 
+// keyConflict records a call the provider did not carry out because a first
+// request under its idempotency key exists: no attempt is consumed and
+// nothing about the object changes; what the first request did is looked up
+// (the caller's plan knows how). It counts as a call without an answer about
+// the object. wait 0 is the create backoff.
+func (s schedule) keyConflict(pol Policy, err error, wait time.Duration) bool {
+	q := s.q
+	q.LastError, q.LastErrorClass = err.Error(), KeyConflict.StatusName()
+	q.ConsecutiveErrors++
+	if q.UnansweredSince == nil {
+		q.UnansweredSince = ptrMicro(s.now)
+	}
+	if wait <= 0 {
+		wait = createBackoff(pol.Schedule, q.ConsecutiveErrors)
+	}
+	if ra, ok := provider.RetryAfter(err); ok && ra > wait {
+		wait = ra
+	}
+	s.wakeIn(wait)
+	return unreachableFor(q, pol, s.now)
+}
+
 // queryFailed records a status query without a usable answer: no answer
 // (wait at the current step), an answer asking again cannot change (an
 // attempt consumed; refused), or a refused configuration (wait for the fix).
@@ -308,7 +363,7 @@ func (s schedule) noAnswer(pol Policy, err error, query bool) bool {
 func (s schedule) queryFailed(pol Policy, err error) (gone, refused bool) {
 	s.q.LastTime = ptrMicro(s.now)
 	switch class := Classify(err); class {
-	case NoAnswer:
+	case NoAnswer, KeyConflict: // a read carries no key: no adapter says so
 		return s.noAnswer(pol, err, true), false
 	case NotFound, Refused:
 		s.q.Attempts++

@@ -234,9 +234,11 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 		if !st.Phase.IsFinal() && !parked(st) {
 			c.wakeIn(firstStep(pol, string(c.p.UID)))
 		}
-	case NoAnswer, ConfigProblem:
-		// Unknown outcome (or refused configuration): looked up, then
-		// repeated with the same key, on the operation's own backoff.
+	case NoAnswer, ConfigProblem, KeyConflict:
+		// Unknown outcome (or refused configuration, or a first request
+		// under the key that may have done it): looked up with a status
+		// query, then repeated with the same key, on the operation's own
+		// backoff.
 		op.LastAttemptAt = ptrMicro(now)
 		op.Attempts++
 		wait := createBackoff(pol.Schedule, op.Attempts)

@@ -161,6 +161,8 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 		return Step{Action: Lookup, Why: "canceled before the charge's outcome was known: never charge again, look for the charge to cancel"}
 	case now.Sub(st.CreateRequestedAt.Time) >= pol.LookupAfter():
 		return Step{Action: Lookup, Why: "create marker older than the idempotency window minus its margin"}
+	case st.Query.LastErrorClass == KeyConflict.StatusName() && pol.canLookUp():
+		return Step{Action: Lookup, Why: "a first create with this idempotency key exists: look up what it did"}
 	case canceling:
 		return Step{Action: Create, Why: "canceled before the create's outcome was known: the create takes no money, so it is repeated with its key to learn the payment to cancel"}
 	}

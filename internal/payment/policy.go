@@ -32,6 +32,9 @@ type Policy struct {
 	// adapter's capabilities); LifecycleKnown says it was filled in.
 	Lifecycle      provider.Lifecycle
 	LifecycleKnown bool
+	// LookupByReference: the provider can find a payment by merchant
+	// reference (its adapter's capability; only with LifecycleKnown).
+	LookupByReference bool
 }
 
 // DefaultConfigRetry is Policy.ConfigRetry unless set.
@@ -56,6 +59,12 @@ func (pol Policy) LookupAfter() time.Duration {
 	margin := min(max(pol.KeyWindowMarginPercent, 0), 100)
 	return pol.KeyWindow * time.Duration(100-margin) / 100
 }
+
+// canLookUp: a payment can be looked up by merchant reference.
+func (pol Policy) canLookUp() bool { return pol.LifecycleKnown && pol.LookupByReference }
+
+// canLookUpRefund: a refund can be looked up by paywarden's reference.
+func (pol Policy) canLookUpRefund() bool { return pol.LifecycleKnown && pol.Lifecycle.RefundLookup }
 
 func (pol Policy) configRetry() time.Duration {
 	if pol.ConfigRetry <= 0 {
@@ -85,6 +94,12 @@ const (
 	Refused
 	// Unsupported: the provider type has no such operation.
 	Unsupported
+	// KeyConflict: the provider has a first request under the call's
+	// idempotency key (with another body or route). It concerns that one
+	// call: never a verdict on the payment (the first request may have moved
+	// money), never a problem of the provider account. The call's outcome is
+	// looked up.
+	KeyConflict
 )
 
 // Classify reads the class of a provider error (the adapters decide it).
@@ -94,6 +109,8 @@ func Classify(err error) ErrorClass {
 		return Answered
 	case errors.Is(err, provider.ErrProviderConfig):
 		return ConfigProblem
+	case errors.Is(err, provider.ErrKeyConflict):
+		return KeyConflict
 	case errors.Is(err, provider.ErrRetryable):
 		return NoAnswer
 	case errors.Is(err, provider.ErrNotFound):
@@ -122,6 +139,8 @@ func (c ErrorClass) StatusName() string {
 		return "Refused"
 	case Unsupported:
 		return "Unsupported"
+	case KeyConflict:
+		return "KeyConflict"
 	}
 	return ""
 }
@@ -141,6 +160,8 @@ func (c ErrorClass) String() string {
 		return "refused"
 	case Unsupported:
 		return "unsupported"
+	case KeyConflict:
+		return "key_conflict"
 	}
 	return "unknown"
 }

@@ -134,6 +134,9 @@ func PlanRefund(r *v1alpha1.Refund, pol Policy, facts RefundFacts, now time.Time
 		if now.Sub(st.CreateRequestedAt.Time) >= pol.LookupAfter() {
 			return RefundStep{Action: Lookup, Why: "refund marker older than the idempotency window minus its margin"}
 		}
+		if st.Query.LastErrorClass == KeyConflict.StatusName() && pol.canLookUpRefund() {
+			return RefundStep{Action: Lookup, Why: "a first refund with this idempotency key exists: look up what it did"}
+		}
 		return RefundStep{Action: Create, Why: "refund with the Refund's idempotency key"}
 	}
 	if unreachableFor(&st.Query, pol, now) {
@@ -311,7 +314,9 @@ func decidedAmount(s *v1alpha1.Refund) (int64, bool) {
 }
 
 // AfterRefundCreate decides what a refund call means: only a definitive
-// refusal fails the Refund; no answer is retried with the same key.
+// refusal fails the Refund; no answer is retried with the same key; a key
+// conflict (a first refund under the key exists and may have paid back) is
+// looked up by reference where the provider can, else retried on the backoff.
 func AfterRefundCreate(r *v1alpha1.Refund, pol Policy, call RefundCall, now time.Time) RefundOutcome {
 	c := beginRefund(r, now)
 	st := c.st()
@@ -328,6 +333,12 @@ func AfterRefundCreate(r *v1alpha1.Refund, pol Policy, call RefundCall, now time
 		c.noAnswer(pol, fmt.Errorf("the provider answered the refund without a refund id"), false)
 	case class == NoAnswer:
 		c.noAnswer(pol, call.Err, false)
+	case class == KeyConflict:
+		wait := MinWait
+		if !pol.canLookUpRefund() {
+			wait = 0 // the create backoff
+		}
+		c.keyConflict(pol, call.Err, wait)
 	case class == Refused:
 		c.apply(Observation{
 			Source: v1alpha1.SourceCreate, Observed: ObservedFailed,
@@ -342,13 +353,16 @@ func AfterRefundCreate(r *v1alpha1.Refund, pol Policy, call RefundCall, now time
 
 // AfterRefundLookup decides what a lookup by reference means (past the key
 // window): anything but a clear "found" ends in Unknown with
-// CreateOutcomeUnknown, never Failed: the first call may have refunded.
+// CreateOutcomeUnknown, never Failed: the first call may have refunded. After
+// a key conflict inside the window, finding nothing yet is no verdict: it is
+// looked up again on the backoff.
 func AfterRefundLookup(r *v1alpha1.Refund, pol Policy, call RefundCall, now time.Time) RefundOutcome {
 	c := beginRefund(r, now)
 	st := c.st()
 	if st.ProviderRefundID != "" || st.CreateRequestedAt == nil {
 		return c.done()
 	}
+	afterConflict := st.Query.LastErrorClass == KeyConflict.StatusName() && now.Sub(st.CreateRequestedAt.Time) < pol.LookupAfter()
 	switch class := Classify(call.Err); {
 	case class == Answered && call.Refund.ID != "":
 		c.apply(FromRefund(call.Refund, v1alpha1.SourceCreate, ""))
@@ -359,6 +373,13 @@ func AfterRefundLookup(r *v1alpha1.Refund, pol Policy, call RefundCall, now time
 		c.noAnswer(pol, call.Err, false)
 	case class == ConfigProblem:
 		c.sched().configProblem(pol, call.Err)
+	case afterConflict:
+		found := "the provider answered without a refund id"
+		if call.Err != nil {
+			found = call.Err.Error()
+		}
+		c.keyConflict(pol, fmt.Errorf("a first refund with idempotency key %q exists at the provider; looking reference %q up found nothing yet (%s)",
+			r.IdempotencyKey(), r.Reference(), found), 0)
 	default:
 		found := "the provider answered without a refund id"
 		if call.Err != nil {
@@ -428,6 +449,12 @@ func (c *refundChange) startSchedule(pol Policy) {
 		return
 	}
 	c.sched().start(pol)
+}
+
+func (c *refundChange) keyConflict(pol Policy, err error, wait time.Duration) {
+	if c.sched().keyConflict(pol, err, wait) {
+		c.r.Status = refundUnreachable(c.r, pol, c.now).Status
+	}
 }
 
 func (c *refundChange) noAnswer(pol Policy, err error, query bool) {

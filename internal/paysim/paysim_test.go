@@ -36,14 +36,21 @@ func TestIdempotentCreateReplaysAndCreatesOnePayment(t *testing.T) {
 	}
 }
 
+// TestIdempotencyKeyReusedForAnotherRequestIsRejected: the simulator refuses a key
+// reused with another body; KukoPay's adapter reads that 422 idempotency_error as a
+// key conflict of the call (SPEC §12.1), the others as a refusal.
 func TestIdempotencyKeyReusedForAnotherRequestIsRejected(t *testing.T) {
 	for _, name := range allProviders {
 		t.Run(name, func(t *testing.T) {
 			e := start(t, paysim.Options{})
 			e.create(t, name, "key-1", "ref-1", 1999, nil)
 			_, err := e.p[name].Create(context.Background(), provider.CreateRequest{IdempotencyKey: "key-1", MerchantReference: "ref-1", Amount: 5, Currency: "USD"})
-			if !errors.Is(err, provider.ErrNonRetryable) {
-				t.Fatalf("err = %v", err)
+			want := provider.ErrNonRetryable
+			if name == paysim.KukoPay {
+				want = provider.ErrKeyConflict
+			}
+			if !errors.Is(err, want) {
+				t.Fatalf("err = %v, want class %v", err, want)
 			}
 			if c := e.sim.Counters(); c.PaymentsCreated != 1 {
 				t.Fatalf("created %d", c.PaymentsCreated)

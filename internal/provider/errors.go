@@ -10,9 +10,9 @@ import (
 )
 
 // Error classes. Every error an adapter returns from an API call matches exactly one of
-// ErrRetryable, ErrNonRetryable, ErrNotFound, ErrUnsupported or ErrProviderConfig
-// (errors.Is); callers branch on the class and never on HTTP codes. "Not retryable" in
-// the broad sense is !errors.Is(err, ErrRetryable).
+// ErrRetryable, ErrNonRetryable, ErrNotFound, ErrUnsupported, ErrProviderConfig or
+// ErrKeyConflict (errors.Is); callers branch on the class and never on HTTP codes.
+// "Not retryable" in the broad sense is !errors.Is(err, ErrRetryable).
 var (
 	// ErrRetryable: transport errors, timeouts, cancellation, 5xx, 429, 408, a 409 on
 	// create (the same idempotency key is still in flight), problem "retryable": true.
@@ -33,6 +33,12 @@ var (
 	// circuit and resumes once the PaymentProvider is fixed. A problem "retryable"
 	// member does not override it: a credential problem does not go away by retrying.
 	ErrProviderConfig = errors.New("provider configuration error")
+	// ErrKeyConflict: the provider already has a first request under this idempotency
+	// key, with another body or on another route (Stripe idempotency_error, KukoPay
+	// 422 idempotency_error). It concerns that one call: never a verdict on the
+	// payment (the first request may have moved money), never a problem of the
+	// provider account. The caller looks the call's outcome up.
+	ErrKeyConflict = errors.New("idempotency key already used for another request")
 )
 
 // ErrAmountNotRepresentable is wrapped, together with ErrNonRetryable, by an adapter
@@ -49,7 +55,7 @@ func AmountNotRepresentable(providerName, op, detail string) error {
 
 // Classes lists the error classes, for tests that check "exactly one class".
 func Classes() []error {
-	return []error{ErrRetryable, ErrNonRetryable, ErrNotFound, ErrUnsupported, ErrProviderConfig}
+	return []error{ErrRetryable, ErrNonRetryable, ErrNotFound, ErrUnsupported, ErrProviderConfig, ErrKeyConflict}
 }
 
 // ErrInvalidSignature is returned by VerifyWebhook when the request is not authentic.
@@ -87,7 +93,7 @@ func MalformedEvent(detail string, cause error) error {
 type Error struct {
 	Provider   string        // Config.Name
 	Op         string        // "create", "get", "find", "list events", "verify webhook", "token"
-	Class      error         // ErrRetryable, ErrNonRetryable, ErrNotFound, ErrUnsupported or ErrProviderConfig
+	Class      error         // one of Classes()
 	StatusCode int           // HTTP status, 0 when no answer was received
 	Code       string        // the provider's machine-readable error code, when the body has one
 	Problem    *Problem      // decoded application/problem+json body, if any

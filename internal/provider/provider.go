@@ -161,8 +161,16 @@ type CreateRequest struct {
 	// without the payer.
 	StoredMethod *StoredMethod
 	// ExpiresAt, when set, is when the payer's checkout should stop working
-	// (the adapter keeps it within the provider's bounds).
+	// (the adapter keeps it within the provider's bounds, counted from
+	// RequestedAt).
 	ExpiresAt time.Time
+	// RequestedAt is the time the create marker was stored
+	// (status.createRequestedAt, to the second). Every time-dependent
+	// parameter (an expiry clamped to the provider's bounds) is computed from
+	// it, never from the adapter's clock, so a retry of the create is
+	// byte-identical and the provider replays the first answer instead of
+	// refusing the key. Adapters fall back to their clock only when it is zero.
+	RequestedAt time.Time
 }
 
 // Payment is the provider's view of one payment, normalized.

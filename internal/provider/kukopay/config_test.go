@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
 )
@@ -52,6 +53,8 @@ func TestCreateConflicts(t *testing.T) {
 		{"409 with the same key in progress is retryable", kukoError(409, "idempotency_key_in_use"), provider.ErrRetryable},
 		{"409 without a body is retryable", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(409) }, provider.ErrRetryable},
 		{"409 out_trade_no used by another payment is a rejection", kukoError(409, kukopay.ErrorCodeDuplicateOutTradeNo), provider.ErrNonRetryable},
+		{"422 idempotency_error (same key, another body) is a key conflict, not a rejection", kukoError(422, kukopay.ErrorCodeIdempotency), provider.ErrKeyConflict},
+		{"another 422 is a rejection", kukoError(422, "invalid_request"), provider.ErrNonRetryable},
 		{"401 is configuration", kukoError(401, "authentication_failure"), provider.ErrProviderConfig},
 		{"404 on the payments collection is configuration", kukoError(404, "resource_missing"), provider.ErrProviderConfig},
 	}
@@ -69,4 +72,37 @@ func TestCreateConflicts(t *testing.T) {
 		_, err := serve(t, kukoError(404, "resource_missing")).FindByMerchantReference(context.Background(), "ORD-1")
 		assertClass(t, err, provider.ErrProviderConfig)
 	})
+}
+
+// A key conflict on a money-moving call on an existing payment concerns that call too.
+func TestActionKeyConflicts(t *testing.T) {
+	ctx := context.Background()
+	a := serve(t, kukoError(422, kukopay.ErrorCodeIdempotency))
+	action := provider.ActionRequest{PaymentID: "pay_1", IdempotencyKey: "k/capture", Currency: "EUR"}
+	_, err := a.Capture(ctx, action)
+	assertClass(t, err, provider.ErrKeyConflict)
+	_, err = a.Cancel(ctx, action)
+	assertClass(t, err, provider.ErrKeyConflict)
+	_, err = a.CreateRefund(ctx, provider.RefundRequest{PaymentID: "pay_1", IdempotencyKey: "r", Reference: "ns.r", Amount: 100, Currency: "EUR"})
+	assertClass(t, err, provider.ErrKeyConflict)
+}
+
+// TestKeyReusedWithAnotherBodyIsAKeyConflict: paysim's KukoPay mode answers a key
+// reused with another body 422 idempotency_error, on a create and on a refund.
+func TestKeyReusedWithAnotherBodyIsAKeyConflict(t *testing.T) {
+	srv, a, _ := simAdapter(t, paysim.Options{})
+	req := provider.CreateRequest{IdempotencyKey: key("reuse"), MerchantReference: key("ORD"), Amount: 1000, Currency: "EUR"}
+	create(t, a, req)
+	req.Amount = 2000
+	_, err := a.Create(context.Background(), req)
+	assertClass(t, err, provider.ErrKeyConflict)
+
+	p := paid(t, srv, a, 1000)
+	refund := provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: key("refund"), Reference: "ns.r", Amount: 100, Currency: "EUR"}
+	if _, err := a.CreateRefund(context.Background(), refund); err != nil {
+		t.Fatal(err)
+	}
+	refund.Amount = 200
+	_, err = a.CreateRefund(context.Background(), refund)
+	assertClass(t, err, provider.ErrKeyConflict)
 }

@@ -94,7 +94,9 @@ func (a *Adapter) header() http.Header {
 // req.Checkout becomes return_url/cancel_url (a hosted checkout: requires_action with
 // next_action.redirect_url), req.StoredMethod customer/payment_method (a server-side
 // charge), and req.ExpiresAt expires_at, kept within KukoPay's 30 minutes to 24
-// hours from now.
+// hours from req.RequestedAt (the create marker), never from this call's clock: a
+// retry with the same Idempotency-Key must send the same body, or KukoPay refuses it
+// (422 idempotency_error) although the first request may have charged.
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
 	if err := checkAmount(a.c.Name(), req); err != nil {
 		return provider.Payment{}, err
@@ -117,7 +119,11 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 		body.Customer, body.PaymentMethod = req.StoredMethod.Customer, req.StoredMethod.PaymentMethod
 	}
 	if !req.ExpiresAt.IsZero() {
-		body.ExpiresAt = CheckoutExpiry(req.ExpiresAt, a.c.Now()).Unix()
+		from := req.RequestedAt
+		if from.IsZero() {
+			from = a.c.Now()
+		}
+		body.ExpiresAt = CheckoutExpiry(req.ExpiresAt, from).Unix()
 	}
 	var out PaymentObject
 	err := a.c.Do(ctx, provider.Request{
@@ -125,21 +131,40 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 		JSON: body,
 	}, &out)
 	if err != nil {
-		return provider.Payment{}, duplicateReference(err)
+		return provider.Payment{}, keyConflict(duplicateReference(err))
 	}
 	return out.Normalize(), nil
 }
 
 // CheckoutExpiry keeps a requested checkout expiry within KukoPay's bounds
-// (MinCheckoutLifetime to MaxCheckoutLifetime from now).
-func CheckoutExpiry(at, now time.Time) time.Time {
-	switch d := at.Sub(now); {
+// (MinCheckoutLifetime to MaxCheckoutLifetime from the create marker's time,
+// requested). It is a pure function of the request, so every retry of one create
+// sends the same expires_at.
+func CheckoutExpiry(at, requested time.Time) time.Time {
+	switch d := at.Sub(requested); {
 	case d < MinCheckoutLifetime:
-		return now.Add(MinCheckoutLifetime)
+		return requested.Add(MinCheckoutLifetime)
 	case d > MaxCheckoutLifetime:
-		return now.Add(MaxCheckoutLifetime)
+		return requested.Add(MaxCheckoutLifetime)
 	}
 	return at
+}
+
+// ErrorCodeIdempotency is KukoPay's error code (HTTP 422) for a request whose
+// Idempotency-Key already belongs to another request (another body or route).
+const ErrorCodeIdempotency = "idempotency_error"
+
+// keyConflict reclassifies KukoPay's 422 idempotency_error: a first request under this
+// key exists and may have moved money, so it is no verdict on the payment (as other
+// 422s are) but a key conflict of this one call, whose outcome the caller looks up.
+func keyConflict(err error) error {
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.StatusCode == http.StatusUnprocessableEntity && pe.Code == ErrorCodeIdempotency {
+		c := *pe
+		c.Class = provider.ErrKeyConflict
+		return &c
+	}
+	return err
 }
 
 // ErrorCodeDuplicateOutTradeNo is KukoPay's error code for a create whose out_trade_no

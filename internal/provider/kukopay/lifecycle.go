@@ -83,6 +83,7 @@ func (a *Adapter) Capture(ctx context.Context, req provider.ActionRequest) (prov
 		Header: a.actionHeader(req.IdempotencyKey), JSON: CaptureRequest{AmountToCapture: req.Amount},
 		NotFound: true, ConflictRetryable: true,
 	}, &out)
+	err = keyConflict(err)
 	if code(err) == ErrorCodeAlreadyCaptured {
 		return a.Get(ctx, req.PaymentID)
 	}
@@ -110,6 +111,7 @@ func (a *Adapter) Cancel(ctx context.Context, req provider.ActionRequest) (provi
 		Header: a.actionHeader(req.IdempotencyKey), JSON: CancelRequest{CancellationReason: req.Reason},
 		NotFound: true, ConflictRetryable: true,
 	}, &out)
+	err = keyConflict(err)
 	switch code(err) {
 	case ErrorCodeAlreadyCanceled:
 		return a.Get(ctx, req.PaymentID)
@@ -158,7 +160,7 @@ func (a *Adapter) CreateRefund(ctx context.Context, req provider.RefundRequest) 
 		JSON: body, ConflictRetryable: true,
 	}, &out)
 	if err != nil {
-		return provider.Refund{}, err
+		return provider.Refund{}, keyConflict(err)
 	}
 	return out.Normalize(), nil
 }

@@ -112,9 +112,10 @@ func (a *Adapter) classifyStripe(pe *provider.Error, kind callKind, se *stripego
 		// executing; the retry with that key gets the first request's answer.
 		pe.Class = provider.ErrRetryable
 	case se.Type == stripego.ErrorTypeIdempotency:
-		// The key was used with other parameters or on another endpoint: a bug or a
-		// key collision on our side, never a verdict on the payment.
-		pe.Class = provider.ErrProviderConfig
+		// The key was used with other parameters or on another endpoint: a first
+		// request under this key exists and may have moved money. It concerns this
+		// one call, neither the payment (no verdict) nor the account (no hold).
+		pe.Class = provider.ErrKeyConflict
 	case se.HTTPStatusCode == http.StatusTooManyRequests || se.HTTPStatusCode == http.StatusRequestTimeout ||
 		se.HTTPStatusCode >= 500 || se.Type == stripego.ErrorTypeAPI:
 		// A 500 may be a replay of a stored 500 (Stripe keeps the first answer under

@@ -36,7 +36,9 @@ func TestErrorClasses(t *testing.T) {
 		{"a replayed 500 is retryable", stripeAnswer(500, `{"error":{"type":"api_error","message":"boom"}}`, "Idempotent-Replayed", "true"), "", provider.ErrRetryable, "", 0},
 		{"503 is retryable", stripeAnswer(503, `{"error":{"type":"api_error","message":"down"}}`), "get", provider.ErrRetryable, "", 0},
 		{"409 on create (same key in flight) is retryable", stripeAnswer(409, `{"error":{"type":"idempotency_error","code":"idempotency_key_in_use","message":"in progress"}}`), "", provider.ErrRetryable, "idempotency_key_in_use", 0},
-		{"idempotency_error is configuration", stripeAnswer(400, `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters"}}`), "", provider.ErrProviderConfig, "", 0},
+		{"idempotency_error on a create is a key conflict of that call, not configuration", stripeAnswer(400, `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters"}}`), "", provider.ErrKeyConflict, "", 0},
+		{"idempotency_error on a capture is a key conflict of that call", stripeAnswer(400, `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters"}}`), "capture", provider.ErrKeyConflict, "", 0},
+		{"idempotency_error on a refund is a key conflict of that call", stripeAnswer(400, `{"error":{"type":"idempotency_error","message":"Keys for idempotent requests can only be used with the same parameters"}}`), "refund", provider.ErrKeyConflict, "", 0},
 		{"401 is configuration", stripeAnswer(401, `{"error":{"type":"invalid_request_error","message":"Invalid API Key provided"}}`), "", provider.ErrProviderConfig, "", 0},
 		{"403 is configuration", stripeAnswer(403, `{"error":{"type":"invalid_request_error","message":"permission"}}`), "get", provider.ErrProviderConfig, "", 0},
 		{"an expired API key is configuration", stripeAnswer(401, `{"error":{"type":"invalid_request_error","code":"api_key_expired","message":"expired"}}`), "", provider.ErrProviderConfig, "api_key_expired", 0},
@@ -85,6 +87,8 @@ func TestErrorClasses(t *testing.T) {
 				_, err = a.ListEvents(ctx, time.Now(), "")
 			case "capture":
 				_, err = a.Capture(ctx, provider.ActionRequest{PaymentID: "pi_1", IdempotencyKey: "c"})
+			case "refund":
+				_, err = a.CreateRefund(ctx, provider.RefundRequest{PaymentID: "pi_1", IdempotencyKey: "r", Reference: "ns.r", Amount: 100, Currency: "USD"})
 			default:
 				_, err = a.Create(ctx, createReq)
 			}

@@ -335,7 +335,7 @@ func TestPaysimIdempotencyKeyReusedWithOtherParameters(t *testing.T) {
 	}
 	req.Amount = 2000
 	_, err := e.a.Create(ctx, req)
-	assertClass(t, err, provider.ErrProviderConfig)
+	assertClass(t, err, provider.ErrKeyConflict)
 }
 
 func TestPaysimManualCapture(t *testing.T) {

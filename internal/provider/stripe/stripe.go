@@ -45,9 +45,8 @@ const (
 const (
 	minSessionLifetime = 30 * time.Minute
 	maxSessionLifetime = 24 * time.Hour
-	// sessionExpiryStep quantizes an expiry clamped up to the minimum: a create
-	// retried with the same idempotency key must send the same parameters, so a
-	// clamped value may change only when now crosses a step boundary.
+	// sessionExpiryStep quantizes an expiry clamped up to the minimum, leaving
+	// the payer at least 31 minutes and up to an hour from the create marker.
 	sessionExpiryStep = 30 * time.Minute
 )
 
@@ -273,7 +272,11 @@ func (a *Adapter) createSession(ctx context.Context, req provider.CreateRequest,
 	if sm := req.StoredMethod; sm != nil && sm.Customer != "" {
 		p.Customer = stripego.String(sm.Customer)
 	}
-	if exp, ok := SessionExpiry(req.ExpiresAt, a.now()); ok {
+	from := req.RequestedAt
+	if from.IsZero() {
+		from = a.now()
+	}
+	if exp, ok := SessionExpiry(req.ExpiresAt, from); ok {
 		p.ExpiresAt = stripego.Int64(exp.Unix())
 	}
 	cs, err := a.sc.V1CheckoutSessions.Create(ctx, p)
@@ -290,14 +293,16 @@ func (a *Adapter) createSession(ctx context.Context, req provider.CreateRequest,
 // SessionExpiry is the expires_at sent for a Checkout Session asked to expire at want
 // (ok false: send none, Stripe's default of 24 hours applies). Stripe accepts 30
 // minutes to 24 hours after creation: a later wish is Stripe's default (the same
-// 24 hours, and stable across retries of the create), an earlier one is raised to
-// the minimum plus a minute's margin, rounded up to a 30-minute step so that a retry
-// with the same idempotency key usually sends the same value.
-func SessionExpiry(want, now time.Time) (time.Time, bool) {
-	if want.IsZero() || !want.Before(now.Add(maxSessionLifetime)) {
+// 24 hours), an earlier one is raised to the minimum plus a minute's margin, rounded
+// up to a 30-minute step. Both bounds count from requested, the create marker's time
+// (CreateRequest.RequestedAt), never from the clock of the call: every retry with the
+// same idempotency key sends the same parameters, which Stripe requires (else
+// idempotency_error).
+func SessionExpiry(want, requested time.Time) (time.Time, bool) {
+	if want.IsZero() || !want.Before(requested.Add(maxSessionLifetime)) {
 		return time.Time{}, false
 	}
-	earliest := now.Add(minSessionLifetime + time.Minute)
+	earliest := requested.Add(minSessionLifetime + time.Minute)
 	if !want.Before(earliest) {
 		return want.Truncate(time.Second), true
 	}
