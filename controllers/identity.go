@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
@@ -25,15 +26,25 @@ type Ledger interface {
 }
 
 // holdMoney puts the money-in-flight finalizer on obj before a marker of a
-// money-moving call is stored: from then on the object cannot disappear
-// before it is settled and remembered. The patch is conditional on the
-// version read, and obj is updated to what the API server stored.
-func holdMoney(ctx context.Context, c client.Client, obj client.Object) error {
-	if controllerutil.ContainsFinalizer(obj, v1alpha1.FinalizerMoneyInFlight) {
+// money-moving call is stored, with the object's UID in the
+// money-uid annotation (a copy restored with a new UID is told from the
+// object that sent the call) and any other annotations given: from then on
+// the object cannot disappear before it is settled and remembered. The patch
+// is conditional on the version read, and obj is updated to what the API
+// server stored.
+func holdMoney(ctx context.Context, c client.Client, obj client.Object, annotations map[string]string) error {
+	if controllerutil.ContainsFinalizer(obj, v1alpha1.FinalizerMoneyInFlight) && obj.GetAnnotations()[v1alpha1.AnnotationMoneyUID] == string(obj.GetUID()) {
 		return nil
 	}
 	base := obj.DeepCopyObject().(client.Object)
 	controllerutil.AddFinalizer(obj, v1alpha1.FinalizerMoneyInFlight)
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	maps.Copy(a, annotations)
+	a[v1alpha1.AnnotationMoneyUID] = string(obj.GetUID())
+	obj.SetAnnotations(a)
 	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("add finalizer %s: %w", v1alpha1.FinalizerMoneyInFlight, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -63,6 +64,9 @@ func TestDeletedAndReappliedObjectsAdoptTheirOutcome(t *testing.T) {
 			a = waitRefunded(t, a, v1alpha1.PhasePartiallyRefunded, 500)
 			b = fixture.GetPayment(t, env.Client, b)
 			created := s.Counters().PaymentsCreated
+			if n := s.Counters().Searches; n != 0 {
+				t.Errorf("%d lookups by merchant reference on the happy path of new payments, want 0", n)
+			}
 			creates := len(m.Requests.Calls(fixture.IsKind(fixture.CallCreate)))
 			refunds, _ := fixture.SimRefunds(t, s, typ, a.Status.ProviderPaymentID)
 
@@ -146,5 +150,44 @@ func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
 	}
 	if n := s.Counters().PaymentsCreated; n != 1 {
 		t.Errorf("paysim created %d payments, want 1", n)
+	}
+}
+
+// TestRestoredCopyIsLookedUpBeforeCreate: a Payment restored from a backup
+// (its metadata with the finalizer and the annotation of the object that
+// sent the create, no status, a new UID) that the ledger does not know is
+// looked up at the provider by merchant reference and adopted: no second
+// create.
+func TestRestoredCopyIsLookedUpBeforeCreate(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "identity")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment)) // no ledger
+	p := paidPayment(t, ns, "kukopay", "backed-up", 1999)
+	if s.Counters().Searches != 0 {
+		t.Fatalf("a new payment was looked up before its create")
+	}
+	deleteAndWaitGone(t, p.DeepCopy())
+
+	restored := &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Name, Annotations: p.Annotations, Finalizers: p.Finalizers}, Spec: p.Spec}
+	if err := env.Client.Create(context.Background(), restored); err != nil {
+		t.Fatal(err)
+	}
+	got := fixture.WaitPayment(t, env.Client, restored, "adopted", func(p *v1alpha1.Payment) bool { return p.Status.AdoptedAt != nil })
+	if got.Status.Phase != v1alpha1.PhaseSucceeded || got.Status.ProviderPaymentID != p.Status.ProviderPaymentID || got.Status.CreateRequestedAt != nil {
+		t.Errorf("restored copy: %s", fixture.Dump(got.Status))
+	}
+	if !strings.Contains(got.Status.History[0].Reason, "restored without status") {
+		t.Errorf("history does not say how it was adopted: %s", fixture.Dump(got.Status.History))
+	}
+	c := s.Counters()
+	if c.PaymentsCreated != 1 || c.Searches != 1 {
+		t.Errorf("paysim created %d payments after %d lookups, want 1 and 1", c.PaymentsCreated, c.Searches)
+	}
+	if n := len(m.Requests.Calls(fixture.IsKind(fixture.CallCreate))); n != 1 {
+		t.Errorf("%d create calls, want 1", n)
+	}
+	if got.Annotations[v1alpha1.AnnotationMoneyUID] != p.Annotations[v1alpha1.AnnotationMoneyUID] {
+		t.Errorf("the adopted copy's annotation changed: %v", got.Annotations)
 	}
 }

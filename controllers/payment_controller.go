@@ -247,7 +247,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 					return ctrl.Result{}, nil
 				}
 				// The object must outlive the call the marker announces.
-				if err := holdMoney(ctx, r.Client, p); err != nil {
+				if err := holdMoney(ctx, r.Client, p, nil); err != nil {
 					return ctrl.Result{}, err
 				}
 				r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())

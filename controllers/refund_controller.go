@@ -392,19 +392,11 @@ func (r *RefundReconciler) ledgerFacts(ctx context.Context, rf *v1alpha1.Refund,
 // ledger identity it will be remembered under (its Payment may be gone by
 // the time it is let go).
 func (r *RefundReconciler) holdMoney(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) error {
+	var a map[string]string
 	if p != nil && rf.Annotations[v1alpha1.AnnotationLedgerIdentity] == "" {
-		base := rf.DeepCopy()
-		if rf.Annotations == nil {
-			rf.Annotations = map[string]string{}
-		}
-		rf.Annotations[v1alpha1.AnnotationLedgerIdentity] = v1alpha1.RefundIdentity(p, rf.Name)
-		controllerutil.AddFinalizer(rf, v1alpha1.FinalizerMoneyInFlight)
-		if err := r.Client.Patch(ctx, rf, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("add finalizer %s: %w", v1alpha1.FinalizerMoneyInFlight, err)
-		}
-		return nil
+		a = map[string]string{v1alpha1.AnnotationLedgerIdentity: v1alpha1.RefundIdentity(p, rf.Name)}
 	}
-	return holdMoney(ctx, r.Client, rf)
+	return holdMoney(ctx, r.Client, rf, a)
 }
 
 // finalize handles a deleted Refund: settled (or never sent), it is

@@ -96,6 +96,12 @@ const (
 // identity and outcome are in the ledger (SPEC §12.1).
 const FinalizerMoneyInFlight = AnnotationPrefix + "money-in-flight"
 
+// AnnotationMoneyUID is the UID of the object that put the money-in-flight
+// finalizer on: a copy restored without status (from a backup, or an export
+// applied again) carries another object's UID and is looked up at the
+// provider before anything is created.
+const AnnotationMoneyUID = AnnotationPrefix + "money-uid"
+
 // AnnotationLedgerIdentity, on a Refund, is the ledger identity it is
 // remembered under once settled and deleted (its Payment may be gone then).
 const AnnotationLedgerIdentity = AnnotationPrefix + "ledger-identity"

@@ -300,26 +300,22 @@ func adoptedRefund(r *v1alpha1.Refund, rec LedgerRecord, why string, now time.Ti
 
 // Observe before create (crossplane's managed reconciler observes the
 // external resource before it creates it). A Payment that arrives without
-// status but carrying paywarden's money-in-flight finalizer was sent to the
-// provider in an earlier life: it is a copy restored from a backup, or
+// status but carrying the money-uid annotation of another object was sent to
+// the provider in an earlier life: it is a copy restored from a backup, or
 // exported with kubectl and applied again. When the ledger cannot say what
 // became of it, its merchant reference is looked up at the provider before
-// anything is created. A Payment without the finalizer is proven new: its
-// happy path is one create and no lookup.
+// anything is created. A Payment without it is proven new: its happy path is
+// one create and no lookup.
 
-// Restored reports whether p is such a copy: the finalizer, and nothing in
-// status of a create or a phase.
+// Restored reports whether p is such a copy: the money-uid annotation names
+// another object, and nothing in status says a create or a phase.
 func Restored(p *v1alpha1.Payment) bool {
 	st := &p.Status
 	if st.CreateRequestedAt != nil || st.Phase != "" || ProviderID(p) != "" {
 		return false
 	}
-	for _, f := range p.Finalizers {
-		if f == v1alpha1.FinalizerMoneyInFlight {
-			return true
-		}
-	}
-	return false
+	uid, ok := p.Annotations[v1alpha1.AnnotationMoneyUID]
+	return ok && uid != string(p.UID)
 }
 
 // afterObserve decides what the lookup of a restored Payment found: the

@@ -218,8 +218,16 @@ func TestRestoredCopyIsObservedBeforeCreate(t *testing.T) {
 	if s := planned(fresh, pol, t0); s.Action != payment.Write || s.Outcome.Status.CreateRequestedAt == nil {
 		t.Fatalf("a new payment: %s (%s), want the create marker", s.Action, s.Why)
 	}
-	restored := newPay("order-1")
-	restored.Finalizers = []string{v1alpha1.FinalizerMoneyInFlight}
+	// Held in this life (the finalizer and the annotation of its own UID,
+	// the marker not written yet): created, not looked up.
+	held := newPay("order-1")
+	held.Finalizers = []string{v1alpha1.FinalizerMoneyInFlight}
+	held.Annotations = map[string]string{v1alpha1.AnnotationMoneyUID: string(held.UID)}
+	if s := planned(held, pol, t0); s.Action != payment.Write || s.Outcome.Status.CreateRequestedAt == nil {
+		t.Fatalf("a payment held by itself: %s (%s), want the create marker", s.Action, s.Why)
+	}
+	restored := held.DeepCopy()
+	restored.UID = "restored-with-a-new-uid"
 	s := planned(restored, pol, t0)
 	if s.Action != payment.Lookup {
 		t.Fatalf("a restored copy: %s (%s), want Lookup", s.Action, s.Why)
