@@ -3,6 +3,7 @@ package payment
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -56,4 +57,19 @@ func ParseRefundReference(ref string) (RefundRef, bool) {
 	}
 	name, cut := strings.CutSuffix(parts[1], v1alpha1.RefundReferenceCut)
 	return RefundRef{Namespace: parts[0], Name: name, UID: parts[2], Cut: cut}, true
+}
+
+// ForeignRefund says why an observation of a provider refund is not about
+// r's refund, or "" when it may be: it names a provider refund id other than
+// the one r recorded, or it carries a reference naming another Refund (an
+// earlier object of the same name has another UID). A reference paywarden
+// cannot read says nothing either way; the id decides.
+func ForeignRefund(r *v1alpha1.Refund, providerRefundID, reference string) string {
+	if id, own := providerRefundID, r.Status.ProviderRefundID; id != "" && own != "" && id != own {
+		return fmt.Sprintf("about provider refund %s, this Refund is %s", id, own)
+	}
+	if ref, ok := ParseRefundReference(reference); ok && (ref.UID != string(r.UID) || ref.Namespace != r.Namespace) {
+		return fmt.Sprintf("about the refund of another Refund (reference %s), this Refund is %s", reference, r.Reference())
+	}
+	return ""
 }
