@@ -353,7 +353,7 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if !adm.OK {
 			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
 		}
-		call := r.call(ctx, entry, rf, step.Action)
+		call := r.call(ctx, entry, rf, p, step.Action)
 		at := r.Clock.Now()
 		called = true
 		entry.Done(ctx, call.Err)
@@ -427,8 +427,9 @@ func ownedBy(o, owner metav1.Object) bool {
 	return false
 }
 
-// call makes the refund call the plan asked for.
-func (r *RefundReconciler) call(ctx context.Context, e *gateway.Entry, rf *v1alpha1.Refund, action payment.Action) payment.RefundCall {
+// call makes the refund call the plan asked for. p is the Payment refunded
+// (there is no provider to call without it); the default key derives from it.
+func (r *RefundReconciler) call(ctx context.Context, e *gateway.Entry, rf *v1alpha1.Refund, p *v1alpha1.Payment, action payment.Action) payment.RefundCall {
 	st := &rf.Status
 	var (
 		got provider.Refund
@@ -437,7 +438,7 @@ func (r *RefundReconciler) call(ctx context.Context, e *gateway.Entry, rf *v1alp
 	switch action {
 	case payment.Create:
 		got, err = e.Provider.CreateRefund(ctx, provider.RefundRequest{
-			PaymentID: st.ProviderPaymentID, IdempotencyKey: rf.IdempotencyKey(), Reference: rf.Reference(),
+			PaymentID: st.ProviderPaymentID, IdempotencyKey: payment.RefundKey(p, rf), Reference: rf.Reference(),
 			Amount: st.Amount.Value, Currency: st.Amount.Currency, Reason: rf.Spec.Reason,
 		})
 	case payment.Lookup:

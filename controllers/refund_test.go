@@ -7,17 +7,21 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/fixture"
+	"github.com/paywarden/paywarden/internal/inbox"
+	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
@@ -116,8 +120,15 @@ func amountIs(m *v1alpha1.Money, value int64, cur string) bool {
 	return m != nil && m.Value == value && m.Currency == cur
 }
 
-func refundKey(typ v1alpha1.ProviderType, rf *v1alpha1.Refund) string {
-	return string(typ) + "/" + rf.IdempotencyKey()
+// refundKey is paysim's key of rf's refund calls (the key the refund
+// controller sends, derived from rf's Payment and rf).
+func refundKey(t *testing.T, typ v1alpha1.ProviderType, rf *v1alpha1.Refund) string {
+	t.Helper()
+	p := &v1alpha1.Payment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: rf.Namespace, Name: rf.Spec.PaymentRef.Name}, p); err != nil {
+		t.Fatalf("payment of refund %s: %v", rf.Name, err)
+	}
+	return string(typ) + "/" + payment.RefundKey(p, rf)
 }
 
 // refundCost is what one refund cost the manager, from its logs.
@@ -293,7 +304,7 @@ func TestRefundCrashAroundTheRefundCallRefundsOnce(t *testing.T) {
 		first.Stop()
 		checkMarker(t, rf)
 		rf = fixture.GetRefund(t, env.Client, rf)
-		key := refundKey(v1alpha1.ProviderKukoPay, rf)
+		key := refundKey(t, v1alpha1.ProviderKukoPay, rf)
 		if calls := first.Requests.Calls(fixture.IsRefundCreate); len(calls) != 0 || s.Counters().ActionsByKey[key] != 0 {
 			t.Fatalf("the dying manager called the provider after the marker: %+v", calls)
 		}
@@ -324,7 +335,7 @@ func TestRefundCrashAroundTheRefundCallRefundsOnce(t *testing.T) {
 		first.Stop() // the answer is gone with the process
 		checkMarker(t, rf)
 		rf = fixture.GetRefund(t, env.Client, rf)
-		key := refundKey(v1alpha1.ProviderKukoPay, rf)
+		key := refundKey(t, v1alpha1.ProviderKukoPay, rf)
 		made, _ := s.Payment(paysim.KukoPay, p.Status.ProviderPaymentID)
 		if len(made.Refunds) != 1 || s.Counters().ActionsByKey[key] != 1 {
 			t.Fatalf("paysim holds refunds %+v after %d calls with key %s, want the one the dying manager made with one call", made.Refunds, s.Counters().ActionsByKey[key], key)
@@ -363,7 +374,7 @@ func TestFailedWriteOfARefundAnswerStoresItWithoutCallingAgain(t *testing.T) {
 	if failed.Failed() != 1 {
 		t.Fatalf("the write of the refund's answer was not failed (failed=%d)", failed.Failed())
 	}
-	if n := s.Counters().ActionsByKey[refundKey(v1alpha1.ProviderKukoPay, got)]; n != 1 {
+	if n := s.Counters().ActionsByKey[refundKey(t, v1alpha1.ProviderKukoPay, got)]; n != 1 {
 		t.Errorf("%d refund calls, want 1: the kept answer must be stored, not asked for again", n)
 	}
 }
@@ -385,7 +396,7 @@ func TestRefundLostAnswerIsRetriedWithTheSameKey(t *testing.T) {
 	got := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
 
 	c := sim.Counters()
-	key := refundKey(v1alpha1.ProviderKukoPay, got)
+	key := refundKey(t, v1alpha1.ProviderKukoPay, got)
 	if c.APIFaults.LostResponses != 1 {
 		t.Fatalf("%d answers lost, want 1", c.APIFaults.LostResponses)
 	}
@@ -469,7 +480,7 @@ func TestConcurrentRefundsNeverRefundMoreThanReceived(t *testing.T) {
 		later := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: fmt.Sprintf("order-%d-b", i), Payment: p.Name, Amount: 1200})
 		got := fixture.WaitRefund(t, env.Client, later, "final", func(r *v1alpha1.Refund) bool { return r.Status.Phase.IsFinal() })
 		if fixture.RefundFailure(got) != v1alpha1.ReasonOverRefund || got.Status.CreateRequestedAt != nil ||
-			s.Counters().ActionsByKey[refundKey(v1alpha1.ProviderKukoPay, got)] != 0 {
+			s.Counters().ActionsByKey[refundKey(t, v1alpha1.ProviderKukoPay, got)] != 0 {
 			t.Errorf("round %d: the later Refund was not refused before any call:\n%s", i, fixture.DescribeRefunds(t, env.Client, ns))
 		}
 		fixture.WaitRefundPhase(t, env.Client, earlier, v1alpha1.RefundSucceeded)
@@ -516,7 +527,7 @@ func TestARefundWaitsWhileTheProviderTotalMayCountOneInFlight(t *testing.T) {
 	got := fixture.WaitRefund(t, env.Client, second, "waiting for the first", func(r *v1alpha1.Refund) bool {
 		return r.Status.WaitingFor == v1alpha1.ReasonEarlierRefundInFlight || r.Status.Phase.IsFinal()
 	})
-	if got.Status.Phase.IsFinal() || got.Status.CreateRequestedAt != nil || s.Counters().ActionsByKey[refundKey(v1alpha1.ProviderKukoPay, got)] != 0 {
+	if got.Status.Phase.IsFinal() || got.Status.CreateRequestedAt != nil || s.Counters().ActionsByKey[refundKey(t, v1alpha1.ProviderKukoPay, got)] != 0 {
 		t.Fatalf("the second Refund was decided on a total that may count the first twice:\n%s", fixture.DescribeRefunds(t, env.Client, ns))
 	}
 
@@ -613,67 +624,83 @@ func TestConcurrentRefundsCreatedOutOfNameOrderWithinASecond(t *testing.T) {
 	}
 }
 
-// TestRefundEventBeforeItsRefundIsAppliedOnceTheRefundAppears: the refund
-// is made at the provider under a Refund's reference ("<ns>/<name>") and
-// idempotency key before that Refund exists (a Refund restored, or applied
-// late by GitOps, after its first incarnation refunded). The provider's
-// refund.succeeded webhook reaches the receiver first: the payment learns
-// the refunded total, the event waits (Orphaned) for its Refund. When the
-// Refund appears the inbox processor applies the event and the Refund
-// settles from it; the refund controller, started afterwards, makes no
-// second refund, and a Refund of the rest counts the settled one.
-func TestRefundEventBeforeItsRefundIsAppliedOnceTheRefundAppears(t *testing.T) {
-	const secret = "whsec_refunds"
+// TestRefundEventBeforeItsRefundIsSeenIsAppliedOnceItIs: the refund is made
+// at the provider under a Refund's reference ("<ns>/<name>/<uid>") and key,
+// and the provider's refund.succeeded reaches the receiver and the inbox
+// processor while their caches have not seen that Refund yet. The payment
+// learns the refunded total; the event waits (Orphaned) for the Refund its
+// reference names. When the Refund is seen (a change of it reaches the
+// processor), the event is applied and the Refund settles from it; the
+// refund controller, started afterwards, makes no second refund, and a
+// Refund of the rest counts the settled one.
+func TestRefundEventBeforeItsRefundIsSeenIsAppliedOnceItIs(t *testing.T) {
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox)
 	o.PendingGrace = time.Second
+	var lagging atomic.Bool
+	lagging.Store(true)
+	o.WrapClient = func(c client.Client) client.Client { return laggingRefunds{c, &lagging} }
 	ns := fixture.Namespace(t, env.Client, "refund")
-	fixture.StartManager(t, env, ns, o)
-	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
+	m := fixture.StartManager(t, env, ns, o)
 	s := fixture.StartSim(t, paysim.Options{})
-	pp := refundProvider(ns, v1alpha1.ProviderKukoPay, s)
-	pp.SigningSecrets = map[string]string{"current": secret}
-	prov := fixture.CreateProvider(t, env.Client, pp)
-	fixture.WaitCached(t, rcv.Cache, prov)
-	if err := s.SetWebhookTarget(paysim.KukoPay, rcv.WebhookURL(ns, prov.Name), []byte(secret)); err != nil {
-		t.Fatal(err)
-	}
+	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
 	p := paidPayment(t, ns, prov.Name, "order", 1999)
 	id := p.Status.ProviderPaymentID
 
+	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "early", Payment: p.Name})
 	adapter, err := kukopay.New(provider.Config{Name: ns + "/kukopay", APIURL: s.APIURL(v1alpha1.ProviderKukoPay), Credentials: map[string][]byte{"apiKey": []byte("sk_test")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	early := fixture.Refund{Namespace: ns, Name: "early", Payment: p.Name, IdempotencyKey: "refund-early"}
 	made, err := adapter.CreateRefund(context.Background(), provider.RefundRequest{
-		PaymentID: id, IdempotencyKey: early.IdempotencyKey, Reference: ns + "/early", Amount: 500, Currency: "USD",
+		PaymentID: id, IdempotencyKey: payment.RefundKey(p, rf), Reference: rf.Reference(), Amount: 500, Currency: "USD",
 	})
 	if err != nil || made.Status != provider.RefundSucceeded {
 		t.Fatalf("refund at paysim: %+v %v", made, err)
 	}
-	var evt *v1alpha1.WebhookEvent
-	fixture.Eventually(t, fixture.Timeout, "the refund event to wait for its Refund", func() (bool, string) {
-		for _, e := range fixture.WebhookEvents(t, env.Client, ns) {
-			if e.Spec.ProviderRefundID == made.ID {
-				evt = &e
-				return e.Status.Result == v1alpha1.ResultOrphaned, fmt.Sprintf("it is %q: %s", e.Status.Result, e.Status.Message)
+	var rec paysim.EventRecord
+	fixture.Eventually(t, fixture.Timeout, "paysim's refund.succeeded", func() bool {
+		for _, e := range s.Events(string(v1alpha1.ProviderKukoPay)) {
+			if e.PaymentID == id && e.Type == "refund.succeeded" {
+				rec = e
+				return true
 			}
 		}
-		return false, "it is not stored"
+		return false
 	})
-	if evt.Spec.RefundReference != ns+"/early" || !strings.Contains(evt.Status.Message, "waiting for Refund "+ns+"/early") {
-		t.Errorf("orphaned event: reference %q, message %q", evt.Spec.RefundReference, evt.Status.Message)
+	ev, err := kukopay.ParseEvent(rec.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture.WaitCached(t, m.Client(), prov)
+	receiver := &inbox.Inbox{Client: m.Client(), Reader: laggingRefunds{m.Client(), &lagging}, APIReader: laggingRefunds{m.Client(), &lagging}, Clock: clock.RealClock{}}
+	out, err := receiver.Receive(context.Background(), prov, ev, v1alpha1.ViaWebhook, provider.SchemeKukoPay, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Result != v1alpha1.ResultOrphaned || !strings.Contains(out.Message, "waiting for Refund "+rf.Reference()) || out.Event.Spec.RefundReference != rf.Reference() {
+		t.Fatalf("event at a receiver that has not seen its Refund: %s (%s), reference %q", out.Result, out.Message, out.Event.Spec.RefundReference)
 	}
 	// The same event moved the payment: the refunded total is the provider's.
 	waitRefunded(t, p, v1alpha1.PhasePartiallyRefunded, 500)
+	// The inbox processor, not seeing the Refund either, leaves it waiting.
+	m.Reconciles.WaitSeen(t, controllers.ControllerInbox, out.Event, out.Event)
+	if e := fixture.WaitEventResult(t, env.Client, ns, prov.Name, ev.ID, "", fixture.Timeout); e.Status.Result != v1alpha1.ResultOrphaned {
+		t.Fatalf("event %s (%s), want it still Orphaned", e.Status.Result, e.Status.Message)
+	}
 
-	rf := fixture.CreateRefund(t, env.Client, early)
-	fixture.WaitEventResult(t, env.Client, ns, prov.Name, evt.Spec.EventID, v1alpha1.ResultApplied, fixture.Timeout)
+	// The Refund is seen: its next change wakes the event waiting for it.
+	lagging.Store(false)
+	touch := fixture.GetRefund(t, env.Client, rf)
+	touch.Labels = map[string]string{"seen": "yes"}
+	if err := env.Client.Update(context.Background(), touch); err != nil {
+		t.Fatal(err)
+	}
+	fixture.WaitEventResult(t, env.Client, ns, prov.Name, ev.ID, v1alpha1.ResultApplied, fixture.Timeout)
 	got := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
 	if got.Status.ProviderRefundID != made.ID || got.Status.CreateRequestedAt != nil || !fixture.RefundReady(got) {
 		t.Errorf("Refund settled by the event: %s", fixture.Dump(got.Status))
 	}
-	if h := got.Status.History; len(h) == 0 || h[len(h)-1].Source != v1alpha1.SourceWebhook || h[len(h)-1].EventID != evt.Spec.EventID {
+	if h := got.Status.History; len(h) == 0 || h[len(h)-1].Source != v1alpha1.SourceWebhook || h[len(h)-1].EventID != ev.ID {
 		t.Errorf("history %+v, want the webhook's transition last", h)
 	}
 	if !amountIs(got.Status.Amount, 500, "USD") || got.Status.AmountDisplay != "5.00 USD" {
@@ -699,6 +726,26 @@ func TestRefundEventBeforeItsRefundIsAppliedOnceTheRefundAppears(t *testing.T) {
 		t.Errorf("the rest refunded %+v, want 1499 USD", got.Status.Amount)
 	}
 	waitRefunded(t, p, v1alpha1.PhaseRefunded, 1999)
+}
+
+// laggingRefunds is a cache that has not seen any Refund yet, while lagging.
+type laggingRefunds struct {
+	client.Client
+	lagging *atomic.Bool
+}
+
+func (r laggingRefunds) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1alpha1.Refund); ok && r.lagging.Load() {
+		return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("refunds").GroupResource(), key.Name)
+	}
+	return r.Client.Get(ctx, key, obj, opts...)
+}
+
+func (r laggingRefunds) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*v1alpha1.RefundList); ok && r.lagging.Load() {
+		return nil
+	}
+	return r.Client.List(ctx, list, opts...)
 }
 
 // TestRefundFailedAtTheProvider: a refund the provider declines, in its
@@ -820,7 +867,7 @@ func TestDashboardRefundIsCountedOnce(t *testing.T) {
 	if fixture.RefundFailure(got) != v1alpha1.ReasonOverRefund || !strings.Contains(got.Status.Failure.Message, "leaving 4.99 USD") {
 		t.Errorf("over-refund after a dashboard refund: %+v", got.Status.Failure)
 	}
-	if n := len(m.Requests.Calls(fixture.IsRefundCreate)); n != calls || s.Counters().ActionsByKey[refundKey(v1alpha1.ProviderKukoPay, got)] != 0 {
+	if n := len(m.Requests.Calls(fixture.IsRefundCreate)); n != calls || s.Counters().ActionsByKey[refundKey(t, v1alpha1.ProviderKukoPay, got)] != 0 {
 		t.Errorf("the refused Refund was sent (%d refund calls before, %d after)", calls, n)
 	}
 
@@ -942,4 +989,97 @@ func TestRetentionKeepsAPaymentWhileItsRefundsAreInFlight(t *testing.T) {
 	// envtest runs no garbage collector: the Refund is left, owned by the
 	// deleted payment, which a cluster's collector acts on.
 	checkOwned(t, fixture.GetRefund(t, env.Client, rf), p)
+}
+
+// TestARecreatedRefundIsNotSettledByItsPredecessorsEvent: Refund "r1" asks
+// 500 and succeeds; it is deleted and created again under the same name
+// asking 300. The old refund's refund.succeeded then reaches paywarden (a
+// webhook delivered late, before the new r1 is sent): it names the old r1's
+// UID, so it counts in the payment's refunded total and settles nothing.
+// The new r1 sends its own refund, with its own key, and ends Succeeded
+// with 300: paysim made two refunds, 500 and 300, none twice.
+func TestARecreatedRefundIsNotSettledByItsPredecessorsEvent(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "refund")
+	s := fixture.StartSim(t, paysim.Options{})
+	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	first := refundManager(t, ns)
+	p := paidPayment(t, ns, prov.Name, "order", 1999)
+	id := p.Status.ProviderPaymentID
+
+	old := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: p.Name, Amount: 500})
+	oldDone := fixture.WaitRefundPhase(t, env.Client, old, v1alpha1.RefundSucceeded)
+	waitRefunded(t, p, v1alpha1.PhasePartiallyRefunded, 500)
+	oldKey := refundKey(t, v1alpha1.ProviderKukoPay, oldDone)
+	var rec paysim.EventRecord
+	fixture.Eventually(t, fixture.Timeout, "paysim's refund.succeeded of the old r1", func() bool {
+		for _, e := range s.Events(string(v1alpha1.ProviderKukoPay)) {
+			if e.PaymentID == id && e.Type == "refund.succeeded" {
+				rec = e
+				return true
+			}
+		}
+		return false
+	})
+	first.Stop()
+
+	// r1 is deleted and applied again (by hand, or a GitOps re-sync), asking 300.
+	if err := env.Client.Delete(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, fixture.Timeout, "the old r1 to be gone", func() bool {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(old), &v1alpha1.Refund{})
+		return apierrors.IsNotFound(err)
+	})
+	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: p.Name, Amount: 300})
+	if rf.UID == old.UID {
+		t.Fatal("the new r1 has the old one's UID")
+	}
+
+	// The old refund's event arrives now, through the inbox, while the new
+	// r1 is not sent yet.
+	payments := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	fixture.WaitCached(t, payments.Client(), rf)
+	fixture.WaitCached(t, payments.Client(), prov)
+	ev, err := kukopay.ParseEvent(rec.Raw)
+	if err != nil || ev.Refund == nil {
+		t.Fatalf("old refund event: %+v %v", ev, err)
+	}
+	if ev.Refund.Reference != oldDone.Reference() {
+		t.Fatalf("old refund event has reference %q, want the old r1's %q", ev.Refund.Reference, oldDone.Reference())
+	}
+	in := &inbox.Inbox{Client: payments.Client(), Reader: payments.Client(), APIReader: payments.Manager.GetAPIReader(), Clock: clock.RealClock{}}
+	out, err := in.Receive(context.Background(), prov, ev, v1alpha1.ViaWebhook, provider.SchemeKukoPay, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Stored || out.Result == v1alpha1.ResultOrphaned || !out.Result.IsDone() || !strings.Contains(out.Message, "earlier Refund r1") {
+		t.Errorf("the old refund's event: stored=%v, result %s (%s); want it done, settling no Refund", out.Stored, out.Result, out.Message)
+	}
+	if got := fixture.GetRefund(t, env.Client, rf); got.Status.Phase.IsFinal() || got.Status.ProviderRefundID != "" || got.Status.Amount != nil {
+		t.Fatalf("the new r1 was settled by the old r1's event: %s", fixture.Dump(got.Status))
+	}
+
+	// The refund controller sends the new r1's own refund.
+	refunds := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerRefund))
+	got := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
+	if !amountIs(got.Status.Amount, 300, "USD") || got.Status.ProviderRefundID == "" || got.Status.ProviderRefundID == oldDone.Status.ProviderRefundID || got.Status.CreateRequestedAt == nil {
+		t.Errorf("the new r1: %s", fixture.Dump(got.Status))
+	}
+	waitRefunded(t, p, v1alpha1.PhasePartiallyRefunded, 800)
+	newKey := refundKey(t, v1alpha1.ProviderKukoPay, got)
+	if n := len(refunds.Requests.Calls(fixture.IsRefundCreate)); n != 1 || newKey == oldKey {
+		t.Errorf("%d refund calls for the new r1 (key %q, the old one's %q), want 1 with its own key", n, newKey, oldKey)
+	}
+	if c := s.Counters(); c.ActionsByKey[oldKey] != 1 || c.ActionsByKey[newKey] != 1 {
+		t.Errorf("refund calls by key: old %d, new %d; want one each", c.ActionsByKey[oldKey], c.ActionsByKey[newKey])
+	}
+	n, total := fixture.SimRefunds(t, s, v1alpha1.ProviderKukoPay, id)
+	v, _ := s.Payment(string(v1alpha1.ProviderKukoPay), id)
+	var amounts []int64
+	for _, r := range v.Refunds {
+		amounts = append(amounts, r.Amount)
+	}
+	if n != 2 || total != 800 || len(amounts) != 2 || amounts[0] != 500 || amounts[1] != 300 {
+		t.Errorf("paysim made %d refunds (%v) totalling %d, want two: 500 and 300", n, amounts, total)
+	}
 }

@@ -230,8 +230,14 @@ func (r *WebhookEventReconciler) orphansOf(ctx context.Context, obj client.Objec
 
 // orphansOfRefund maps a Refund to the Orphaned events waiting for it.
 func (r *WebhookEventReconciler) orphansOfRefund(ctx context.Context, obj client.Object) []reconcile.Request {
+	rf, ok := obj.(*v1alpha1.Refund)
+	if !ok {
+		return nil
+	}
+	// Keyed by the whole reference: an event about an earlier Refund of the
+	// same name (another UID) does not wait for this one.
 	var l v1alpha1.WebhookEventList
-	key := "refund:" + obj.GetNamespace() + "/" + obj.GetName()
+	key := "refund:" + rf.Reference()
 	if err := r.Client.List(ctx, &l, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexOrphanKeys: key}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list orphaned webhook events", "refund", client.ObjectKeyFromObject(obj))
 		return nil

@@ -67,7 +67,9 @@ type RefundSpec struct {
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// idempotencyKey is sent as the provider's idempotency header, so a
-	// retried refund is never made twice. Defaults to metadata.uid.
+	// retried refund is never made twice. Defaults to one derived from the
+	// payment's idempotency key and this Refund's metadata.uid, never the
+	// uid alone. Like merchant references, values must be unique.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
 	// +optional
@@ -187,18 +189,25 @@ func init() {
 	SchemeBuilder.Register(&Refund{}, &RefundList{})
 }
 
-// IdempotencyKey is the key sent with the provider's refund: the spec's, or
-// the object's UID.
-func (r *Refund) IdempotencyKey() string {
-	if r.Spec.IdempotencyKey != "" {
-		return r.Spec.IdempotencyKey
-	}
-	return string(r.UID)
-}
+// MaxRefundReference is the longest refund reference paywarden sends: PayPal
+// keeps it in a refund's invoice_id, which takes at most 127 characters (the
+// others keep it in metadata or a reference field that take more).
+const MaxRefundReference = 127
 
 // Reference is paywarden's reference of the refund at the provider (kept in
 // the refund's metadata where the provider allows), so a refund whose answer
-// was lost can be found: "<namespace>/<name>".
+// was lost can be found and a refund event finds its Refund:
+// "<namespace>/<name>/<uid>". The UID tells this Refund from an earlier one
+// of the same name (deleted and re-created): an event about that one's refund
+// is not this one's. A name too long for MaxRefundReference is cut and ends
+// in "~" (which no object name does); the UID alone identifies the Refund.
 func (r *Refund) Reference() string {
-	return r.Namespace + "/" + r.Name
+	name := r.Name
+	if over := len(r.Namespace) + len(name) + len(r.UID) + 2 - MaxRefundReference; over > 0 {
+		name = name[:max(len(name)-over-1, 0)] + RefundReferenceCut
+	}
+	return r.Namespace + "/" + name + "/" + string(r.UID)
 }
+
+// RefundReferenceCut ends the name in a Reference whose name was cut to fit.
+const RefundReferenceCut = "~"

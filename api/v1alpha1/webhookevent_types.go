@@ -78,7 +78,7 @@ type WebhookEventSpec struct {
 	// +optional
 	MerchantReference string `json:"merchantReference,omitempty"`
 	// refundReference is paywarden's reference of the refund a refund event
-	// is about ("<namespace>/<name>" of its Refund), when the provider kept it.
+	// is about ("<namespace>/<name>/<uid>" of its Refund), when the provider kept it.
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	RefundReference string `json:"refundReference,omitempty"`

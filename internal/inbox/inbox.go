@@ -16,11 +16,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -203,26 +203,31 @@ func (in *Inbox) apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provi
 		if err != nil {
 			return Outcome{}, err
 		}
-		if rresult != "" && (rresult == v1alpha1.ResultOrphaned || rresult == v1alpha1.ResultApplied || rresult == v1alpha1.ResultConflict || result != v1alpha1.ResultApplied) {
+		switch {
+		case rresult != "" && (rresult == v1alpha1.ResultOrphaned || rresult == v1alpha1.ResultApplied || rresult == v1alpha1.ResultConflict || result != v1alpha1.ResultApplied):
 			result, msg = rresult, rmsg+"; "+msg
+		case rresult == "" && rmsg != "":
+			msg = rmsg + "; " + msg
 		}
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("event applied", "payment", p.Name, "eventID", ev.ID, "result", result, "phase", p.Status.Phase)
 	return finish(result, msg, p.Name)
 }
 
-// applyToRefund applies a refund event to the Refund it is about: by the
-// provider's refund id, else by paywarden's reference kept at the provider.
-// A reference to a Refund not seen yet leaves the event Orphaned until it
-// appears; a refund paywarden did not make (the dashboard) has no Refund,
-// and only the payment's refunded total moves.
+// applyToRefund applies a refund event to the Refund it is about: the one
+// that recorded the provider's refund id, else the one whose UID
+// paywarden's reference (kept at the provider) names. A reference to a
+// Refund not seen yet leaves the event Orphaned until it appears. A refund
+// paywarden did not make (the dashboard), or made for an earlier Refund of
+// the same name (deleted and re-created: another UID), settles no Refund:
+// only the payment's refunded total moves, and the message says why.
 func (in *Inbox) applyToRefund(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provider.Event, p *v1alpha1.Payment) (v1alpha1.EventResult, string, error) {
-	rf, waiting, err := in.refundOf(ctx, evt, p)
+	rf, why, err := in.refundOf(ctx, evt, p)
 	if err != nil || rf == nil {
-		if waiting {
+		if why == waitingForRefund {
 			return v1alpha1.ResultOrphaned, "waiting for Refund " + evt.Spec.RefundReference, err
 		}
-		return "", "", err
+		return "", why, err
 	}
 	obs := payment.FromRefund(*ev.Refund, payment.FromEvent(ev, evt.Spec.Via).Source, ev.ID)
 	obs.OccurredAt = ev.OccurredAt
@@ -250,31 +255,72 @@ func (in *Inbox) applyToRefund(ctx context.Context, evt *v1alpha1.WebhookEvent, 
 	return v1alpha1.ResultIgnored, msg, nil
 }
 
-func (in *Inbox) refundOf(ctx context.Context, evt *v1alpha1.WebhookEvent, p *v1alpha1.Payment) (rf *v1alpha1.Refund, waiting bool, err error) {
+// waitingForRefund is refundOf's why when the Refund the event names is not
+// seen (yet).
+const waitingForRefund = "waiting"
+
+// refundOf finds the Refund of p a refund event is about. Without one, why
+// is waitingForRefund (the reference names a Refund not seen yet), a reason
+// the event settles no Refund, or "" (a refund paywarden did not make).
+func (in *Inbox) refundOf(ctx context.Context, evt *v1alpha1.WebhookEvent, p *v1alpha1.Payment) (rf *v1alpha1.Refund, why string, err error) {
 	if id := evt.Spec.ProviderRefundID; id != "" {
 		var l v1alpha1.RefundList
 		if err := in.Reader.List(ctx, &l, client.InNamespace(p.Namespace), client.MatchingFields{IndexRefundProviderID: p.Name + "/" + id}); err != nil {
-			return nil, false, fmt.Errorf("find refund %q: %w", id, err)
+			return nil, "", fmt.Errorf("find refund %q: %w", id, err)
 		}
 		if len(l.Items) == 1 {
-			return &l.Items[0], false, nil
+			return &l.Items[0], "", nil
 		}
 	}
-	ns, name, ok := strings.Cut(evt.Spec.RefundReference, "/")
-	if !ok || ns != evt.Namespace || name == "" {
-		return nil, false, nil
+	ref, ok := payment.ParseRefundReference(evt.Spec.RefundReference)
+	if !ok || ref.Namespace != evt.Namespace {
+		return nil, "", nil
 	}
-	rf = &v1alpha1.Refund{}
-	if err := in.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rf); err != nil {
+	// The reference names the Refund by UID; the name only tells an earlier
+	// Refund of that name (gone) from one not seen yet.
+	var l v1alpha1.RefundList
+	if err := in.Reader.List(ctx, &l, client.InNamespace(p.Namespace), client.MatchingFields{IndexRefundPayment: p.Name}); err != nil {
+		return nil, "", fmt.Errorf("find refund %s: %w", evt.Spec.RefundReference, err)
+	}
+	for i := range l.Items {
+		if string(l.Items[i].UID) == ref.UID {
+			return &l.Items[i], "", nil
+		}
+	}
+	if ref.Cut {
+		return nil, waitingForRefund, nil
+	}
+	named, err := in.refundNamed(ctx, in.Reader, ref)
+	if err == nil && named != nil && named.UID != types.UID(ref.UID) {
+		// Another object holds the name. Before the event is closed on it,
+		// the API server says whether it is only the cache lagging behind
+		// the Refund the event names.
+		named, err = in.refundNamed(ctx, in.APIReader, ref)
+	}
+	switch {
+	case err != nil:
+		return nil, "", fmt.Errorf("read refund %s: %w", evt.Spec.RefundReference, err)
+	case named == nil:
+		return nil, waitingForRefund, nil
+	case named.UID == types.UID(ref.UID) && named.Spec.PaymentRef.Name == p.Name:
+		return named, "", nil
+	case named.UID == types.UID(ref.UID):
+		return nil, "", nil // a reference that is not about this payment
+	}
+	return nil, fmt.Sprintf("refund %s was made for an earlier Refund %s (uid %s), not the current one (uid %s): it settles no Refund",
+		evt.Spec.RefundReference, ref.Name, ref.UID, named.UID), nil
+}
+
+// refundNamed reads the Refund of ref's name; nil when there is none.
+func (in *Inbox) refundNamed(ctx context.Context, r client.Reader, ref payment.RefundRef) (*v1alpha1.Refund, error) {
+	rf := &v1alpha1.Refund{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, rf); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, true, nil
+			return nil, nil
 		}
-		return nil, false, fmt.Errorf("read refund %s: %w", evt.Spec.RefundReference, err)
+		return nil, err
 	}
-	if rf.Spec.PaymentRef.Name != p.Name {
-		return nil, false, nil // a reference that is not about this payment
-	}
-	return rf, false, nil
+	return rf, nil
 }
 
 // Ignore records that a stored event will not be applied, and why (e.g. its

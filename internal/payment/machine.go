@@ -57,6 +57,9 @@ type Observation struct {
 	CheckoutID string
 	// ProviderRefundID (refund observations) is the provider's refund id.
 	ProviderRefundID string
+	// RefundReference (refund observations) is the reference the provider
+	// kept with the refund (v1alpha1.Refund.Reference, when paywarden made it).
+	RefundReference string
 	// CustomerAction, while the payer must act, is where they must go.
 	CustomerAction *v1alpha1.CustomerAction
 	// AuthorizationExpiresAt (Authorized) is when the reservation ends.

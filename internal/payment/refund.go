@@ -68,8 +68,11 @@ func (m *refundMachine) run() {
 		m.decide(Duplicate, "event %s already applied", m.obs.EventID)
 		return
 	}
-	if id := m.obs.ProviderRefundID; id != "" && m.st.ProviderRefundID != "" && id != m.st.ProviderRefundID && m.obs.Review == "" {
-		m.decide(Ignored, "about provider refund %s, this Refund is %s", id, m.st.ProviderRefundID)
+	if why := ForeignRefund(m.r, m.obs.ProviderRefundID, m.obs.RefundReference); why != "" && m.obs.Review == "" {
+		// Another refund's status (an earlier Refund of the same name, or
+		// another refund of the payment) is never taken for this one's, nor
+		// its amount for this one's amount.
+		m.decide(Ignored, "%s", why)
 		return
 	}
 	from := m.phase()
@@ -254,7 +257,7 @@ func (m *refundMachine) finish() {
 // FromRefund translates the provider's view of a refund into an observation.
 func FromRefund(rf provider.Refund, source v1alpha1.ObservationSource, eventID string) Observation {
 	obs := Observation{
-		Source: source, Raw: rf.RawStatus, EventID: eventID, ProviderRefundID: rf.ID,
+		Source: source, Raw: rf.RawStatus, EventID: eventID, ProviderRefundID: rf.ID, RefundReference: rf.Reference,
 		Observed: map[provider.RefundStatus]Observed{
 			provider.RefundPending: ObservedPending, provider.RefundProcessing: ObservedProcessing,
 			provider.RefundSucceeded: ObservedSucceeded, provider.RefundFailed: ObservedFailed,

@@ -325,6 +325,9 @@ func AfterRefundCreate(r *v1alpha1.Refund, pol Policy, call RefundCall, now time
 	}
 	switch class := Classify(call.Err); {
 	case class == Answered && call.Refund.ID != "":
+		if c.foreignAnswer(call.Refund) {
+			break
+		}
 		c.apply(FromRefund(call.Refund, v1alpha1.SourceCreate, ""))
 		st.ProviderRefundID = call.Refund.ID
 		c.sched().answered()
@@ -365,6 +368,9 @@ func AfterRefundLookup(r *v1alpha1.Refund, pol Policy, call RefundCall, now time
 	afterConflict := st.Query.LastErrorClass == KeyConflict.StatusName() && now.Sub(st.CreateRequestedAt.Time) < pol.LookupAfter()
 	switch class := Classify(call.Err); {
 	case class == Answered && call.Refund.ID != "":
+		if c.foreignAnswer(call.Refund) {
+			break
+		}
 		c.apply(FromRefund(call.Refund, v1alpha1.SourceCreate, ""))
 		st.ProviderRefundID = call.Refund.ID
 		c.sched().answered()
@@ -378,8 +384,8 @@ func AfterRefundLookup(r *v1alpha1.Refund, pol Policy, call RefundCall, now time
 		if call.Err != nil {
 			found = call.Err.Error()
 		}
-		c.keyConflict(pol, fmt.Errorf("a first refund with idempotency key %q exists at the provider; looking reference %q up found nothing yet (%s)",
-			r.IdempotencyKey(), r.Reference(), found), 0)
+		c.keyConflict(pol, fmt.Errorf("a first refund with this Refund's idempotency key exists at the provider; looking reference %q up found nothing yet (%s)",
+			r.Reference(), found), 0)
 	default:
 		found := "the provider answered without a refund id"
 		if call.Err != nil {
@@ -442,6 +448,24 @@ func ApplyRefundEvent(r *v1alpha1.Refund, obs Observation, now time.Time) Refund
 	c := beginRefund(r, now)
 	c.apply(obs)
 	return c.done()
+}
+
+// foreignAnswer parks the Refund when the provider answered its refund call
+// with another Refund's refund (its reference names another UID: a
+// spec.idempotencyKey reused by a second Refund). That refund is not this
+// one's, and what became of this one's is unknown: a new call could refund
+// twice, so a human decides.
+func (c *refundChange) foreignAnswer(got provider.Refund) bool {
+	why := ForeignRefund(c.r, got.ID, got.Reference)
+	if why == "" {
+		return false
+	}
+	c.apply(Observation{
+		Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonCreateOutcomeUnknown,
+		Reason: fmt.Sprintf("the provider answered this Refund's call (idempotency key shared with another Refund?) with provider refund %s, %s; this Refund's own refund is unknown", got.ID, why),
+	})
+	c.park()
+	return true
 }
 
 func (c *refundChange) startSchedule(pol Policy) {

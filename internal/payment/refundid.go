@@ -1,0 +1,75 @@
+package payment
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+)
+
+// A refund's identity at the provider (SPEC §12.1): the payment's, plus the
+// Refund's own, its UID. Objects are deleted and re-created under the same
+// name; the UID is what tells a new Refund "r1" from the old one, so the old
+// one's refund never settles the new one and the new one is never taken for
+// a replay of the old one's call.
+
+// MaxRefundKey bounds a default refund idempotency key: PayPal's
+// PayPal-Request-Id takes at most 108 characters, the lowest of the
+// providers' limits (Stripe's is 255).
+const MaxRefundKey = 100
+
+// RefundKey is the idempotency key of rf's refund call: spec.idempotencyKey
+// when set, else "<payment key>/refund/<uid>", derived from the payment's
+// order identity (Payment.IdempotencyKey) and the Refund's UID, never from
+// the UID alone. A payment key too long for MaxRefundKey is replaced by its
+// hash, so the key stays deterministic and the UID stays readable.
+func RefundKey(p *v1alpha1.Payment, rf *v1alpha1.Refund) string {
+	if rf.Spec.IdempotencyKey != "" {
+		return rf.Spec.IdempotencyKey
+	}
+	pk := p.IdempotencyKey()
+	const sep = "/refund/"
+	if len(pk)+len(sep)+len(rf.UID) > MaxRefundKey {
+		sum := sha256.Sum256([]byte(pk))
+		pk = "p" + hex.EncodeToString(sum[:])[:32]
+	}
+	return pk + sep + string(rf.UID)
+}
+
+// RefundRef is a refund reference (v1alpha1.Refund.Reference) read back from
+// the provider.
+type RefundRef struct {
+	Namespace, Name string
+	UID             string
+	// Cut: the name was cut to fit the reference and is only a prefix.
+	Cut bool
+}
+
+// ParseRefundReference reads a reference paywarden sent. A reference of
+// another form (a refund made elsewhere, or one sent before references named
+// the Refund's UID, "<namespace>/<name>") is not ok: it names no Refund.
+func ParseRefundReference(ref string) (RefundRef, bool) {
+	parts := strings.Split(ref, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return RefundRef{}, false
+	}
+	name, cut := strings.CutSuffix(parts[1], v1alpha1.RefundReferenceCut)
+	return RefundRef{Namespace: parts[0], Name: name, UID: parts[2], Cut: cut}, true
+}
+
+// ForeignRefund says why an observation of a provider refund is not about
+// r's refund, or "" when it may be: it names a provider refund id other than
+// the one r recorded, or it carries a reference naming another Refund (an
+// earlier object of the same name has another UID). A reference paywarden
+// cannot read says nothing either way; the id decides.
+func ForeignRefund(r *v1alpha1.Refund, providerRefundID, reference string) string {
+	if id, own := providerRefundID, r.Status.ProviderRefundID; id != "" && own != "" && id != own {
+		return fmt.Sprintf("about provider refund %s, this Refund is %s", id, own)
+	}
+	if ref, ok := ParseRefundReference(reference); ok && (ref.UID != string(r.UID) || ref.Namespace != r.Namespace) {
+		return fmt.Sprintf("about the refund of another Refund (reference %s), this Refund is %s", reference, r.Reference())
+	}
+	return ""
+}
