@@ -1020,9 +1020,9 @@ func TestARecreatedRefundIsNotSettledByItsPredecessorsEvent(t *testing.T) {
 		}
 		return false
 	})
-	first.Stop()
 
-	// r1 is deleted and applied again (by hand, or a GitOps re-sync), asking 300.
+	// r1 is deleted (its finalizer is let go by the running manager once it
+	// is settled) and applied again (by hand, or a GitOps re-sync), asking 300.
 	if err := env.Client.Delete(context.Background(), old); err != nil {
 		t.Fatal(err)
 	}
@@ -1030,6 +1030,7 @@ func TestARecreatedRefundIsNotSettledByItsPredecessorsEvent(t *testing.T) {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(old), &v1alpha1.Refund{})
 		return apierrors.IsNotFound(err)
 	})
+	first.Stop()
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: p.Name, Amount: 300})
 	if rf.UID == old.UID {
 		t.Fatal("the new r1 has the old one's UID")
