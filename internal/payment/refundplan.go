@@ -213,10 +213,7 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	default:
 		return amount, v1alpha1.ReasonPaymentNotSucceeded, ""
 	}
-	received := v1alpha1.Money{Value: p.Spec.Amount.Value, Currency: p.Spec.Amount.Currency}
-	if a := p.Status.AmountReceived; a != nil {
-		received = *a
-	}
+	received := receivedAmount(&p.Spec, &p.Status)
 	if a := r.Spec.Amount; a != nil && a.Currency != received.Currency {
 		return amount, "", fmt.Sprintf("%s: the refund is in %s, the payment in %s", v1alpha1.ReasonOverRefund, a.Currency, received.Currency)
 	}
