@@ -582,6 +582,18 @@ func TestCallSequenceProperties(t *testing.T) {
 	}
 }
 
+// FuzzCallSequence checks the same on fuzzer-chosen call sequences.
+func FuzzCallSequence(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 7, 1, 3, 9, 9, 2, 5, 4, 8})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := &byteChooser{b: data}
+		if err := checkCallSequence(c, 1+c.intn(60)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 var (
 	propCallStatuses = []provider.Status{
 		provider.StatusPending, provider.StatusProcessing, provider.StatusSucceeded, provider.StatusFailed,
@@ -703,6 +715,17 @@ func TestRefundAllowanceProperties(t *testing.T) {
 			t.Fatalf("seed %d, case %d: %v", seed, i, err)
 		}
 	}
+}
+
+// FuzzRefundAllowance checks the over-refund rule on fuzzer-chosen cases.
+func FuzzRefundAllowance(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 2, 3, 5, 1, 1, 0, 1, 5, 0, 1, 2})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := checkRefundAllowance(&byteChooser{b: data}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 var propRefundPhases = []v1alpha1.RefundPhase{
