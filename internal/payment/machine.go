@@ -392,8 +392,11 @@ func (m *machine) refund() {
 		return
 	}
 	m.st.AmountRefunded = &total
+	// Everything is refunded once the refunds reach what the payment
+	// received: a partial capture received less than was ordered, and the
+	// refund allowance is bounded by the same figure (receivedAmount).
 	to := v1alpha1.PhasePartiallyRefunded
-	if total.Value >= m.spec.Amount.Value {
+	if total.Value >= receivedAmount(m.spec, &m.st).Value {
 		to = v1alpha1.PhaseRefunded
 	}
 	m.moveTo(to, fmt.Sprintf("refunded %s", v1alpha1.FormatAmount(total.Value, total.Currency)))
@@ -588,6 +591,20 @@ func (m *machine) amountMismatch() string {
 			v1alpha1.FormatAmount(a.Value, a.Currency), v1alpha1.FormatAmount(want.Value, want.Currency))
 	}
 	return ""
+}
+
+// receivedAmount is what a payment took from the payer: the amount the provider
+// reported with its success, else what the merchant captured (a partial
+// capture), else the amount ordered. Refunds are bounded by it and complete
+// when they reach it.
+func receivedAmount(spec *v1alpha1.PaymentSpec, st *v1alpha1.PaymentStatus) v1alpha1.Money {
+	switch {
+	case st.AmountReceived != nil:
+		return *st.AmountReceived
+	case st.AmountToCapture != nil:
+		return *st.AmountToCapture
+	}
+	return v1alpha1.Money{Value: spec.Amount.Value, Currency: spec.Amount.Currency}
 }
 
 func (m *machine) recordAmount() {

@@ -101,18 +101,39 @@ func authorizedAmount(p *v1alpha1.Payment) v1alpha1.Money {
 	return v1alpha1.Money{Value: p.Spec.Amount.Value, Currency: p.Spec.Amount.Currency}
 }
 
-// captureAmount reads the capture annotation: a positive number of minor
-// units up to the authorized amount; anything else captures it all.
+// captureAmount reads the capture annotation (SPEC §12.3): "all", or a
+// positive integer of minor units up to the authorized amount. Anything else
+// ("6.00", "600 USD", "1e2", ...) is refused: reading it as "all" would take
+// more of the payer's money than the merchant meant.
 func captureAmount(v string, authorized v1alpha1.Money) (v1alpha1.Money, error) {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil {
+	v = strings.TrimSpace(v)
+	if v == CaptureAll {
 		return authorized, nil
 	}
+	limit := fmt.Sprintf("the authorized %s (%d)", v1alpha1.FormatAmount(authorized.Value, authorized.Currency), authorized.Value)
+	accepted := fmt.Sprintf(`the annotation %s takes "all" or a whole number of minor units from 1 to %s; nothing was sent to the provider`, v1alpha1.AnnotationCapture, limit)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || !onlyDigits(v) {
+		return v1alpha1.Money{}, fmt.Errorf("capture %q refused: %s", v, accepted)
+	}
 	if n <= 0 || n > authorized.Value {
-		return v1alpha1.Money{}, fmt.Errorf("capture of %d minor units refused: it must be more than 0 and at most the authorized %s (%d)",
-			n, v1alpha1.FormatAmount(authorized.Value, authorized.Currency), authorized.Value)
+		return v1alpha1.Money{}, fmt.Errorf("capture of %d minor units refused: %s", n, accepted)
 	}
 	return v1alpha1.Money{Value: n, Currency: authorized.Currency}, nil
+}
+
+// CaptureAll is the capture annotation's value that captures the whole
+// authorized amount.
+const CaptureAll = "all"
+
+// onlyDigits: ASCII digits and nothing else (no sign, no separators).
+func onlyDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // planOperation decides an authorize, capture or cancel call for a payment

@@ -1,9 +1,12 @@
 package payment_test
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"math"
+	"math/big"
 	"math/rand"
 	"reflect"
 	"runtime/debug"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
 )
 
 var (
@@ -216,15 +220,28 @@ func genScenario(c chooser, steps int) scenario {
 		next := metav1.NewMicroTime(propStart.Add(30 * time.Second))
 		sc.start.Query.NextTime = &next
 	}
+	if c.intn(4) == 0 {
+		// A Manual payment, authorized, whose merchant asked for a capture:
+		// of everything, or of part of it (SPEC §11.5).
+		sc.spec.CaptureMethod = v1alpha1.CaptureManual
+		a := sc.spec.Amount
+		sc.start.Phase = v1alpha1.PhaseAuthorized
+		sc.start.AmountAuthorized = &v1alpha1.Money{Value: a.Value, Currency: a.Currency}
+		capture := a.Value
+		if a.Value > 1 && c.intn(3) > 0 {
+			capture = 1 + int64(c.intn(int(min(a.Value-1, 255))))
+		}
+		sc.start.AmountToCapture = &v1alpha1.Money{Value: capture, Currency: a.Currency}
+	}
 	pool := make([]payment.Observation, 1+c.intn(8))
 	for i := range pool {
-		pool[i] = genObservation(c, sc.spec)
+		pool[i] = genObservation(c, sc.spec, &sc.start)
 	}
 	now := propStart
 	for range steps {
 		// Mostly forward, sometimes back: the writers' clocks differ.
 		now = now.Add(time.Duration(c.intn(70)-10)*time.Minute + time.Duration(c.intn(60))*time.Second)
-		obs := genObservation(c, sc.spec)
+		obs := genObservation(c, sc.spec, &sc.start)
 		if c.intn(5) < 3 {
 			obs = pool[c.intn(len(pool))]
 		}
@@ -233,7 +250,7 @@ func genScenario(c chooser, steps int) scenario {
 	return sc
 }
 
-func genObservation(c chooser, spec v1alpha1.PaymentSpec) payment.Observation {
+func genObservation(c chooser, spec v1alpha1.PaymentSpec, start *v1alpha1.PaymentStatus) payment.Observation {
 	if c.intn(16) == 0 {
 		return payment.Observation{
 			Source:   v1alpha1.SourceManual,
@@ -267,6 +284,10 @@ func genObservation(c chooser, spec v1alpha1.PaymentSpec) payment.Observation {
 			o.Amount = &v1alpha1.Money{Value: want.Value - 1, Currency: want.Currency}
 		}
 	case payment.ObservedSucceeded:
+		if capture := start.AmountToCapture; capture != nil && c.intn(3) > 0 {
+			// The partial capture's success is for what was captured.
+			want = v1alpha1.Amount{Value: capture.Value, Currency: capture.Currency}
+		}
 		switch c.intn(10) {
 		case 0:
 			// The provider did not say how much.
@@ -287,6 +308,13 @@ func genObservation(c chooser, spec v1alpha1.PaymentSpec) payment.Observation {
 		case 1:
 			total.Currency = otherCurrency(want.Currency)
 			total.Value = want.Value
+		case 2:
+			if capture := start.AmountToCapture; capture != nil {
+				// Everything of a partial capture, or just below it.
+				total.Value = capture.Value - int64(c.intn(2))
+				break
+			}
+			fallthrough
 		default:
 			// Below, at and above the amount.
 			total.Value = want.Value * int64(c.intn(5)) / 3
@@ -386,12 +414,12 @@ func checkStep(p *v1alpha1.Payment, obs payment.Observation, now time.Time) (v1a
 	// (d) A success with the wrong amount or currency never makes a payment Succeeded.
 	succeededBefore := from == v1alpha1.PhaseSucceeded || from == v1alpha1.PhasePartiallyRefunded || from == v1alpha1.PhaseRefunded
 	if obs.Source != v1alpha1.SourceManual && obs.Observed == payment.ObservedSucceeded &&
-		amountMismatch(obs, p.Spec) && !succeededBefore && to == v1alpha1.PhaseSucceeded {
+		amountMismatch(obs, p.Spec, prev) && !succeededBefore && to == v1alpha1.PhaseSucceeded {
 		fail("a mismatched success made the payment Succeeded: %s", moved)
 	}
 
 	// (e) Unknown leaves only on a Manual decision or an authoritative final answer.
-	if from == v1alpha1.PhaseUnknown && to != v1alpha1.PhaseUnknown && !authoritative(obs, p.Spec) {
+	if from == v1alpha1.PhaseUnknown && to != v1alpha1.PhaseUnknown && !authoritative(obs, p.Spec, prev) {
 		fail("left Unknown on a non-authoritative observation: %s", moved)
 	}
 
@@ -461,6 +489,21 @@ func checkStep(p *v1alpha1.Payment, obs payment.Observation, now time.Time) (v1a
 	if next.ExpiredLocally && to != v1alpha1.PhaseExpired {
 		fail("expiredLocally on phase %q", to)
 	}
+
+	// (h) Once the capture is under way, news of the authorization is stale:
+	// the payment never goes back to wait for a capture already asked for.
+	if prev.AmountToCapture != nil && from == v1alpha1.PhaseProcessing && to == v1alpha1.PhaseAuthorized {
+		fail("back to Authorized after the capture started: %s", moved)
+	}
+
+	// (i) Refunds complete at what the payment received (a partial capture
+	// received less than was ordered), not before and not only beyond it.
+	if res.Decision == payment.Applied && obs.Observed == payment.ObservedRefund && next.AmountRefunded != nil {
+		received := expected(p.Spec, next)
+		if all := next.AmountRefunded.Value >= received.Value; all != (to == v1alpha1.PhaseRefunded) {
+			fail("refunded %d of %d received ended %s", next.AmountRefunded.Value, received.Value, to)
+		}
+	}
 	return res.Status, errors.Join(errs...)
 }
 
@@ -471,25 +514,332 @@ func sameStatus(a, b *v1alpha1.PaymentStatus) bool {
 	return reflect.DeepEqual(a, b) || equality.Semantic.DeepEqual(a, b)
 }
 
-func amountMismatch(obs payment.Observation, spec v1alpha1.PaymentSpec) bool {
+// expected is what a success must report and what the payment received:
+// the amount reported with its success, else what was captured, else the
+// order's amount.
+func expected(spec v1alpha1.PaymentSpec, st *v1alpha1.PaymentStatus) v1alpha1.Money {
+	switch {
+	case st.AmountReceived != nil:
+		return *st.AmountReceived
+	case st.AmountToCapture != nil:
+		return *st.AmountToCapture
+	}
+	return v1alpha1.Money{Value: spec.Amount.Value, Currency: spec.Amount.Currency}
+}
+
+// amountMismatch: a success reporting another amount than the one asked for
+// (the order's, or the capture's when only part was captured).
+func amountMismatch(obs payment.Observation, spec v1alpha1.PaymentSpec, st *v1alpha1.PaymentStatus) bool {
 	a := obs.Amount
-	return a != nil && (a.Value != spec.Amount.Value || a.Currency != spec.Amount.Currency)
+	want := v1alpha1.Money{Value: spec.Amount.Value, Currency: spec.Amount.Currency}
+	if c := st.AmountToCapture; c != nil {
+		want = *c
+	}
+	return a != nil && (a.Value != want.Value || a.Currency != want.Currency)
 }
 
 // authoritative reports whether an observation may settle a payment in Unknown:
 // an operator's decision, or the provider's final answer (a success with the
 // right amount, or one that did not say, a failure, its own expiry).
-func authoritative(obs payment.Observation, spec v1alpha1.PaymentSpec) bool {
+func authoritative(obs payment.Observation, spec v1alpha1.PaymentSpec, st *v1alpha1.PaymentStatus) bool {
 	if obs.Source == v1alpha1.SourceManual {
 		return true
 	}
 	switch obs.Observed {
 	case payment.ObservedSucceeded:
-		return !amountMismatch(obs, spec)
+		return !amountMismatch(obs, spec, st)
 	case payment.ObservedFailed, payment.ObservedCanceled:
 		return true
 	case payment.ObservedExpired:
 		return !obs.Local
 	}
 	return false
+}
+
+// TestCallSequenceProperties runs the reconciler's loop (Plan, then the call
+// it names answered at random, then After*) with every error class the
+// adapters produce and errors no adapter classified (a bare error, an
+// escaped context error), with capture and cancel annotations (partial,
+// whole and malformed) on the way. An unclassified error is no answer: it
+// never moves the phase (except to Unknown/ProviderUnreachable once nothing
+// answered for Policy.MaxUnreachable), never consumes a schedule attempt and
+// never records a failure. Rerun a failure with -payment.seed=<seed>.
+func TestCallSequenceProperties(t *testing.T) {
+	seed := *propSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("seed %d (rerun with -payment.seed=%d)", seed, seed)
+	r := rand.New(rand.NewSource(seed))
+	runs := 400
+	if testing.Short() {
+		runs = 40
+	}
+	for i := 0; i < runs; i++ {
+		if err := checkCallSequence(randChooser{r}, 1+r.Intn(60)); err != nil {
+			t.Fatalf("seed %d, sequence %d: %v", seed, i, err)
+		}
+	}
+}
+
+// FuzzCallSequence checks the same on fuzzer-chosen call sequences.
+func FuzzCallSequence(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 7, 1, 3, 9, 9, 2, 5, 4, 8})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := &byteChooser{b: data}
+		if err := checkCallSequence(c, 1+c.intn(60)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+var (
+	propCallStatuses = []provider.Status{
+		provider.StatusPending, provider.StatusProcessing, provider.StatusSucceeded, provider.StatusFailed,
+		provider.StatusExpired, provider.StatusUnknown, provider.StatusApproved, provider.StatusAuthorized, provider.StatusCanceled,
+	}
+	propCallErrors = []error{
+		errNoAnswer, errTimeout, errThrottled, errUnauthorized, errNotFound, errRefused, errUnsupported,
+		errors.New("boom"), context.DeadlineExceeded, fmt.Errorf("get payment: %w", context.Canceled),
+	}
+	propCaptures = []string{"all", "600", "1999", "1", "6.00", "600 USD", "1e2", "600,00", "0", "5000"}
+)
+
+func unclassified(err error) bool {
+	return err != nil && !errors.Is(err, provider.ErrRetryable) && !errors.Is(err, provider.ErrProviderConfig) &&
+		!errors.Is(err, provider.ErrNotFound) && !errors.Is(err, provider.ErrNonRetryable) && !errors.Is(err, provider.ErrUnsupported)
+}
+
+func checkCallSequence(c chooser, steps int) error {
+	pol := testPolicy()
+	pol.Lifecycle = provider.Lifecycle{Checkout: true, ManualCapture: true, PartialCapture: true, Cancel: true, Refunds: true, AuthorizeStep: c.intn(2) == 0}
+	pol.LifecycleKnown = true
+	p := newPay("calls")
+	if c.intn(2) == 0 {
+		p.Spec.CaptureMethod = v1alpha1.CaptureManual
+	}
+	now := t0
+	fresh := false
+	for i := 0; i < steps; i++ {
+		switch c.intn(8) {
+		case 0:
+			p = annotate(p, v1alpha1.AnnotationCapture, propCaptures[c.intn(len(propCaptures))])
+		case 1:
+			p = annotate(p, v1alpha1.AnnotationCancel, fmt.Sprintf("reason %d", c.intn(3)))
+		}
+		s := payment.Plan(p, pol, payment.Facts{FreshOperation: fresh}, now)
+		fresh = false
+		switch s.Action {
+		case payment.Nothing:
+			return nil
+		case payment.Wait:
+			now = s.At
+			continue
+		case payment.Write:
+			next := store(p, s.Outcome)
+			fresh = next.Status.Operation != nil && (p.Status.Operation == nil || !p.Status.Operation.RequestedAt.Equal(&next.Status.Operation.RequestedAt))
+			// A capture annotation handled in this write captures what it
+			// says, or nothing.
+			if v := next.Status.Actions.Capture; v != p.Status.Actions.Capture && p.Status.Operation == nil && next.Status.Operation != nil {
+				if a := next.Status.AmountToCapture; a == nil || (v != "all" && fmt.Sprint(a.Value) != v) {
+					return fmt.Errorf("step %d: capture annotation %q captures %+v", i, v, a)
+				}
+			}
+			p = next
+			continue
+		}
+		call := payment.Call{Err: propCallErrors[c.intn(len(propCallErrors))]}
+		if c.intn(2) == 0 {
+			call = answer(propCallStatuses[c.intn(len(propCallStatuses))])
+		}
+		var out payment.Outcome
+		switch s.Action {
+		case payment.Create:
+			out = payment.AfterCreate(p, pol, call, now)
+		case payment.Lookup:
+			out = payment.AfterLookup(p, pol, call, now)
+		case payment.Query:
+			out = payment.AfterQuery(p, pol, call, s.CloseOut, now)
+		default:
+			out = payment.AfterOperation(p, pol, payment.OperationOf(s.Action), call, now)
+		}
+		prev, next := &p.Status, &out.Status
+		if unclassified(call.Err) {
+			if cl := payment.Classify(call.Err); cl != payment.NoAnswer {
+				return fmt.Errorf("step %d: %v classified %s", i, call.Err, cl)
+			}
+			gaveUp := next.Phase == v1alpha1.PhaseUnknown && review(store(p, out)) == v1alpha1.ReasonProviderUnreachable
+			if next.Phase != prev.Phase && !gaveUp {
+				return fmt.Errorf("step %d: %s answered %q moved %q to %q", i, s.Action, call.Err, prev.Phase, next.Phase)
+			}
+			if next.Query.Attempts > prev.Query.Attempts {
+				return fmt.Errorf("step %d: %s answered %q consumed an attempt (%d -> %d)", i, s.Action, call.Err, prev.Query.Attempts, next.Query.Attempts)
+			}
+			if next.Failure != nil && prev.Failure == nil {
+				return fmt.Errorf("step %d: %s answered %q recorded a failure %+v", i, s.Action, call.Err, next.Failure)
+			}
+			if prev.Operation != nil && next.Operation == nil && !next.Phase.IsFinal() && !gaveUp {
+				return fmt.Errorf("step %d: %s answered %q ended the %s", i, s.Action, call.Err, prev.Operation.Kind)
+			}
+		}
+		if next.Phase.IsFinal() && next.Query.NextTime != nil {
+			return fmt.Errorf("step %d: %s with a next query", i, next.Phase)
+		}
+		p = store(p, out)
+		now = now.Add(time.Duration(c.intn(90)) * time.Second)
+	}
+	return nil
+}
+
+// TestRefundAllowanceProperties draws payments (whole and partial captures,
+// refunds made elsewhere) and sibling Refunds in every phase — Unknown ones
+// among them, sent or not, older or newer, some near int64 max — and checks
+// the over-refund rule: a Refund is allowed only when, even if every sibling
+// that is not Failed went through and the provider's own figure counted
+// none of those in flight, the refunds add up to no more than the payment
+// received. Sums are computed without overflow (math/big).
+func TestRefundAllowanceProperties(t *testing.T) {
+	seed := *propSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("seed %d (rerun with -payment.seed=%d)", seed, seed)
+	r := rand.New(rand.NewSource(seed))
+	runs := 5000
+	if testing.Short() {
+		runs = 500
+	}
+	for i := 0; i < runs; i++ {
+		if err := checkRefundAllowance(randChooser{r}); err != nil {
+			t.Fatalf("seed %d, case %d: %v", seed, i, err)
+		}
+	}
+}
+
+// FuzzRefundAllowance checks the over-refund rule on fuzzer-chosen cases.
+func FuzzRefundAllowance(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 2, 3, 5, 1, 1, 0, 1, 5, 0, 1, 2})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := checkRefundAllowance(&byteChooser{b: data}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+var propRefundPhases = []v1alpha1.RefundPhase{
+	"", v1alpha1.RefundPending, v1alpha1.RefundProcessing, v1alpha1.RefundSucceeded,
+	v1alpha1.RefundFailed, v1alpha1.RefundUnknown, v1alpha1.RefundUnknown,
+}
+
+func propRefundAmount(c chooser, ordered int64) int64 {
+	switch c.intn(10) {
+	case 0:
+		return math.MaxInt64 - int64(c.intn(3))
+	case 1:
+		return math.MaxInt64/2 + int64(c.intn(3))
+	}
+	return 1 + int64(c.intn(int(ordered)))
+}
+
+func checkRefundAllowance(c chooser) error {
+	const ordered = 1000
+	p := paidPayment(0)
+	p.Spec.Amount.Value = ordered
+	p.Status.AmountReceived = nil
+	switch c.intn(4) {
+	case 0: // a partial capture, reported with the success
+		p.Status.AmountToCapture = &v1alpha1.Money{Value: 1 + int64(c.intn(ordered)), Currency: orderCurrency}
+		p.Status.AmountReceived = p.Status.AmountToCapture.DeepCopy()
+	case 1: // a partial capture, success without an amount
+		p.Status.AmountToCapture = &v1alpha1.Money{Value: 1 + int64(c.intn(ordered)), Currency: orderCurrency}
+	case 2:
+		p.Status.AmountReceived = &v1alpha1.Money{Value: ordered, Currency: orderCurrency}
+	}
+	if c.intn(3) == 0 {
+		p.Status.Phase = v1alpha1.PhasePartiallyRefunded
+		p.Status.AmountRefunded = &v1alpha1.Money{Value: int64(c.intn(ordered + 1)), Currency: orderCurrency}
+		if c.intn(20) == 0 {
+			p.Status.AmountRefunded.Value = math.MaxInt64 - int64(c.intn(3))
+		}
+	}
+	received := big.NewInt(ordered)
+	if a := p.Status.AmountReceived; a != nil {
+		received.SetInt64(a.Value)
+	} else if a := p.Status.AmountToCapture; a != nil {
+		received.SetInt64(a.Value)
+	}
+
+	var siblings []v1alpha1.Refund
+	for j := range c.intn(4) {
+		s := newRefund(fmt.Sprintf("s%d", j), propRefundAmount(c, ordered), t0.Add(time.Duration(c.intn(3))*time.Minute))
+		s.Status.Phase = propRefundPhases[c.intn(len(propRefundPhases))]
+		if s.Status.Phase != "" && c.intn(4) > 0 {
+			s.Status.Amount = &v1alpha1.Money{Value: s.Spec.Amount.Value, Currency: orderCurrency}
+			s.Status.CreateRequestedAt = ptrTime(t0)
+			if c.intn(2) == 0 {
+				s.Status.ProviderRefundID = "re_" + s.Name
+			}
+		}
+		siblings = append(siblings, *s)
+	}
+	own := newRefund("r", 0, t0.Add(time.Minute))
+	if c.intn(3) > 0 {
+		own.Spec.Amount = &v1alpha1.Amount{Value: propRefundAmount(c, ordered), Currency: orderCurrency}
+	}
+
+	amount, wait, refusal := payment.RefundAllowance(own, p, siblings)
+	if wait != "" || refusal != "" {
+		if amount.Value != 0 {
+			return fmt.Errorf("waiting %q / refused %q with an amount %d", wait, refusal, amount.Value)
+		}
+		return nil
+	}
+	// Allowed: the worst case still fits in what was received.
+	worst, succeeded := new(big.Int), new(big.Int)
+	older := map[string]bool{}
+	for _, s := range siblings {
+		if s.CreationTimestamp.Before(&own.CreationTimestamp) || (s.CreationTimestamp.Equal(&own.CreationTimestamp) && s.Name < own.Name) {
+			older[s.Name] = true
+		}
+	}
+	for _, s := range siblings {
+		sent := s.Status.CreateRequestedAt != nil || s.Status.ProviderRefundID != ""
+		if s.Status.Phase == v1alpha1.RefundFailed || (!sent && !older[s.Name]) {
+			continue
+		}
+		v := big.NewInt(s.Spec.Amount.Value)
+		if a := s.Status.Amount; a != nil {
+			v.SetInt64(a.Value)
+		}
+		worst.Add(worst, v)
+		if s.Status.Phase == v1alpha1.RefundSucceeded {
+			succeeded.Add(succeeded, v)
+		}
+	}
+	if a := p.Status.AmountRefunded; a != nil {
+		if elsewhere := new(big.Int).Sub(big.NewInt(a.Value), succeeded); elsewhere.Sign() > 0 {
+			worst.Add(worst, elsewhere)
+		}
+	}
+	if amount.Value <= 0 || amount.Currency != orderCurrency {
+		return fmt.Errorf("allowed %+v", amount)
+	}
+	if own.Spec.Amount != nil && amount.Value != own.Spec.Amount.Value {
+		return fmt.Errorf("allowed %d for a Refund of %d", amount.Value, own.Spec.Amount.Value)
+	}
+	if total := worst.Add(worst, big.NewInt(amount.Value)); total.Cmp(received) > 0 {
+		return fmt.Errorf("allowed %d: with its siblings %s could be refunded of %s received (payment %+v, siblings %s)",
+			amount.Value, total, received, p.Status.AmountRefunded, describeRefunds(siblings))
+	}
+	return nil
+}
+
+func describeRefunds(rs []v1alpha1.Refund) string {
+	var b strings.Builder
+	for _, s := range rs {
+		fmt.Fprintf(&b, "[%s %s spec %d sent %v] ", s.Name, s.Status.Phase, s.Spec.Amount.Value, s.Status.CreateRequestedAt != nil)
+	}
+	return b.String()
 }

@@ -2,6 +2,7 @@ package payment
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -216,10 +217,7 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	default:
 		return amount, v1alpha1.ReasonPaymentNotSucceeded, ""
 	}
-	received := v1alpha1.Money{Value: p.Spec.Amount.Value, Currency: p.Spec.Amount.Currency}
-	if a := p.Status.AmountReceived; a != nil {
-		received = *a
-	}
+	received := receivedAmount(&p.Spec, &p.Status)
 	if a := r.Spec.Amount; a != nil && a.Currency != received.Currency {
 		return amount, "", fmt.Sprintf("%s: the refund is in %s, the payment in %s", v1alpha1.ReasonOverRefund, a.Currency, received.Currency)
 	}
@@ -238,10 +236,12 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 		if !ok {
 			return amount, v1alpha1.ReasonEarlierRefundUndecided, ""
 		}
+		sum := &inFlight
 		if s.Status.Phase == v1alpha1.RefundSucceeded {
-			succeeded += value
-		} else {
-			inFlight += value
+			sum = &succeeded
+		}
+		if *sum, ok = addMinor(*sum, value); !ok {
+			return amount, "", uncountable(p, received)
 		}
 	}
 	// What the payment's refunds add up to: the Refunds that succeeded or
@@ -253,8 +253,12 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	if a := p.Status.AmountRefunded; a != nil {
 		reported = a.Value
 	}
-	low := max(succeeded+inFlight, reported)
-	high := max(succeeded, reported) + inFlight
+	both, ok1 := addMinor(succeeded, inFlight)
+	high, ok2 := addMinor(max(succeeded, reported), inFlight)
+	if !ok1 || !ok2 {
+		return amount, "", uncountable(p, received)
+	}
+	low := max(both, reported)
 	// fits: the Refund fits when the payment's other refunds add up to total.
 	fits := func(total int64) bool {
 		if a := r.Spec.Amount; a != nil {
@@ -281,6 +285,23 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	return amount, "", fmt.Sprintf("%s: %s asked, but of the %s received %s is refunded or being refunded, leaving %s",
 		v1alpha1.ReasonOverRefund, asked, v1alpha1.FormatAmount(received.Value, received.Currency),
 		v1alpha1.FormatAmount(low, received.Currency), v1alpha1.FormatAmount(max(received.Value-low, 0), received.Currency))
+}
+
+// addMinor adds two amounts of minor units, reporting false for a negative
+// amount or a sum beyond int64: refund arithmetic must never wrap (a wrapped
+// sum is negative, and would leave room for a refund above what was received).
+func addMinor(a, b int64) (int64, bool) {
+	if a < 0 || b < 0 || a > math.MaxInt64-b {
+		return 0, false
+	}
+	return a + b, true
+}
+
+// uncountable is the refusal when a payment's refunds add up to more than
+// int64 minor units: necessarily more than it received.
+func uncountable(p *v1alpha1.Payment, received v1alpha1.Money) string {
+	return fmt.Sprintf("%s: the Refunds of payment %s cannot be added up in int64 minor units (a sum beyond its range, far more than the %s received, or a negative amount); nothing more can be refunded beside them",
+		v1alpha1.ReasonOverRefund, p.Name, v1alpha1.FormatAmount(received.Value, received.Currency))
 }
 
 // olderRefunds are the siblings created before r (creation time, then name).

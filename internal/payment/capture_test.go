@@ -1,0 +1,91 @@
+package payment_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// Partial captures (SPEC §11.5): what the payment received is what was
+// captured, and every later rule measures against that.
+
+// partlyCaptured is a Manual payment of 1000 minor units, authorized for all
+// of it, whose merchant captured part of it (amount); the
+// capture is under way (Processing) at the provider.
+func partlyCaptured(t *testing.T, amount int64) *v1alpha1.Payment {
+	t.Helper()
+	pol := testPolicy()
+	p := newPay("partial")
+	p.Spec.Amount.Value = 1000
+	p.Spec.CaptureMethod = v1alpha1.CaptureManual
+	p = store(p, planned(p, pol, t0).Outcome)
+	p = store(p, payment.AfterCreate(p, pol, payment.Call{Payment: provider.Payment{ID: "pay_1", Status: provider.StatusAuthorized, Amount: 1000, Currency: orderCurrency}}, t0))
+	if p.Status.Phase != v1alpha1.PhaseAuthorized {
+		t.Fatalf("fixture: phase %s, want Authorized", p.Status.Phase)
+	}
+	p = annotate(p, v1alpha1.AnnotationCapture, formatMinor(amount))
+	s := payment.Plan(p, pol, payment.Facts{}, t0.Add(time.Minute))
+	if s.Action != payment.Write || s.Outcome.Status.AmountToCapture == nil || s.Outcome.Status.AmountToCapture.Value != amount {
+		t.Fatalf("fixture: capture step %s %+v", s.Action, s.Outcome.Status.AmountToCapture)
+	}
+	p = store(p, s.Outcome)
+	p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCapture, payment.Call{Payment: provider.Payment{ID: "pay_1", Status: provider.StatusProcessing}}, t0.Add(time.Minute)))
+	if p.Status.Phase != v1alpha1.PhaseProcessing || p.Status.Operation != nil {
+		t.Fatalf("fixture: after the capture call phase %s operation %+v", p.Status.Phase, p.Status.Operation)
+	}
+	return p
+}
+
+func formatMinor(v int64) string { return strconv.FormatInt(v, 10) }
+
+func TestAuthorizedAfterTheCaptureStartedIsStale(t *testing.T) {
+	for name, obs := range map[string]payment.Observation{
+		"a late authorization webhook": obsWebhook(payment.ObservedAuthorized, "evt-auth-late", withAmount(1000, orderCurrency), withProviderID("pay_1")),
+		"a status query that lags":     obsQuery(payment.ObservedAuthorized, withAmount(1000, orderCurrency), withProviderID("pay_1")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := partlyCaptured(t, 600)
+			res := payment.Apply(p, obs, t0.Add(2*time.Minute))
+			if res.Decision != payment.Stale || res.Status.Phase != v1alpha1.PhaseProcessing || res.Transition != nil {
+				t.Fatalf("decision %s (%s) phase %s: an authorization after the capture started must not take the payment back", res.Decision, res.Reason, res.Status.Phase)
+			}
+			p.Status = res.Status
+			// And nothing asks for a second capture.
+			if s := payment.Plan(p, testPolicy(), payment.Facts{}, t0.Add(2*time.Minute)); s.Action == payment.CallCapture || (s.Action == payment.Write && s.Outcome.Status.Operation != nil) {
+				t.Fatalf("a second capture planned: %s (%s)", s.Action, s.Why)
+			}
+		})
+	}
+}
+
+// TestRefundsOfAPartialCaptureMeasureAgainstWhatWasReceived: 600 of an
+// authorized 1000 captured, 600 refunded is everything: Refunded, not
+// PartiallyRefunded for ever.
+func TestRefundsOfAPartialCaptureMeasureAgainstWhatWasReceived(t *testing.T) {
+	p := partlyCaptured(t, 600)
+	now := t0.Add(2 * time.Minute)
+	res := payment.Apply(p, obsWebhook(payment.ObservedSucceeded, "evt-captured", withAmount(600, orderCurrency), withProviderID("pay_1")), now)
+	if res.Status.Phase != v1alpha1.PhaseSucceeded || res.Status.AmountReceived == nil || res.Status.AmountReceived.Value != 600 {
+		t.Fatalf("captured: phase %s received %+v", res.Status.Phase, res.Status.AmountReceived)
+	}
+	p.Status = res.Status
+	for _, step := range []struct {
+		total int64
+		phase v1alpha1.PaymentPhase
+	}{
+		{200, v1alpha1.PhasePartiallyRefunded},
+		{599, v1alpha1.PhasePartiallyRefunded},
+		{600, v1alpha1.PhaseRefunded},
+	} {
+		now = now.Add(time.Minute)
+		res := payment.Apply(p, obsWebhook(payment.ObservedRefund, "evt-refund-"+formatMinor(step.total), withRefunded(step.total, orderCurrency), withProviderID("pay_1")), now)
+		if res.Decision != payment.Applied || res.Status.Phase != step.phase {
+			t.Fatalf("refunded %d of 600 received: %s (%s) phase %s, want %s", step.total, res.Decision, res.Reason, res.Status.Phase, step.phase)
+		}
+		p.Status = res.Status
+	}
+}
