@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/ledger"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/test/harness"
 )
@@ -49,6 +51,12 @@ type Figures struct {
 	ManagerStarts      int             `json:"managerStarts"`
 	ReceiverStarts     int             `json:"receiverStarts"`
 	WorstRateWindow    string          `json:"worstRateWindow"`
+	Reapplied          int             `json:"reapplied"`
+	ReapplyByEvent     int             `json:"reappliedSettledByAnEventBeforeAdoption"`
+	ReapplyMetChaos    int             `json:"reappliedDuringKillOrAPIOutage"`
+	ReapplyGapP50      string          `json:"reapplyDeleteToAdoptedP50"`
+	ReapplyGapMax      string          `json:"reapplyDeleteToAdoptedMax"`
+	LedgerShards       int             `json:"ledgerShards"`
 	ByStory            []StoryFigures  `json:"byStory"`
 	PaysimCounters     paysim.Counters `json:"paysim"`
 	Chaos              []string        `json:"chaos"`
@@ -69,6 +77,10 @@ type PaymentRow struct {
 	// paywarden took after the provider decided (history times are whole
 	// seconds).
 	Lag float64 `json:"lag,omitempty"`
+	// Deleted and Reapplied are set for a re-applied payment (its Settled
+	// and Lag are its first object's).
+	Deleted   float64 `json:"deleted,omitempty"`
+	Reapplied float64 `json:"reapplied,omitempty"`
 }
 
 // StoryFigures are the settle latencies of one story.
@@ -131,6 +143,7 @@ func (s *soak) check(ctx context.Context) {
 		storedOnce = &invariant{Name: "every delivered webhook event stored exactly once"}
 		finished   = &invariant{Name: "every stored event finished (not Pending or Orphaned)"}
 		rate       = &invariant{Name: fmt.Sprintf("provider calls within the rate limit (burst %d + %d/s * t)", burst, qps)}
+		adopted    = &invariant{Name: "every re-applied Payment adopts its first object's outcome, nothing created (adoptedAt, phase, provider id)"}
 	)
 	history := func(p *v1alpha1.Payment) string {
 		if p == nil {
@@ -144,6 +157,7 @@ func (s *soak) check(ctx context.Context) {
 		return b.String()
 	}
 
+	reappliedByEvent := 0
 	for _, pl := range plan {
 		p := objs[pl.Name]
 		// One charge per order.
@@ -177,6 +191,30 @@ func (s *soak) check(ctx context.Context) {
 		legal.Checked++
 		if why := illegalStep(p); why != "" {
 			legal.fail("%s (%s): %s\n    %s", pl.Name, pl.Provider, why, history(p))
+		}
+		if pl.Reapply {
+			// Deleted once settled and applied again: the new object must
+			// have taken the first one's outcome from the ledger, not from a
+			// create of its own.
+			adopted.Checked++
+			first := pl.First
+			switch {
+			case pl.ReapplyErr != "":
+				adopted.fail("%s (%s, %s): %s\n    %s", pl.Name, pl.Provider, pl.Story, pl.ReapplyErr, history(p))
+			case p.UID == first.UID:
+				adopted.fail("%s (%s): re-applied, but the object is still the first one (uid %s)\n    %s", pl.Name, pl.Provider, p.UID, history(p))
+			case p.Status.Phase != first.Status.Phase || p.Status.ProviderPaymentID != first.Status.ProviderPaymentID ||
+				p.Status.CreateRequestedAt != nil || (p.Status.AdoptedAt == nil || !fromLedger(p)) && !byEvent(p):
+				adopted.fail("%s (%s, %s): re-applied %.1fs after its delete; first object %s with provider id %q, the new one %s with provider id %q, adoptedAt %v, history from the ledger %v, create requested %v\n    %s",
+					pl.Name, pl.Provider, pl.Story, pl.Reapplied.Sub(pl.Deleted).Seconds(), first.Status.Phase, first.Status.ProviderPaymentID,
+					p.Status.Phase, p.Status.ProviderPaymentID, p.Status.AdoptedAt, fromLedger(p), p.Status.CreateRequestedAt, history(p))
+			case p.Status.AdoptedAt == nil:
+				// A provider event of the order (stored while the object was
+				// gone, or found by the backfill) reached the new object
+				// before its first reconcile read the ledger: the same
+				// outcome and nothing created, but not marked adopted.
+				reappliedByEvent++
+			}
 		}
 		if settled(p) {
 			noSchedule.Checked++
@@ -266,8 +304,9 @@ func (s *soak) check(ctx context.Context) {
 
 	// Figures.
 	fig := Figures{Payments: s.n, Stories: map[string]int{}, Wall: time.Since(s.start).Round(time.Second).String(),
-		PaysimCounters: counters, ManagerStarts: len(starts), ReceiverStarts: len(s.st.Receiver.Starts()), WorstRateWindow: worst}
-	var settle, lag []time.Duration
+		PaysimCounters: counters, ManagerStarts: len(starts), ReceiverStarts: len(s.st.Receiver.Starts()), WorstRateWindow: worst,
+		ReapplyByEvent: reappliedByEvent}
+	var settle, lag, gaps []time.Duration
 	byStory := map[Story][]time.Duration{}
 	for _, pl := range plan {
 		fig.Stories[string(pl.Story)]++
@@ -277,6 +316,21 @@ func (s *soak) check(ctx context.Context) {
 		}
 		row := PaymentRow{Name: pl.Name, Provider: pl.Provider, Story: string(pl.Story), Phase: string(p.Status.Phase), Review: reviewReason(p),
 			Created: pl.Created.Sub(s.start).Seconds()}
+		if pl.First != nil && !pl.Reapplied.IsZero() {
+			// Latency and lag are the first object's: the new one only
+			// adopted what it had found.
+			row.Deleted, row.Reapplied = pl.Deleted.Sub(s.start).Seconds(), pl.Reapplied.Sub(s.start).Seconds()
+			fig.Reapplied++
+			end := pl.Reapplied
+			if p.Status.AdoptedAt != nil && p.Status.AdoptedAt.After(end) {
+				end = p.Status.AdoptedAt.Time
+			}
+			gaps = append(gaps, end.Sub(pl.Deleted))
+			if metChaos(pl.Deleted, end, starts, s.apiDown) {
+				fig.ReapplyMetChaos++
+			}
+			p = pl.First
+		}
 		if at, ok := settledAt(p); ok {
 			d := at.Sub(pl.Created)
 			settle = append(settle, d)
@@ -299,6 +353,15 @@ func (s *soak) check(ctx context.Context) {
 	r := func(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }
 	fig.SettleP50, fig.SettleP95, fig.SettleMax = r(harness.Percentile(settle, 0.5)), r(harness.Percentile(settle, 0.95)), r(harness.Max(settle))
 	fig.LagP50, fig.LagP95, fig.LagMax = r(harness.Percentile(lag, 0.5)), r(harness.Percentile(lag, 0.95)), r(harness.Max(lag))
+	fig.ReapplyGapP50, fig.ReapplyGapMax = r(harness.Percentile(gaps, 0.5)), r(harness.Max(gaps))
+	var cms corev1.ConfigMapList
+	if err := c.List(ctx, &cms, client.InNamespace(harness.SystemNamespace)); err == nil {
+		for _, cm := range cms.Items {
+			if strings.HasPrefix(cm.Name, ledger.ShardPrefix) {
+				fig.LedgerShards++
+			}
+		}
+	}
 	for _, x := range stories {
 		ds := byStory[x.story]
 		fig.ByStory = append(fig.ByStory, StoryFigures{Story: string(x.story), Payments: fig.Stories[string(x.story)],
@@ -330,7 +393,7 @@ func (s *soak) check(ctx context.Context) {
 	fig.Chaos = append([]string(nil), s.chaos...)
 	s.mu.Unlock()
 
-	invs := []*invariant{oneCharge, agrees, noFailed, legal, noSchedule, storedOnce, finished, rate}
+	invs := []*invariant{oneCharge, agrees, noFailed, legal, noSchedule, storedOnce, finished, rate, adopted}
 	s.report(invs, fig)
 	for _, iv := range invs {
 		for i, v := range iv.Violations {
@@ -369,6 +432,42 @@ func worstWindow(ts []time.Time, qps float64) (excess float64, count int, span t
 		}
 	}
 	return excess, count, span
+}
+
+// byEvent reports whether the payment took its phase from a provider event
+// (webhook or backfill) before anything else happened to it: its first
+// history step leaves the new object's empty phase.
+func byEvent(p *v1alpha1.Payment) bool {
+	h := p.Status.History
+	return len(h) > 0 && h[0].From == "" && (h[0].Source == v1alpha1.SourceWebhook || h[0].Source == v1alpha1.SourceBackfill)
+}
+
+// fromLedger reports whether the payment's history has a step taken from the
+// ledger (an adoption).
+func fromLedger(p *v1alpha1.Payment) bool {
+	for _, h := range p.Status.History {
+		if h.Source == v1alpha1.SourceLedger {
+			return true
+		}
+	}
+	return false
+}
+
+// metChaos reports whether [from, to] saw a manager start (after a kill:
+// the supervisor restarts it 1 s later) or overlapped the API server's
+// absence.
+func metChaos(from, to time.Time, starts []time.Time, down []window) bool {
+	for _, st := range starts {
+		if st.After(from) && !st.After(to.Add(time.Second)) {
+			return true
+		}
+	}
+	for _, w := range down {
+		if w.from.Before(to) && w.to.After(from) {
+			return true
+		}
+	}
+	return false
 }
 
 // settledAt is when the payment first reached its current settled phase.
@@ -421,8 +520,11 @@ func illegalStep(p *v1alpha1.Payment) string {
 			return fmt.Sprintf("step %d: Expired -> Succeeded without %s", i+1, v1alpha1.ReasonLateSuccess)
 		}
 		if h.To == v1alpha1.PhaseFailed && h.From != v1alpha1.PhaseFailed {
-			switch h.Source {
-			case v1alpha1.SourceCreate, v1alpha1.SourceWebhook, v1alpha1.SourceStatusQuery, v1alpha1.SourceBackfill:
+			switch {
+			case h.Source == v1alpha1.SourceCreate, h.Source == v1alpha1.SourceWebhook, h.Source == v1alpha1.SourceStatusQuery, h.Source == v1alpha1.SourceBackfill:
+			case h.Source == v1alpha1.SourceLedger && p.Status.AdoptedAt != nil:
+				// An adopted payment: the provider's answer to its first
+				// object, remembered in the ledger.
 			default:
 				return fmt.Sprintf("step %d: Failed through %s, not a provider answer", i+1, h.Source)
 			}
@@ -460,6 +562,8 @@ func (s *soak) report(invs []*invariant, fig Figures) {
 	fmt.Fprintf(&b, "| webhook deliveries (acknowledged) | %d (%d) |\n", fig.Deliveries, fig.DeliveriesOK)
 	fmt.Fprintf(&b, "| manager / receiver starts | %d / %d |\n", fig.ManagerStarts, fig.ReceiverStarts)
 	fmt.Fprintf(&b, "| busiest rate window | %s |\n", fig.WorstRateWindow)
+	fmt.Fprintf(&b, "| payments deleted and re-applied (during a kill or the API server's absence; settled by an event before adoption) | %d (%d; %d) |\n", fig.Reapplied, fig.ReapplyMetChaos, fig.ReapplyByEvent)
+	fmt.Fprintf(&b, "| re-apply: delete -> adopted p50 / max; ledger shards | %s / %s; %d |\n", fig.ReapplyGapP50, fig.ReapplyGapMax, fig.LedgerShards)
 	w := fig.PaysimCounters.Webhooks
 	f := fig.PaysimCounters.APIFaults
 	fmt.Fprintf(&b, "| paysim faults: API 500 / 429 / slow / lost answers | %d / %d / %d / %d |\n", f.ServerErrors, f.TooManyRequests, f.Slow, f.LostResponses)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/testenv"
 	"github.com/paywarden/paywarden/test/harness"
@@ -34,6 +35,14 @@ const (
 	// uses it.
 	qps   = v1alpha1.DefaultQPS
 	burst = v1alpha1.DefaultBurst
+	// reapplyEvery: one in so many payments of a provider whose story ends
+	// in a final phase (succeed, fail, expire, processing-then-succeed) is
+	// deleted once settled and applied again from its manifest, during the
+	// chaos (15 of 150: 10 % of all payments, 17 % of those in a final phase).
+	reapplyEvery = 6
+	// reapplyBefore: only payments created in the first part of the window
+	// are re-applied, so that they settle while the chaos still plays.
+	reapplyBefore = 0.85
 )
 
 // schedule is the providers' status-query schedule: short, so an "unknown"
@@ -77,6 +86,38 @@ type planned struct {
 	Amount   int64
 	Currency string
 	Created  time.Time // when the Payment was created (first successful create)
+
+	// Reapply marks a payment that is deleted once settled and applied
+	// again from its manifest (same name, same spec, no status). The fields
+	// below are written by the re-apply loop only and read after it ended.
+	Reapply bool
+	// First is its first object as read just before the delete.
+	First *v1alpha1.Payment
+	// Deleted is when the delete was stored, Reapplied when the same
+	// manifest was created again.
+	Deleted, Reapplied time.Time
+	// ReapplyErr says why the re-apply did not happen.
+	ReapplyErr string
+}
+
+// endsFinal reports whether the story ends in a final phase (not Unknown
+// waiting for a human): only such payments are let go when deleted.
+func (p *planned) endsFinal() bool {
+	ph, _ := p.expected()
+	return ph.IsFinal()
+}
+
+// manifest is the Payment as applied: spec only, no status.
+func (p *planned) manifest() *v1alpha1.Payment {
+	return &v1alpha1.Payment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.Name},
+		Spec: v1alpha1.PaymentSpec{
+			ProviderRef:       v1alpha1.LocalObjectReference{Name: p.Provider},
+			Amount:            v1alpha1.Amount{Value: p.Amount, Currency: p.Currency},
+			MerchantReference: p.Name,
+			Description:       string(p.Story),
+		},
+	}
 }
 
 // expected is the phase and review reason a story must end in.
@@ -122,7 +163,7 @@ func TestSoak(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, n: n, seed: seed, dir: dir, start: time.Now()}
+	s := &soak{t: t, n: n, seed: seed, dir: dir, start: time.Now(), waves: make(chan string, 8)}
 	wall := s.start
 	defer func() { t.Logf("soak wall time %s (set-up included)", time.Since(wall).Round(time.Second)) }()
 	// The creation window: long enough for every chaos action, longer for
@@ -159,6 +200,10 @@ type soak struct {
 	rescripted map[string]bool
 	outage     []window // provider outages (every call answered 500)
 	apiDown    []window
+	// waves tells the re-apply loop to delete what has settled now: the
+	// chaos sends it just before it kills the manager or stops the API
+	// server, and when the API server is back (the manager restarting).
+	waves chan string
 }
 
 type window struct{ from, to time.Time }
@@ -183,7 +228,10 @@ func (s *soak) setUp(ctx context.Context, root string) {
 		Root: root, Dir: s.dir, Log: testLog{t},
 		PaysimArgs: []string{"--time-factor", strconv.FormatFloat(timeFactor, 'f', -1, 64), "--seed", strconv.FormatUint(s.seed, 10)},
 		// Verbose enough to explain a violation, quiet enough for N=1000.
-		ManagerArgs:  []string{"--zap-log-level", "info"},
+		// The ledger of settled payments lives in the bundle namespace
+		// (the harness creates it); named here so the soak does not depend
+		// on the default.
+		ManagerArgs:  []string{"--zap-log-level", "info", "--bundle-namespace", harness.SystemNamespace},
 		ReceiverArgs: []string{"--zap-log-level", "info"},
 	})
 	if err != nil {
@@ -280,9 +328,10 @@ func (s *soak) createProvider(ctx context.Context, name string) {
 // payment to settle.
 func (s *soak) run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); s.createPayments(ctx) }()
 	go func() { defer wg.Done(); s.playChaos(ctx) }()
+	go func() { defer wg.Done(); s.reapply(ctx) }()
 	rescriptCtx, stopRescript := context.WithCancel(ctx)
 	go s.rescript(rescriptCtx)
 	wg.Wait()
@@ -306,6 +355,7 @@ func (s *soak) createPayments(ctx context.Context) {
 	}
 	rng.Shuffle(len(slots), func(i, j int) { slots[i], slots[j] = slots[j], slots[i] })
 	interval := s.window / time.Duration(s.n)
+	finals := map[string]int{} // per provider, payments so far whose story ends in a final phase
 	for i := range s.n {
 		if d := time.Until(s.start.Add(time.Duration(i) * interval)); d > 0 {
 			time.Sleep(d)
@@ -316,6 +366,10 @@ func (s *soak) createPayments(ctx context.Context) {
 			Name: fmt.Sprintf("pay-%04d", i), Provider: providers[i%len(providers)], Story: story,
 			Delay:  time.Duration(1000+rng.IntN(7000)) * time.Millisecond,
 			Amount: int64(500 + rng.IntN(50000)), Currency: "USD",
+		}
+		if p.endsFinal() {
+			p.Reapply = finals[p.Provider]%reapplyEvery == reapplyEvery/2 && float64(i) < reapplyBefore*float64(s.n)
+			finals[p.Provider]++
 		}
 		sc := paysim.Script{After: simulated(p.Delay)}
 		switch story {
@@ -336,19 +390,10 @@ func (s *soak) createPayments(ctx context.Context) {
 			s.t.Errorf("script %s: %v", p.Name, err)
 			return
 		}
-		obj := &v1alpha1.Payment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.Name},
-			Spec: v1alpha1.PaymentSpec{
-				ProviderRef:       v1alpha1.LocalObjectReference{Name: p.Provider},
-				Amount:            v1alpha1.Amount{Value: p.Amount, Currency: p.Currency},
-				MerchantReference: p.Name,
-				Description:       string(story),
-			},
-		}
 		// The API server may be down: retry until the create is stored (an
 		// AlreadyExists after a lost answer means it was).
 		for {
-			err := s.st.CP.Client.Create(ctx, obj)
+			err := s.st.CP.Client.Create(ctx, p.manifest())
 			if err == nil || isAlreadyExists(err) {
 				break
 			}
@@ -365,6 +410,90 @@ func (s *soak) createPayments(ctx context.Context) {
 }
 
 func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
+
+// reapply deletes the payments marked Reapply that have settled in a final
+// phase and, once an object is gone (remembered in the ledger, the finalizer
+// removed), creates it again from the same manifest: what a GitOps re-sync or
+// a person does after a delete. Deletes come in waves, each just before a
+// chaos action that concerns them (a kill of the manager, the API server
+// stopped, the API server back with the manager restarting) so that deletes,
+// ledger writes, re-creates and adoptions meet them; after the last wave
+// (the manager's kill at the end of the window) every candidate is deleted
+// as soon as it has settled. A re-apply counts as done once the create was
+// stored.
+func (s *soak) reapply(ctx context.Context) {
+	c := s.st.CP.Client
+	deadline := s.start.Add(s.window + 90*time.Second)
+	deleting := false // a wave is on: delete what has settled
+	lastWave := s.start.Add(s.window - time.Second)
+	for ctx.Err() == nil {
+		s.mu.Lock()
+		all := len(s.payments) == s.n
+		var todo []*planned
+		for _, p := range s.payments {
+			if p.Reapply && p.Reapplied.IsZero() && p.ReapplyErr == "" {
+				todo = append(todo, p)
+			}
+		}
+		s.mu.Unlock()
+		if all && len(todo) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, p := range todo {
+				p.ReapplyErr = fmt.Sprintf("not re-applied by %s (deleted: %v)", deadline.Sub(s.start).Round(time.Second), !p.Deleted.IsZero())
+			}
+			s.logf("re-apply: %d payments not re-applied before the deadline", len(todo))
+			return
+		}
+		for _, p := range todo {
+			key := client.ObjectKey{Namespace: namespace, Name: p.Name}
+			obj := &v1alpha1.Payment{}
+			err := c.Get(ctx, key, obj)
+			if p.Deleted.IsZero() {
+				if !deleting && time.Now().Before(lastWave) {
+					continue
+				}
+				switch {
+				case err == nil && obj.DeletionTimestamp != nil:
+					// The delete was stored and its answer lost.
+				case err == nil:
+					if !payment.Settled(obj) {
+						continue
+					}
+					p.First = obj.DeepCopy()
+					uid := obj.UID
+					if err := c.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+						continue // the API server may be away: again next round
+					}
+				case apierrors.IsNotFound(err) && p.First != nil:
+					// Deleted and already let go; the answer was lost.
+				default:
+					continue
+				}
+				p.Deleted = time.Now()
+				s.logf("re-apply: deleted %s (%s, %s, provider id %s)", p.Name, p.Provider, p.First.Status.Phase, p.First.Status.ProviderPaymentID)
+				continue
+			}
+			if !apierrors.IsNotFound(err) {
+				continue // still held by its finalizer, or the API server is away
+			}
+			if err := c.Create(ctx, p.manifest()); err != nil && !isAlreadyExists(err) {
+				continue
+			}
+			p.Reapplied = time.Now()
+			s.logf("re-apply: %s applied again from its manifest, %.1fs after its delete", p.Name, p.Reapplied.Sub(p.Deleted).Seconds())
+		}
+		deleting = false
+		select {
+		case <-ctx.Done():
+		case why := <-s.waves:
+			s.logf("re-apply: deleting the settled ones now (%s)", why)
+			deleting = true
+		case <-time.After(time.Second):
+		}
+	}
+}
 
 func simulated(real time.Duration) time.Duration {
 	return time.Duration(float64(real) / timeFactor)
@@ -393,17 +522,28 @@ func (s *soak) playChaos(ctx context.Context) {
 			s.note("kill -9 %s (pid %d); its supervisor restarts it after 1s", p.Name, pid)
 		}
 	}
-	at(0.08)
+	// wave lets the re-apply loop delete its settled payments half a second
+	// before the chaos action at frac.
+	wave := func(frac float64, why string) {
+		at(frac - 0.5/s.window.Seconds())
+		select {
+		case s.waves <- why:
+		default:
+		}
+		at(frac)
+	}
+	wave(0.08, "manager kill in 0.5s")
 	kill(s.st.Manager)
 	at(0.16)
 	kill(s.st.Receiver)
-	at(0.22)
+	wave(0.22, "kube-apiserver stop in 0.5s")
 	s.note("kube-apiserver stopped for 30s (etcd keeps running)")
 	from := time.Now()
 	if err := s.st.CP.RestartAPIServer(ctx, 30*time.Second); err != nil {
 		s.t.Errorf("restart kube-apiserver: %v", err)
 	} else {
 		s.note("kube-apiserver ready again, %s after it was stopped", time.Since(from).Round(100*time.Millisecond))
+		s.waves <- "kube-apiserver back, the manager restarting"
 	}
 	s.mu.Lock()
 	s.apiDown = append(s.apiDown, window{from, time.Now()})
@@ -416,7 +556,12 @@ func (s *soak) playChaos(ctx context.Context) {
 	if err := s.st.Sim.SetFaults(ctx, out); err != nil {
 		s.t.Error(err)
 	}
-	time.Sleep(5 * time.Second)
+	time.Sleep(4500 * time.Millisecond)
+	select {
+	case s.waves <- "manager and receiver kill in 0.5s":
+	default:
+	}
+	time.Sleep(500 * time.Millisecond)
 	kill(s.st.Manager, s.st.Receiver)
 	time.Sleep(15 * time.Second)
 	if err := s.st.Sim.SetFaults(ctx, background); err != nil {
@@ -428,7 +573,7 @@ func (s *soak) playChaos(ctx context.Context) {
 	s.note("provider outage over")
 	at(0.90)
 	kill(s.st.Receiver)
-	at(1.00)
+	wave(1.00, "manager kill in 0.5s; from now on as soon as they settle")
 	kill(s.st.Manager)
 	time.Sleep(10 * time.Second)
 }
