@@ -17,10 +17,11 @@ const (
 	// recorded in history.
 	AnnotationResolveReason = AnnotationPrefix + "resolve-reason"
 	// AnnotationCapture captures an Authorized payment with captureMethod
-	// Manual: "all" (or any value that is not a number) takes the whole
-	// authorized amount, a positive number of minor units takes that much
-	// (a partial capture; the rest is released). Each new value is acted on
-	// once; set before the payment is Authorized, it waits for it.
+	// Manual: "all" takes the whole authorized amount, a positive whole
+	// number of minor units takes that much (a partial capture; the rest is
+	// released). Anything else ("19.99", "600 USD", "1e2") is refused with a
+	// CaptureRefused Warning Event and nothing is sent. Each new value is
+	// acted on once; set before the payment is Authorized, it waits for it.
 	AnnotationCapture = AnnotationPrefix + "capture"
 	// AnnotationCancel cancels a payment that has not taken money (voids its
 	// authorization, cancels the order at the provider); its value is the
