@@ -81,6 +81,15 @@ func DecodeRecord(s string) (LedgerRecord, error) {
 	return r, nil
 }
 
+// NotStarted reports whether the payment has not been through its first
+// reconcile: no phase, no create marker, no provider id (spec or status).
+// No provider event can be about it yet; one that names its order is about
+// an earlier object of the order, and waits until this one has adopted that
+// object's outcome or been created (the inbox keeps it Orphaned).
+func NotStarted(p *v1alpha1.Payment) bool {
+	return p.Status.Phase == "" && p.Status.CreateRequestedAt == nil && ProviderID(p) == ""
+}
+
 // MoneyMayMove reports whether a money-moving call of the payment may have
 // gone out or may go out now: its create or operation marker is stored (or
 // due), so the object must not disappear before it is settled.

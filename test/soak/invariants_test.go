@@ -52,7 +52,6 @@ type Figures struct {
 	ReceiverStarts     int             `json:"receiverStarts"`
 	WorstRateWindow    string          `json:"worstRateWindow"`
 	Reapplied          int             `json:"reapplied"`
-	ReapplyByEvent     int             `json:"reappliedSettledByAnEventBeforeAdoption"`
 	ReapplyMetChaos    int             `json:"reappliedDuringKillOrAPIOutage"`
 	ReapplyGapP50      string          `json:"reapplyDeleteToAdoptedP50"`
 	ReapplyGapMax      string          `json:"reapplyDeleteToAdoptedMax"`
@@ -157,7 +156,6 @@ func (s *soak) check(ctx context.Context) {
 		return b.String()
 	}
 
-	reappliedByEvent := 0
 	for _, pl := range plan {
 		p := objs[pl.Name]
 		// One charge per order.
@@ -204,16 +202,10 @@ func (s *soak) check(ctx context.Context) {
 			case p.UID == first.UID:
 				adopted.fail("%s (%s): re-applied, but the object is still the first one (uid %s)\n    %s", pl.Name, pl.Provider, p.UID, history(p))
 			case p.Status.Phase != first.Status.Phase || p.Status.ProviderPaymentID != first.Status.ProviderPaymentID ||
-				p.Status.CreateRequestedAt != nil || (p.Status.AdoptedAt == nil || !fromLedger(p)) && !byEvent(p):
+				p.Status.CreateRequestedAt != nil || p.Status.AdoptedAt == nil || !fromLedger(p):
 				adopted.fail("%s (%s, %s): re-applied %.1fs after its delete; first object %s with provider id %q, the new one %s with provider id %q, adoptedAt %v, history from the ledger %v, create requested %v\n    %s",
 					pl.Name, pl.Provider, pl.Story, pl.Reapplied.Sub(pl.Deleted).Seconds(), first.Status.Phase, first.Status.ProviderPaymentID,
 					p.Status.Phase, p.Status.ProviderPaymentID, p.Status.AdoptedAt, fromLedger(p), p.Status.CreateRequestedAt, history(p))
-			case p.Status.AdoptedAt == nil:
-				// A provider event of the order (stored while the object was
-				// gone, or found by the backfill) reached the new object
-				// before its first reconcile read the ledger: the same
-				// outcome and nothing created, but not marked adopted.
-				reappliedByEvent++
 			}
 		}
 		if settled(p) {
@@ -305,7 +297,7 @@ func (s *soak) check(ctx context.Context) {
 	// Figures.
 	fig := Figures{Payments: s.n, Stories: map[string]int{}, Wall: time.Since(s.start).Round(time.Second).String(),
 		PaysimCounters: counters, ManagerStarts: len(starts), ReceiverStarts: len(s.st.Receiver.Starts()), WorstRateWindow: worst,
-		ReapplyByEvent: reappliedByEvent}
+	}
 	var settle, lag, gaps []time.Duration
 	byStory := map[Story][]time.Duration{}
 	for _, pl := range plan {
@@ -434,14 +426,6 @@ func worstWindow(ts []time.Time, qps float64) (excess float64, count int, span t
 	return excess, count, span
 }
 
-// byEvent reports whether the payment took its phase from a provider event
-// (webhook or backfill) before anything else happened to it: its first
-// history step leaves the new object's empty phase.
-func byEvent(p *v1alpha1.Payment) bool {
-	h := p.Status.History
-	return len(h) > 0 && h[0].From == "" && (h[0].Source == v1alpha1.SourceWebhook || h[0].Source == v1alpha1.SourceBackfill)
-}
-
 // fromLedger reports whether the payment's history has a step taken from the
 // ledger (an adoption).
 func fromLedger(p *v1alpha1.Payment) bool {
@@ -562,7 +546,7 @@ func (s *soak) report(invs []*invariant, fig Figures) {
 	fmt.Fprintf(&b, "| webhook deliveries (acknowledged) | %d (%d) |\n", fig.Deliveries, fig.DeliveriesOK)
 	fmt.Fprintf(&b, "| manager / receiver starts | %d / %d |\n", fig.ManagerStarts, fig.ReceiverStarts)
 	fmt.Fprintf(&b, "| busiest rate window | %s |\n", fig.WorstRateWindow)
-	fmt.Fprintf(&b, "| payments deleted and re-applied (during a kill or the API server's absence; settled by an event before adoption) | %d (%d; %d) |\n", fig.Reapplied, fig.ReapplyMetChaos, fig.ReapplyByEvent)
+	fmt.Fprintf(&b, "| payments deleted and re-applied (during a kill or the API server's absence) | %d (%d) |\n", fig.Reapplied, fig.ReapplyMetChaos)
 	fmt.Fprintf(&b, "| re-apply: delete -> adopted p50 / max; ledger shards | %s / %s; %d |\n", fig.ReapplyGapP50, fig.ReapplyGapMax, fig.LedgerShards)
 	w := fig.PaysimCounters.Webhooks
 	f := fig.PaysimCounters.APIFaults
