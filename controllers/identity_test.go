@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -189,5 +191,41 @@ func TestRestoredCopyIsLookedUpBeforeCreate(t *testing.T) {
 	}
 	if got.Annotations[v1alpha1.AnnotationMoneyUID] != p.Annotations[v1alpha1.AnnotationMoneyUID] {
 		t.Errorf("the adopted copy's annotation changed: %v", got.Annotations)
+	}
+}
+
+// TestRetentionRemembersPaymentsWithoutTheFinalizer: a payment settled
+// before paywarden put finalizers on payments (simulated by removing it) is
+// written to the ledger by retention before it deletes it, so its manifest
+// applied again adopts the outcome instead of creating again.
+func TestRetentionRemembersPaymentsWithoutTheFinalizer(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "identity")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderGeneric, s))
+	ledgerNS := fixture.Namespace(t, env.Client, "ledger")
+	o := fixture.Run(controllers.ControllerPayment)
+	o.LedgerNamespace = ledgerNS
+	fixture.StartManager(t, env, ns, o)
+	p := paidPayment(t, ns, "generic", "before-finalizers", 1999)
+	base := p.DeepCopy()
+	p.Finalizers = nil
+	if err := env.Client.Patch(context.Background(), p, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+
+	ro := fixture.Run(controllers.ControllerRetention)
+	ro.LedgerNamespace = ledgerNS
+	ro.Clock = clocktesting.NewFakeClock(time.Now().Add(v1alpha1.DefaultFinalRetention + time.Hour))
+	fixture.StartManager(t, env, ns, ro)
+	fixture.Eventually(t, fixture.Timeout, "retention to delete the payment", func() bool {
+		return apierrors.IsNotFound(env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), &v1alpha1.Payment{}))
+	})
+	again := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: p.Name, Provider: "generic", Amount: 1999})
+	got := fixture.WaitPayment(t, env.Client, again, "adopted", func(p *v1alpha1.Payment) bool { return p.Status.AdoptedAt != nil })
+	if got.Status.Phase != v1alpha1.PhaseSucceeded || got.Status.ProviderPaymentID != p.Status.ProviderPaymentID {
+		t.Errorf("adopted %s", fixture.Dump(got.Status))
+	}
+	if n := s.Counters().PaymentsCreated; n != 1 {
+		t.Errorf("paysim created %d payments, want 1", n)
 	}
 }

@@ -241,8 +241,10 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		case payment.Write:
 			opBefore := p.Status.Operation.DeepCopy()
 			if marks(p, step.Outcome) {
-				if !p.DeletionTimestamp.IsZero() {
-					// Deleted before anything went out: nothing may start now.
+				if !p.DeletionTimestamp.IsZero() && step.Outcome.Status.CreateRequestedAt != nil && p.Status.CreateRequestedAt == nil {
+					// Deleted before its create went out: nothing may start
+					// now. (An operator's cancel or capture of a deleted
+					// payment still goes: it is how its money is settled.)
 					release(entry, uid)
 					return ctrl.Result{}, nil
 				}
@@ -387,10 +389,12 @@ func idempotencyKeyKeys(o client.Object) []string {
 }
 
 // marks reports whether out stores a marker of a money-moving call that p
-// does not have yet (a create or an operation).
+// does not have yet (a create or an operation), or adopts an order's
+// outcome: from then on the object is remembered in the ledger when it goes.
 func marks(p *v1alpha1.Payment, out payment.Outcome) bool {
 	return out.Status.CreateRequestedAt != nil && p.Status.CreateRequestedAt == nil ||
-		out.Status.Operation != nil && p.Status.Operation == nil
+		out.Status.Operation != nil && p.Status.Operation == nil ||
+		out.Status.AdoptedAt != nil && p.Status.AdoptedAt == nil
 }
 
 // finalize handles a deleted payment: one that holds no money in flight is
@@ -403,7 +407,8 @@ func (r *PaymentReconciler) finalize(ctx context.Context, p *v1alpha1.Payment) (
 	what := payment.InFlight(p)
 	if what == "" {
 		// Its Refunds in flight need it: they reach the provider through it.
-		refunds, err := listRefunds(ctx, r.Client, p.Namespace, p.Name)
+		// Asked of the API server: a Refund marked a moment ago counts.
+		refunds, err := listRefunds(ctx, r.APIReader, p.Namespace, p.Name)
 		if err != nil {
 			return false, err
 		}
@@ -474,7 +479,7 @@ func (r *PaymentReconciler) call(ctx context.Context, e *gateway.Entry, p *v1alp
 // the payment's idempotency key, merchant reference and create marker's time.
 func createRequest(p *v1alpha1.Payment) provider.CreateRequest {
 	req := provider.CreateRequest{
-		IdempotencyKey:    p.IdempotencyKey(),
+		IdempotencyKey:    payment.CreateKey(p),
 		MerchantReference: p.MerchantRef(),
 		Description:       p.Spec.Description,
 		Amount:            p.Spec.Amount.Value,

@@ -296,10 +296,13 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			release(entry, uid)
 			return requeueAt(step.At, now, wrote), r.noteOnPayment(ctx, rf, p)
 		case payment.Write:
-			if step.Outcome.Status.CreateRequestedAt != nil && rf.Status.CreateRequestedAt == nil {
-				if !rf.DeletionTimestamp.IsZero() {
+			if step.Outcome.Status.CreateRequestedAt != nil && rf.Status.CreateRequestedAt == nil ||
+				step.Outcome.Status.AdoptedAt != nil && rf.Status.AdoptedAt == nil {
+				if step.Outcome.Status.CreateRequestedAt != nil && (!rf.DeletionTimestamp.IsZero() || p != nil && !p.DeletionTimestamp.IsZero()) {
+					// Deleted (or its payment is) before anything went out:
+					// nothing may start now.
 					release(entry, uid)
-					return ctrl.Result{}, nil // deleted before anything went out
+					return ctrl.Result{}, nil
 				}
 				// The Refund must outlive the call its marker announces, and
 				// remember its order when its Payment is gone.
@@ -438,7 +441,7 @@ func (r *RefundReconciler) call(ctx context.Context, e *gateway.Entry, rf *v1alp
 	switch action {
 	case payment.Create:
 		got, err = e.Provider.CreateRefund(ctx, provider.RefundRequest{
-			PaymentID: st.ProviderPaymentID, IdempotencyKey: payment.RefundKey(p, rf), Reference: rf.Reference(),
+			PaymentID: st.ProviderPaymentID, IdempotencyKey: payment.RefundCallKey(p, rf), Reference: rf.Reference(),
 			Amount: st.Amount.Value, Currency: st.Amount.Currency, Reason: rf.Spec.Reason,
 		})
 	case payment.Lookup:

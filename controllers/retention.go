@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
 )
 
 // IndexPaymentFinal indexes final Payments by their provider's name, so a
@@ -43,6 +45,10 @@ type Retention struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
+	// Ledger, when set, remembers a payment that holds no finalizer (settled
+	// before paywarden put finalizers on payments) before it is deleted; one
+	// with the finalizer is remembered by the payment reconciler.
+	Ledger Ledger
 }
 
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=refunds,verbs=get;list;watch
@@ -112,6 +118,9 @@ func (r *Retention) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		if err != nil || !expired {
 			return ctrl.Result{RequeueAfter: wait}, err
 		}
+		if err := r.remember(ctx, p); err != nil {
+			return ctrl.Result{}, err
+		}
 		uid, rv := p.UID, p.ResourceVersion
 		err = r.Client.Delete(ctx, p, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 		switch {
@@ -135,6 +144,22 @@ func (r *Retention) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 			return ctrl.Result{}, fmt.Errorf("delete payment %s past retention: %w", req.NamespacedName, err)
 		}
 	}
+}
+
+// remember writes a payment that was sent to the provider but holds no
+// money-in-flight finalizer to the ledger before it is deleted.
+func (r *Retention) remember(ctx context.Context, p *v1alpha1.Payment) error {
+	if r.Ledger == nil || controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight) || p.Status.CreateRequestedAt == nil {
+		return nil
+	}
+	rec, ok := payment.PaymentRecord(p, r.Clock.Now())
+	if !ok {
+		return nil
+	}
+	if err := r.Ledger.Put(ctx, p.OrderIdentity(), rec); err != nil {
+		return fmt.Errorf("remember payment %s/%s in the ledger before retention deletes it: %w", p.Namespace, p.Name, err)
+	}
+	return nil
 }
 
 // judge says whether p may be deleted now, or how long until it may.

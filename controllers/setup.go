@@ -177,7 +177,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 		Client: writer, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Recorder: rec, Clock: clk, Gateway: w.Gateway,
 	}
-	w.Retention = &Retention{Client: writer, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk}
+	w.Retention = &Retention{Client: writer, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk, Ledger: led}
 	w.Refunds = &RefundReconciler{
 		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, Ledger: led,

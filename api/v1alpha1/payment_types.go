@@ -467,6 +467,10 @@ type Operation struct {
 	// attempts counts calls that went out without an answer.
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`
+	// idempotencyKey is the key of this call, fixed with its marker: every
+	// retry sends it, whatever version of paywarden makes the retry.
+	// +optional
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 	// amount to capture (Capture); absent takes the whole authorized amount.
 	// +optional
 	Amount *Money `json:"amount,omitempty"`
@@ -501,6 +505,11 @@ type PaymentStatus struct {
 	// resolved with the same idempotency key, never repeated blindly.
 	// +optional
 	CreateRequestedAt *metav1.Time `json:"createRequestedAt,omitempty"`
+
+	// idempotencyKey is the key of the create, fixed with createRequestedAt:
+	// every retry sends it, whatever version of paywarden makes the retry.
+	// +optional
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 
 	// amountReceived is what the provider reports as paid.
 	// +optional

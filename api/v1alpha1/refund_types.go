@@ -108,6 +108,11 @@ type RefundStatus struct {
 	// with the same idempotency key, never repeated blindly.
 	// +optional
 	CreateRequestedAt *metav1.Time `json:"createRequestedAt,omitempty"`
+
+	// idempotencyKey is the key of the refund call, fixed with
+	// createRequestedAt: every retry sends it.
+	// +optional
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 	// failure explains a Failed refund.
 	// +optional
 	Failure *Failure `json:"failure,omitempty"`

@@ -6,10 +6,12 @@
 //
 // The records live in ConfigMaps in one namespace (the manager's, not the
 // payments': a deleted namespace must not take its ledger with it), sharded
-// by the first two hex digits of the identity: paywarden-ledger-00 …
-// paywarden-ledger-ff, created when first written. A record is one line of
-// about 90 bytes (payment.LedgerRecord.Encode); a shard keeps the records of
-// the last Retention and, past its size budget, drops the oldest first. The
+// by the first three hex digits of the identity: paywarden-ledger-000 …
+// paywarden-ledger-fff, created when first written, so a read or a write
+// moves one small shard. A record is one line of about 90 bytes
+// (payment.LedgerRecord.Encode); a shard keeps the records written in the
+// last Retention and, past its size budget, drops first the records of
+// objects that moved no money, then the oldest. The
 // rules (what a record means, when to adopt) are in internal/payment; this
 // package only reads and writes.
 package ledger
@@ -37,14 +39,17 @@ import (
 // retained-away manifest within a month finds it.
 const DefaultRetention = 30 * 24 * time.Hour
 
-// MaxShardBytes is a shard's size budget, below the API server's 1 MiB
-// object limit; past it the oldest records go first.
-const MaxShardBytes = 900 << 10
+// MaxShardBytes is a shard's size budget, well below the API server's 1 MiB
+// object limit; past it records go, those that moved no money first.
+const MaxShardBytes = 256 << 10
+
+// shardDigits is how many hex digits of an identity name its shard.
+const shardDigits = 3
 
 // maxPerIdentity bounds the attempts kept for one order.
 const maxPerIdentity = 4
 
-// ShardPrefix names the shards: <prefix><2 hex digits>.
+// ShardPrefix names the shards: <prefix><3 hex digits>.
 const ShardPrefix = "paywarden-ledger-"
 
 // Store is the ledger in the ConfigMaps of one namespace.
@@ -62,10 +67,10 @@ type Store struct {
 }
 
 func shardName(identity string) (string, error) {
-	if len(identity) < 2 {
+	if len(identity) < shardDigits {
 		return "", fmt.Errorf("ledger identity %q is too short", identity)
 	}
-	return ShardPrefix + strings.ToLower(identity[:2]), nil
+	return ShardPrefix + strings.ToLower(identity[:shardDigits]), nil
 }
 
 // Get returns the records kept for identity, oldest first (none: nil).
@@ -111,6 +116,7 @@ func (s *Store) Put(ctx context.Context, identity string, rec payment.LedgerReco
 		if err != nil {
 			recs = nil // an unreadable entry is replaced, not kept for ever
 		}
+		rec.RecordedAt = s.now()
 		kept := recs[:0]
 		for _, r := range recs {
 			if r.Kind != rec.Kind || r.Name != rec.Name {
@@ -118,9 +124,7 @@ func (s *Store) Put(ctx context.Context, identity string, rec payment.LedgerReco
 			}
 		}
 		kept = append(kept, rec)
-		if n := len(kept); n > maxPerIdentity {
-			kept = kept[n-maxPerIdentity:]
-		}
+		kept = keepPerIdentity(kept)
 		cm.Data[identity] = encodeAll(kept)
 		s.prune(cm.Data)
 		if create {
@@ -130,29 +134,54 @@ func (s *Store) Put(ctx context.Context, identity string, rec payment.LedgerReco
 	})
 }
 
-// prune drops records past retention, then the oldest while the shard is
-// over its budget.
+func (s *Store) now() time.Time {
+	if s.Clock != nil {
+		return s.Clock.Now()
+	}
+	return time.Now()
+}
+
+// keepPerIdentity bounds the attempts kept for one order: the records of
+// objects that moved no money go first, then the oldest; one that took the
+// order's money is never dropped for another attempt's.
+func keepPerIdentity(recs []payment.LedgerRecord) []payment.LedgerRecord {
+	for len(recs) > maxPerIdentity {
+		drop := 0
+		for i, r := range recs {
+			if !r.TookMoney() {
+				drop = i
+				break
+			}
+		}
+		recs = append(recs[:drop], recs[drop+1:]...)
+	}
+	return recs
+}
+
+// prune drops records written longer than retention ago, then, while the
+// shard is over its budget, the orders whose records moved no money, then
+// the oldest.
 func (s *Store) prune(data map[string]string) {
 	keep := s.Retention
 	if keep <= 0 {
 		keep = DefaultRetention
 	}
-	now := time.Now()
-	if s.Clock != nil {
-		now = s.Clock.Now()
-	}
+	now := s.now()
 	type entry struct {
-		key  string
-		last time.Time
+		key   string
+		money bool
+		last  time.Time
 	}
 	var entries []entry
 	size := 0
 	for k, v := range data {
 		recs, err := decodeAll(v)
 		var fresh []payment.LedgerRecord
+		money := false
 		for _, r := range recs {
-			if now.Sub(r.SettledAt) < keep {
+			if now.Sub(r.RecordedAt) < keep {
 				fresh = append(fresh, r)
+				money = money || r.TookMoney()
 			}
 		}
 		if err != nil || len(fresh) == 0 {
@@ -161,12 +190,17 @@ func (s *Store) prune(data map[string]string) {
 		}
 		data[k] = encodeAll(fresh)
 		size += len(k) + len(data[k])
-		entries = append(entries, entry{k, fresh[len(fresh)-1].SettledAt})
+		entries = append(entries, entry{k, money, fresh[len(fresh)-1].RecordedAt})
 	}
 	if size <= MaxShardBytes {
 		return
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].last.Before(entries[j].last) })
+	sort.Slice(entries, func(i, j int) bool {
+		if entries[i].money != entries[j].money {
+			return !entries[i].money
+		}
+		return entries[i].last.Before(entries[j].last)
+	})
 	for _, e := range entries {
 		if size <= MaxShardBytes {
 			return

@@ -120,7 +120,7 @@ func AfterLookup(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outc
 			found = call.Err.Error()
 		}
 		c.keyConflict(pol, fmt.Errorf("a first create with idempotency key %q exists at the provider; looking merchant reference %q up found nothing yet (%s)",
-			c.p.IdempotencyKey(), c.p.MerchantRef(), found), 0)
+			CreateKey(c.p), c.p.MerchantRef(), found), 0)
 	default:
 		why := fmt.Sprintf("it is past the provider's idempotency window (%s, less a %d%% margin)", pol.KeyWindow, pol.KeyWindowMarginPercent)
 		switch {

@@ -43,8 +43,20 @@ type LedgerRecord struct {
 	// Refunded is the payment's cumulative refunded total (Payment only).
 	Refunded int64
 	Currency string
-	// SettledAt is when it settled; the ledger forgets records by it.
+	// SettledAt is when it settled.
 	SettledAt time.Time
+	// RecordedAt is when the record was written (its object was let go);
+	// the ledger forgets records by it.
+	RecordedAt time.Time
+}
+
+// TookMoney reports whether the recorded object moved money (or may have):
+// it did not end in a phase that frees its order.
+func (r LedgerRecord) TookMoney() bool {
+	if r.Kind == LedgerRefund {
+		return r.Phase != string(v1alpha1.RefundFailed)
+	}
+	return !releasesReference(v1alpha1.PaymentPhase(r.Phase))
 }
 
 const recordVersion = "v1"
@@ -53,28 +65,28 @@ const recordVersion = "v1"
 func (r LedgerRecord) Encode() string {
 	f := []string{recordVersion, r.Kind, r.Name, r.Phase, url.PathEscape(r.ProviderID),
 		strconv.FormatInt(r.Asked, 10), strconv.FormatInt(r.Amount, 10), strconv.FormatInt(r.Refunded, 10),
-		r.Currency, strconv.FormatInt(r.SettledAt.Unix(), 10)}
+		r.Currency, strconv.FormatInt(r.SettledAt.Unix(), 10), strconv.FormatInt(r.RecordedAt.Unix(), 10)}
 	return strings.Join(f, "|")
 }
 
 // DecodeRecord reads a record written by Encode.
 func DecodeRecord(s string) (LedgerRecord, error) {
 	f := strings.Split(s, "|")
-	if len(f) != 10 || f[0] != recordVersion {
-		return LedgerRecord{}, fmt.Errorf("ledger record %q: want %s with 10 fields", s, recordVersion)
+	if len(f) != 11 || f[0] != recordVersion {
+		return LedgerRecord{}, fmt.Errorf("ledger record %q: want %s with 11 fields", s, recordVersion)
 	}
 	id, err := url.PathUnescape(f[4])
 	if err != nil {
 		return LedgerRecord{}, fmt.Errorf("ledger record %q: provider id: %w", s, err)
 	}
-	var n [4]int64
-	for i, v := range []string{f[5], f[6], f[7], f[9]} {
+	var n [5]int64
+	for i, v := range []string{f[5], f[6], f[7], f[9], f[10]} {
 		if n[i], err = strconv.ParseInt(v, 10, 64); err != nil {
 			return LedgerRecord{}, fmt.Errorf("ledger record %q: %w", s, err)
 		}
 	}
 	r := LedgerRecord{Kind: f[1], Name: f[2], Phase: f[3], ProviderID: id, Asked: n[0], Amount: n[1], Refunded: n[2],
-		Currency: f[8], SettledAt: time.Unix(n[3], 0).UTC()}
+		Currency: f[8], SettledAt: time.Unix(n[3], 0).UTC(), RecordedAt: time.Unix(n[4], 0).UTC()}
 	if r.Kind != LedgerPayment && r.Kind != LedgerRefund || r.Name == "" || r.Phase == "" {
 		return LedgerRecord{}, fmt.Errorf("ledger record %q: incomplete", s)
 	}
@@ -118,6 +130,8 @@ func InFlight(p *v1alpha1.Payment) string {
 		return fmt.Sprintf("the outcome of its create (requested %s)", st.CreateRequestedAt.UTC().Format(time.RFC3339))
 	case st.Phase == v1alpha1.PhaseUnknown:
 		return "a decision on its review (" + st.WaitingFor + "): resolve it with " + v1alpha1.AnnotationResolve
+	case st.Phase == v1alpha1.PhaseAuthorized:
+		return "its authorization to be captured or canceled: annotate " + v1alpha1.AnnotationCancel + " (or " + v1alpha1.AnnotationCapture + "); otherwise it ends when the authorization expires"
 	}
 	return fmt.Sprintf("the provider's final answer (it is %s)", st.Phase)
 }

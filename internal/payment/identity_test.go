@@ -62,7 +62,7 @@ func TestDefaultKeysDeriveFromTheOrderNotTheObject(t *testing.T) {
 
 func TestLedgerRecordRoundTrip(t *testing.T) {
 	rec := payment.LedgerRecord{Kind: payment.LedgerPayment, Name: "order-1", Phase: "PartiallyRefunded", ProviderID: "pay|odd id/1",
-		Asked: 1999, Amount: 1999, Refunded: 500, Currency: "USD", SettledAt: t0}
+		Asked: 1999, Amount: 1999, Refunded: 500, Currency: "USD", SettledAt: t0, RecordedAt: t0.Add(72 * time.Hour)}
 	got, err := payment.DecodeRecord(rec.Encode())
 	if err != nil || got != rec {
 		t.Fatalf("round trip: %+v, %v; want %+v", got, err, rec)
@@ -70,7 +70,7 @@ func TestLedgerRecordRoundTrip(t *testing.T) {
 	if n := len(rec.Encode()); n > 100 {
 		t.Errorf("a record takes %d bytes", n)
 	}
-	for _, bad := range []string{"", "v0|P|a|Succeeded|x|1|1|0|USD|0", "v1|P|a|Succeeded|x|1|1|0|USD", "v1|X|a|Succeeded|x|1|1|0|USD|0", "v1|P||Succeeded|x|1|1|0|USD|0", "v1|P|a|Succeeded|x|one|1|0|USD|0"} {
+	for _, bad := range []string{"", "v0|P|a|Succeeded|x|1|1|0|USD|0|0", "v1|P|a|Succeeded|x|1|1|0|USD|0", "v1|X|a|Succeeded|x|1|1|0|USD|0|0", "v1|P||Succeeded|x|1|1|0|USD|0|0", "v1|P|a|Succeeded|x|one|1|0|USD|0|0"} {
 		if _, err := payment.DecodeRecord(bad); err == nil {
 			t.Errorf("DecodeRecord(%q) accepted", bad)
 		}
@@ -289,5 +289,89 @@ func TestAdoptRefund(t *testing.T) {
 	inFlight.Status.Phase, inFlight.Status.ProviderRefundID = v1alpha1.RefundPending, ""
 	if !strings.Contains(payment.RefundInFlight(inFlight), "refund call") {
 		t.Errorf("a refund with a marker and no answer: %q", payment.RefundInFlight(inFlight))
+	}
+}
+
+// Keys are stored with their markers, and a marker stored without one (by a
+// paywarden that keyed calls by spec.idempotencyKey or the UID) is retried
+// with that older key: an upgrade never sends a call in flight under a new
+// key, which the provider could not match to the first request.
+func TestKeysAreStoredWithTheirMarkersAndOldMarkersKeepTheirKeys(t *testing.T) {
+	pol := testPolicy()
+	p := newPay("order-1")
+	marked := store(p, planned(p, pol, t0).Outcome)
+	if marked.Status.IdempotencyKey != p.IdempotencyKey() || payment.CreateKey(marked) != p.IdempotencyKey() {
+		t.Fatalf("the create marker stored key %q, want %q", marked.Status.IdempotencyKey, p.IdempotencyKey())
+	}
+	// The same marker, as an older paywarden stored it.
+	old := marked.DeepCopy()
+	old.Status.IdempotencyKey = ""
+	if k := payment.CreateKey(old); k != string(old.UID) {
+		t.Errorf("a create marked before keys were stored retries with %q, want the UID it was sent with", k)
+	}
+	old.Spec.IdempotencyKey = "chosen"
+	if k := payment.CreateKey(old); k != "chosen" {
+		t.Errorf("with spec.idempotencyKey: %q", k)
+	}
+
+	// Operations: the key stored with the marker; an older marker keeps the UID's.
+	auth := created("order-1")
+	auth.Status.Phase = v1alpha1.PhaseAuthorized
+	auth.Spec.CaptureMethod = v1alpha1.CaptureManual
+	auth.Annotations = map[string]string{v1alpha1.AnnotationCapture: "all"}
+	step := planned(auth, pol, t0.Add(time.Minute))
+	op := step.Outcome.Status.Operation
+	if op == nil || op.IdempotencyKey != payment.CreateKey(auth)+"/capture" {
+		t.Fatalf("capture marker %+v, want the key stored with it", op)
+	}
+	withOp := store(auth, step.Outcome)
+	if k := payment.OperationKey(withOp, v1alpha1.OperationCapture); k != op.IdempotencyKey {
+		t.Errorf("capture sent with %q, stored %q", k, op.IdempotencyKey)
+	}
+	withOp.Status.Operation.IdempotencyKey = ""
+	if k := payment.OperationKey(withOp, v1alpha1.OperationCapture); k != string(withOp.UID)+"/capture" {
+		t.Errorf("a capture marked before keys were stored is retried with %q", k)
+	}
+
+	// Refunds: stored with the marker; an older marker keeps the Refund's UID.
+	paid := settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0)
+	rf := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r1", UID: "uid-r1"},
+		Spec: v1alpha1.RefundSpec{PaymentRef: v1alpha1.LocalObjectReference{Name: paid.Name}, Amount: &v1alpha1.Amount{Value: 500, Currency: orderCurrency}}}
+	rs := payment.PlanRefund(rf, pol, payment.RefundFacts{Payment: paid}, t0)
+	if rs.Outcome.Status.CreateRequestedAt == nil || rs.Outcome.Status.IdempotencyKey != payment.RefundKey(paid, rf) {
+		t.Fatalf("refund marker %+v, want the key stored with it", rs.Outcome.Status)
+	}
+	rf.Status = rs.Outcome.Status
+	if k := payment.RefundCallKey(paid, rf); k != rf.Status.IdempotencyKey {
+		t.Errorf("refund sent with %q, stored %q", k, rf.Status.IdempotencyKey)
+	}
+	rf.Status.IdempotencyKey = ""
+	if k := payment.RefundCallKey(paid, rf); k != "uid-r1" {
+		t.Errorf("a refund marked before keys were stored is retried with %q, want its UID", k)
+	}
+}
+
+// A deleted Payment whose create may still charge keeps its merchant
+// reference and key: a second attempt at the order waits (DuplicatePayment)
+// instead of being created beside it. Let go (no finalizer), it frees them.
+func TestADeletedPaymentInFlightKeepsItsOrder(t *testing.T) {
+	first := created("order-1")
+	first.Spec.MerchantReference, first.Spec.IdempotencyKey = "order-1", "key-1"
+	first.Finalizers = []string{v1alpha1.FinalizerMoneyInFlight}
+	del := metav1.NewTime(t0.Add(time.Second))
+	first.DeletionTimestamp = &del
+	second := newPay("order-1-v2")
+	second.Spec.MerchantReference, second.Spec.IdempotencyKey = "order-1", "key-1"
+	second.CreationTimestamp = metav1.NewTime(t0.Add(2 * time.Second))
+	all := []v1alpha1.Payment{*first, *second}
+	if owner := payment.ReferenceOwner(second, all); owner != first.Name {
+		t.Errorf("reference owner %q while the deleted first attempt may still charge", owner)
+	}
+	if owner := payment.KeyOwner(second, all); owner != first.Name {
+		t.Errorf("key owner %q while the deleted first attempt may still charge", owner)
+	}
+	all[0].Finalizers = nil // let go: settled and remembered
+	if owner := payment.ReferenceOwner(second, all); owner != "" {
+		t.Errorf("a let-go Payment still owns the reference")
 	}
 }

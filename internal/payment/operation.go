@@ -19,10 +19,47 @@ import (
 // (no answer, or a crash between the marker and the call) is looked up with a
 // status query before the call is repeated.
 
-// OperationKey is the idempotency key of an operation on p: the payment's
-// key and the operation, so a repeated call is replayed by the provider.
+// OperationKey is the idempotency key of an operation on p: the one stored
+// with its marker, so a repeated call is replayed by the provider. A marker
+// stored without one was written by a paywarden that keyed operations by
+// spec.idempotencyKey or the UID: its retry keeps that key.
 func OperationKey(p *v1alpha1.Payment, kind v1alpha1.OperationKind) string {
-	return p.IdempotencyKey() + "/" + strings.ToLower(string(kind))
+	if op := p.Status.Operation; op != nil && op.Kind == kind {
+		if op.IdempotencyKey != "" {
+			return op.IdempotencyKey
+		}
+		return legacyKey(p) + "/" + strings.ToLower(string(kind))
+	}
+	return newOperationKey(p, kind)
+}
+
+// newOperationKey is the key a new operation marker stores: the create's
+// key and the operation.
+func newOperationKey(p *v1alpha1.Payment, kind v1alpha1.OperationKind) string {
+	return CreateKey(p) + "/" + strings.ToLower(string(kind))
+}
+
+// CreateKey is the idempotency key of p's create: the one stored with its
+// marker; for a marker stored without one (written by a paywarden that keyed
+// creates by spec.idempotencyKey or the UID) that key, so its retry is
+// replayed; before any marker, the order's (Payment.IdempotencyKey).
+func CreateKey(p *v1alpha1.Payment) string {
+	st := &p.Status
+	switch {
+	case st.IdempotencyKey != "":
+		return st.IdempotencyKey
+	case st.CreateRequestedAt != nil:
+		return legacyKey(p)
+	}
+	return p.IdempotencyKey()
+}
+
+// legacyKey is the key paywarden sent before keys derived from the order.
+func legacyKey(p *v1alpha1.Payment) string {
+	if p.Spec.IdempotencyKey != "" {
+		return p.Spec.IdempotencyKey
+	}
+	return string(p.UID)
 }
 
 // cancelAction applies the cancel annotation once per value.
@@ -48,7 +85,8 @@ func cancelAction(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
 			Reason: v1alpha1.ReasonCanceledByOperator + ": " + v + " (never sent to the provider)",
 		})
 	default:
-		st.Operation = &v1alpha1.Operation{Kind: v1alpha1.OperationCancel, RequestedAt: metav1.NewTime(now), Reason: v}
+		st.Operation = &v1alpha1.Operation{Kind: v1alpha1.OperationCancel, RequestedAt: metav1.NewTime(now), Reason: v,
+			IdempotencyKey: newOperationKey(p, v1alpha1.OperationCancel)}
 		c.event(false, "CancelRequested", "cancel requested: "+v)
 	}
 	return c.done(), true
@@ -81,7 +119,8 @@ func captureAction(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
 			c.event(true, "CaptureRefused", err.Error())
 			break
 		}
-		op := &v1alpha1.Operation{Kind: v1alpha1.OperationCapture, RequestedAt: metav1.NewTime(now)}
+		op := &v1alpha1.Operation{Kind: v1alpha1.OperationCapture, RequestedAt: metav1.NewTime(now),
+			IdempotencyKey: newOperationKey(p, v1alpha1.OperationCapture)}
 		if amount.Value != authorized.Value {
 			op.Amount = &amount
 		}
@@ -147,7 +186,7 @@ func planOperation(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) 
 			return Step{}, false
 		}
 		c := begin(p, now)
-		c.st().Operation = &v1alpha1.Operation{Kind: kind, RequestedAt: metav1.NewTime(now)}
+		c.st().Operation = &v1alpha1.Operation{Kind: kind, RequestedAt: metav1.NewTime(now), IdempotencyKey: newOperationKey(p, kind)}
 		if kind == v1alpha1.OperationCapture {
 			amount := authorizedAmount(p)
 			c.st().AmountToCapture = &amount

@@ -250,6 +250,7 @@ func markCreate(p *v1alpha1.Payment, now time.Time) Outcome {
 	c := begin(p, now)
 	c.apply(Observation{Source: v1alpha1.SourceCreate, Observed: ObservedPending})
 	c.st().CreateRequestedAt = ptrTime(now)
+	c.st().IdempotencyKey = p.IdempotencyKey()
 	c.st().ObservedGeneration = p.Generation
 	return c.done()
 }
@@ -317,7 +318,7 @@ func ReferenceOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 	for i := range same {
 		o := &same[i]
 		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || o.MerchantRef() != p.MerchantRef() ||
-			!o.DeletionTimestamp.IsZero() || releasesReference(o.Status.Phase) {
+			gone(o) || releasesReference(o.Status.Phase) {
 			continue
 		}
 		if older(o, owner) {
@@ -349,7 +350,7 @@ func KeyOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 	owner := p
 	for i := range same {
 		o := &same[i]
-		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || o.Spec.IdempotencyKey != key || !o.DeletionTimestamp.IsZero() {
+		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || o.Spec.IdempotencyKey != key || gone(o) {
 			continue
 		}
 		if older(o, owner) {
@@ -370,6 +371,22 @@ func releasesReference(phase v1alpha1.PaymentPhase) bool {
 		return true
 	}
 	return false
+}
+
+// gone reports whether a Payment is being deleted and holds no money in
+// flight any more (no money-in-flight finalizer): it no longer owns its
+// merchant reference or key. One still held is driven on, and may still
+// charge: it keeps them until it is let go (and then the ledger does).
+func gone(p *v1alpha1.Payment) bool {
+	if p.DeletionTimestamp.IsZero() {
+		return false
+	}
+	for _, f := range p.Finalizers {
+		if f == v1alpha1.FinalizerMoneyInFlight {
+			return false
+		}
+	}
+	return true
 }
 
 func older(a, b *v1alpha1.Payment) bool {

@@ -29,7 +29,7 @@ func RefundKey(p *v1alpha1.Payment, rf *v1alpha1.Refund) string {
 	if rf.Spec.IdempotencyKey != "" {
 		return rf.Spec.IdempotencyKey
 	}
-	pk := p.IdempotencyKey()
+	pk := CreateKey(p)
 	const sep = "/refund/"
 	if len(pk)+len(sep)+len(rf.UID) > MaxRefundKey {
 		sum := sha256.Sum256([]byte(pk))
@@ -72,4 +72,21 @@ func ForeignRefund(r *v1alpha1.Refund, providerRefundID, reference string) strin
 		return fmt.Sprintf("about the refund of another Refund (reference %s), this Refund is %s", reference, r.Reference())
 	}
 	return ""
+}
+
+// RefundCallKey is the key rf's refund call is sent with: the one stored
+// with its marker. A marker stored without one was written by a paywarden
+// that keyed refunds by spec.idempotencyKey or the Refund's UID: its retry
+// keeps that key, so the provider replays the first call.
+func RefundCallKey(p *v1alpha1.Payment, rf *v1alpha1.Refund) string {
+	st := &rf.Status
+	switch {
+	case st.IdempotencyKey != "":
+		return st.IdempotencyKey
+	case st.CreateRequestedAt != nil && rf.Spec.IdempotencyKey != "":
+		return rf.Spec.IdempotencyKey
+	case st.CreateRequestedAt != nil || p == nil:
+		return string(rf.UID)
+	}
+	return RefundKey(p, rf)
 }

@@ -188,6 +188,7 @@ func planRefundDecision(r *v1alpha1.Refund, pol Policy, facts RefundFacts, now t
 	st.WaitingFor = ""
 	st.ProviderPaymentID = ProviderID(facts.Payment)
 	st.CreateRequestedAt = ptrTime(now)
+	st.IdempotencyKey = RefundKey(facts.Payment, r)
 	st.ObservedGeneration = r.Generation
 	return RefundStep{Action: Write, Outcome: c.done(), Why: "refund marker before the call"}
 }
