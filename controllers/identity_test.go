@@ -229,3 +229,68 @@ func TestRetentionRemembersPaymentsWithoutTheFinalizer(t *testing.T) {
 		t.Errorf("paysim created %d payments, want 1", n)
 	}
 }
+
+// TestADeletedAuthorizedPaymentCanStillBeCanceled: a deleted payment holding
+// an authorization waits (its money is reserved) and says how to end it; the
+// operator's cancel is acted on, the authorization voided at the provider,
+// and the payment goes.
+func TestADeletedAuthorizedPaymentCanStillBeCanceled(t *testing.T) {
+	s := fixture.StartSim(t, paysim.Options{})
+	payersWait(t, s, paysim.PayPal, 0)
+	ns := fixture.Namespace(t, env.Client, "identity")
+	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: payerSchedule})
+	o := fixture.Run(controllers.ControllerPayment)
+	o.LedgerNamespace = fixture.Namespace(t, env.Client, "ledger")
+	m := fixture.StartManager(t, env, ns, o)
+	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{Payment: fixture.Payment{Namespace: ns, Name: "authorized", Provider: prov.Name}, CaptureMethod: v1alpha1.CaptureManual})
+	id := approve(t, s, v1alpha1.ProviderPayPal, p)
+	awaitAuthorized(t, p)
+	if err := env.Client.Delete(context.Background(), p.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, fixture.Timeout, "a DeletionWaits Event naming the cancel", func() bool {
+		for _, e := range m.Events.About(p.Name, "DeletionWaits") {
+			if strings.Contains(e.Message, v1alpha1.AnnotationCancel) {
+				return true
+			}
+		}
+		return false
+	})
+	fixture.Annotate(t, env.Client, p, v1alpha1.AnnotationCancel, "order withdrawn, object deleted")
+	deleteAndWaitGone(t, p.DeepCopy())
+	if n := s.Counters().VoidsByPayment[id]; n != 1 {
+		t.Errorf("%d voids at paysim, want 1", n)
+	}
+}
+
+// TestANamespaceDeletedWithMoneyInFlightDoesNotHang: its PaymentProvider
+// goes first (a namespace being deleted), and a payment whose outcome is not
+// known cannot be settled any more: it goes, remembered in the ledger as
+// unsettled with a Warning Event, and its manifest applied again sends
+// nothing and waits for review.
+func TestANamespaceDeletedWithMoneyInFlightDoesNotHang(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "identity")
+	s := fixture.StartSim(t, paysim.Options{})
+	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	m := ledgerManager(t, ns)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomePending})
+	p = fixture.WaitPayment(t, env.Client, p, "created at the provider", func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" })
+	deleteAndWaitGone(t, prov.DeepCopy())
+	deleteAndWaitGone(t, p.DeepCopy())
+	m.Events.Wait(t, "Warning", "DeletedUnsettled")
+
+	recreated := prov.DeepCopy()
+	recreated.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: prov.Name}
+	recreated.Status = v1alpha1.PaymentProviderStatus{}
+	if err := env.Client.Create(context.Background(), recreated); err != nil {
+		t.Fatal(err)
+	}
+	again := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomePending})
+	got := fixture.WaitPayment(t, env.Client, again, "parked for review", func(p *v1alpha1.Payment) bool { return p.Status.Phase == v1alpha1.PhaseUnknown })
+	if got.Status.CreateRequestedAt != nil || !strings.Contains(fixture.Dump(got.Status.Conditions), v1alpha1.ReasonCreateOutcomeUnknown) {
+		t.Errorf("re-applied after an unsettled delete: %s", fixture.Dump(got.Status))
+	}
+	if n := s.Counters().PaymentsCreated; n != 1 {
+		t.Errorf("paysim created %d payments, want 1", n)
+	}
+}

@@ -3,10 +3,12 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"errors"
 	"maps"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -187,6 +189,12 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 
 	prov, entry, perr := r.provider(ctx, p)
+	if errors.Is(perr, errProviderMissing) && !p.DeletionTimestamp.IsZero() {
+		// Deleted with its PaymentProvider (a namespace being deleted):
+		// nothing can settle it any more. It goes, remembered as unsettled,
+		// so that no object of its order is created again without a human.
+		return ctrl.Result{}, r.abandon(ctx, p)
+	}
 	pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{})
 	if prov != nil {
 		pol = payment.PolicyFor(&prov.Spec)
@@ -338,7 +346,7 @@ func (r *PaymentReconciler) provider(ctx context.Context, p *v1alpha1.Payment) (
 	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}
 	if err := r.Client.Get(ctx, key, prov); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, fmt.Errorf("PaymentProvider %s not found", key)
+			return nil, nil, fmt.Errorf("PaymentProvider %s: %w", key, errProviderMissing)
 		}
 		return nil, nil, err
 	}
@@ -386,6 +394,28 @@ func idempotencyKeyKeys(o client.Object) []string {
 		return nil
 	}
 	return []string{inbox.Key(p.Spec.ProviderRef.Name, p.Spec.IdempotencyKey)}
+}
+
+// errProviderMissing: the payment's PaymentProvider does not exist.
+var errProviderMissing = errors.New("not found")
+
+// abandon lets a deleted payment whose provider is gone go without its final
+// answer: recorded in the ledger as it stands, with a Warning Event.
+func (r *PaymentReconciler) abandon(ctx context.Context, p *v1alpha1.Payment) error {
+	if !controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight) {
+		return nil
+	}
+	rec := payment.UnsettledRecord(p, r.Clock.Now())
+	if err := letGo(ctx, r.Client, r.Ledger, p, p.OrderIdentity(), rec, true); err != nil {
+		return err
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DeletedUnsettled", "Delete",
+			"deleted with its PaymentProvider %s while %s; remembered in the ledger as %s, unsettled: an object of this order applied again waits for review, check the provider (id %q)",
+			p.Spec.ProviderRef.Name, payment.InFlight(p), rec.Phase, rec.ProviderID)
+	}
+	log.FromContext(ctx).Info("deleted payment let go unsettled: its provider is gone", "phase", p.Status.Phase)
+	return nil
 }
 
 // marks reports whether out stores a marker of a money-moving call that p

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -242,9 +243,12 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	var entry *gateway.Entry
 	pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{})
+	providerGone := p == nil
 	if p != nil {
 		prov := &v1alpha1.PaymentProvider{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}, prov); err == nil {
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}, prov)
+		providerGone = apierrors.IsNotFound(err)
+		if err == nil {
 			pol = payment.PolicyFor(&prov.Spec)
 			if entry, err = r.Gateway.For(ctx, prov); err == nil {
 				pol.Lifecycle, pol.LifecycleKnown = entry.Caps.Lifecycle, true
@@ -254,6 +258,12 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 	}
 
+	if providerGone && !rf.DeletionTimestamp.IsZero() {
+		// Deleted with its payment or provider gone (a namespace being
+		// deleted): nothing can settle it any more. It goes, remembered as
+		// unsettled, so that a Refund of the same name waits for a human.
+		return ctrl.Result{}, r.abandon(ctx, rf)
+	}
 	wrote, called, fresh := false, false, false
 	uid := string(rf.UID)
 	// An answer whose write failed is stored before anything else: the
@@ -400,6 +410,26 @@ func (r *RefundReconciler) holdMoney(ctx context.Context, rf *v1alpha1.Refund, p
 		a = map[string]string{v1alpha1.AnnotationLedgerIdentity: v1alpha1.RefundIdentity(p, rf.Name)}
 	}
 	return holdMoney(ctx, r.Client, rf, a)
+}
+
+// abandon lets a deleted Refund whose payment or provider is gone go
+// without its final answer: recorded in the ledger as it stands, with a
+// Warning Event.
+func (r *RefundReconciler) abandon(ctx context.Context, rf *v1alpha1.Refund) error {
+	if !controllerutil.ContainsFinalizer(rf, v1alpha1.FinalizerMoneyInFlight) {
+		return nil
+	}
+	rec := payment.UnsettledRefundRecord(rf, r.Clock.Now())
+	id := rf.Annotations[v1alpha1.AnnotationLedgerIdentity]
+	if err := letGo(ctx, r.Client, r.Ledger, rf, id, rec, id != ""); err != nil {
+		return err
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(rf, nil, corev1.EventTypeWarning, "DeletedUnsettled", "Delete",
+			"deleted with its payment or provider gone while waiting for %s; remembered in the ledger as %s, unsettled: check the provider (refund id %q)",
+			payment.RefundInFlight(rf), rec.Phase, rec.ProviderID)
+	}
+	return nil
 }
 
 // finalize handles a deleted Refund: settled (or never sent), it is

@@ -154,6 +154,25 @@ func PaymentRecord(p *v1alpha1.Payment, now time.Time) (LedgerRecord, bool) {
 	return r, true
 }
 
+// UnsettledRecord is the ledger record of a payment let go before its final
+// answer (deleted with its PaymentProvider): its phase as it stands, which
+// an object of the same order applied again takes as "ask a human".
+func UnsettledRecord(p *v1alpha1.Payment, now time.Time) LedgerRecord {
+	st := &p.Status
+	r := LedgerRecord{Kind: LedgerPayment, Name: p.Name, Phase: string(st.Phase), ProviderID: ProviderID(p),
+		Asked: p.Spec.Amount.Value, Currency: p.Spec.Amount.Currency, SettledAt: now}
+	if r.Phase == "" {
+		r.Phase = string(v1alpha1.PhasePending)
+	}
+	if st.AmountReceived != nil {
+		r.Amount = st.AmountReceived.Value
+	}
+	if st.AmountRefunded != nil {
+		r.Refunded = st.AmountRefunded.Value
+	}
+	return r
+}
+
 func settledAt(p *v1alpha1.Payment, now time.Time) time.Time {
 	if n := len(p.Status.History); n > 0 {
 		return p.Status.History[n-1].Time.Time
@@ -220,7 +239,16 @@ func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bo
 	case v1alpha1.PhaseCanceled:
 		obs.Observed = ObservedCanceled
 	default:
-		return Outcome{}, false // the ledger keeps only settled payments
+		// The earlier object went before its final answer (deleted with its
+		// provider): nothing is created; a human checks the provider.
+		c := begin(p, now)
+		c.apply(Observation{
+			Source: v1alpha1.SourceLedger, Observed: ObservedUnknown, Review: v1alpha1.ReasonCreateOutcomeUnknown,
+			Reason: fmt.Sprintf("an earlier Payment %s of this order was deleted while it was %s (provider id %s), before its final answer; nothing was created: check the provider, then resolve this Payment",
+				rec.Name, rec.Phase, orNone(rec.ProviderID)),
+		})
+		c.park()
+		return c.done(), true
 	}
 	before := len(c.st().History)
 	c.apply(obs)
@@ -258,6 +286,45 @@ func RefundRecord(r *v1alpha1.Refund, now time.Time) (LedgerRecord, bool) {
 		rec.SettledAt = st.History[n-1].Time.Time
 	}
 	return rec, true
+}
+
+// RestoredRefund reports whether r is a copy of a Refund that was sent
+// (restored from a backup without status): the money-uid annotation names
+// another object, and nothing in status says a call.
+func RestoredRefund(r *v1alpha1.Refund) bool {
+	st := &r.Status
+	if st.CreateRequestedAt != nil || st.Phase != "" || st.ProviderRefundID != "" {
+		return false
+	}
+	uid, ok := r.Annotations[v1alpha1.AnnotationMoneyUID]
+	return ok && uid != string(r.UID)
+}
+
+// restoredRefund parks a restored copy the ledger does not know: its refund
+// may have been made, so none is sent again.
+func restoredRefund(r *v1alpha1.Refund, now time.Time) RefundOutcome {
+	c := beginRefund(r, now)
+	c.apply(Observation{Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonCreateOutcomeUnknown,
+		Reason: fmt.Sprintf("restored without status from Refund %s (uid %s), which sent its refund; the ledger has no record of it, so none is sent again: check the provider (reference %s/%s/%s), then resolve this Refund",
+			r.Name, r.Annotations[v1alpha1.AnnotationMoneyUID], r.Namespace, r.Name, r.Annotations[v1alpha1.AnnotationMoneyUID])})
+	return c.done()
+}
+
+// UnsettledRefundRecord is the ledger record of a Refund let go before its
+// final answer (its payment or provider gone): its phase as it stands.
+func UnsettledRefundRecord(r *v1alpha1.Refund, now time.Time) LedgerRecord {
+	st := &r.Status
+	rec := LedgerRecord{Kind: LedgerRefund, Name: r.Name, Phase: string(st.Phase), ProviderID: st.ProviderRefundID, SettledAt: now}
+	if rec.Phase == "" {
+		rec.Phase = string(v1alpha1.RefundPending)
+	}
+	if a := r.Spec.Amount; a != nil {
+		rec.Asked, rec.Currency = a.Value, a.Currency
+	}
+	if st.Amount != nil {
+		rec.Amount, rec.Currency = st.Amount.Value, st.Amount.Currency
+	}
+	return rec
 }
 
 // RefundInFlight says what a deleted Refund waits for ("" when it may go).
@@ -310,9 +377,16 @@ func adoptedRefund(r *v1alpha1.Refund, rec LedgerRecord, why string, now time.Ti
 	switch v1alpha1.RefundPhase(rec.Phase) {
 	case v1alpha1.RefundSucceeded:
 		obs.Observed, obs.Amount = ObservedSucceeded, &v1alpha1.Money{Value: rec.Amount, Currency: rec.Currency}
-	default:
+	case v1alpha1.RefundFailed:
 		obs.Observed = ObservedFailed
 		obs.Failure = &v1alpha1.Failure{Code: "Adopted", Message: why}
+	default:
+		// The earlier Refund went before its final answer: nothing is sent;
+		// a human checks the provider.
+		c.apply(Observation{Source: v1alpha1.SourceLedger, Observed: ObservedUnknown, Review: v1alpha1.ReasonCreateOutcomeUnknown,
+			Reason: fmt.Sprintf("an earlier Refund %s of this payment was deleted while it was %s (refund id %s), before its final answer; nothing was sent: check the provider, then resolve this Refund",
+				rec.Name, rec.Phase, orNone(rec.ProviderID))})
+		return c.done()
 	}
 	c.apply(obs)
 	t := metav1.NewTime(now)
@@ -360,6 +434,15 @@ func afterObserve(c *change, pol Policy, call Call) Outcome {
 		t := metav1.NewTime(c.now)
 		c.st().AdoptedAt = &t
 		c.event(false, "Adopted", why)
+	case class == Unsupported && chargesOnCreate(c.p):
+		// A charge cannot be proven new where the provider cannot be
+		// searched: creating it again could take the money twice.
+		c.apply(Observation{
+			Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonCreateOutcomeUnknown,
+			Reason: fmt.Sprintf("restored without status from an object that sent its create, and the provider cannot be searched by merchant reference %q: not created again; check the provider, then resolve this Payment",
+				c.p.MerchantRef()),
+		})
+		c.park()
 	case class == NotFound || class == Unsupported:
 		c.merge(markCreate(c.p, c.now))
 	case class == ConfigProblem:

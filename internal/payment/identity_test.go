@@ -375,3 +375,64 @@ func TestADeletedPaymentInFlightKeepsItsOrder(t *testing.T) {
 		t.Errorf("a let-go Payment still owns the reference")
 	}
 }
+
+// An object let go before its final answer (deleted with its provider) is
+// remembered as unsettled: the same manifest applied again sends nothing and
+// waits for a human; another attempt at the order is a duplicate.
+func TestAnUnsettledRecordSendsNothing(t *testing.T) {
+	pending := created("order-1")
+	rec := payment.UnsettledRecord(pending, t0)
+	if rec.Phase != string(v1alpha1.PhasePending) || rec.ProviderID != "pay_1" || !rec.TookMoney() {
+		t.Fatalf("unsettled record %+v", rec)
+	}
+	for _, name := range []string{"order-1", "order-1-retry"} {
+		p := newPay(name)
+		p.UID = "new"
+		if name != "order-1" {
+			p.Spec.MerchantReference = pending.MerchantRef()
+		}
+		step := payment.Plan(p, testPolicy(), payment.Facts{Ledger: []payment.LedgerRecord{rec}}, t0.Add(time.Hour))
+		got := store(p, step.Outcome)
+		if step.Action != payment.Write || got.Status.CreateRequestedAt != nil || got.Status.Phase != v1alpha1.PhaseUnknown || review(got) == "" || got.Status.Query.NextTime != nil {
+			t.Errorf("%s after an unsettled record: %s, %+v", name, step.Action, got.Status)
+		}
+	}
+	rf := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r1", UID: "old"},
+		Spec: v1alpha1.RefundSpec{PaymentRef: v1alpha1.LocalObjectReference{Name: "order-1"}, Amount: &v1alpha1.Amount{Value: 500, Currency: "USD"}},
+		Status: v1alpha1.RefundStatus{Phase: v1alpha1.RefundPending, CreateRequestedAt: &metav1.Time{Time: t0}}}
+	rrec := payment.UnsettledRefundRecord(rf, t0)
+	again := rf.DeepCopy()
+	again.UID, again.Status = "new", v1alpha1.RefundStatus{}
+	out, ok := payment.AdoptRefund(again, []payment.LedgerRecord{rrec}, t0)
+	if !ok || out.Status.Phase != v1alpha1.RefundUnknown || out.Status.CreateRequestedAt != nil {
+		t.Errorf("a Refund after an unsettled one: %v %+v", ok, out.Status)
+	}
+}
+
+// A restored copy that cannot be proven new is never sent again: a charge at
+// a provider that cannot be searched, a Refund the ledger does not know.
+func TestRestoredCopiesThatCannotBeProvenNewSendNothing(t *testing.T) {
+	pol := testPolicy()
+	charge := newPay("order-1")
+	charge.Spec.PaymentMethod = &v1alpha1.PaymentMethodRef{PaymentMethod: "pm_1"}
+	charge.Annotations = map[string]string{v1alpha1.AnnotationMoneyUID: "the-first-object"}
+	if s := planned(charge, pol, t0); s.Action != payment.Lookup {
+		t.Fatalf("restored charge: %s", s.Action)
+	}
+	got := store(charge, payment.AfterLookup(charge, pol, fails(errUnsupported), t0))
+	if got.Status.CreateRequestedAt != nil || got.Status.Phase != v1alpha1.PhaseUnknown || review(got) != v1alpha1.ReasonCreateOutcomeUnknown {
+		t.Errorf("a restored charge at a provider without search: %+v", got.Status)
+	}
+
+	rf := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r1", UID: "restored",
+		Annotations: map[string]string{v1alpha1.AnnotationMoneyUID: "uid-r1"}},
+		Spec: v1alpha1.RefundSpec{PaymentRef: v1alpha1.LocalObjectReference{Name: "order-1"}, Amount: &v1alpha1.Amount{Value: 500, Currency: orderCurrency}}}
+	step := payment.PlanRefund(rf, pol, payment.RefundFacts{Payment: settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0)}, t0)
+	if step.Action != payment.Write || step.Outcome.Status.CreateRequestedAt != nil || step.Outcome.Status.Phase != v1alpha1.RefundUnknown {
+		t.Errorf("a restored Refund: %s %+v", step.Action, step.Outcome.Status)
+	}
+	rf.Annotations[v1alpha1.AnnotationMoneyUID] = "restored" // its own: held in this life, not restored
+	if step := payment.PlanRefund(rf, pol, payment.RefundFacts{Payment: settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0)}, t0); step.Outcome.Status.CreateRequestedAt == nil {
+		t.Errorf("a Refund held by itself is not sent: %s %s", step.Action, step.Why)
+	}
+}

@@ -123,6 +123,9 @@ func PlanRefund(r *v1alpha1.Refund, pol Policy, facts RefundFacts, now time.Time
 				return RefundStep{Action: Write, Outcome: out, Why: "the refund was settled by an earlier object: adopt, do not refund again"}
 			}
 		}
+		if RestoredRefund(r) {
+			return RefundStep{Action: Write, Outcome: restoredRefund(r, now), Why: "a restored copy of a refund that was sent: never sent again"}
+		}
 		return planRefundDecision(r, pol, facts, now)
 	}
 	if st.ProviderRefundID == "" {
