@@ -2,8 +2,8 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"maps"
 	"sync"
 	"time"

@@ -398,7 +398,7 @@ func TestAnUnsettledRecordSendsNothing(t *testing.T) {
 		}
 	}
 	rf := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r1", UID: "old"},
-		Spec: v1alpha1.RefundSpec{PaymentRef: v1alpha1.LocalObjectReference{Name: "order-1"}, Amount: &v1alpha1.Amount{Value: 500, Currency: "USD"}},
+		Spec:   v1alpha1.RefundSpec{PaymentRef: v1alpha1.LocalObjectReference{Name: "order-1"}, Amount: &v1alpha1.Amount{Value: 500, Currency: "USD"}},
 		Status: v1alpha1.RefundStatus{Phase: v1alpha1.RefundPending, CreateRequestedAt: &metav1.Time{Time: t0}}}
 	rrec := payment.UnsettledRefundRecord(rf, t0)
 	again := rf.DeepCopy()
