@@ -85,6 +85,10 @@ func TestDeletedAndReappliedObjectsAdoptTheirOutcome(t *testing.T) {
 				if got.UID == c.old.UID {
 					t.Fatalf("%s was not re-created", got.Name)
 				}
+				// Adopted, it is remembered again when it goes.
+				if !controllerutil.ContainsFinalizer(got, v1alpha1.FinalizerMoneyInFlight) {
+					t.Errorf("%s adopted without the %s finalizer", got.Name, v1alpha1.FinalizerMoneyInFlight)
+				}
 				if got.Status.Phase != c.old.Status.Phase || got.Status.ProviderPaymentID != c.old.Status.ProviderPaymentID ||
 					!sameMoney(got.Status.AmountReceived, c.old.Status.AmountReceived) || !sameMoney(got.Status.AmountRefunded, c.old.Status.AmountRefunded) {
 					t.Errorf("%s adopted %s; before deletion it was %s", got.Name, fixture.Dump(got.Status), fixture.Dump(c.old.Status))

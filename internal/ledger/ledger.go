@@ -33,8 +33,8 @@ import (
 	"github.com/paywarden/paywarden/internal/payment"
 )
 
-// DefaultRetention is how long a record is kept after its object settled:
-// longer than payments are retained (72 h), events redelivered (96 h) and
+// DefaultRetention is how long a record is kept after it was written (its
+// object let go): longer than payments are retained (72 h), events redelivered (96 h) and
 // any provider remembers an idempotency key (24 h), so every re-apply of a
 // retained-away manifest within a month finds it.
 const DefaultRetention = 30 * 24 * time.Hour
