@@ -189,7 +189,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 
 	prov, entry, perr := r.provider(ctx, p)
-	if errors.Is(perr, errProviderMissing) && !p.DeletionTimestamp.IsZero() {
+	if errors.Is(perr, errProviderMissing) && !p.DeletionTimestamp.IsZero() && r.providerGone(ctx, p) {
 		// Deleted with its PaymentProvider (a namespace being deleted):
 		// nothing can settle it any more. It goes, remembered as unsettled,
 		// so that no object of its order is created again without a human.
@@ -249,10 +249,12 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		case payment.Write:
 			opBefore := p.Status.Operation.DeepCopy()
 			if marks(p, step.Outcome) {
-				if !p.DeletionTimestamp.IsZero() && step.Outcome.Status.CreateRequestedAt != nil && p.Status.CreateRequestedAt == nil {
-					// Deleted before its create went out: nothing may start
-					// now. (An operator's cancel or capture of a deleted
-					// payment still goes: it is how its money is settled.)
+				if !p.DeletionTimestamp.IsZero() && (step.Outcome.Status.CreateRequestedAt != nil && p.Status.CreateRequestedAt == nil ||
+					!controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight)) {
+					// Deleted before its create went out (or never held):
+					// nothing may start now. (An operator's cancel or capture
+					// of a deleted payment that holds money still goes: it is
+					// how its money is settled.)
 					release(entry, uid)
 					return ctrl.Result{}, nil
 				}
@@ -398,6 +400,13 @@ func idempotencyKeyKeys(o client.Object) []string {
 
 // errProviderMissing: the payment's PaymentProvider does not exist.
 var errProviderMissing = errors.New("not found")
+
+// providerGone confirms with the API server (not a cache that may not have
+// caught up) that the payment's PaymentProvider does not exist.
+func (r *PaymentReconciler) providerGone(ctx context.Context, p *v1alpha1.Payment) bool {
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}, &v1alpha1.PaymentProvider{})
+	return apierrors.IsNotFound(err)
+}
 
 // abandon lets a deleted payment whose provider is gone go without its final
 // answer: recorded in the ledger as it stands, with a Warning Event.

@@ -258,7 +258,7 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 	}
 
-	if providerGone && !rf.DeletionTimestamp.IsZero() {
+	if providerGone && !rf.DeletionTimestamp.IsZero() && r.confirmGone(ctx, rf, p) {
 		// Deleted with its payment or provider gone (a namespace being
 		// deleted): nothing can settle it any more. It goes, remembered as
 		// unsettled, so that a Refund of the same name waits for a human.
@@ -308,7 +308,8 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		case payment.Write:
 			if step.Outcome.Status.CreateRequestedAt != nil && rf.Status.CreateRequestedAt == nil ||
 				step.Outcome.Status.AdoptedAt != nil && rf.Status.AdoptedAt == nil {
-				if step.Outcome.Status.CreateRequestedAt != nil && (!rf.DeletionTimestamp.IsZero() || p != nil && !p.DeletionTimestamp.IsZero()) {
+				if step.Outcome.Status.CreateRequestedAt != nil && (!rf.DeletionTimestamp.IsZero() || p != nil && !p.DeletionTimestamp.IsZero()) ||
+					!rf.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(rf, v1alpha1.FinalizerMoneyInFlight) {
 					// Deleted (or its payment is) before anything went out:
 					// nothing may start now.
 					release(entry, uid)
@@ -410,6 +411,17 @@ func (r *RefundReconciler) holdMoney(ctx context.Context, rf *v1alpha1.Refund, p
 		a = map[string]string{v1alpha1.AnnotationLedgerIdentity: v1alpha1.RefundIdentity(p, rf.Name)}
 	}
 	return holdMoney(ctx, r.Client, rf, a)
+}
+
+// confirmGone confirms with the API server (not a cache that may not have
+// caught up) that the Refund's payment, or its provider, does not exist.
+func (r *RefundReconciler) confirmGone(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) bool {
+	if p == nil {
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rf.Namespace, Name: rf.Spec.PaymentRef.Name}, &v1alpha1.Payment{})
+		return apierrors.IsNotFound(err)
+	}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}, &v1alpha1.PaymentProvider{})
+	return apierrors.IsNotFound(err)
 }
 
 // abandon lets a deleted Refund whose payment or provider is gone go
