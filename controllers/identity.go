@@ -70,6 +70,24 @@ func letGo(ctx context.Context, c client.Client, l Ledger, obj client.Object, id
 	return nil
 }
 
+// letGoUnsettled lets a deleted object whose money cannot be settled any
+// more (its provider or payment is gone) go, recorded in the ledger as it
+// stands, with a Warning Event saying so.
+func letGoUnsettled(ctx context.Context, c client.Client, l Ledger, rec events.EventRecorder, obj client.Object, identity string, record payment.LedgerRecord, why string) error {
+	if !controllerutil.ContainsFinalizer(obj, v1alpha1.FinalizerMoneyInFlight) {
+		return nil
+	}
+	if err := letGo(ctx, c, l, obj, identity, record, identity != ""); err != nil {
+		return err
+	}
+	if rec != nil {
+		rec.Eventf(obj, nil, corev1.EventTypeWarning, "DeletedUnsettled", "Delete",
+			"%s; remembered in the ledger as %s, unsettled: an object of the same name applied again waits for review; check the provider (id %q)",
+			why, record.Phase, record.ProviderID)
+	}
+	return nil
+}
+
 // deletionWaits tells `kubectl describe` why a deleted object is still there.
 func deletionWaits(rec events.EventRecorder, obj client.Object, what string) {
 	if rec == nil {

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -411,20 +410,8 @@ func (r *PaymentReconciler) providerGone(ctx context.Context, p *v1alpha1.Paymen
 // abandon lets a deleted payment whose provider is gone go without its final
 // answer: recorded in the ledger as it stands, with a Warning Event.
 func (r *PaymentReconciler) abandon(ctx context.Context, p *v1alpha1.Payment) error {
-	if !controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight) {
-		return nil
-	}
-	rec := payment.UnsettledRecord(p, r.Clock.Now())
-	if err := letGo(ctx, r.Client, r.Ledger, p, p.OrderIdentity(), rec, true); err != nil {
-		return err
-	}
-	if r.Recorder != nil {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "DeletedUnsettled", "Delete",
-			"deleted with its PaymentProvider %s while %s; remembered in the ledger as %s, unsettled: an object of this order applied again waits for review, check the provider (id %q)",
-			p.Spec.ProviderRef.Name, payment.InFlight(p), rec.Phase, rec.ProviderID)
-	}
-	log.FromContext(ctx).Info("deleted payment let go unsettled: its provider is gone", "phase", p.Status.Phase)
-	return nil
+	why := fmt.Sprintf("deleted with its PaymentProvider %s while waiting for %s", p.Spec.ProviderRef.Name, payment.InFlight(p))
+	return letGoUnsettled(ctx, r.Client, r.Ledger, r.Recorder, p, p.OrderIdentity(), payment.UnsettledRecord(p, r.Clock.Now()), why)
 }
 
 // marks reports whether out stores a marker of a money-moving call that p

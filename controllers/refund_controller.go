@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -428,20 +427,8 @@ func (r *RefundReconciler) confirmGone(ctx context.Context, rf *v1alpha1.Refund,
 // without its final answer: recorded in the ledger as it stands, with a
 // Warning Event.
 func (r *RefundReconciler) abandon(ctx context.Context, rf *v1alpha1.Refund) error {
-	if !controllerutil.ContainsFinalizer(rf, v1alpha1.FinalizerMoneyInFlight) {
-		return nil
-	}
-	rec := payment.UnsettledRefundRecord(rf, r.Clock.Now())
-	id := rf.Annotations[v1alpha1.AnnotationLedgerIdentity]
-	if err := letGo(ctx, r.Client, r.Ledger, rf, id, rec, id != ""); err != nil {
-		return err
-	}
-	if r.Recorder != nil {
-		r.Recorder.Eventf(rf, nil, corev1.EventTypeWarning, "DeletedUnsettled", "Delete",
-			"deleted with its payment or provider gone while waiting for %s; remembered in the ledger as %s, unsettled: check the provider (refund id %q)",
-			payment.RefundInFlight(rf), rec.Phase, rec.ProviderID)
-	}
-	return nil
+	why := "deleted with its payment or provider gone while waiting for " + payment.RefundInFlight(rf)
+	return letGoUnsettled(ctx, r.Client, r.Ledger, r.Recorder, rf, rf.Annotations[v1alpha1.AnnotationLedgerIdentity], payment.UnsettledRefundRecord(rf, r.Clock.Now()), why)
 }
 
 // finalize handles a deleted Refund: settled (or never sent), it is

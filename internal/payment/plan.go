@@ -314,11 +314,19 @@ func orNone(s string) string {
 // the same owner, so of two Payments created together exactly one is created
 // at the provider.
 func ReferenceOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
+	return oldestOwner(p, same, func(o *v1alpha1.Payment) bool {
+		return o.MerchantRef() == p.MerchantRef() && !releasesReference(o.Status.Phase)
+	})
+}
+
+// oldestOwner is the name of the oldest (creation time, then name) Payment of
+// p's provider in same, other than p and not let go after a deletion, that
+// holds what p asks for; "" when p is the oldest.
+func oldestOwner(p *v1alpha1.Payment, same []v1alpha1.Payment, holds func(*v1alpha1.Payment) bool) string {
 	owner := p
 	for i := range same {
 		o := &same[i]
-		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || o.MerchantRef() != p.MerchantRef() ||
-			gone(o) || releasesReference(o.Status.Phase) {
+		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || gone(o) || !holds(o) {
 			continue
 		}
 		if older(o, owner) {
@@ -337,30 +345,16 @@ func ReferenceOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 // reference, a key is never released by how its Payment ended: the provider
 // replays the first create under a key, so a second Payment would be given
 // the first one's payment (or a key-conflict error). A Payment being deleted
-// no longer holds it, as for references: one applied again under the key is
-// answered with the deleted one's payment, which is the same order's. A
-// default key (empty spec.idempotencyKey) is not checked here. Everyone
-// computes the same owner,
-// so of two Payments created together exactly one is created at the provider.
+// holds it until it is let go (its call may still be in flight), as for
+// references. A default key (empty spec.idempotencyKey) is not checked here.
+// Everyone computes the same owner, so of two Payments created together
+// exactly one is created at the provider.
 func KeyOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 	key := p.Spec.IdempotencyKey
 	if key == "" {
 		return ""
 	}
-	owner := p
-	for i := range same {
-		o := &same[i]
-		if o.UID == p.UID || o.Spec.ProviderRef.Name != p.Spec.ProviderRef.Name || o.Spec.IdempotencyKey != key || gone(o) {
-			continue
-		}
-		if older(o, owner) {
-			owner = o
-		}
-	}
-	if owner == p {
-		return ""
-	}
-	return owner.Name
+	return oldestOwner(p, same, func(o *v1alpha1.Payment) bool { return o.Spec.IdempotencyKey == key })
 }
 
 // releasesReference: the payment ended without taking the payer's money, so
