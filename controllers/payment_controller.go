@@ -123,6 +123,10 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Events != nil {
 		b = b.WatchesRawSource(r.Events.Source(handler.EnqueueRequestsFromMapFunc(r.paymentsOfProvider)))
 	}
+	// A Refund that succeeded (or stopped counting) wakes its payment: the
+	// payment's own reconcile brings its refunded total to the provider's
+	// figure (payment.RefundsUncounted).
+	b = b.Watches(&v1alpha1.Refund{}, handler.EnqueueRequestsFromMapFunc(paymentOfRefund), builder.WithPredicates(refundSettles{}))
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("payment").
 		Complete(r)
@@ -154,6 +158,34 @@ func (f paymentNews) Update(e event.UpdateEvent) bool {
 		o.Status.Phase != n.Status.Phase ||
 		payment.ProviderID(o) != payment.ProviderID(n) ||
 		!n.DeletionTimestamp.IsZero()
+}
+
+// refundSettles lets through the Refunds whose success may move their
+// payment's refunded total: one that succeeded, or stopped being Succeeded,
+// and every Succeeded one the cache lists at start.
+type refundSettles struct{ predicate.Funcs }
+
+func (refundSettles) Create(e event.CreateEvent) bool {
+	rf, ok := e.Object.(*v1alpha1.Refund)
+	return ok && rf.Status.Phase == v1alpha1.RefundSucceeded
+}
+
+func (refundSettles) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*v1alpha1.Refund)
+	n, ok2 := e.ObjectNew.(*v1alpha1.Refund)
+	return ok1 && ok2 && o.Status.Phase != n.Status.Phase &&
+		(o.Status.Phase == v1alpha1.RefundSucceeded || n.Status.Phase == v1alpha1.RefundSucceeded)
+}
+
+func (refundSettles) Delete(event.DeleteEvent) bool   { return false }
+func (refundSettles) Generic(event.GenericEvent) bool { return false }
+
+func paymentOfRefund(_ context.Context, o client.Object) []reconcile.Request {
+	rf, ok := o.(*v1alpha1.Refund)
+	if !ok || rf.Spec.PaymentRef.Name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: rf.Namespace, Name: rf.Spec.PaymentRef.Name}}}
 }
 
 func (r *PaymentReconciler) paymentsOfProvider(ctx context.Context, o client.Object) []reconcile.Request {
@@ -329,7 +361,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if call.Err != nil {
 			logger.Info("provider "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
 		}
-		u := unstored{action: step.Action, call: call, closeOut: step.CloseOut, at: at}
+		u := unstored{action: step.Action, call: call, closeOut: step.CloseOut, counts: step.Counts, at: at}
 		if _, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
 			// Keep the answer: the next attempt (after the controller's
 			// per-payment backoff) stores it without calling again.
@@ -362,10 +394,17 @@ func (r *PaymentReconciler) provider(ctx context.Context, p *v1alpha1.Payment) (
 // whether an older Payment already uses the merchant reference or the
 // user-set idempotency key. When that cannot be read, nothing is created.
 func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (payment.Facts, error) {
-	if payment.ProviderID(p) != "" || p.Status.CreateRequestedAt != nil {
-		return payment.Facts{}, nil
-	}
 	var facts payment.Facts
+	if p.Status.Phase.TookMoney() {
+		uids, err := succeededRefunds(ctx, r.Client, p)
+		if err != nil {
+			return payment.Facts{}, err
+		}
+		facts.SucceededRefunds = uids
+	}
+	if payment.ProviderID(p) != "" || p.Status.CreateRequestedAt != nil {
+		return facts, nil
+	}
 	var list v1alpha1.PaymentList
 	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace),
 		client.MatchingFields{inbox.IndexPaymentMerchantRef: inbox.Key(p.Spec.ProviderRef.Name, p.MerchantRef())}); err != nil {
@@ -386,6 +425,22 @@ func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (pay
 	}
 	facts.Ledger = recs
 	return facts, nil
+}
+
+// succeededRefunds are the UIDs of p's Refunds that succeeded
+// (payment.Facts.SucceededRefunds).
+func succeededRefunds(ctx context.Context, c client.Reader, p *v1alpha1.Payment) ([]types.UID, error) {
+	all, err := listRefunds(ctx, c, p.Namespace, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	var uids []types.UID
+	for _, rf := range all {
+		if rf.Status.Phase == v1alpha1.RefundSucceeded {
+			uids = append(uids, rf.UID)
+		}
+	}
+	return uids, nil
 }
 
 // idempotencyKeyKeys is the index key of a Payment's user-set idempotency key.
@@ -582,6 +637,7 @@ type unstored struct {
 	action   payment.Action
 	call     payment.Call
 	closeOut bool
+	counts   []types.UID // a settled payment's read of its refunded total
 	at       time.Time
 }
 
@@ -595,6 +651,9 @@ func (u unstored) decide(p *v1alpha1.Payment, pol payment.Policy) payment.Outcom
 	case payment.Lookup:
 		return payment.AfterLookup(p, pol, u.call, u.at)
 	case payment.Query:
+		if u.counts != nil {
+			return payment.AfterRefundRead(p, pol, u.call, u.counts, u.at)
+		}
 		return payment.AfterQuery(p, pol, u.call, u.closeOut, u.at)
 	default:
 		return payment.AfterOperation(p, pol, payment.OperationOf(u.action), u.call, u.at)

@@ -381,9 +381,6 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, err
 		}
 		wrote = true
-		if rf.Status.Phase == v1alpha1.RefundSucceeded && p != nil {
-			r.refreshPayment(ctx, entry, p, pol)
-		}
 	}
 }
 
@@ -509,37 +506,6 @@ func (r *RefundReconciler) noteOnPayment(ctx context.Context, rf *v1alpha1.Refun
 		return nil
 	}
 	return err
-}
-
-// refreshPayment reads a payment back from the provider once one of its
-// refunds settled: the provider's cumulative refunded figure is the one the
-// Payment shows, so a refund made here and one made in the dashboard are
-// never counted twice. Best effort: webhooks and backfill bring it too.
-func (r *RefundReconciler) refreshPayment(ctx context.Context, e *gateway.Entry, p *v1alpha1.Payment, pol payment.Policy) {
-	id := payment.ProviderID(p)
-	if id == "" {
-		return
-	}
-	if adm := admitWait(ctx, r.Clock, e, string(p.UID)); !adm.OK {
-		return
-	}
-	at := r.Clock.Now()
-	got, err := e.Provider.Get(ctx, id)
-	e.Done(ctx, err)
-	if err != nil {
-		return
-	}
-	cp := p.DeepCopy()
-	out, wrote, err := payment.Store(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, cp, func(p *v1alpha1.Payment) payment.Outcome {
-		return payment.AfterQuery(p, pol, payment.Call{Payment: got}, false, at)
-	})
-	if err != nil {
-		return
-	}
-	if wrote {
-		payment.Record(r.Recorder, p, out)
-	}
-	*p = *cp // what is stored now: the Refund's line on it is written next
 }
 
 // admitWait is the reconcilers' way through the gateway: a short wait for

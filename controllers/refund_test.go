@@ -1084,3 +1084,48 @@ func TestARecreatedRefundIsNotSettledByItsPredecessorsEvent(t *testing.T) {
 		t.Errorf("paysim made %d refunds (%v) totalling %d, want two: 500 and 300", n, amounts, total)
 	}
 }
+
+// TestARefundThatSettlesAlwaysMovesItsPaymentsTotal: no webhook reaches
+// paywarden, and the first read of the payment after its Refund succeeded
+// fails. The payment's refunded total is a required step, not a best
+// effort: the payment is read again (on its backoff) until its total counts
+// the Refund, then never again.
+func TestARefundThatSettlesAlwaysMovesItsPaymentsTotal(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "refund")
+	m := refundManager(t, ns)
+	var armed atomic.Bool
+	var id atomic.Value
+	id.Store("\x00")
+	s := fixture.StartSim(t, paysim.Options{}).FaultOnce(t, paysim.Faults{ServerErrorRate: 1}, func(r *http.Request) bool {
+		return armed.Load() && r.Method == http.MethodGet && strings.Contains(r.URL.Path, id.Load().(string))
+	})
+	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	p := paidPayment(t, ns, prov.Name, "order", 1999)
+	id.Store(p.Status.ProviderPaymentID)
+	armed.Store(true)
+
+	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "five", Payment: p.Name, Amount: 500})
+	fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
+	got := waitRefunded(t, p, v1alpha1.PhasePartiallyRefunded, 500)
+	if got.Status.Query.NextTime != nil {
+		t.Errorf("a settled payment keeps no schedule: next %v", got.Status.Query.NextTime)
+	}
+	reads := func() int {
+		n := 0
+		for _, c := range m.Requests.Calls(func(c fixture.Call) bool { return c.Method == http.MethodGet }) {
+			if strings.Contains(c.Path, p.Status.ProviderPaymentID) {
+				n++
+			}
+		}
+		return n
+	}
+	before := reads()
+	if before < 2 {
+		t.Errorf("%d reads of the payment after its refund, want the failed one and the one that counted", before)
+	}
+	// Counted: nothing wakes it again, however long it waits.
+	time.Sleep(2 * time.Second)
+	if n := reads(); n != before {
+		t.Errorf("payment read %d more times after its total counted the Refund", n-before)
+	}
+}

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Annotations an operator sets on a Payment (SPEC §2.4). Each value is acted on
@@ -530,6 +531,16 @@ type PaymentStatus struct {
 	// +listType=atomic
 	// +optional
 	Refunds []RefundSummary `json:"refunds,omitempty"`
+
+	// refundsCounted are the UIDs of this payment's Refunds that succeeded
+	// before amountRefunded was last read from the provider, so it counts
+	// them. A Refund that succeeded and is not listed makes paywarden read
+	// the provider's cumulative figure (again, on the schedule's backoff)
+	// until it is.
+	// +kubebuilder:validation:MaxItems=1000
+	// +listType=atomic
+	// +optional
+	RefundsCounted []types.UID `json:"refundsCounted,omitempty"`
 
 	// failure explains a Failed payment.
 	// +optional

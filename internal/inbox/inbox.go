@@ -203,7 +203,7 @@ func (in *Inbox) apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provi
 		return finish(v1alpha1.ResultOrphaned, fmt.Sprintf("payment %s has not been started yet (no status): the event waits until it has adopted its order's outcome or been created", p.Name), "")
 	}
 	obs := payment.FromEvent(ev, evt.Spec.Via)
-	out, wrote, err := payment.Store(ctx, in.writer(), p, func(p *v1alpha1.Payment) payment.Outcome {
+	out, wrote, err := payment.Store(ctx, in.decider(), p, func(p *v1alpha1.Payment) payment.Outcome {
 		return payment.ApplyEvent(p, obs, in.now())
 	})
 	if err != nil {
@@ -221,6 +221,12 @@ func (in *Inbox) apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provi
 			return Outcome{}, err
 		}
 		switch {
+		case result == v1alpha1.ResultOrphaned && rmsg != "":
+			// The payment's share waits (it has not succeeded yet): the
+			// event stays Orphaned and is applied again when it has, even
+			// when its Refund settled now (that part is then a duplicate).
+			msg = rmsg + "; " + msg
+		case result == v1alpha1.ResultOrphaned:
 		case rresult != "" && (rresult == v1alpha1.ResultOrphaned || rresult == v1alpha1.ResultApplied || rresult == v1alpha1.ResultConflict || result != v1alpha1.ResultApplied):
 			result, msg = rresult, rmsg+"; "+msg
 		case rresult == "" && rmsg != "":
@@ -248,7 +254,7 @@ func (in *Inbox) applyToRefund(ctx context.Context, evt *v1alpha1.WebhookEvent, 
 	}
 	obs := payment.FromRefund(*ev.Refund, payment.FromEvent(ev, evt.Spec.Via).Source, ev.ID)
 	obs.OccurredAt = ev.OccurredAt
-	out, wrote, err := payment.StoreRefund(ctx, in.writer(), rf, func(rf *v1alpha1.Refund) payment.RefundOutcome {
+	out, wrote, err := payment.StoreRefund(ctx, in.decider(), rf, func(rf *v1alpha1.Refund) payment.RefundOutcome {
 		return payment.ApplyRefundEvent(rf, obs, in.now())
 	})
 	if err != nil {
@@ -382,6 +388,16 @@ func (in *Inbox) setResult(ctx context.Context, evt *v1alpha1.WebhookEvent, resu
 
 func (in *Inbox) writer() statuswriter.Writer {
 	return statuswriter.Writer{Client: in.Client, APIReader: in.APIReader}
+}
+
+// decider is the writer of an event's decision on a Payment or Refund read
+// from the cache: an event dropped (stale, applying only after a phase the
+// cache has not seen yet, a duplicate) is dropped on the API server's copy,
+// never on a cache that may lag behind it.
+func (in *Inbox) decider() statuswriter.Writer {
+	w := in.writer()
+	w.ConfirmUnchanged = true
+	return w
 }
 
 // errNoPayment means no Payment matches the event (yet): the event is Orphaned.

@@ -32,6 +32,13 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func newFakeInbox(t *testing.T, objs ...client.Object) (*Inbox, client.Client) {
 	t.Helper()
+	c := fakeAPI(t, objs...)
+	return &Inbox{Client: c, Reader: c, APIReader: c, Clock: clocktesting.NewFakePassiveClock(t0)}, c
+}
+
+// fakeAPI is a fake client holding objs, with the inbox's indexes.
+func fakeAPI(t *testing.T, objs ...client.Object) client.WithWatch {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -50,8 +57,7 @@ func newFakeInbox(t *testing.T, objs ...client.Object) (*Inbox, client.Client) {
 			}
 			return []string{r.Spec.PaymentRef.Name + "/" + r.Status.ProviderRefundID}
 		})
-	c := b.Build()
-	return &Inbox{Client: c, Reader: c, APIReader: c, Clock: clocktesting.NewFakePassiveClock(t0)}, c
+	return b.Build()
 }
 
 func paidOrder() *v1alpha1.Payment {

@@ -150,6 +150,10 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 	c := begin(p, now)
 	st := c.st()
 	held := st.Phase.IsFinal() || parked(st)
+	// A settled payment is read only for its refunded total
+	// (RefundsUncounted); the next read, while it is still behind, follows
+	// the schedule's backoff.
+	settled := st.Phase.IsFinal() && st.Operation == nil
 	if st.ProviderPaymentID == "" {
 		st.ProviderPaymentID = c.p.Spec.ProviderPaymentID
 	}
@@ -175,6 +179,10 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 		for _, obs := range FromPayment(call.Payment, v1alpha1.SourceStatusQuery) {
 			obs.PastExpiry = closeOut
 			c.apply(obs)
+		}
+		if settled {
+			c.readAgain()
+			return c.done()
 		}
 		if op := st.Operation; op != nil {
 			if !operationDone(st, op.Kind) {
@@ -214,6 +222,10 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 		})
 		c.park()
 	default:
+		if settled {
+			q.LastError, q.LastErrorClass = call.Err.Error(), Classify(call.Err).StatusName()
+			c.readAgain()
+		}
 		if held {
 			return c.done()
 		}
@@ -226,6 +238,16 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 		}
 	}
 	return c.done()
+}
+
+// readAgain records a read of a settled payment made for its refunded total
+// (RefundsUncounted): when it was made and how many there were, from which
+// Plan paces the next one while the total is still behind (refundReadDue).
+// A settled payment keeps no schedule (nextTime stays empty).
+func (c *change) readAgain() {
+	q := &c.st().Query
+	q.LastTime = ptrMicro(c.now)
+	q.Attempts++
 }
 
 // answered records what the provider said about the payment: its id (always,

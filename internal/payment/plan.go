@@ -2,7 +2,10 @@ package payment
 
 import (
 	"fmt"
+	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 )
@@ -46,6 +49,9 @@ type Step struct {
 	// CloseOut marks a query made after spec.expiresAfter (SPEC §2.5): a
 	// Pending answer then closes the payment out as a local Expired.
 	CloseOut bool
+	// Counts, on a Query of a settled payment, are the Refunds its answer
+	// counts (AfterRefundRead).
+	Counts []types.UID
 	// Why explains the step, for logs.
 	Why string
 }
@@ -72,6 +78,55 @@ type Facts struct {
 	// read before a first create: earlier objects of the order that settled
 	// and were deleted.
 	Ledger []LedgerRecord
+	// SucceededRefunds are the UIDs of the payment's Refunds that succeeded,
+	// read for a settled payment: one its refunded total does not count yet
+	// (status.refundsCounted) makes the provider's cumulative figure be read
+	// (RefundsUncounted).
+	SucceededRefunds []types.UID
+}
+
+// refundReadDue is when a settled payment whose refunded total does not
+// count all its Refunds may be read again: one step of the schedule (by
+// the reads made so far, then its last step) after the last read, so a
+// provider that cannot be read is asked ever more slowly.
+func refundReadDue(p *v1alpha1.Payment, pol Policy) time.Time {
+	q := p.Status.Query
+	if q.LastTime == nil {
+		return time.Time{}
+	}
+	d, ok := Delay(pol.Schedule, pol.JitterPercent, q.Attempts, string(p.UID))
+	if !ok {
+		d = lastStep(pol, string(p.UID))
+	}
+	return q.LastTime.Add(max(d, MinWait))
+}
+
+// RefundsUncounted reports whether a Refund of the settled payment p
+// succeeded that its refunded total may not count yet: it succeeded after
+// the total was last read (its own answer came before the payment's). The
+// provider's cumulative figure is then read (AfterRefundRead): it counts
+// every refund of the payment once, made by a Refund or elsewhere.
+func RefundsUncounted(p *v1alpha1.Payment, facts Facts) bool {
+	if !p.Status.Phase.TookMoney() || ProviderID(p) == "" {
+		return false
+	}
+	for _, uid := range facts.SucceededRefunds {
+		if !slices.Contains(p.Status.RefundsCounted, uid) {
+			return true
+		}
+	}
+	return false
+}
+
+// AfterRefundRead is AfterQuery for the read of a settled payment's
+// refunded total that Plan asked for (Step.Counts): an answer counts the
+// Refunds that had succeeded when the read was sent, and only those.
+func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, counts []types.UID, now time.Time) Outcome {
+	out := AfterQuery(p, pol, call, false, now)
+	if Classify(call.Err) == Answered {
+		out.Status.RefundsCounted = slices.Clone(counts)
+	}
+	return out
 }
 
 // Plan decides what to do for a payment now (SPEC §2.2–§2.5, §11): operator
@@ -92,6 +147,12 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 		return Step{Action: Write, Outcome: out, Why: "operator capture"}
 	}
 	st := &p.Status
+	if RefundsUncounted(p, facts) {
+		if due := refundReadDue(p, pol); now.Before(due) {
+			return Step{Action: Wait, At: due, Why: "refunded total behind its Refunds: next read not due"}
+		}
+		return Step{Action: Query, Counts: slices.Clone(facts.SucceededRefunds), Why: "a Refund succeeded that the refunded total may not count yet: read the provider's cumulative figure"}
+	}
 	if st.Phase.IsFinal() {
 		if st.Query.NextTime != nil || st.Query.UnansweredSince != nil || st.Operation != nil {
 			c := begin(p, now)

@@ -40,6 +40,13 @@ type Writer struct {
 	Client client.Client
 	// APIReader re-reads after a conflict: the API server, not a cache.
 	APIReader client.Reader
+	// ConfirmUnchanged makes a mutation that changes nothing a decision
+	// too: it is confirmed on the API server's copy, and run again on that
+	// copy when it is newer than obj. Set it when obj may come from a cache
+	// and "nothing to write" discards something (an event ignored as
+	// stale, or as applying only after a phase the cache has not seen yet):
+	// a discard writes nothing, so no conflict would ever correct it.
+	ConfirmUnchanged bool
 }
 
 // Update runs mutate on obj and writes obj's status when the object changed,
@@ -51,6 +58,7 @@ func Update[T client.Object](ctx context.Context, w Writer, obj T, mutate func(T
 	key := client.ObjectKeyFromObject(obj)
 	uid := obj.GetUID()
 	kind := kindOf(obj)
+	confirmed := !w.ConfirmUnchanged
 	for attempt := 1; ; attempt++ {
 		before := obj.DeepCopyObject()
 		if err := mutate(obj); err != nil {
@@ -58,7 +66,22 @@ func Update[T client.Object](ctx context.Context, w Writer, obj T, mutate func(T
 			return false, err
 		}
 		if equality.Semantic.DeepEqual(before, obj) {
-			return false, nil
+			if confirmed {
+				return false, nil
+			}
+			confirmed = true
+			fresh := newLike(obj)
+			if err := w.APIReader.Get(ctx, key, fresh); err != nil {
+				return false, fmt.Errorf("confirm %s %s on the API server: %w", kind, key, err)
+			}
+			if uid != "" && fresh.GetUID() != uid {
+				return false, fmt.Errorf("%s %s: %w", kind, key, ErrReplaced)
+			}
+			if fresh.GetResourceVersion() == obj.GetResourceVersion() {
+				return false, nil
+			}
+			restore(obj, fresh)
+			continue
 		}
 		err := w.Client.Status().Update(ctx, obj)
 		if err == nil {
@@ -79,6 +102,7 @@ func Update[T client.Object](ctx context.Context, w Writer, obj T, mutate func(T
 			return false, fmt.Errorf("%s %s: %w", kind, key, ErrReplaced)
 		}
 		restore(obj, fresh)
+		confirmed = true
 	}
 }
 

@@ -156,6 +156,50 @@ func TestPaymentWritersResolveConflictsWithoutLosingChanges(t *testing.T) {
 	})
 }
 
+// TestAnUnchangedDecisionIsConfirmedOnTheAPIServer: a mutation that changes
+// nothing on a copy that lags behind the API server writes nothing, so no
+// conflict would ever run it again; with ConfirmUnchanged it is run again
+// on the API server's copy, and only a current copy costs a read alone.
+func TestAnUnchangedDecisionIsConfirmedOnTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	// needsProcessing marks the payment only once it has been seen
+	// Processing: on the lagging copy it has nothing to do.
+	needsProcessing := func(p *v1alpha1.Payment) error {
+		if p.Status.Phase == v1alpha1.PhaseProcessing {
+			p.Status.ProviderStatus = "seen-processing"
+		}
+		return nil
+	}
+	for _, confirm := range []bool{false, true} {
+		t.Run(fmt.Sprintf("confirm=%v", confirm), func(t *testing.T) {
+			c := &counting{}
+			w := statuswriter.Writer{Client: c.client(), APIReader: env.Client, ConfirmUnchanged: confirm}
+			p := newPayment(t, ns, fmt.Sprintf("lagging-%v", confirm))
+			lagging := p.DeepCopy()
+			if _, _, err := apply(ctx, statuswriter.Writer{Client: env.Client, APIReader: env.Client}, p, processing); err != nil {
+				t.Fatal(err)
+			}
+			wrote, err := statuswriter.Update(ctx, w, lagging, needsProcessing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := &v1alpha1.Payment{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+				t.Fatal(err)
+			}
+			if confirm != wrote || confirm != (got.Status.ProviderStatus == "seen-processing") {
+				t.Errorf("wrote=%v, stored provider status %q: want the decision taken on the API server's copy exactly when confirming", wrote, got.Status.ProviderStatus)
+			}
+			// On a current copy, nothing to do stays nothing: no write.
+			writes := c.writes.Load()
+			if wrote, err := statuswriter.Update(ctx, w, got, func(*v1alpha1.Payment) error { return nil }); err != nil || wrote || c.writes.Load() != writes {
+				t.Errorf("a current copy with nothing to do: wrote=%v err=%v", wrote, err)
+			}
+		})
+	}
+}
+
 // TestEveryKindUsesTheOneWriter: the same conflict loop serves
 // PaymentProviders and WebhookEvents, keeping the other writer's fields.
 func TestEveryKindUsesTheOneWriter(t *testing.T) {
