@@ -90,6 +90,8 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	// The in-flight bound starts at the first body byte: a request that
 	// only sent headers holds a connection and a goroutine but no body, and
 	// ReadTimeout ends it, so such requests cannot keep genuine ones out.
+	// From that byte the rest of the body has BodyReadTimeout, so a body
+	// that stalls holds its slot for seconds.
 	rawBody := http.MaxBytesReader(w, r.Body, limit)
 	first, err := firstByte(rawBody)
 	if err != nil {
@@ -101,6 +103,11 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.release()
+	if err := s.limitBodyTime(w, r); err != nil {
+		// Only a connection that cannot take deadlines fails here; the
+		// server's ReadTimeout still bounds it.
+		req.log.Error(err, "set the body read deadline")
+	}
 	body, err := readBody(first, rawBody)
 	if err != nil {
 		s.bodyNotRead(w, req, err)

@@ -13,10 +13,11 @@
 // It is the one component the internet reaches, so everything an
 // unauthenticated client can make it spend is bounded: header bytes and time,
 // body bytes (allocated as they arrive, never from a declared length), the
-// number of requests past their first body byte, and the calls a forged
-// request can make it send to a provider that verifies signatures through its
-// API (a per-provider token bucket and a verdict cache). docs/receiver.md
-// lists each bound with the test that proves it.
+// time a body may take once it has started, the number of requests past
+// their first body byte, and the calls a forged request can make it send to
+// a provider that verifies signatures through its API (a per-provider token
+// bucket and a verdict cache). docs/receiver.md lists each bound with the
+// test that proves it.
 package webhookreceiver
 
 import (
@@ -48,6 +49,9 @@ const (
 	DefaultIdleTimeout       = 60 * time.Second
 	DefaultShutdownTimeout   = 20 * time.Second
 	DefaultRetryAfter        = 10 * time.Second
+	// DefaultBodyReadTimeout bounds a body from its first byte: a provider
+	// sends a webhook of a few KiB in one go, in milliseconds.
+	DefaultBodyReadTimeout = 5 * time.Second
 	// DefaultMaxHeaderBytes caps request headers; signature headers are a
 	// few hundred bytes.
 	DefaultMaxHeaderBytes = 64 << 10
@@ -100,6 +104,11 @@ type Options struct {
 	// ReadHeaderTimeout and ReadTimeout (headers and body) bound slow clients.
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
+	// BodyReadTimeout bounds the rest of a body once its first byte has
+	// arrived (and ReadTimeout still bounds the whole request): a request
+	// holds an in-flight slot from that byte, so a client that sends one
+	// byte and stalls holds it this long at most, then gets 408.
+	BodyReadTimeout time.Duration
 	// IdleTimeout closes idle keep-alive connections.
 	IdleTimeout time.Duration
 	// ShutdownTimeout bounds the graceful drain of in-flight requests.
@@ -173,6 +182,7 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.StoreTimeout, DefaultStoreTimeout)
 	setDefault(&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	setDefault(&opts.ReadTimeout, DefaultReadTimeout)
+	setDefault(&opts.BodyReadTimeout, DefaultBodyReadTimeout)
 	setDefault(&opts.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&opts.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&opts.RetryAfter, DefaultRetryAfter)
@@ -309,13 +319,18 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("webhookreceiver: listen on %s: %w", s.opts.Addr, err)
 		}
 	}
+	// Connections remember their read deadline, so the body deadline can
+	// be held to ReadTimeout (limitBodyTime).
+	ln = deadlineListener{ln}
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		// ReadTimeout covers the body too: a client trickling a 1 MiB body,
 		// or declaring one and sending nothing, cannot hold a connection
-		// (or an in-flight slot) for longer.
+		// for longer; BodyReadTimeout bounds a body, and its in-flight
+		// slot, from its first byte.
 		ReadTimeout: s.opts.ReadTimeout,
+		ConnContext: withConn,
 		// Writing covers verify, store and apply; the budgets below bound
 		// them, this is the backstop.
 		WriteTimeout:   s.opts.ReadTimeout + s.opts.StoreTimeout + s.opts.ApplyBudget + 15*time.Second,
