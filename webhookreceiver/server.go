@@ -14,10 +14,10 @@
 // unauthenticated client can make it spend is bounded: header bytes and time,
 // body bytes (allocated as they arrive, never from a declared length), the
 // time a body may take once it has started, the number of requests past
-// their first body byte, and the calls a forged request can make it send to
-// a provider that verifies signatures through its API (a per-provider token
-// bucket and a verdict cache). docs/receiver.md lists each bound with the
-// test that proves it.
+// their first body byte (in all and per provider), and the calls a forged
+// request can make it send to a provider that verifies signatures through
+// its API (a per-provider token bucket and a verdict cache).
+// docs/receiver.md lists each bound with the test that proves it.
 package webhookreceiver
 
 import (
@@ -32,6 +32,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,6 +59,10 @@ const (
 	// DefaultMaxConcurrentRequests bounds requests past their first body
 	// byte: with the default 1 MiB maxBodyBytes, at most 256 MiB of bodies.
 	DefaultMaxConcurrentRequests = 256
+	// DefaultProviderShareDivisor: unless set, a provider may hold at most a
+	// quarter of MaxConcurrentRequests (64 of 256), so whoever floods one
+	// provider's URL leaves three quarters to the others.
+	DefaultProviderShareDivisor = 4
 	// DefaultVerifyQPS and DefaultVerifyBurst bound, per provider and
 	// replica, the calls to a provider's signature-verification API.
 	DefaultVerifyQPS   = 5
@@ -124,6 +129,12 @@ type Options struct {
 	// hold a connection and a goroutine but no body, and ReadTimeout ends
 	// them, so idle connections cannot crowd out deliveries that arrive whole.
 	MaxConcurrentRequests int
+	// MaxConcurrentRequestsPerProvider bounds the slots of
+	// MaxConcurrentRequests one PaymentProvider (its URL) may hold; beyond it
+	// the provider's requests are shed the same way. Its path is public, so
+	// without this anyone could fill every slot through one URL and shed
+	// every tenant. Default MaxConcurrentRequests/4 (at least 1).
+	MaxConcurrentRequestsPerProvider int
 	// VerifyQPS and VerifyBurst are the token bucket, per provider, for
 	// signature verifications that call the provider's API (PayPal). A
 	// request that would need a call when the bucket is empty is answered
@@ -162,9 +173,9 @@ type Server struct {
 	adapters   *gateway.Gateway
 	namespaces map[string]bool
 	handler    http.Handler
-	// inflight holds one token per request past its first body byte.
-	inflight chan struct{}
-	verify   *apiVerification
+	// slots are held by requests past their first body byte.
+	slots  *slots
+	verify *apiVerification
 
 	synced   atomic.Bool // caches synced
 	draining atomic.Bool // shutting down: not ready for new traffic
@@ -191,6 +202,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxConcurrentRequests <= 0 {
 		opts.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
+	if opts.MaxConcurrentRequestsPerProvider <= 0 {
+		opts.MaxConcurrentRequestsPerProvider = max(1, opts.MaxConcurrentRequests/DefaultProviderShareDivisor)
 	}
 	if opts.VerifyQPS <= 0 {
 		opts.VerifyQPS = DefaultVerifyQPS
@@ -220,7 +234,7 @@ func New(opts Options) (*Server, error) {
 		// the provider or its credentials Secret changes (PayPal keeps its
 		// OAuth token in the adapter).
 		adapters: &gateway.Gateway{Reader: bundleCredentials{Reader: opts.Reader, namespace: opts.BundleNamespace}, HTTPClient: opts.HTTPClient},
-		inflight: make(chan struct{}, opts.MaxConcurrentRequests),
+		slots:    newSlots(opts.MaxConcurrentRequests, opts.MaxConcurrentRequestsPerProvider),
 		verify:   newAPIVerification(opts.VerifyQPS, opts.VerifyBurst, opts.VerdictCacheSize, opts.Clock),
 	}
 	if !opts.SyncResults {
@@ -288,19 +302,17 @@ func (s *Server) cachesSynced() bool {
 	return s.opts.Ready == nil || s.synced.Load()
 }
 
-// acquire takes an in-flight slot without waiting; release gives it back.
-func (s *Server) acquire() bool {
-	select {
-	case s.inflight <- struct{}{}:
+// acquire takes an in-flight slot for prov without waiting, or returns why
+// not (a shed reason); release gives it back.
+func (s *Server) acquire(prov types.NamespacedName) (shedReason string) {
+	if shedReason = s.slots.acquire(prov); shedReason == "" {
 		inFlight.Inc()
-		return true
-	default:
-		return false
 	}
+	return shedReason
 }
 
-func (s *Server) release() {
-	<-s.inflight
+func (s *Server) release(prov types.NamespacedName) {
+	s.slots.release(prov)
 	inFlight.Dec()
 }
 

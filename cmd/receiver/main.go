@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&opts.RetryAfter, "retry-after", webhookreceiver.DefaultRetryAfter, "Retry-After sent with 503 answers.")
 	fs.IntVar(&opts.MaxHeaderBytes, "max-header-bytes", webhookreceiver.DefaultMaxHeaderBytes, "Largest request line and headers accepted; more is answered 431.")
 	fs.IntVar(&opts.MaxConcurrentRequests, "max-concurrent-requests", webhookreceiver.DefaultMaxConcurrentRequests, "Webhook requests read (past their first body byte), verified, stored or applied at once; more are answered 503 with Retry-After without reading their body.")
+	fs.IntVar(&opts.MaxConcurrentRequestsPerProvider, "max-concurrent-requests-per-provider", 0, "Of --max-concurrent-requests, the most one PaymentProvider may hold; more of its requests are answered 503 with Retry-After, so a flood to one provider's URL leaves the rest to the others. 0: a quarter of --max-concurrent-requests (64 of 256).")
 	fs.Float64Var(&opts.VerifyQPS, "verify-qps", webhookreceiver.DefaultVerifyQPS, "Per provider, steady rate of signature verifications that call the provider's API (PayPal); beyond it requests are answered 503 with Retry-After.")
 	fs.IntVar(&opts.VerifyBurst, "verify-burst", webhookreceiver.DefaultVerifyBurst, "Per provider, burst of signature verifications that call the provider's API.")
 	zapOpts := zap.Options{}
