@@ -90,17 +90,26 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 	// The in-flight bound starts at the first body byte: a request that
 	// only sent headers holds a connection and a goroutine but no body, and
 	// ReadTimeout ends it, so such requests cannot keep genuine ones out.
+	// From that byte the rest of the body has BodyReadTimeout, and the slot
+	// is one of the provider's share, so bodies that stall on one provider's
+	// URL hold a few of its slots for seconds, not every tenant's.
 	rawBody := http.MaxBytesReader(w, r.Body, limit)
 	first, err := firstByte(rawBody)
 	if err != nil {
 		s.bodyNotRead(w, req, err)
 		return
 	}
-	if !s.acquire() {
-		s.shed(w, req, shedConcurrency, "too many requests in flight")
+	key := types.NamespacedName{Namespace: prov.Namespace, Name: prov.Name}
+	if reason := s.acquire(key); reason != "" {
+		s.shed(w, req, reason, "too many requests in flight")
 		return
 	}
-	defer s.release()
+	defer s.release(key)
+	if err := s.limitBodyTime(w, r); err != nil {
+		// Only a connection that cannot take deadlines fails here; the
+		// server's ReadTimeout still bounds it.
+		req.log.Error(err, "set the body read deadline")
+	}
 	body, err := readBody(first, rawBody)
 	if err != nil {
 		s.bodyNotRead(w, req, err)

@@ -250,41 +250,57 @@ func TestConcurrencyBoundShedsWithoutReadingTheBody(t *testing.T) {
 	unanswered(t, stalled)
 }
 
-// A body trickled slower than ReadTimeout holds its slot only until then: it
-// is answered 408 and the slot is free for the next delivery.
-func TestSlowBodyIsCutAtTheReadTimeout(t *testing.T) {
-	const readTimeout = 2 * time.Second
-	k := newKukoPay(t)
-	reg := prometheus.NewRegistry()
-	if err := webhookreceiver.RegisterMetrics(reg); err != nil {
-		t.Fatal(err)
-	}
-	base := startServer(t, webhookreceiver.Options{MaxConcurrentRequests: 1, ReadTimeout: readTimeout})
-	start := time.Now()
-	slow := holdConns(t, base, "/webhooks/"+k.ns+"/"+k.name, 1, 1000, `{"id":"evt_slow",`)[0]
+// A body trickled too slowly holds its slot only until its deadline, the
+// earlier of ReadTimeout from the request's start and BodyReadTimeout from
+// its first byte: it is answered 408 and the slot is free for the next
+// delivery. The body deadline never lengthens ReadTimeout.
+func TestSlowBodyIsCutAtItsDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name                         string
+		readTimeout, bodyReadTimeout time.Duration
+		cut                          time.Duration // when the body is cut
+	}{
+		{"the body read timeout comes first", 2 * time.Minute, 2 * time.Second, 2 * time.Second},
+		{"the read timeout comes first", 2 * time.Second, time.Minute, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newKukoPay(t)
+			reg := prometheus.NewRegistry()
+			if err := webhookreceiver.RegisterMetrics(reg); err != nil {
+				t.Fatal(err)
+			}
+			base := startServer(t, webhookreceiver.Options{MaxConcurrentRequests: 1, ReadTimeout: tc.readTimeout, BodyReadTimeout: tc.bodyReadTimeout})
+			start := time.Now()
+			slow := holdConns(t, base, "/webhooks/"+k.ns+"/"+k.name, 1, 1000, `{"id":"evt_slow",`)[0]
 
-	// Past its first body byte, the slow request holds the only slot.
-	inboxtest.Eventually(t, readTimeout, func() (bool, string) {
-		n := gathered(t, reg, "paywarden_webhook_requests_in_flight", "")
-		return n == 1, fmt.Sprintf("%v requests in flight, want the slow one", n)
-	})
+			// Past its first body byte, the slow request holds the only slot.
+			inboxtest.Eventually(t, tc.cut, func() (bool, string) {
+				n := gathered(t, reg, "paywarden_webhook_requests_in_flight", "")
+				return n == 1, fmt.Sprintf("%v requests in flight, want the slow one", n)
+			})
 
-	// Without ReadTimeout the request would wait for its body for ever.
-	_ = slow.SetReadDeadline(time.Now().Add(inboxtest.Timeout))
-	resp, err := http.ReadResponse(bufio.NewReader(slow), nil)
-	if err != nil {
-		t.Fatalf("slow body not answered: %v", err)
+			// Without a deadline the request would wait for its body for ever.
+			_ = slow.SetReadDeadline(time.Now().Add(inboxtest.Timeout))
+			resp, err := http.ReadResponse(bufio.NewReader(slow), nil)
+			if err != nil {
+				t.Fatalf("slow body not answered: %v", err)
+			}
+			resp.Body.Close()
+			took := time.Since(start)
+			if resp.StatusCode != http.StatusRequestTimeout {
+				t.Fatalf("slow body answered %d, want 408", resp.StatusCode)
+			}
+			t.Logf("slow body answered 408 after %s (ReadTimeout %s, BodyReadTimeout %s)", took.Round(time.Millisecond), tc.readTimeout, tc.bodyReadTimeout)
+			if took < tc.cut || took > tc.cut+10*time.Second {
+				t.Errorf("slow body cut after %s, want at %s", took, tc.cut)
+			}
+			if n := gathered(t, reg, "paywarden_webhook_requests_in_flight", ""); n != 0 {
+				t.Errorf("%v requests in flight after the slow one was cut, want 0", n)
+			}
+			ev := inboxtest.KukoPayEvent{ID: "evt_after_slow", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_after_slow", MerchantRef: "order-after-slow", Amount: 1, Currency: "USD"}
+			wantCode(t, k.deliverTo(t, base, ev), http.StatusOK)
+		})
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestTimeout {
-		t.Fatalf("slow body answered %d, want 408", resp.StatusCode)
-	}
-	t.Logf("slow body answered 408 after %s (ReadTimeout %s)", time.Since(start).Round(time.Millisecond), readTimeout)
-	if n := gathered(t, reg, "paywarden_webhook_requests_in_flight", ""); n != 0 {
-		t.Errorf("%v requests in flight after the slow one was cut, want 0", n)
-	}
-	ev := inboxtest.KukoPayEvent{ID: "evt_after_slow", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_after_slow", MerchantRef: "order-after-slow", Amount: 1, Currency: "USD"}
-	wantCode(t, k.deliverTo(t, base, ev), http.StatusOK)
 }
 
 // Headers over MaxHeaderBytes are refused by the HTTP server before any

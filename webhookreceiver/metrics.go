@@ -10,9 +10,10 @@ import (
 // work because a bound was reached. Their paywarden_webhooks_total result is
 // "unavailable".
 const (
-	shedNotReady    = "not_ready"   // caches not synced yet
-	shedConcurrency = "concurrency" // --max-concurrent-requests reached
-	shedVerifyRate  = "verify_rate" // provider's verification bucket empty
+	shedNotReady      = "not_ready"      // caches not synced yet
+	shedConcurrency   = "concurrency"    // --max-concurrent-requests reached
+	shedProviderShare = "provider_share" // the provider holds --max-concurrent-requests-per-provider
+	shedVerifyRate    = "verify_rate"    // provider's verification bucket empty
 )
 
 // Outcomes of paywarden_webhook_verify_api_total.
@@ -29,7 +30,7 @@ var (
 	})
 	shed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "paywarden_webhooks_shed_total",
-		Help: "Webhook requests answered 503 because a receiver bound was reached, by reason (not_ready, concurrency, verify_rate).",
+		Help: "Webhook requests answered 503 because a receiver bound was reached, by reason (not_ready, concurrency, provider_share, verify_rate).",
 	}, []string{"reason"})
 	verifyAPI = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "paywarden_webhook_verify_api_total",

@@ -13,10 +13,11 @@
 // It is the one component the internet reaches, so everything an
 // unauthenticated client can make it spend is bounded: header bytes and time,
 // body bytes (allocated as they arrive, never from a declared length), the
-// number of requests past their first body byte, and the calls a forged
-// request can make it send to a provider that verifies signatures through its
-// API (a per-provider token bucket and a verdict cache). docs/receiver.md
-// lists each bound with the test that proves it.
+// time a body may take once it has started, the number of requests past
+// their first body byte (in all and per provider), and the calls a forged
+// request can make it send to a provider that verifies signatures through
+// its API (a per-provider token bucket and a verdict cache).
+// docs/receiver.md lists each bound with the test that proves it.
 package webhookreceiver
 
 import (
@@ -31,6 +32,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,12 +50,19 @@ const (
 	DefaultIdleTimeout       = 60 * time.Second
 	DefaultShutdownTimeout   = 20 * time.Second
 	DefaultRetryAfter        = 10 * time.Second
+	// DefaultBodyReadTimeout bounds a body from its first byte: a provider
+	// sends a webhook of a few KiB in one go, in milliseconds.
+	DefaultBodyReadTimeout = 5 * time.Second
 	// DefaultMaxHeaderBytes caps request headers; signature headers are a
 	// few hundred bytes.
 	DefaultMaxHeaderBytes = 64 << 10
 	// DefaultMaxConcurrentRequests bounds requests past their first body
 	// byte: with the default 1 MiB maxBodyBytes, at most 256 MiB of bodies.
 	DefaultMaxConcurrentRequests = 256
+	// DefaultProviderShareDivisor: unless set, a provider may hold at most a
+	// quarter of MaxConcurrentRequests (64 of 256), so whoever floods one
+	// provider's URL leaves three quarters to the others.
+	DefaultProviderShareDivisor = 4
 	// DefaultVerifyQPS and DefaultVerifyBurst bound, per provider and
 	// replica, the calls to a provider's signature-verification API.
 	DefaultVerifyQPS   = 5
@@ -100,6 +109,11 @@ type Options struct {
 	// ReadHeaderTimeout and ReadTimeout (headers and body) bound slow clients.
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
+	// BodyReadTimeout bounds the rest of a body once its first byte has
+	// arrived (and ReadTimeout still bounds the whole request): a request
+	// holds an in-flight slot from that byte, so a client that sends one
+	// byte and stalls holds it this long at most, then gets 408.
+	BodyReadTimeout time.Duration
 	// IdleTimeout closes idle keep-alive connections.
 	IdleTimeout time.Duration
 	// ShutdownTimeout bounds the graceful drain of in-flight requests.
@@ -115,6 +129,12 @@ type Options struct {
 	// hold a connection and a goroutine but no body, and ReadTimeout ends
 	// them, so idle connections cannot crowd out deliveries that arrive whole.
 	MaxConcurrentRequests int
+	// MaxConcurrentRequestsPerProvider bounds the slots of
+	// MaxConcurrentRequests one PaymentProvider (its URL) may hold; beyond it
+	// the provider's requests are shed the same way. Its path is public, so
+	// without this anyone could fill every slot through one URL and shed
+	// every tenant. Default MaxConcurrentRequests/4 (at least 1).
+	MaxConcurrentRequestsPerProvider int
 	// VerifyQPS and VerifyBurst are the token bucket, per provider, for
 	// signature verifications that call the provider's API (PayPal). A
 	// request that would need a call when the bucket is empty is answered
@@ -153,9 +173,9 @@ type Server struct {
 	adapters   *gateway.Gateway
 	namespaces map[string]bool
 	handler    http.Handler
-	// inflight holds one token per request past its first body byte.
-	inflight chan struct{}
-	verify   *apiVerification
+	// slots are held by requests past their first body byte.
+	slots  *slots
+	verify *apiVerification
 
 	synced   atomic.Bool // caches synced
 	draining atomic.Bool // shutting down: not ready for new traffic
@@ -173,6 +193,7 @@ func New(opts Options) (*Server, error) {
 	setDefault(&opts.StoreTimeout, DefaultStoreTimeout)
 	setDefault(&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	setDefault(&opts.ReadTimeout, DefaultReadTimeout)
+	setDefault(&opts.BodyReadTimeout, DefaultBodyReadTimeout)
 	setDefault(&opts.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&opts.ShutdownTimeout, DefaultShutdownTimeout)
 	setDefault(&opts.RetryAfter, DefaultRetryAfter)
@@ -181,6 +202,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxConcurrentRequests <= 0 {
 		opts.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
+	if opts.MaxConcurrentRequestsPerProvider <= 0 {
+		opts.MaxConcurrentRequestsPerProvider = max(1, opts.MaxConcurrentRequests/DefaultProviderShareDivisor)
 	}
 	if opts.VerifyQPS <= 0 {
 		opts.VerifyQPS = DefaultVerifyQPS
@@ -210,7 +234,7 @@ func New(opts Options) (*Server, error) {
 		// the provider or its credentials Secret changes (PayPal keeps its
 		// OAuth token in the adapter).
 		adapters: &gateway.Gateway{Reader: bundleCredentials{Reader: opts.Reader, namespace: opts.BundleNamespace}, HTTPClient: opts.HTTPClient},
-		inflight: make(chan struct{}, opts.MaxConcurrentRequests),
+		slots:    newSlots(opts.MaxConcurrentRequests, opts.MaxConcurrentRequestsPerProvider),
 		verify:   newAPIVerification(opts.VerifyQPS, opts.VerifyBurst, opts.VerdictCacheSize, opts.Clock),
 	}
 	if !opts.SyncResults {
@@ -278,19 +302,17 @@ func (s *Server) cachesSynced() bool {
 	return s.opts.Ready == nil || s.synced.Load()
 }
 
-// acquire takes an in-flight slot without waiting; release gives it back.
-func (s *Server) acquire() bool {
-	select {
-	case s.inflight <- struct{}{}:
+// acquire takes an in-flight slot for prov without waiting, or returns why
+// not (a shed reason); release gives it back.
+func (s *Server) acquire(prov types.NamespacedName) (shedReason string) {
+	if shedReason = s.slots.acquire(prov); shedReason == "" {
 		inFlight.Inc()
-		return true
-	default:
-		return false
 	}
+	return shedReason
 }
 
-func (s *Server) release() {
-	<-s.inflight
+func (s *Server) release(prov types.NamespacedName) {
+	s.slots.release(prov)
 	inFlight.Dec()
 }
 
@@ -309,13 +331,18 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("webhookreceiver: listen on %s: %w", s.opts.Addr, err)
 		}
 	}
+	// Connections remember their read deadline, so the body deadline can
+	// be held to ReadTimeout (limitBodyTime).
+	ln = deadlineListener{ln}
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		// ReadTimeout covers the body too: a client trickling a 1 MiB body,
 		// or declaring one and sending nothing, cannot hold a connection
-		// (or an in-flight slot) for longer.
+		// for longer; BodyReadTimeout bounds a body, and its in-flight
+		// slot, from its first byte.
 		ReadTimeout: s.opts.ReadTimeout,
+		ConnContext: withConn,
 		// Writing covers verify, store and apply; the budgets below bound
 		// them, this is the backstop.
 		WriteTimeout:   s.opts.ReadTimeout + s.opts.StoreTimeout + s.opts.ApplyBudget + 15*time.Second,

@@ -50,11 +50,13 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&opts.ApplyBudget, "apply-budget", webhookreceiver.DefaultApplyBudget, "Time allowed to apply a stored event before it is left Pending for the manager's inbox processor.")
 	fs.DurationVar(&opts.StoreTimeout, "store-timeout", webhookreceiver.DefaultStoreTimeout, "Time allowed to store an event before answering 503.")
 	fs.DurationVar(&opts.ReadTimeout, "read-timeout", webhookreceiver.DefaultReadTimeout, "Time allowed to read a request, body included.")
+	fs.DurationVar(&opts.BodyReadTimeout, "body-read-timeout", webhookreceiver.DefaultBodyReadTimeout, "Time allowed to read the rest of a body after its first byte (within --read-timeout); a slower body is answered 408 and frees its in-flight slot.")
 	fs.DurationVar(&opts.ReadHeaderTimeout, "read-header-timeout", webhookreceiver.DefaultReadHeaderTimeout, "Time allowed to read request headers.")
 	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", webhookreceiver.DefaultShutdownTimeout, "Time allowed to finish in-flight requests on shutdown.")
 	fs.DurationVar(&opts.RetryAfter, "retry-after", webhookreceiver.DefaultRetryAfter, "Retry-After sent with 503 answers.")
 	fs.IntVar(&opts.MaxHeaderBytes, "max-header-bytes", webhookreceiver.DefaultMaxHeaderBytes, "Largest request line and headers accepted; more is answered 431.")
 	fs.IntVar(&opts.MaxConcurrentRequests, "max-concurrent-requests", webhookreceiver.DefaultMaxConcurrentRequests, "Webhook requests read (past their first body byte), verified, stored or applied at once; more are answered 503 with Retry-After without reading their body.")
+	fs.IntVar(&opts.MaxConcurrentRequestsPerProvider, "max-concurrent-requests-per-provider", 0, "Of --max-concurrent-requests, the most one PaymentProvider may hold; more of its requests are answered 503 with Retry-After, so a flood to one provider's URL leaves the rest to the others. 0: a quarter of --max-concurrent-requests (64 of 256).")
 	fs.Float64Var(&opts.VerifyQPS, "verify-qps", webhookreceiver.DefaultVerifyQPS, "Per provider, steady rate of signature verifications that call the provider's API (PayPal); beyond it requests are answered 503 with Retry-After.")
 	fs.IntVar(&opts.VerifyBurst, "verify-burst", webhookreceiver.DefaultVerifyBurst, "Per provider, burst of signature verifications that call the provider's API.")
 	zapOpts := zap.Options{}
@@ -133,7 +135,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	log.Info("starting webhook receiver", "bindAddress", bindAddr, "metricsBindAddress", metricsAddr, "namespaces", opts.Namespaces, "bundleNamespace", opts.BundleNamespace,
 		"applyBudget", opts.ApplyBudget, "storeTimeout", opts.StoreTimeout,
-		"maxConcurrentRequests", opts.MaxConcurrentRequests, "verifyQPS", opts.VerifyQPS, "verifyBurst", opts.VerifyBurst)
+		"bodyReadTimeout", opts.BodyReadTimeout, "maxConcurrentRequests", opts.MaxConcurrentRequests, "verifyQPS", opts.VerifyQPS, "verifyBurst", opts.VerifyBurst)
 	return mgr.Start(ctx)
 }
 
