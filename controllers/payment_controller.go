@@ -361,7 +361,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if call.Err != nil {
 			logger.Info("provider "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
 		}
-		u := unstored{action: step.Action, call: call, closeOut: step.CloseOut, counts: step.Counts, at: at}
+		u := unstored{action: step.Action, call: call, closeOut: step.CloseOut, read: step.Read, at: at}
 		if _, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
 			// Keep the answer: the next attempt (after the controller's
 			// per-payment backoff) stores it without calling again.
@@ -396,11 +396,10 @@ func (r *PaymentReconciler) provider(ctx context.Context, p *v1alpha1.Payment) (
 func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (payment.Facts, error) {
 	var facts payment.Facts
 	if p.Status.Phase.TookMoney() {
-		uids, err := succeededRefunds(ctx, r.Client, p)
-		if err != nil {
+		var err error
+		if facts.SucceededRefunds, facts.FailedRefunds, err = settledRefunds(ctx, r.Client, p); err != nil {
 			return payment.Facts{}, err
 		}
-		facts.SucceededRefunds = uids
 	}
 	if payment.ProviderID(p) != "" || p.Status.CreateRequestedAt != nil {
 		return facts, nil
@@ -427,20 +426,22 @@ func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (pay
 	return facts, nil
 }
 
-// succeededRefunds are the UIDs of p's Refunds that succeeded
-// (payment.Facts.SucceededRefunds).
-func succeededRefunds(ctx context.Context, c client.Reader, p *v1alpha1.Payment) ([]types.UID, error) {
+// settledRefunds are the UIDs of p's Refunds that succeeded and that failed
+// (payment.Facts.SucceededRefunds, FailedRefunds).
+func settledRefunds(ctx context.Context, c client.Reader, p *v1alpha1.Payment) (succeeded, failed []types.UID, err error) {
 	all, err := listRefunds(ctx, c, p.Namespace, p.Name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var uids []types.UID
 	for _, rf := range all {
-		if rf.Status.Phase == v1alpha1.RefundSucceeded {
-			uids = append(uids, rf.UID)
+		switch rf.Status.Phase {
+		case v1alpha1.RefundSucceeded:
+			succeeded = append(succeeded, rf.UID)
+		case v1alpha1.RefundFailed:
+			failed = append(failed, rf.UID)
 		}
 	}
-	return uids, nil
+	return succeeded, failed, nil
 }
 
 // idempotencyKeyKeys is the index key of a Payment's user-set idempotency key.
@@ -637,7 +638,7 @@ type unstored struct {
 	action   payment.Action
 	call     payment.Call
 	closeOut bool
-	counts   []types.UID // a settled payment's read of its refunded total
+	read     *payment.RefundRead // a settled payment's read of its refunded total
 	at       time.Time
 }
 
@@ -651,8 +652,8 @@ func (u unstored) decide(p *v1alpha1.Payment, pol payment.Policy) payment.Outcom
 	case payment.Lookup:
 		return payment.AfterLookup(p, pol, u.call, u.at)
 	case payment.Query:
-		if u.counts != nil {
-			return payment.AfterRefundRead(p, pol, u.call, u.counts, u.at)
+		if u.read != nil {
+			return payment.AfterRefundRead(p, pol, u.call, *u.read, u.at)
 		}
 		return payment.AfterQuery(p, pol, u.call, u.closeOut, u.at)
 	default:

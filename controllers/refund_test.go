@@ -1129,3 +1129,51 @@ func TestARefundThatSettlesAlwaysMovesItsPaymentsTotal(t *testing.T) {
 		t.Errorf("payment read %d more times after its total counted the Refund", n-before)
 	}
 }
+
+// TestAStripeRefundThatFailsAfterSucceedingFreesItsMoney: Stripe documents
+// refunds that fail after they succeeded (the balance transaction is
+// reversed and the charge's amount_refunded goes down; events
+// refund.updated and refund.failed). The Refund becomes Failed
+// (RefundReversed), its Payment reads the lower figure and returns to
+// Succeeded, and a new Refund of that money is made, not refused OverRefund.
+func TestAStripeRefundThatFailsAfterSucceedingFreesItsMoney(t *testing.T) {
+	const secret = "whsec_reversal"
+	ns := fixture.Namespace(t, env.Client, "refund")
+	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund, controllers.ControllerInbox)
+	o.PendingGrace = time.Second
+	m := fixture.StartManager(t, env, ns, o)
+	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
+	s := fixture.StartSim(t, paysim.Options{})
+	pp := refundProvider(ns, v1alpha1.ProviderStripe, s)
+	pp.SigningSecrets = map[string]string{"current": secret}
+	prov := fixture.CreateProvider(t, env.Client, pp)
+	fixture.WaitCached(t, rcv.Cache, prov)
+	if err := s.SetWebhookTarget(paysim.Stripe, rcv.WebhookURL(ns, prov.Name), []byte(secret)); err != nil {
+		t.Fatal(err)
+	}
+	p := paidPayment(t, ns, prov.Name, "order", 1999)
+	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "all", Payment: p.Name})
+	done := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
+	waitRefunded(t, p, v1alpha1.PhaseRefunded, 1999)
+
+	if err := s.StripeFailRefund(done.Status.ProviderRefundID, "expired_or_canceled_card"); err != nil {
+		t.Fatal(err)
+	}
+	failed := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundFailed)
+	if f := failed.Status.Failure; f == nil || f.Code != "expired_or_canceled_card" || !fixture.RefundReady(failed) {
+		t.Errorf("reversed Refund: %s; want Failed with Stripe's failure reason, settled without review", fixture.Dump(failed.Status))
+	}
+	fixture.Eventually(t, fixture.Timeout, "the payment back to Succeeded with nothing refunded", func() (bool, string) {
+		got := fixture.GetPayment(t, env.Client, p)
+		return got.Status.Phase == v1alpha1.PhaseSucceeded && got.Status.AmountRefunded == nil, fixture.Dump(got.Status)
+	})
+
+	again := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "again", Payment: p.Name, Amount: 1000})
+	if got := fixture.WaitRefundPhase(t, env.Client, again, v1alpha1.RefundSucceeded); !amountIs(got.Status.Amount, 1000, "USD") {
+		t.Errorf("the new Refund: %s", fixture.Dump(got.Status))
+	}
+	waitRefunded(t, p, v1alpha1.PhasePartiallyRefunded, 1000)
+	if n := len(m.Requests.Calls(fixture.IsRefundCreate)); n != 2 {
+		t.Errorf("%d refund calls, want 2 (the reversed one, the new one)", n)
+	}
+}

@@ -161,6 +161,12 @@ const (
 	ReasonAuthorizationExpired = "AuthorizationExpired"
 	// ReasonCanceledByOperator: canceled through the cancel annotation.
 	ReasonCanceledByOperator = "CanceledByOperator"
+	// ReasonRefundReversed: a refund the provider had reported succeeded
+	// failed afterwards (Stripe: the refund's status goes succeeded →
+	// failed and its balance transaction is reversed); the money is back
+	// with the merchant, the Refund is Failed and the payment's refunded
+	// total goes down.
+	ReasonRefundReversed = "RefundReversed"
 )
 
 // LocalObjectReference names an object in the same namespace.

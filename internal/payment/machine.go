@@ -68,7 +68,12 @@ type Observation struct {
 	Amount *v1alpha1.Money
 	// RefundedTotal is the provider's cumulative refunded amount (refunds).
 	RefundedTotal *v1alpha1.Money
-	Failure       *v1alpha1.Failure
+	// Lowers (refunds) says the provider's figure may have gone down: a
+	// Refund of the payment failed after it had succeeded, and this is a
+	// read of the provider made since. A lower total is then the truth, not
+	// a stale report (AfterRefundRead).
+	Lowers  bool
+	Failure *v1alpha1.Failure
 	// Review, on an Unknown observation, is the NeedsReview reason paywarden
 	// itself raises: RetriesExhausted, CreateOutcomeUnknown or
 	// NonRetryableQueryError.
@@ -379,6 +384,11 @@ func (m *machine) refund() {
 		return
 	}
 	total := *m.obs.RefundedTotal
+	if m.obs.Lowers && m.st.AmountRefunded != nil && total.Currency == m.st.AmountRefunded.Currency &&
+		total.Value >= 0 && total.Value < m.st.AmountRefunded.Value {
+		m.lowerRefunded(total)
+		return
+	}
 	if total.Value <= 0 {
 		m.decide(Ignored, "refund with a refunded total of %d", total.Value)
 		return
@@ -400,6 +410,29 @@ func (m *machine) refund() {
 		to = v1alpha1.PhaseRefunded
 	}
 	m.moveTo(to, fmt.Sprintf("refunded %s", v1alpha1.FormatAmount(total.Value, total.Currency)))
+}
+
+// lowerRefunded takes a refunded total below the recorded one: a refund
+// failed after it had succeeded and the provider took it back out of its
+// figure. The payment returns to PartiallyRefunded, or to Succeeded when
+// nothing is refunded any more.
+func (m *machine) lowerRefunded(total v1alpha1.Money) {
+	was := *m.st.AmountRefunded
+	to := v1alpha1.PhasePartiallyRefunded
+	if total.Value == 0 {
+		m.st.AmountRefunded = nil
+		m.st.AmountRefundedDisplay = ""
+		to = v1alpha1.PhaseSucceeded
+	} else {
+		m.st.AmountRefunded = &total
+		if total.Value >= receivedAmount(m.spec, &m.st).Value {
+			to = v1alpha1.PhaseRefunded
+		}
+	}
+	msg := fmt.Sprintf("a refund failed after it succeeded: refunded %s, not %s any more",
+		v1alpha1.FormatAmount(total.Value, total.Currency), v1alpha1.FormatAmount(was.Value, was.Currency))
+	m.warn(v1alpha1.ReasonRefundReversed, msg)
+	m.moveTo(to, v1alpha1.ReasonRefundReversed+": "+msg)
 }
 
 func (m *machine) dispute() {

@@ -49,9 +49,9 @@ type Step struct {
 	// CloseOut marks a query made after spec.expiresAfter (SPEC §2.5): a
 	// Pending answer then closes the payment out as a local Expired.
 	CloseOut bool
-	// Counts, on a Query of a settled payment, are the Refunds its answer
-	// counts (AfterRefundRead).
-	Counts []types.UID
+	// Read, on a Query of a settled payment, is a read of its refunded
+	// total (AfterRefundRead).
+	Read *RefundRead
 	// Why explains the step, for logs.
 	Why string
 }
@@ -78,11 +78,19 @@ type Facts struct {
 	// read before a first create: earlier objects of the order that settled
 	// and were deleted.
 	Ledger []LedgerRecord
-	// SucceededRefunds are the UIDs of the payment's Refunds that succeeded,
-	// read for a settled payment: one its refunded total does not count yet
-	// (status.refundsCounted) makes the provider's cumulative figure be read
-	// (RefundsUncounted).
-	SucceededRefunds []types.UID
+	// SucceededRefunds and FailedRefunds are the UIDs of the payment's
+	// Refunds that succeeded and that failed, read for a settled payment: a
+	// success its refunded total does not count yet (status.refundsCounted),
+	// or a counted one that failed since, makes the provider's cumulative
+	// figure be read (RefundsUncounted).
+	SucceededRefunds, FailedRefunds []types.UID
+}
+
+// RefundRead is a read of a settled payment's refunded total (Step.Read):
+// the Refunds its answer counts, and whether the total may have gone down.
+type RefundRead struct {
+	Counts []types.UID
+	Lowers bool
 }
 
 // refundReadDue is when a settled payment whose refunded total does not
@@ -101,32 +109,49 @@ func refundReadDue(p *v1alpha1.Payment, pol Policy) time.Time {
 	return q.LastTime.Add(max(d, MinWait))
 }
 
-// RefundsUncounted reports whether a Refund of the settled payment p
-// succeeded that its refunded total may not count yet: it succeeded after
-// the total was last read (its own answer came before the payment's). The
-// provider's cumulative figure is then read (AfterRefundRead): it counts
-// every refund of the payment once, made by a Refund or elsewhere.
-func RefundsUncounted(p *v1alpha1.Payment, facts Facts) bool {
+// RefundsUncounted returns the read a settled payment needs, if any: a
+// Refund succeeded after its refunded total was last read (its own answer
+// came before the payment's), or a counted one failed after it had
+// succeeded (the provider's figure went down). The provider's cumulative
+// figure counts every refund of the payment once, made by a Refund or
+// elsewhere (AfterRefundRead).
+func RefundsUncounted(p *v1alpha1.Payment, facts Facts) (RefundRead, bool) {
+	read := RefundRead{Counts: slices.Clone(facts.SucceededRefunds)}
 	if !p.Status.Phase.TookMoney() || ProviderID(p) == "" {
-		return false
+		return read, false
+	}
+	for _, uid := range facts.FailedRefunds {
+		if slices.Contains(p.Status.RefundsCounted, uid) {
+			read.Lowers = true
+		}
 	}
 	for _, uid := range facts.SucceededRefunds {
 		if !slices.Contains(p.Status.RefundsCounted, uid) {
-			return true
+			return read, true
 		}
 	}
-	return false
+	return read, read.Lowers
 }
 
 // AfterRefundRead is AfterQuery for the read of a settled payment's
-// refunded total that Plan asked for (Step.Counts): an answer counts the
-// Refunds that had succeeded when the read was sent, and only those.
-func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, counts []types.UID, now time.Time) Outcome {
+// refunded total that Plan asked for (Step.Read): an answer counts the
+// Refunds that had succeeded when the read was sent, and only those; when a
+// counted Refund failed since, a lower figure is taken (Observation.Lowers).
+func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead, now time.Time) Outcome {
 	out := AfterQuery(p, pol, call, false, now)
-	if Classify(call.Err) == Answered {
-		out.Status.RefundsCounted = slices.Clone(counts)
+	if Classify(call.Err) != Answered {
+		return out
 	}
-	return out
+	c := begin(p, now)
+	c.merge(out)
+	if got := call.Payment; read.Lowers && got.Currency != "" {
+		c.apply(Observation{
+			Source: v1alpha1.SourceStatusQuery, Observed: ObservedRefund, Raw: got.RawStatus,
+			RefundedTotal: &v1alpha1.Money{Value: got.RefundedTotal, Currency: got.Currency}, Lowers: true,
+		})
+	}
+	c.st().RefundsCounted = slices.Clone(read.Counts)
+	return c.done()
 }
 
 // Plan decides what to do for a payment now (SPEC §2.2–§2.5, §11): operator
@@ -147,11 +172,11 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 		return Step{Action: Write, Outcome: out, Why: "operator capture"}
 	}
 	st := &p.Status
-	if RefundsUncounted(p, facts) {
+	if read, ok := RefundsUncounted(p, facts); ok {
 		if due := refundReadDue(p, pol); now.Before(due) {
 			return Step{Action: Wait, At: due, Why: "refunded total behind its Refunds: next read not due"}
 		}
-		return Step{Action: Query, Counts: slices.Clone(facts.SucceededRefunds), Why: "a Refund succeeded that the refunded total may not count yet: read the provider's cumulative figure"}
+		return Step{Action: Query, Read: &read, Why: "a Refund settled that the refunded total may not count yet: read the provider's cumulative figure"}
 	}
 	if st.Phase.IsFinal() {
 		if st.Query.NextTime != nil || st.Query.UnansweredSince != nil || st.Operation != nil {

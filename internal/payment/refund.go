@@ -135,9 +135,24 @@ func (m *refundMachine) succeeded(from v1alpha1.RefundPhase) {
 func (m *refundMachine) failed(from v1alpha1.RefundPhase) {
 	switch from {
 	case v1alpha1.RefundSucceeded:
-		// A refund reported failed after it succeeded (bank returns happen):
-		// the money may be back with the merchant. A human must look.
-		m.conflict(from)
+		// A refund can fail after it succeeded (Stripe, "Refunds": a refund
+		// whose status becomes failed has its balance transaction reversed
+		// by failure_balance_transaction, and the charge's amount_refunded
+		// goes down). The money is back with the merchant: the Refund is
+		// Failed, which frees its amount, and its payment reads the
+		// provider's lower total (RefundsUncounted).
+		if f := m.obs.Failure; f != nil {
+			cp := *f
+			m.st.Failure = &cp
+		} else {
+			m.st.Failure = &v1alpha1.Failure{Code: v1alpha1.ReasonRefundReversed}
+		}
+		msg := "the provider reports this refund failed after it succeeded; its money is back with the merchant"
+		if f := m.st.Failure; f.Code != "" && f.Code != v1alpha1.ReasonRefundReversed {
+			msg += " (" + f.Code + ")"
+		}
+		m.events = append(m.events, Event{Warning: true, Reason: v1alpha1.ReasonRefundReversed, Message: msg})
+		m.moveTo(v1alpha1.RefundFailed, v1alpha1.ReasonRefundReversed)
 	case v1alpha1.RefundFailed:
 		m.confirm()
 		m.decide(Stale, "already Failed")

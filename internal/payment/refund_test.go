@@ -104,7 +104,10 @@ func TestApplyRefund(t *testing.T) {
 		{"success without an amount is Succeeded", at(processing, ""), refundObs(payment.ObservedSucceeded, "evt-1"), payment.Applied, succeeded, ""},
 		{"success of another amount needs review", at(processing, ""), refundObs(payment.ObservedSucceeded, "evt-1", withAmount(499, orderCurrency)), payment.Applied, unknown, v1alpha1.ReasonAmountMismatch},
 		{"failure fails it", at(processing, ""), refundObs(payment.ObservedFailed, "evt-1", withFailure("insufficient_funds", "")), payment.Applied, failed, ""},
-		{"failure after success is a conflict, not a flip", at(succeeded, ""), refundObs(payment.ObservedFailed, "evt-2"), payment.Conflict, succeeded, v1alpha1.ReasonConflictingStatus},
+		// Stripe documents refunds that fail after succeeding (the balance
+		// transaction is reversed): a fact, not a conflict.
+		{"failure after success reverses it", at(succeeded, ""), refundObs(payment.ObservedFailed, "evt-2", withFailure("expired_or_canceled_card", "")), payment.Applied, failed, ""},
+		{"failure after success without a code reverses it", at(succeeded, ""), refundObs(payment.ObservedFailed, "evt-2"), payment.Applied, failed, ""},
 		{"success after failure is a conflict", at(failed, ""), refundObs(payment.ObservedSucceeded, "evt-2"), payment.Conflict, failed, v1alpha1.ReasonConflictingStatus},
 		{"failure again is stale", at(failed, ""), refundObs(payment.ObservedFailed, ""), payment.Stale, failed, ""},
 		{"unknown from the provider is ignored", at(processing, ""), refundObs(payment.ObservedUnknown, ""), payment.Ignored, processing, ""},

@@ -3,6 +3,7 @@ package payment
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -226,9 +227,15 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 		return amount, "", fmt.Sprintf("%s: the refund is in %s, the payment in %s", v1alpha1.ReasonOverRefund, a.Currency, received.Currency)
 	}
 	var succeeded, inFlight int64
+	// reversed: a Refund the provider's figure counted failed afterwards,
+	// and the payment has not read the lower figure yet.
+	reversed := false
 	older := olderRefunds(r, siblings)
 	for i := range siblings {
 		s := &siblings[i]
+		if s.UID != r.UID && s.Status.Phase == v1alpha1.RefundFailed && slices.Contains(p.Status.RefundsCounted, s.UID) {
+			reversed = true
+		}
 		if s.UID == r.UID || s.Status.Phase == v1alpha1.RefundFailed {
 			continue
 		}
@@ -280,6 +287,10 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	case high > low && fits(low):
 		// It fits unless the provider's figure leaves out a Refund in
 		// flight: decided once that Refund settles, never refused on a guess.
+		return amount, v1alpha1.ReasonEarlierRefundInFlight, ""
+	case reversed && fits(both):
+		// It fits once the payment's figure no longer counts a refund that
+		// failed after it succeeded: decided after the payment's read.
 		return amount, v1alpha1.ReasonEarlierRefundInFlight, ""
 	}
 	asked := "everything still refundable"

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
 )
@@ -58,6 +60,13 @@ func TestRefundAllowanceBounds(t *testing.T) {
 		{"600 captured, success without an amount: the capture is what was received", full(), capturedPayment(600, false), nil, 600, "", "", ""},
 		{"600 of 1000 captured, 400 refunded: 200 is the rest", full(), capturedPayment(600, true), []v1alpha1.Refund{sentRefund("a", 400, v1alpha1.RefundSucceeded)}, 200, "", "", ""},
 
+		// A refund that failed after it succeeded (Stripe): while the
+		// payment's figure still counts it, a Refund of that money waits for
+		// the payment's read instead of being refused; once read, it fits.
+		{"the money of a reversed refund not read yet: waits", part(1000), reversedPayment(1500, "a"), []v1alpha1.Refund{sentRefund("a", 1500, v1alpha1.RefundFailed)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
+		{"the money of a reversed refund, read: fits", part(1000), reversedPayment(0, "a"), []v1alpha1.Refund{sentRefund("a", 1500, v1alpha1.RefundFailed)}, 1000, "", "", ""},
+		{"a refund that failed uncounted frees nothing to wait for", part(1000), paidPayment(1500), []v1alpha1.Refund{sentRefund("a", 1500, v1alpha1.RefundFailed)}, 0, "", v1alpha1.ReasonOverRefund, ""},
+
 		// Sums that would overflow int64 are refused, never wrapped.
 		{"two undecided refunds near int64 max: a refund above what was received is refused", part(orderValue + 2), paidPayment(0), []v1alpha1.Refund{undecidedRefund("a", huge), undecidedRefund("b", huge)}, 0, "", v1alpha1.ReasonOverRefund, "int64"},
 		{"two undecided refunds near int64 max: even 0.01 is refused", part(1), paidPayment(0), []v1alpha1.Refund{undecidedRefund("a", huge), undecidedRefund("b", huge)}, 0, "", v1alpha1.ReasonOverRefund, "int64"},
@@ -76,4 +85,12 @@ func TestRefundAllowanceBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reversedPayment is paidPayment(refunded) whose figure was read when
+// Refund uid (named by its name's UID, see sentRefund) had succeeded.
+func reversedPayment(refunded int64, name string) *v1alpha1.Payment {
+	p := paidPayment(refunded)
+	p.Status.RefundsCounted = []types.UID{sentRefund(name, 1, v1alpha1.RefundSucceeded).UID}
+	return p
 }

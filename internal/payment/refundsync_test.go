@@ -1,6 +1,7 @@
 package payment_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -35,21 +36,29 @@ func TestRefundsUncounted(t *testing.T) {
 		counted   []types.UID
 		succeeded []types.UID
 		want      bool
+		failed    []types.UID
+		lowers    bool
 	}{
-		{"no Refund succeeded", v1alpha1.PhaseSucceeded, false, nil, nil, false},
-		{"a Refund succeeded, not read since", v1alpha1.PhaseSucceeded, false, nil, []types.UID{"a"}, true},
-		{"counted", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"a"}, []types.UID{"a"}, false},
-		{"a second Refund not counted", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"a"}, []types.UID{"a", "b"}, true},
+		{"no Refund succeeded", v1alpha1.PhaseSucceeded, false, nil, nil, false, nil, false},
+		{"a Refund succeeded, not read since", v1alpha1.PhaseSucceeded, false, nil, []types.UID{"a"}, true, nil, false},
+		{"counted", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"a"}, []types.UID{"a"}, false, nil, false},
+		{"a second Refund not counted", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"a"}, []types.UID{"a", "b"}, true, nil, false},
 		// A Refund deleted and applied again is another object: the old
 		// one's count is not the new one's.
-		{"re-created under the same name", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"old"}, []types.UID{"new"}, true},
-		{"a counted Refund deleted", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"a", "gone"}, []types.UID{"a"}, false},
-		{"fully refunded, counted", v1alpha1.PhaseRefunded, false, []types.UID{"a"}, []types.UID{"a"}, false},
-		{"fully refunded, behind", v1alpha1.PhaseRefunded, false, []types.UID{"a"}, []types.UID{"a", "b"}, true},
+		{"re-created under the same name", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"old"}, []types.UID{"new"}, true, nil, false},
+		{"a counted Refund deleted", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"a", "gone"}, []types.UID{"a"}, false, nil, false},
+		{"fully refunded, counted", v1alpha1.PhaseRefunded, false, []types.UID{"a"}, []types.UID{"a"}, false, nil, false},
+		{"fully refunded, behind", v1alpha1.PhaseRefunded, false, []types.UID{"a"}, []types.UID{"a", "b"}, true, nil, false},
 		// Refunds apply only after success: nothing to read for these.
-		{"failed payment", v1alpha1.PhaseFailed, false, nil, []types.UID{"a"}, false},
-		{"still processing", v1alpha1.PhaseProcessing, false, nil, []types.UID{"a"}, false},
-		{"no provider id to read", v1alpha1.PhaseSucceeded, true, nil, []types.UID{"a"}, false},
+		{"failed payment", v1alpha1.PhaseFailed, false, nil, []types.UID{"a"}, false, nil, false},
+		{"still processing", v1alpha1.PhaseProcessing, false, nil, []types.UID{"a"}, false, nil, false},
+		{"no provider id to read", v1alpha1.PhaseSucceeded, true, nil, []types.UID{"a"}, false, nil, false},
+		// A counted Refund that failed after it succeeded: the provider's
+		// figure went down.
+		{"a counted Refund reversed", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"a", "b"}, []types.UID{"b"}, true, []types.UID{"a"}, true},
+		{"the only counted Refund reversed", v1alpha1.PhaseRefunded, false, []types.UID{"a"}, nil, true, []types.UID{"a"}, true},
+		// A Refund that failed before it was ever counted moved nothing.
+		{"a Refund that failed uncounted", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"b"}, []types.UID{"b"}, false, []types.UID{"a"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := succeededPayment()
@@ -58,8 +67,9 @@ func TestRefundsUncounted(t *testing.T) {
 			if tc.noID {
 				p.Status.ProviderPaymentID, p.Spec.ProviderPaymentID = "", ""
 			}
-			if got := payment.RefundsUncounted(p, payment.Facts{SucceededRefunds: tc.succeeded}); got != tc.want {
-				t.Errorf("RefundsUncounted = %v, want %v", got, tc.want)
+			read, got := payment.RefundsUncounted(p, payment.Facts{SucceededRefunds: tc.succeeded, FailedRefunds: tc.failed})
+			if got != tc.want || got && read.Lowers != tc.lowers {
+				t.Errorf("RefundsUncounted = %v (lowers %v), want %v (lowers %v)", got, read.Lowers, tc.want, tc.lowers)
 			}
 		})
 	}
@@ -85,14 +95,14 @@ func TestScenarioASettledRefundIsCountedFromTheProvidersFigure(t *testing.T) {
 			now = step.At
 			step = payment.Plan(p, pol, facts, now)
 		}
-		if step.Action != payment.Query || len(step.Counts) != 1 || step.Counts[0] != "five" {
-			t.Fatalf("read %d: %v counts %v (%s), want a read counting Refund five", i, step.Action, step.Counts, step.Why)
+		if step.Action != payment.Query || step.Read == nil || len(step.Read.Counts) != 1 || step.Read.Counts[0] != "five" {
+			t.Fatalf("read %d: %v read %+v (%s), want a read counting Refund five", i, step.Action, step.Read, step.Why)
 		}
 		if i > 0 {
 			gaps = append(gaps, now.Sub(last))
 		}
 		last = now
-		p = store(p, payment.AfterRefundRead(p, pol, fails(errNoAnswer), step.Counts, now))
+		p = store(p, payment.AfterRefundRead(p, pol, fails(errNoAnswer), *step.Read, now))
 		if p.Status.Phase != v1alpha1.PhaseSucceeded || review(p) != "" || len(p.Status.RefundsCounted) != 0 {
 			t.Fatalf("read %d failed: phase %s review %q counted %v, want Succeeded and nothing counted", i, p.Status.Phase, review(p), p.Status.RefundsCounted)
 		}
@@ -117,7 +127,7 @@ func TestScenarioASettledRefundIsCountedFromTheProvidersFigure(t *testing.T) {
 	if step.Action != payment.Query {
 		t.Fatalf("%v (%s), want the read", step.Action, step.Why)
 	}
-	p = store(p, payment.AfterRefundRead(p, pol, refundedAnswer(500), step.Counts, now))
+	p = store(p, payment.AfterRefundRead(p, pol, refundedAnswer(500), *step.Read, now))
 	if p.Status.Phase != v1alpha1.PhasePartiallyRefunded || p.Status.AmountRefunded == nil || p.Status.AmountRefunded.Value != 500 {
 		t.Fatalf("after the answer: %s refunded %+v, want PartiallyRefunded 500", p.Status.Phase, p.Status.AmountRefunded)
 	}
@@ -129,11 +139,66 @@ func TestScenarioASettledRefundIsCountedFromTheProvidersFigure(t *testing.T) {
 	facts.SucceededRefunds = append(facts.SucceededRefunds, "three")
 	now = now.Add(2 * time.Hour)
 	step = payment.Plan(p, pol, facts, now)
-	if step.Action != payment.Query || len(step.Counts) != 2 {
-		t.Fatalf("second Refund: %v counts %v, want a read counting both", step.Action, step.Counts)
+	if step.Action != payment.Query || step.Read == nil || len(step.Read.Counts) != 2 || step.Read.Lowers {
+		t.Fatalf("second Refund: %v read %+v, want a read counting both", step.Action, step.Read)
 	}
-	p = store(p, payment.AfterRefundRead(p, pol, refundedAnswer(800), step.Counts, now))
-	if p.Status.AmountRefunded.Value != 800 || payment.RefundsUncounted(p, facts) {
+	p = store(p, payment.AfterRefundRead(p, pol, refundedAnswer(800), *step.Read, now))
+	if _, behind := payment.RefundsUncounted(p, facts); p.Status.AmountRefunded.Value != 800 || behind {
 		t.Errorf("second Refund: refunded %+v counted %v", p.Status.AmountRefunded, p.Status.RefundsCounted)
+	}
+}
+
+// A refund that fails after it succeeded (Stripe) takes its money back out
+// of the provider's figure: the Refund is Failed, its payment reads the
+// lower total and returns to PartiallyRefunded, or to Succeeded when
+// nothing is refunded any more. A lower figure is taken only from such a
+// read: a late event with an older, lower total stays stale.
+func TestScenarioARefundReversedLowersItsPaymentsTotal(t *testing.T) {
+	pol := testPolicy()
+	p := succeededPayment()
+	now := t0.Add(time.Hour)
+	read := func(facts payment.Facts, total int64) {
+		t.Helper()
+		step := payment.Plan(p, pol, facts, now)
+		if step.Action != payment.Query || step.Read == nil {
+			t.Fatalf("%v (%s), want a read of the refunded total", step.Action, step.Why)
+		}
+		c := refundedAnswer(total)
+		if total == 0 {
+			c = answer(provider.StatusSucceeded)
+		}
+		p = store(p, payment.AfterRefundRead(p, pol, c, *step.Read, now))
+		now = now.Add(time.Hour)
+	}
+	read(payment.Facts{SucceededRefunds: []types.UID{"five", "three"}}, 800)
+	if p.Status.Phase != v1alpha1.PhasePartiallyRefunded || p.Status.AmountRefunded.Value != 800 {
+		t.Fatalf("%s %+v, want PartiallyRefunded 800", p.Status.Phase, p.Status.AmountRefunded)
+	}
+
+	// A late event of the first refund alone (500) is older news.
+	late := payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedRefund, EventID: "evt-late", RefundedTotal: &v1alpha1.Money{Value: 500, Currency: orderCurrency}}
+	if res := payment.Apply(p, late, now); res.Decision != payment.Stale || res.Status.AmountRefunded.Value != 800 {
+		t.Fatalf("a late lower total: %s %+v, want Stale at 800", res.Decision, res.Status.AmountRefunded)
+	}
+
+	// "three" fails after it succeeded: the provider says 500.
+	read(payment.Facts{SucceededRefunds: []types.UID{"five"}, FailedRefunds: []types.UID{"three"}}, 500)
+	if p.Status.Phase != v1alpha1.PhasePartiallyRefunded || p.Status.AmountRefunded.Value != 500 || p.Status.AmountRefundedDisplay != "5.00 USD" {
+		t.Fatalf("%s %+v %q, want PartiallyRefunded 500", p.Status.Phase, p.Status.AmountRefunded, p.Status.AmountRefundedDisplay)
+	}
+	if last := p.Status.History[len(p.Status.History)-1]; !strings.HasPrefix(last.Reason, v1alpha1.ReasonRefundReversed) {
+		t.Errorf("history %+v, want the reversal recorded", last)
+	}
+	// "five" fails too: nothing is refunded any more.
+	read(payment.Facts{FailedRefunds: []types.UID{"three", "five"}}, 0)
+	if p.Status.Phase != v1alpha1.PhaseSucceeded || p.Status.AmountRefunded != nil || p.Status.AmountRefundedDisplay != "" {
+		t.Fatalf("%s %+v %q, want Succeeded with nothing refunded", p.Status.Phase, p.Status.AmountRefunded, p.Status.AmountRefundedDisplay)
+	}
+	if step := payment.Plan(p, pol, payment.Facts{FailedRefunds: []types.UID{"three", "five"}}, now); step.Action != payment.Nothing {
+		t.Errorf("after the reversals: %v (%s), want nothing more", step.Action, step.Why)
+	}
+	// The money is refundable again.
+	if allowed, wait, refusal := payment.RefundAllowance(&v1alpha1.Refund{Spec: v1alpha1.RefundSpec{Amount: &v1alpha1.Amount{Value: orderValue, Currency: orderCurrency}}}, p, nil); allowed.Value != orderValue || wait != "" || refusal != "" {
+		t.Errorf("allowance after the reversals: %+v %q %q, want the whole %d", allowed, wait, refusal, orderValue)
 	}
 }
