@@ -215,6 +215,13 @@ func (m *machine) progress() {
 		m.moveTo(to, "")
 	case from == v1alpha1.PhasePending && to == v1alpha1.PhaseProcessing:
 		m.moveTo(to, "")
+	case from == v1alpha1.PhaseProcessing && to == v1alpha1.PhasePending && m.obs.Failure != nil:
+		// The attempt under way failed and the provider waits for another
+		// payment method, which nobody will bring to a payment past its
+		// processing (Stripe, "Payment status updates": an asynchronous
+		// debit that fails goes processing → requires_payment_method with
+		// last_payment_error). Recorded as the failure it is.
+		m.settleNotPaid(v1alpha1.PhaseFailed)
 	case from == v1alpha1.PhaseAuthorized && to == v1alpha1.PhaseProcessing && m.st.AmountToCapture != nil:
 		// The capture paywarden asked for is under way.
 		m.moveTo(to, "capture in progress")

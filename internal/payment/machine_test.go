@@ -375,6 +375,32 @@ func TestApply(t *testing.T) {
 			},
 		},
 		{
+			// Stripe: an asynchronous debit that fails goes processing →
+			// requires_payment_method with last_payment_error.
+			name:       "a payment method required again after processing, with a failure, is the failure",
+			given:      givenProcessing,
+			obs:        obsQuery(payment.ObservedPending, withFailure("insufficient_funds", "The account has insufficient funds.")),
+			decision:   payment.Applied,
+			phase:      failed,
+			conds:      []string{readySettled},
+			history:    []v1alpha1.HistoryEntry{historyEntry(processing, failed, srcQuery, "", "insufficient_funds")},
+			events:     []string{"Warning/Failed"},
+			transition: phaseChange(processing, failed),
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if f := after.Failure; f == nil || f.Code != "insufficient_funds" {
+					t.Errorf("failure = %+v, want insufficient_funds", f)
+				}
+			},
+		},
+		{
+			name:     "pending after processing without a failure is still stale",
+			given:    givenProcessing,
+			obs:      obsQuery(payment.ObservedPending),
+			decision: payment.Stale,
+			phase:    processing,
+			conds:    []string{readyInProgress},
+		},
+		{
 			name:       "a definitive create rejection fails the payment with CreateRejected",
 			obs:        obsCreated(payment.ObservedFailed, withFailure(v1alpha1.ReasonCreateRejected, "currency not enabled"), withReason(v1alpha1.ReasonCreateRejected)),
 			decision:   payment.Applied,

@@ -94,7 +94,10 @@ func (r report) observations() []Observation {
 			t := metav1.NewTime(r.authorizationExpiresAt)
 			obs.AuthorizationExpiresAt = &t
 		}
-	case ObservedFailed, ObservedExpired:
+	case ObservedFailed, ObservedExpired, ObservedPending:
+		// A Pending answer with a failure is an attempt that failed and a
+		// payment that waits for another payment method (Stripe's
+		// requires_payment_method with last_payment_error).
 		if r.failureCode != "" || r.failureMessage != "" {
 			obs.Failure = &v1alpha1.Failure{Code: r.failureCode, Message: r.failureMessage}
 		}

@@ -33,6 +33,12 @@ func TestFromEvent(t *testing.T) {
 			want: payment.Observation{Source: v1alpha1.SourceBackfill, Observed: payment.ObservedRefund, Raw: "refund.succeeded", EventID: "e2", RefundedTotal: &v1alpha1.Money{Value: 300, Currency: "EUR"}},
 		},
 		{
+			name: "a payment method required again carries the failure of the attempt",
+			ev:   provider.Event{ID: "e7", Type: "payment_intent.payment_failed", Status: provider.StatusPending, FailureCode: "insufficient_funds", FailureMessage: "no"},
+			via:  v1alpha1.ViaWebhook,
+			want: payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedPending, Raw: "payment_intent.payment_failed", EventID: "e7", Failure: &v1alpha1.Failure{Code: "insufficient_funds", Message: "no"}},
+		},
+		{
 			name: "failure carries code and message",
 			ev:   provider.Event{ID: "e3", Type: "payment.failed", Status: provider.StatusFailed, FailureCode: "card_declined", FailureMessage: "no"},
 			via:  v1alpha1.ViaWebhook,
