@@ -11,6 +11,14 @@ import (
 	iso4217 "github.com/paywarden/paywarden/internal/currency"
 )
 
+// ManualCapture reports whether the payment's money is taken only when the
+// capture annotation asks: captureMethod Manual, and every payment that only
+// tracks a provider payment paywarden did not create (spec.providerPaymentID),
+// whatever its captureMethod says (it defaults to Automatic).
+func (s *PaymentSpec) ManualCapture() bool {
+	return s.CaptureMethod == CaptureManual || s.ProviderPaymentID != ""
+}
+
 // MerchantRef is the merchant reference sent to the provider: the spec's, or
 // "<namespace>.<name>". A default longer than the 64 characters providers
 // accept keeps its first 47 characters and appends a hash of the whole, so it

@@ -263,7 +263,9 @@ type PaymentSpec struct {
 	// captureMethod says when the money is taken: Automatic (the default)
 	// captures as soon as the provider reports the payment approved or
 	// authorized; Manual waits in phase Authorized for the
-	// payments.paywarden.dev/capture annotation.
+	// payments.paywarden.dev/capture annotation. A payment that only tracks
+	// spec.providerPaymentID (created elsewhere) always waits for the
+	// annotation: paywarden never takes money it was not asked to take.
 	// +kubebuilder:validation:Enum=Automatic;Manual
 	// +kubebuilder:default=Automatic
 	// +optional

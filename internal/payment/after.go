@@ -194,7 +194,7 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 			}
 			st.Operation = nil
 		}
-		waitingForMerchant := st.Phase == v1alpha1.PhaseAuthorized && c.p.Spec.CaptureMethod == v1alpha1.CaptureManual
+		waitingForMerchant := st.Phase == v1alpha1.PhaseAuthorized && c.p.Spec.ManualCapture()
 		if !held && !waitingForMerchant {
 			q.Attempts++
 		}

@@ -710,7 +710,7 @@ func WaitingFor(spec *v1alpha1.PaymentSpec, st *v1alpha1.PaymentStatus) string {
 		return ""
 	case st.Operation != nil:
 		return string(st.Operation.Kind)
-	case st.Phase == v1alpha1.PhaseAuthorized && spec.CaptureMethod == v1alpha1.CaptureManual:
+	case st.Phase == v1alpha1.PhaseAuthorized && spec.ManualCapture():
 		return "Capture"
 	case st.PayerApproved:
 		return "Capture"

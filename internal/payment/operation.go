@@ -101,7 +101,7 @@ func captureAction(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
 	}
 	st := &p.Status
 	phase := st.Phase
-	waiting := !phase.IsFinal() && p.Spec.CaptureMethod == v1alpha1.CaptureManual && (phase != v1alpha1.PhaseAuthorized || st.Operation != nil)
+	waiting := !phase.IsFinal() && p.Spec.ManualCapture() && (phase != v1alpha1.PhaseAuthorized || st.Operation != nil)
 	if waiting {
 		return Outcome{}, false
 	}
@@ -110,7 +110,7 @@ func captureAction(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
 	switch {
 	case phase.IsFinal():
 		c.event(false, "CaptureIgnored", fmt.Sprintf("payment is already %s; nothing to capture", phase))
-	case p.Spec.CaptureMethod != v1alpha1.CaptureManual:
+	case !p.Spec.ManualCapture():
 		c.event(false, "CaptureIgnored", "captureMethod is Automatic: the payment is captured as soon as it is authorized")
 	default:
 		authorized := authorizedAmount(c.p)
@@ -234,7 +234,7 @@ func automaticOperation(p *v1alpha1.Payment, pol Policy) (v1alpha1.OperationKind
 		return "", false
 	}
 	switch {
-	case p.Spec.CaptureMethod != v1alpha1.CaptureManual && (st.Phase == v1alpha1.PhaseAuthorized || st.PayerApproved):
+	case !p.Spec.ManualCapture() && (st.Phase == v1alpha1.PhaseAuthorized || st.PayerApproved):
 		return v1alpha1.OperationCapture, true
 	case p.Spec.CaptureMethod == v1alpha1.CaptureManual && st.PayerApproved && st.Phase != v1alpha1.PhaseAuthorized && pol.Lifecycle.AuthorizeStep:
 		return v1alpha1.OperationAuthorize, true
@@ -314,7 +314,7 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 		st.Operation = nil
 		st.AmountToCapture = nil
 		st.Query.LastError, st.Query.LastErrorClass = call.Err.Error(), class.StatusName()
-		manual := kind == v1alpha1.OperationCancel || c.p.Spec.CaptureMethod == v1alpha1.CaptureManual && kind == v1alpha1.OperationCapture
+		manual := kind == v1alpha1.OperationCancel || c.p.Spec.ManualCapture() && kind == v1alpha1.OperationCapture
 		if manual {
 			c.event(true, string(kind)+"Refused", fmt.Sprintf("the provider refused the %s: %v", strings.ToLower(string(kind)), call.Err))
 			if !st.Phase.IsFinal() && !parked(st) {
