@@ -35,11 +35,18 @@ const (
 
 // configCodes are Stripe error codes that say the account or key is wrong, whatever
 // the status: no payment can go through until the PaymentProvider is fixed.
+// They come with 400 as often as 401/403 (Stripe, "Error codes":
+// livemode_mismatch, testmode_charges_only, account_invalid, ...), and a 400 with
+// one of them refuses the account, never the payment.
 var configCodes = map[stripego.ErrorCode]bool{
-	stripego.ErrorCodeAPIKeyExpired:         true,
-	stripego.ErrorCodePlatformAPIKeyExpired: true,
-	stripego.ErrorCodeSecretKeyRequired:     true,
-	stripego.ErrorCodeLivemodeMismatch:      true,
+	stripego.ErrorCodeAPIKeyExpired:           true,
+	stripego.ErrorCodePlatformAPIKeyExpired:   true,
+	stripego.ErrorCodeSecretKeyRequired:       true,
+	stripego.ErrorCodeLivemodeMismatch:        true,
+	stripego.ErrorCodeTestmodeChargesOnly:     true,
+	stripego.ErrorCodeAccountInvalid:          true,
+	stripego.ErrorCodeAccountClosed:           true,
+	stripego.ErrorCodePlatformAccountRequired: true,
 }
 
 // classify turns whatever stripe-go returned into a *provider.Error with a class. The
