@@ -72,9 +72,10 @@ func (s *Sim) api(prov, op string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		f := s.faults.withDefaults()
-		var slow, serverErr, tooMany, lost bool
+		var slow, serverErr, tooMany, lost, garbled bool
 		if f.appliesTo(op) {
 			slow, serverErr, tooMany, lost = s.chance(f.SlowRate), s.chance(f.ServerErrorRate), s.chance(f.TooManyRequestsRate), s.chance(f.LostResponseRate)
+			garbled = s.chance(f.GarbledAnswerRate)
 		}
 		if slow {
 			s.counters.APIFaults.Slow++
@@ -113,6 +114,24 @@ func (s *Sim) api(prov, op string, h http.HandlerFunc) http.HandlerFunc {
 			// The request takes effect; only the answer is lost.
 			h(discardWriter{header: http.Header{}}, r)
 			s.writeError(w, prov, http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "paysim injected lost response", nil, 0)
+			return
+		case garbled:
+			// The request takes effect (and is kept for an idempotent replay);
+			// a 2xx answer arrives unreadable.
+			rec := &bufferWriter{header: http.Header{}}
+			h(rec, r)
+			body := rec.buf
+			if rec.status >= 200 && rec.status < 300 {
+				s.mu.Lock()
+				s.counters.APIFaults.Garbled++
+				s.mu.Unlock()
+				body = f.garble(body)
+			}
+			for k, vs := range rec.header {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(max(rec.status, http.StatusOK))
+			_, _ = w.Write(body)
 			return
 		}
 		h(w, r)
