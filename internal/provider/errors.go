@@ -74,6 +74,13 @@ func UnreadableAnswer(providerName, op string, status int, cause error) error {
 	return &Error{Provider: providerName, Op: op, Class: ErrRetryable, StatusCode: status, Err: err}
 }
 
+// NoID is the UnreadableAnswer of a 2xx answer to a write that carries no id of the
+// object it is about (what: "payment", "refund", ...): well-formed JSON of another
+// shape, which decodes without error into an empty object.
+func NoID(providerName, op, what string) error {
+	return UnreadableAnswer(providerName, op, 0, fmt.Errorf("the answer carries no %s id", what))
+}
+
 // Classes lists the error classes, for tests that check "exactly one class".
 func Classes() []error {
 	return []error{ErrRetryable, ErrNonRetryable, ErrNotFound, ErrUnsupported, ErrProviderConfig, ErrKeyConflict}
