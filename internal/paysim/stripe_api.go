@@ -669,7 +669,9 @@ func (s *Sim) stripeIntentCancel(w http.ResponseWriter, r *http.Request, f url.V
 }
 
 // stripeEvents serves GET /v1/events newest first, like Stripe: created[gte|gt|lte|lt]
-// or created=<unix>, type (with * wildcards) or types[], starting_after, limit.
+// or created=<unix>, type (with * wildcards) or types[], starting_after, limit. Only
+// the events of the last StripeEventRetention are listed (Stripe API reference,
+// Events, "List all events": "going back up to 30 days"), whatever created asks for.
 func (s *Sim) stripeEvents(w http.ResponseWriter, _ *http.Request, f url.Values) {
 	if f.Get("ending_before") != "" {
 		invalid(w, "ending_before", "paysim pages events with starting_after only.")
@@ -709,10 +711,14 @@ func (s *Sim) stripeEvents(w http.ResponseWriter, _ *http.Request, f url.Values)
 	defer s.mu.Unlock()
 	s.counters.EventListCalls++
 	evs := s.events[Stripe]
+	retained := s.now().Add(-StripeEventRetention)
 	var ids []string
 	byID := map[string]*EventRecord{}
 	for i := len(evs) - 1; i >= 0; i-- {
 		e := evs[i]
+		if e.Created.Before(retained) {
+			continue
+		}
 		c := e.Created.Unix()
 		if gte, ok := bounds["gte"]; ok && c < gte {
 			continue
