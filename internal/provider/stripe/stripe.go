@@ -62,6 +62,10 @@ type Adapter struct {
 
 var _ provider.Provider = (*Adapter)(nil)
 
+// EventRetention is how far back GET /v1/events reaches: "List events, going back
+// up to 30 days" (Stripe API reference, Events, "List all events").
+const EventRetention = 30 * 24 * time.Hour
+
 // Capabilities describes Stripe: a secret key, an events API, search by merchant
 // reference, webhooks signed with the signing Secret's keys, and the whole checkout
 // lifecycle except a separate authorize step (a Stripe authorization happens when the
@@ -77,6 +81,10 @@ func Capabilities() provider.Capabilities {
 			Checkout: true, StoredMethod: true, ManualCapture: true, PartialCapture: true,
 			Cancel: true, Refunds: true, RefundLookup: true, AuthorizeStep: false,
 		},
+		// "List events, going back up to 30 days", newest first (Stripe API
+		// reference, Events, "List all events").
+		EventsNewestFirst: true,
+		EventsRetention:   EventRetention,
 	}
 }
 
