@@ -10,18 +10,20 @@ import (
 	"github.com/paywarden/paywarden/internal/paysim"
 )
 
-// garbledOnce is a front for s whose first request that match picks is
-// carried out by Stripe and answered 2xx with well-formed JSON without the
-// object ("{}"): the write happened, its answer cannot be read.
-func garbledOnce(t *testing.T, s *fixture.Sim, op string, match func(*http.Request) bool) *fixture.Sim {
+// garbledStripe runs a Stripe provider in a new namespace, with the payment
+// and refund controllers, whose first POST to path is carried out by Stripe
+// and answered 2xx with well-formed JSON without the object ("{}"): the
+// write happened, its answer cannot be read.
+func garbledStripe(t *testing.T, op, path string) (*fixture.Sim, string) {
 	t.Helper()
-	return s.FaultOnce(t, paysim.Faults{GarbledAnswerRate: 1, GarbledBody: "{}", Operations: []string{op}}, match)
-}
-
-func stripePost(suffix string) func(*http.Request) bool {
-	return func(r *http.Request) bool {
-		return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, suffix)
-	}
+	ns := fixture.Namespace(t, env.Client, "unreadable")
+	s := fixture.StartSim(t, paysim.Options{})
+	front := s.FaultOnce(t, paysim.Faults{GarbledAnswerRate: 1, GarbledBody: "{}", Operations: []string{op}}, func(r *http.Request) bool {
+		return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, path)
+	})
+	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderStripe, front))
+	refundManager(t, ns)
+	return s, ns
 }
 
 // neverFailed reports whether p's history never recorded phase Failed.
@@ -37,12 +39,7 @@ func neverFailed(p *v1alpha1.Payment) bool {
 // reference, "Idempotent requests") and the payment ends Succeeded, with one
 // PaymentIntent at Stripe.
 func TestUnreadableAnswerToACreateIsLookedUpNotFailed(t *testing.T) {
-	ns := fixture.Namespace(t, env.Client, "unreadable")
-	s := fixture.StartSim(t, paysim.Options{})
-	front := garbledOnce(t, s, paysim.OpCreate, stripePost("/v1/payment_intents"))
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderStripe, front))
-	refundManager(t, ns)
-
+	s, ns := garbledStripe(t, paysim.OpCreate, "/v1/payment_intents")
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order", Provider: string(v1alpha1.ProviderStripe), Amount: 1999})
 	got := fixture.WaitPayment(t, env.Client, p, "final", func(p *v1alpha1.Payment) bool { return p.Status.Phase.IsFinal() })
 	if got.Status.Phase != v1alpha1.PhaseSucceeded || got.Status.ProviderPaymentID == "" || !neverFailed(got) {
@@ -62,12 +59,7 @@ func TestUnreadableAnswerToACreateIsLookedUpNotFailed(t *testing.T) {
 // money would look refundable again): it is repeated with its key, gets the
 // refund Stripe made and ends Succeeded; Stripe made one refund.
 func TestUnreadableAnswerToARefundDoesNotFailIt(t *testing.T) {
-	ns := fixture.Namespace(t, env.Client, "unreadable")
-	s := fixture.StartSim(t, paysim.Options{})
-	front := garbledOnce(t, s, paysim.OpRefund, stripePost("/v1/refunds"))
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderStripe, front))
-	refundManager(t, ns)
-
+	s, ns := garbledStripe(t, paysim.OpRefund, "/v1/refunds")
 	p := paidPayment(t, ns, string(v1alpha1.ProviderStripe), "order", 1999)
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "rf", Payment: p.Name, Amount: 500})
 	got := fixture.WaitRefund(t, env.Client, rf, "final", func(r *v1alpha1.Refund) bool { return r.Status.Phase.IsFinal() })

@@ -120,22 +120,28 @@ func (s *Sim) api(prov, op string, h http.HandlerFunc) http.HandlerFunc {
 			// a 2xx answer arrives unreadable.
 			rec := &bufferWriter{header: http.Header{}}
 			h(rec, r)
-			body := rec.buf
-			if rec.status >= 200 && rec.status < 300 {
-				s.mu.Lock()
-				s.counters.APIFaults.Garbled++
-				s.mu.Unlock()
-				body = f.garble(body)
-			}
-			for k, vs := range rec.header {
-				w.Header()[k] = vs
-			}
-			w.WriteHeader(max(rec.status, http.StatusOK))
-			_, _ = w.Write(body)
+			s.send(w, rec, f, true)
 			return
 		}
 		h(w, r)
 	}
+}
+
+// send writes the answer rec holds; a 2xx is garbled (Faults.GarbledAnswerRate)
+// when garble is set.
+func (s *Sim) send(w http.ResponseWriter, rec *bufferWriter, f Faults, garble bool) {
+	status, body := max(rec.status, http.StatusOK), rec.buf
+	if garble && status >= 200 && status < 300 {
+		s.mu.Lock()
+		s.counters.APIFaults.Garbled++
+		s.mu.Unlock()
+		body = f.garble(body)
+	}
+	for k, vs := range rec.header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 type discardWriter struct{ header http.Header }

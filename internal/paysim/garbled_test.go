@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 )
 
 // TestGarbledAnswerTakesEffectAndReplaysTheRealAnswer: a garbled answer is a
@@ -13,11 +14,11 @@ import (
 // idempotent replay under the same key is the real answer (the provider stored
 // it), and no second payment is made.
 func TestGarbledAnswerTakesEffectAndReplaysTheRealAnswer(t *testing.T) {
-	for _, body := range []string{"", "{}"} {
-		t.Run("body "+garbleName(body), func(t *testing.T) {
+	for _, body := range paysimtest.GarbledBodies {
+		t.Run(body.Name, func(t *testing.T) {
 			e := start(t, paysim.Options{DefaultScript: &paysim.Script{Outcome: paysim.OutcomeSucceed}})
 			for _, name := range allProviders {
-				e.sim.SetFaults(paysim.Faults{GarbledAnswerRate: 1, GarbledBody: body, Operations: []string{paysim.OpCreate}})
+				e.sim.SetFaults(paysim.Faults{GarbledAnswerRate: 1, GarbledBody: body.Body, Operations: []string{paysim.OpCreate}})
 				req := createReq("key-"+name, "ref-"+name, 1000, nil)
 				got, err := e.p[name].Create(context.Background(), req)
 				if err == nil && got.ID != "" {
@@ -58,11 +59,4 @@ func TestGarbledAnswerTakesEffectAndReplaysTheRealAnswer(t *testing.T) {
 			t.Errorf("%d PaymentIntents; want the one the garbled answer was about", c.IntentsCreated)
 		}
 	})
-}
-
-func garbleName(s string) string {
-	if s == "" {
-		return "cut in half"
-	}
-	return s
 }

@@ -222,19 +222,8 @@ func (s *Sim) stripeAPI(op string, create bool, allowed []string, h stripeHandle
 				Msg: "An unknown error occurred (paysim injected lost response)."}, nil)
 			return
 		}
-		body := rec.buf
-		if garbled && !serverErr && rec.status >= 200 && rec.status < 300 {
-			// Processed and stored; the answer arrives 2xx but unreadable.
-			s.mu.Lock()
-			s.counters.APIFaults.Garbled++
-			s.mu.Unlock()
-			body = f.garble(body)
-		}
-		for k, vs := range rec.header {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(rec.status)
-		_, _ = w.Write(body)
+		// Processed and stored; a garbled answer arrives 2xx but unreadable.
+		s.send(w, rec, f, garbled && !serverErr)
 	}
 }
 

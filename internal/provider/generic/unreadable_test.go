@@ -1,11 +1,10 @@
 package generic_test
 
 import (
-	"errors"
 	"testing"
 
-	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
 )
 
@@ -14,27 +13,19 @@ import (
 // refund) is "it happened, look it up": Retryable with ErrUnreadableAnswer (the
 // core's NoAnswer), never a refusal and never an empty answer taken for the job.
 func TestUnreadableAnswerToAWriteIsOutcomeUnknown(t *testing.T) {
-	for _, body := range []struct{ name, body string }{{"cut in half", ""}, {"JSON without the object", "{}"}} {
-		t.Run(body.name, func(t *testing.T) {
+	for _, body := range paysimtest.GarbledBodies {
+		t.Run(body.Name, func(t *testing.T) {
 			srv, a := simAdapter(t, paysim.Options{})
-			garble := func(op string) {
-				srv.Sim.SetFaults(paysim.Faults{GarbledAnswerRate: 1, GarbledBody: body.body, Operations: []string{op}})
-			}
-			check := func(what string, err error) {
-				t.Helper()
-				srv.Sim.SetFaults(paysim.Faults{})
-				if c := payment.Classify(err); c != payment.NoAnswer || !errors.Is(err, provider.ErrUnreadableAnswer) {
-					t.Errorf("%s: class %s (%v); want no answer, unreadable", what, c, err)
-				}
-			}
-			garble(paysim.OpCreate)
+			g := paysimtest.Garbler{Sim: srv.Sim, Body: body.Body}
+
+			g.Next(paysim.OpCreate)
 			_, err := a.Create(ctx, provider.CreateRequest{IdempotencyKey: key("create"), MerchantReference: key("ref"), Amount: 1000, Currency: "USD", Checkout: &provider.Checkout{ReturnURL: "https://shop.example/r"}})
-			check("create", err)
+			g.Want(t, "create", err)
 
 			p := paidJob(t, srv, a, 1000)
-			garble(paysim.OpRefund)
+			g.Next(paysim.OpRefund)
 			_, err = a.CreateRefund(ctx, provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: key("refund"), Reference: "ns.rf", Amount: 300, Currency: "USD"})
-			check("refund", err)
+			g.Want(t, "refund", err)
 
 			if n := srv.Sim.Counters().APIFaults.Garbled; n != 2 {
 				t.Errorf("%d garbled answers, want one per write", n)
