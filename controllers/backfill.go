@@ -27,6 +27,7 @@ import (
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
+	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
@@ -66,13 +67,18 @@ const DefaultBackfillApplyBudget = 5 * time.Second
 // bucket; a longer wait (an open circuit) ends the run until then.
 const maxAdmitWait = 5 * time.Second
 
-// Backfill replays provider events from the events API (kukopay, generic;
-// SPEC §3, §5): every spec.backfill.interval it pages through the events since
-// status.backfill.cursor minus overlap (never further back than maxLookback),
-// stores each one through the inbox as a WebhookEvent with via=Backfill (the
-// deterministic name makes it dedup against the webhook copy) and lets the
-// inbox apply it through the state machine. The cursor moves only after a
-// page is durably stored, so a failed run re-reads rather than skips.
+// Backfill replays provider events from the events API (kukopay, generic,
+// stripe; SPEC §3, §5): every spec.backfill.interval it pages through the events
+// since status.backfill.cursor minus overlap (never further back than
+// maxLookback, nor than the provider keeps events), stores each one through the
+// inbox as a WebhookEvent with via=Backfill (the deterministic name makes it
+// dedup against the webhook copy) and lets the inbox apply it through the state
+// machine. Where a run reads and what a stored page lets it write are decided by
+// payment.PlanBackfill and payment.AfterBackfillPage: the cursor never passes a
+// page that is not durably stored, and at a provider that lists newest first it
+// moves only after the run's last page, the unfinished run being kept in
+// status.backfill.progress and resumed, so a failed page is neither skipped nor
+// the whole window read again.
 //
 // A PaymentProvider annotated backfill-from=<RFC 3339> gets a one-off replay
 // from that time (not bounded by maxLookback: the operator asked for it).
@@ -145,17 +151,10 @@ func (r *Backfill) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// backfillRun is one pass over the events API.
+// backfillRun is one pass over the events API: where it reads (decided by
+// payment.PlanBackfill) and what it did.
 type backfillRun struct {
-	since time.Time
-	// regular runs are the periodic ones (they set lastRunTime).
-	regular bool
-	// oneOff is the backfill-from value the run also serves ("" = none).
-	oneOff string
-	// advance: the run starts at or before the cursor, so every event between
-	// its start and the newest stored event is in the inbox and the cursor
-	// may move up to that event.
-	advance bool
+	payment.BackfillRun
 
 	read, stored, skipped int
 	// unsaved counts events read but not yet added to status.eventsSeen.
@@ -175,7 +174,8 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	now := r.Clock.Now()
-	interval, overlap, maxLookback := prov.Spec.BackfillTiming()
+	timing := payment.BackfillTimingFor(&prov.Spec)
+	interval := timing.Interval
 	enabled := prov.Spec.Backfill.Enabled
 	st := prov.Status.Backfill
 
@@ -230,19 +230,7 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 
-	run := &backfillRun{regular: due, oneOff: oneOff}
-	if due {
-		run.since = now.Add(-maxLookback)
-		if st.Cursor != nil && st.Cursor.Add(-overlap).After(run.since) {
-			run.since = st.Cursor.Add(-overlap)
-		}
-	}
-	if oneOff != "" && (!due || from.Before(run.since)) {
-		run.since = from
-	}
-	// A periodic run may start after the cursor only when the cursor is older
-	// than maxLookback: those events are given up by design.
-	run.advance = due || (st.Cursor != nil && !run.since.After(st.Cursor.Time))
+	run := &backfillRun{BackfillRun: payment.PlanBackfill(st, timing, entry.Caps, due, oneOff, from, now)}
 	retry := min(interval, providerRetry)
 
 	err = r.run(ctx, prov, entry, run)
@@ -255,7 +243,10 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		}
 		return ctrl.Result{RequeueAfter: deferred.wait}, nil
 	case errors.Is(err, errListEvents):
-		msg := fmt.Sprintf("reading events since %s failed after %d event(s): %v", run.since.UTC().Format(time.RFC3339), run.read, err)
+		msg := fmt.Sprintf("reading events since %s failed after %d event(s): %v", run.Since.UTC().Format(time.RFC3339), run.read, err)
+		if prov.Status.Backfill.Progress != nil {
+			msg += "; the next run resumes where this one stopped"
+		}
 		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillListFailed, msg); werr != nil {
 			return ctrl.Result{}, werr
 		}
@@ -275,13 +266,19 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	}
 
 	finished := metav1.NewTime(r.Clock.Now())
-	msg := fmt.Sprintf("read %d event(s) since %s: %d new, %d already in the inbox", run.read, run.since.UTC().Format(time.RFC3339), run.stored, run.read-run.stored-run.skipped)
+	msg := fmt.Sprintf("read %d event(s) since %s: %d new, %d already in the inbox", run.read, run.Since.UTC().Format(time.RFC3339), run.stored, run.read-run.stored-run.skipped)
 	if run.skipped > 0 {
 		msg += fmt.Sprintf(", %d unstorable (see Events)", run.skipped)
 	}
+	if run.Resumed {
+		msg += "; resumed an unfinished run"
+	}
+	if run.Retained {
+		msg += fmt.Sprintf("; the provider keeps events for %s only, older ones cannot be read", entry.Caps.EventsRetention)
+	}
 	if _, err := statuswriter.Update(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, prov, func(p *v1alpha1.PaymentProvider) error {
 		p.Status.Backfill.EventsSeen += run.unsaved
-		if run.regular {
+		if run.Regular {
 			p.Status.Backfill.LastRunTime = &finished
 		}
 		setBackfillCondition(p, metav1.ConditionTrue, ReasonBackfillSynced, msg+"; cursor "+cursorString(p), finished)
@@ -289,17 +286,17 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
-	if run.oneOff != "" {
-		r.event(prov, corev1.EventTypeNormal, "BackfillCompleted", fmt.Sprintf("%s=%s replayed: %s", AnnotationBackfillFrom, run.oneOff, msg))
-		if err := r.markOneOffDone(ctx, prov, run.oneOff); err != nil {
+	if run.OneOff != "" {
+		r.event(prov, corev1.EventTypeNormal, "BackfillCompleted", fmt.Sprintf("%s=%s replayed: %s", AnnotationBackfillFrom, run.OneOff, msg))
+		if err := r.markOneOffDone(ctx, prov, run.OneOff); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	logger.V(1).Info("backfill run complete", "since", run.since, "read", run.read, "stored", run.stored)
+	logger.V(1).Info("backfill run complete", "since", run.Since, "read", run.read, "stored", run.stored, "resumed", run.Resumed)
 	switch {
 	case !enabled:
 		return ctrl.Result{}, nil
-	case run.regular:
+	case run.Regular:
 		return ctrl.Result{RequeueAfter: interval}, nil
 	default:
 		// A one-off between two periodic runs keeps their cadence.
@@ -320,18 +317,26 @@ func (e *deferredError) Error() string {
 	return fmt.Sprintf("provider call deferred for %s (%s)", e.wait, e.reason)
 }
 
-// run pages through the events since run.since. Each page is stored in the
-// inbox in full before the cursor moves past it.
+// run pages through the events since run.Since, from run.PageCursor. Each
+// page is stored in the inbox in full before the status says so.
 func (r *Backfill) run(ctx context.Context, prov *v1alpha1.PaymentProvider, e *gateway.Entry, run *backfillRun) error {
 	adapter := e.Provider
-	pageCursor := ""
+	pageCursor := run.PageCursor
 	for {
 		if err := r.admit(ctx, e); err != nil {
 			return err
 		}
-		page, err := adapter.ListEvents(ctx, run.since, pageCursor)
+		page, err := adapter.ListEvents(ctx, run.Since, pageCursor)
 		e.Done(ctx, err)
 		if err != nil {
+			if _, write := payment.AfterBackfillListError(prov.Status.Backfill, err); write {
+				if _, werr := statuswriter.Update(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, prov, func(p *v1alpha1.PaymentProvider) error {
+					p.Status.Backfill, _ = payment.AfterBackfillListError(p.Status.Backfill, err)
+					return nil
+				}); werr != nil {
+					return werr
+				}
+			}
 			return fmt.Errorf("%w of provider %s/%s: %w", errListEvents, prov.Namespace, prov.Name, err)
 		}
 		var newest time.Time
@@ -361,25 +366,22 @@ func (r *Backfill) run(ctx context.Context, prov *v1alpha1.PaymentProvider, e *g
 		run.read += len(page.Events)
 		run.stored += stored
 		run.unsaved += int64(len(page.Events))
-		// The page is durable: only now may the cursor pass it. A page that
-		// does not move it (the overlap, re-read) is counted with the next
-		// write instead of costing one of its own. The stored cursor has
-		// second precision; rounding down only re-reads a little more.
-		newest = newest.Truncate(time.Second)
-		if c := prov.Status.Backfill.Cursor; run.advance && !newest.IsZero() && (c == nil || newest.After(c.Time)) {
+		// The page is durable: only now may the status say so. A page that
+		// changes nothing (the overlap, re-read) is counted with the next
+		// write instead of costing one of its own.
+		done := payment.BackfillPage{Newest: newest, NextCursor: page.NextCursor, Last: !page.HasMore || page.NextCursor == ""}
+		if _, write := payment.AfterBackfillPage(prov.Status.Backfill, run.BackfillRun, done); write {
 			if _, err := statuswriter.Update(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, prov, func(p *v1alpha1.PaymentProvider) error {
-				p.Status.Backfill.EventsSeen += run.unsaved
-				if c := p.Status.Backfill.Cursor; c == nil || newest.After(c.Time) {
-					t := metav1.NewTime(newest)
-					p.Status.Backfill.Cursor = &t
-				}
+				next, _ := payment.AfterBackfillPage(p.Status.Backfill, run.BackfillRun, done)
+				next.EventsSeen += run.unsaved
+				p.Status.Backfill = next
 				return nil
 			}); err != nil {
 				return err
 			}
 			run.unsaved = 0
 		}
-		if !page.HasMore || page.NextCursor == "" {
+		if done.Last {
 			return nil
 		}
 		pageCursor = page.NextCursor

@@ -133,7 +133,7 @@ type SweepConfig struct {
 	OverdueAfter *metav1.Duration `json:"overdueAfter,omitempty"`
 }
 
-// BackfillConfig shapes the events-API backfill (kukopay and generic).
+// BackfillConfig shapes the events-API backfill (kukopay, generic and stripe).
 type BackfillConfig struct {
 	// enabled turns the backfill on.
 	// +optional
@@ -281,6 +281,28 @@ type BackfillStatus struct {
 	// eventsSeen counts events read by backfill runs.
 	// +optional
 	EventsSeen int64 `json:"eventsSeen,omitempty"`
+	// progress is a run of a newest-first events API (Stripe) that has not read
+	// every page yet: the next run resumes it, and the cursor moves only once it
+	// has read its last page.
+	// +optional
+	Progress *BackfillProgress `json:"progress,omitempty"`
+}
+
+// BackfillProgress is where an unfinished backfill run stopped.
+type BackfillProgress struct {
+	// since is the start of the run's window: events created at or after it.
+	Since metav1.Time `json:"since"`
+	// oneOff is the backfill-from value the run serves; empty for a periodic run.
+	// +optional
+	OneOff string `json:"oneOff,omitempty"`
+	// pageCursor is the provider's cursor of the first page not read yet;
+	// empty: the run starts again from its first page.
+	// +optional
+	PageCursor string `json:"pageCursor,omitempty"`
+	// newest is the time (to the second) of the newest event the run has
+	// stored; the cursor moves to it when the run completes.
+	// +optional
+	Newest *metav1.Time `json:"newest,omitempty"`
 }
 
 // PaymentProviderStatus is the observed state of a provider account.

@@ -80,9 +80,10 @@ type ErrorClass int
 const (
 	// Answered: no error; the provider answered.
 	Answered ErrorClass = iota
-	// NoAnswer: a transport error, a timeout, a 5xx or a 429. The call's
-	// outcome is unknown; it says nothing about the payment and consumes no
-	// schedule attempt.
+	// NoAnswer: a transport error, a timeout, a 5xx or a 429, or a 2xx the
+	// adapter cannot read (provider.ErrUnreadableAnswer: to a write, "it
+	// happened, look it up"). The call's outcome is unknown; it says nothing
+	// about the payment and consumes no schedule attempt.
 	NoAnswer
 	// ConfigProblem: the provider refused paywarden's configuration
 	// (credentials, routes, redirects). Never a verdict on a payment.

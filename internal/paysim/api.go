@@ -72,9 +72,10 @@ func (s *Sim) api(prov, op string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		f := s.faults.withDefaults()
-		var slow, serverErr, tooMany, lost bool
+		var slow, serverErr, tooMany, lost, garbled bool
 		if f.appliesTo(op) {
 			slow, serverErr, tooMany, lost = s.chance(f.SlowRate), s.chance(f.ServerErrorRate), s.chance(f.TooManyRequestsRate), s.chance(f.LostResponseRate)
+			garbled = s.chance(f.GarbledAnswerRate)
 		}
 		if slow {
 			s.counters.APIFaults.Slow++
@@ -114,9 +115,33 @@ func (s *Sim) api(prov, op string, h http.HandlerFunc) http.HandlerFunc {
 			h(discardWriter{header: http.Header{}}, r)
 			s.writeError(w, prov, http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "paysim injected lost response", nil, 0)
 			return
+		case garbled:
+			// The request takes effect (and is kept for an idempotent replay);
+			// a 2xx answer arrives unreadable.
+			rec := &bufferWriter{header: http.Header{}}
+			h(rec, r)
+			s.send(w, rec, f, true)
+			return
 		}
 		h(w, r)
 	}
+}
+
+// send writes the answer rec holds; a 2xx is garbled (Faults.GarbledAnswerRate)
+// when garble is set.
+func (s *Sim) send(w http.ResponseWriter, rec *bufferWriter, f Faults, garble bool) {
+	status, body := max(rec.status, http.StatusOK), rec.buf
+	if garble && status >= 200 && status < 300 {
+		s.mu.Lock()
+		s.counters.APIFaults.Garbled++
+		s.mu.Unlock()
+		body = f.garble(body)
+	}
+	for k, vs := range rec.header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 type discardWriter struct{ header http.Header }

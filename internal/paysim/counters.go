@@ -52,6 +52,7 @@ type APIFaultCounters struct {
 	TooManyRequests int `json:"tooManyRequests"` // 429 with Retry-After instead of processing
 	Slow            int `json:"slow"`            // answers delayed by SlowDelay
 	LostResponses   int `json:"lostResponses"`   // processed, then answered 500
+	Garbled         int `json:"garbled"`         // processed, then answered 2xx with an unreadable body
 }
 
 // WebhookCounters counts webhook deliveries by outcome. Events counts events that

@@ -18,6 +18,16 @@ type Faults struct {
 	// LostResponseRate processes the request and then answers 500: the payment exists
 	// but the client does not know. The double-charge trap idempotency must defuse.
 	LostResponseRate float64
+	// GarbledAnswerRate processes the request and answers its 2xx status with an
+	// unreadable body (GarbledBody, or the real body cut in half): the request took
+	// effect, the client cannot read that it did. The answer kept for an idempotent
+	// replay is the real one, as at a provider that stores "the resulting status code
+	// and body of the first request" (Stripe API reference, "Idempotent requests"):
+	// the body was lost on the way, not at the provider. Error answers pass unchanged.
+	GarbledAnswerRate float64
+	// GarbledBody, when set, is the body a garbled answer carries instead of the cut
+	// one: e.g. "{}", well-formed JSON without the object.
+	GarbledBody string
 	// Operations limits the API faults above to these operations (empty: every
 	// endpoint), so e.g. only a refund's answer is lost. Names: Operations().
 	Operations []string
@@ -47,6 +57,14 @@ func (f Faults) withDefaults() Faults {
 	return f
 }
 
+// garble is what a garbled answer carries instead of body.
+func (f Faults) garble(body []byte) []byte {
+	if f.GarbledBody != "" {
+		return []byte(f.GarbledBody)
+	}
+	return body[:len(body)/2]
+}
+
 // faultsJSON is the control API form: durations as Go duration strings.
 type faultsJSON struct {
 	ServerErrorRate     float64  `json:"serverErrorRate,omitempty"`
@@ -55,6 +73,8 @@ type faultsJSON struct {
 	SlowRate            float64  `json:"slowRate,omitempty"`
 	SlowDelay           string   `json:"slowDelay,omitempty"`
 	LostResponseRate    float64  `json:"lostResponseRate,omitempty"`
+	GarbledAnswerRate   float64  `json:"garbledAnswerRate,omitempty"`
+	GarbledBody         string   `json:"garbledBody,omitempty"`
 	Operations          []string `json:"operations,omitempty"`
 	DropRate            float64  `json:"dropRate,omitempty"`
 	DuplicateRate       float64  `json:"duplicateRate,omitempty"`
@@ -73,7 +93,8 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		return v.String()
 	}
 	return json.Marshal(faultsJSON{
-		f.ServerErrorRate, f.TooManyRequestsRate, d(f.RetryAfter), f.SlowRate, d(f.SlowDelay), f.LostResponseRate, f.Operations,
+		f.ServerErrorRate, f.TooManyRequestsRate, d(f.RetryAfter), f.SlowRate, d(f.SlowDelay), f.LostResponseRate,
+		f.GarbledAnswerRate, f.GarbledBody, f.Operations,
 		f.DropRate, f.DuplicateRate, f.ReorderRate, f.DelayRate, d(f.WebhookDelay), d(f.ReorderHold),
 	})
 }
@@ -86,6 +107,7 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 	}
 	var out Faults
 	out.ServerErrorRate, out.TooManyRequestsRate, out.SlowRate, out.LostResponseRate = j.ServerErrorRate, j.TooManyRequestsRate, j.SlowRate, j.LostResponseRate
+	out.GarbledAnswerRate, out.GarbledBody = j.GarbledAnswerRate, j.GarbledBody
 	out.DropRate, out.DuplicateRate, out.ReorderRate, out.DelayRate = j.DropRate, j.DuplicateRate, j.ReorderRate, j.DelayRate
 	for _, op := range j.Operations {
 		if !knownOperation(op) {

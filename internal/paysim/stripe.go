@@ -24,6 +24,11 @@ const Stripe = "stripe"
 // cancellation_reason "automatic".
 const stripeAuthorizationLifetime = 7 * 24 * time.Hour
 
+// StripeEventRetention is how far back GET /v1/events reaches: "List events, going
+// back up to 30 days" (Stripe API reference, Events, "List all events"). Older events
+// are not listed, and a page cursor naming one is "No such event".
+const StripeEventRetention = 30 * 24 * time.Hour
+
 // stripeRetrySchedule: Stripe retries a failed webhook delivery "for up to three days
 // with an exponential back off" and does not publish the intervals; these are close
 // to what it does.

@@ -22,19 +22,19 @@ import (
 // /_paysim/stripe.
 func (s *Sim) stripeRoutes(m *http.ServeMux) {
 	const p = "/" + Stripe
-	m.HandleFunc("POST "+p+"/v1/checkout/sessions", s.stripeAPI(true, stripeSessionParams, s.stripeSessionCreate))
-	m.HandleFunc("GET "+p+"/v1/checkout/sessions", s.stripeAPI(false, stripeListParams("payment_intent", "customer", "status", "created"), s.stripeSessionList))
-	m.HandleFunc("GET "+p+"/v1/checkout/sessions/{id}", s.stripeAPI(false, []string{"expand"}, s.stripeSessionGet))
-	m.HandleFunc("POST "+p+"/v1/checkout/sessions/{id}/expire", s.stripeAPI(false, []string{"expand"}, s.stripeSessionExpire))
-	m.HandleFunc("POST "+p+"/v1/payment_intents", s.stripeAPI(true, stripeIntentParams, s.stripeIntentCreate))
-	m.HandleFunc("GET "+p+"/v1/payment_intents/search", s.stripeAPI(false, []string{"query", "limit", "page", "expand"}, s.stripeIntentSearch))
-	m.HandleFunc("GET "+p+"/v1/payment_intents/{id}", s.stripeAPI(false, []string{"expand", "client_secret"}, s.stripeIntentGet))
-	m.HandleFunc("POST "+p+"/v1/payment_intents/{id}/capture", s.stripeAPI(false, []string{"amount_to_capture", "expand", "metadata", "final_capture"}, s.stripeIntentCapture))
-	m.HandleFunc("POST "+p+"/v1/payment_intents/{id}/cancel", s.stripeAPI(false, []string{"cancellation_reason", "expand"}, s.stripeIntentCancel))
-	m.HandleFunc("GET "+p+"/v1/events", s.stripeAPI(false, stripeListParams("created", "type", "types", "delivery_success"), s.stripeEvents))
-	m.HandleFunc("POST "+p+"/v1/refunds", s.stripeAPI(false, []string{"payment_intent", "charge", "amount", "reason", "metadata", "expand"}, s.stripeRefundCreate))
-	m.HandleFunc("GET "+p+"/v1/refunds", s.stripeAPI(false, stripeListParams("payment_intent", "charge", "created"), s.stripeRefundList))
-	m.HandleFunc("GET "+p+"/v1/refunds/{id}", s.stripeAPI(false, []string{"expand"}, s.stripeRefundGet))
+	m.HandleFunc("POST "+p+"/v1/checkout/sessions", s.stripeAPI(OpCreate, true, stripeSessionParams, s.stripeSessionCreate))
+	m.HandleFunc("GET "+p+"/v1/checkout/sessions", s.stripeAPI(OpGet, false, stripeListParams("payment_intent", "customer", "status", "created"), s.stripeSessionList))
+	m.HandleFunc("GET "+p+"/v1/checkout/sessions/{id}", s.stripeAPI(OpGet, false, []string{"expand"}, s.stripeSessionGet))
+	m.HandleFunc("POST "+p+"/v1/checkout/sessions/{id}/expire", s.stripeAPI(OpVoid, false, []string{"expand"}, s.stripeSessionExpire))
+	m.HandleFunc("POST "+p+"/v1/payment_intents", s.stripeAPI(OpCreate, true, stripeIntentParams, s.stripeIntentCreate))
+	m.HandleFunc("GET "+p+"/v1/payment_intents/search", s.stripeAPI(OpFind, false, []string{"query", "limit", "page", "expand"}, s.stripeIntentSearch))
+	m.HandleFunc("GET "+p+"/v1/payment_intents/{id}", s.stripeAPI(OpGet, false, []string{"expand", "client_secret"}, s.stripeIntentGet))
+	m.HandleFunc("POST "+p+"/v1/payment_intents/{id}/capture", s.stripeAPI(OpCapture, false, []string{"amount_to_capture", "expand", "metadata", "final_capture"}, s.stripeIntentCapture))
+	m.HandleFunc("POST "+p+"/v1/payment_intents/{id}/cancel", s.stripeAPI(OpVoid, false, []string{"cancellation_reason", "expand"}, s.stripeIntentCancel))
+	m.HandleFunc("GET "+p+"/v1/events", s.stripeAPI(OpEvents, false, stripeListParams("created", "type", "types", "delivery_success"), s.stripeEvents))
+	m.HandleFunc("POST "+p+"/v1/refunds", s.stripeAPI(OpRefund, false, []string{"payment_intent", "charge", "amount", "reason", "metadata", "expand"}, s.stripeRefundCreate))
+	m.HandleFunc("GET "+p+"/v1/refunds", s.stripeAPI(OpFindRefund, false, stripeListParams("payment_intent", "charge", "created"), s.stripeRefundList))
+	m.HandleFunc("GET "+p+"/v1/refunds/{id}", s.stripeAPI(OpGetRefund, false, []string{"expand"}, s.stripeRefundGet))
 	m.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		stripeError(w, http.StatusNotFound, stripego.Error{Type: stripego.ErrorTypeInvalidRequest,
 			Msg: fmt.Sprintf("Unrecognized request URL (%s: %s).", r.Method, strings.TrimPrefix(r.URL.Path, p))}, nil)
@@ -85,11 +85,15 @@ type stripeHandler func(w http.ResponseWriter, r *http.Request, f url.Values)
 // decline; not a 400 validation error or a 429), a different request under the same
 // key is a 400 idempotency_error, and the same key while its first request still runs
 // is a 409.
-func (s *Sim) stripeAPI(create bool, allowed []string, h stripeHandler) http.HandlerFunc {
+func (s *Sim) stripeAPI(op string, create bool, allowed []string, h stripeHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		f := s.faults.withDefaults()
-		slow, serverErr, tooMany, lost := s.chance(f.SlowRate), s.chance(f.ServerErrorRate), s.chance(f.TooManyRequestsRate), s.chance(f.LostResponseRate)
+		var slow, serverErr, tooMany, lost, garbled bool
+		if f.appliesTo(op) {
+			slow, serverErr, tooMany, lost = s.chance(f.SlowRate), s.chance(f.ServerErrorRate), s.chance(f.TooManyRequestsRate), s.chance(f.LostResponseRate)
+			garbled = s.chance(f.GarbledAnswerRate)
+		}
 		if slow {
 			s.counters.APIFaults.Slow++
 		}
@@ -218,11 +222,8 @@ func (s *Sim) stripeAPI(create bool, allowed []string, h stripeHandler) http.Han
 				Msg: "An unknown error occurred (paysim injected lost response)."}, nil)
 			return
 		}
-		for k, vs := range rec.header {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(rec.status)
-		_, _ = w.Write(rec.buf)
+		// Processed and stored; a garbled answer arrives 2xx but unreadable.
+		s.send(w, rec, f, garbled && !serverErr)
 	}
 }
 
@@ -657,7 +658,9 @@ func (s *Sim) stripeIntentCancel(w http.ResponseWriter, r *http.Request, f url.V
 }
 
 // stripeEvents serves GET /v1/events newest first, like Stripe: created[gte|gt|lte|lt]
-// or created=<unix>, type (with * wildcards) or types[], starting_after, limit.
+// or created=<unix>, type (with * wildcards) or types[], starting_after, limit. Only
+// the events of the last StripeEventRetention are listed (Stripe API reference,
+// Events, "List all events": "going back up to 30 days"), whatever created asks for.
 func (s *Sim) stripeEvents(w http.ResponseWriter, _ *http.Request, f url.Values) {
 	if f.Get("ending_before") != "" {
 		invalid(w, "ending_before", "paysim pages events with starting_after only.")
@@ -697,10 +700,14 @@ func (s *Sim) stripeEvents(w http.ResponseWriter, _ *http.Request, f url.Values)
 	defer s.mu.Unlock()
 	s.counters.EventListCalls++
 	evs := s.events[Stripe]
+	retained := s.now().Add(-StripeEventRetention)
 	var ids []string
 	byID := map[string]*EventRecord{}
 	for i := len(evs) - 1; i >= 0; i-- {
 		e := evs[i]
+		if e.Created.Before(retained) {
+			continue
+		}
 		c := e.Created.Unix()
 		if gte, ok := bounds["gte"]; ok && c < gte {
 			continue

@@ -409,3 +409,33 @@ func TestStripePayerPage(t *testing.T) {
 		t.Fatalf("a completed session cannot be paid again: %d", c)
 	}
 }
+
+// TestStripeEventsGoBackThirtyDays: GET /v1/events lists the events of the last
+// 30 days only ("List events, going back up to 30 days", Stripe API reference,
+// Events, "List all events"), whatever created[gte] asks for; a page cursor that
+// names an event past that is no such event.
+func TestStripeEventsGoBackThirtyDays(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	e := startStripe(t, paysim.Options{Now: clk.Now})
+	for _, ref := range []string{"OLD", "NEW"} {
+		if code, _, body := e.do(t, "POST", "/v1/payment_intents", "ev-"+ref, intentForm("1000", ref)); code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		clk.Add(20 * 24 * time.Hour)
+	}
+	// Now: OLD is 40 days old, NEW 20 days.
+	all := e.sim.Events(paysim.Stripe)
+	if len(all) != 2 {
+		t.Fatalf("%d events", len(all))
+	}
+	code, _, body := e.do(t, "GET", "/v1/events", "", url.Values{"created[gte]": {strconv.FormatInt(all[0].Created.Unix(), 10)}})
+	var l struct {
+		Data []stripego.Event `json:"data"`
+	}
+	if code != 200 || json.Unmarshal(body, &l) != nil || len(l.Data) != 1 || l.Data[0].ID != all[1].ID {
+		t.Fatalf("events of the last 30 days: %d %s; want only %s", code, body, all[1].ID)
+	}
+	if code, _, body := e.do(t, "GET", "/v1/events", "", url.Values{"starting_after": {all[0].ID}}); code != 400 {
+		t.Fatalf("a cursor past the 30 days: %d %s", code, body)
+	}
+}

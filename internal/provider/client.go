@@ -142,7 +142,7 @@ func (c *Client) Do(ctx context.Context, r Request, out any) error {
 		return c.fail(r.Op, ErrRetryable, resp.StatusCode, fmt.Errorf("reading response: %w", err))
 	}
 	if len(raw) > MaxResponseBytes {
-		return c.fail(r.Op, ErrRetryable, resp.StatusCode, fmt.Errorf("response body exceeds %d bytes", MaxResponseBytes))
+		return UnreadableAnswer(c.name, r.Op, resp.StatusCode, fmt.Errorf("response body exceeds %d bytes", MaxResponseBytes))
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if out == nil {
@@ -150,7 +150,7 @@ func (c *Client) Do(ctx context.Context, r Request, out any) error {
 		}
 		if err := json.Unmarshal(raw, out); err != nil {
 			// The call may have taken effect; only a retry (same idempotency key) can tell.
-			return c.fail(r.Op, ErrRetryable, resp.StatusCode, fmt.Errorf("decoding response: %w", err))
+			return UnreadableAnswer(c.name, r.Op, resp.StatusCode, fmt.Errorf("decoding response: %w", err))
 		}
 		return nil
 	}

@@ -53,6 +53,34 @@ func AmountNotRepresentable(providerName, op, detail string) error {
 	return &Error{Provider: providerName, Op: op, Class: ErrNonRetryable, Detail: detail, Err: ErrAmountNotRepresentable}
 }
 
+// ErrUnreadableAnswer is wrapped, together with ErrRetryable, by an adapter that got a
+// 2xx answer it cannot read: a body that is not JSON, cut short, of another shape, or
+// without the object it should carry (no id, an amount with no ISO equivalent). The
+// provider accepted the request, so the call may have taken effect: to a write it
+// means "it happened, look it up", never a refusal. Like a timeout after sending, the
+// outcome is unknown; the core repeats the call with its idempotency key (the
+// provider replays the first answer, e.g. Stripe's "Idempotent requests": "Subsequent
+// requests with the same key return the same result") or looks it up.
+var ErrUnreadableAnswer = errors.New("unreadable answer")
+
+// UnreadableAnswer builds the error an adapter returns for a 2xx answer it cannot
+// read (status is its HTTP status, 0 when unknown): class ErrRetryable, wrapping
+// ErrUnreadableAnswer and cause.
+func UnreadableAnswer(providerName, op string, status int, cause error) error {
+	err := ErrUnreadableAnswer
+	if cause != nil {
+		err = fmt.Errorf("%w: %w", ErrUnreadableAnswer, cause)
+	}
+	return &Error{Provider: providerName, Op: op, Class: ErrRetryable, StatusCode: status, Err: err}
+}
+
+// NoID is the UnreadableAnswer of a 2xx answer to a write that carries no id of the
+// object it is about (what: "payment", "refund", ...): well-formed JSON of another
+// shape, which decodes without error into an empty object.
+func NoID(providerName, op, what string) error {
+	return UnreadableAnswer(providerName, op, 0, fmt.Errorf("the answer carries no %s id", what))
+}
+
 // Classes lists the error classes, for tests that check "exactly one class".
 func Classes() []error {
 	return []error{ErrRetryable, ErrNonRetryable, ErrNotFound, ErrUnsupported, ErrProviderConfig, ErrKeyConflict}

@@ -275,12 +275,19 @@ type Provider interface {
 // Capabilities is what an adapter type needs and can do; controllers read it instead of
 // switching on the type.
 type Capabilities struct {
-	Type              string       // "kukopay", "paypal", "generic"
+	Type              string       // "kukopay", "paypal", "generic", "stripe"
 	CredentialKeys    []string     // non-empty keys the credentials Secret must have
 	EventsAPI         bool         // ListEvents works (backfill possible)
 	LookupByReference bool         // FindByMerchantReference works
 	Verification      Verification // what VerifyWebhook needs
 	Lifecycle         Lifecycle    // what a checkout can do beyond create and read
+	// EventsNewestFirst: ListEvents pages from the newest event towards older ones
+	// (Stripe), so a run has read its whole window only after its last page; else
+	// oldest first, where every stored page is a prefix of the window.
+	EventsNewestFirst bool
+	// EventsRetention is how far back ListEvents reaches (0: no documented limit);
+	// asking for older events cannot return them.
+	EventsRetention time.Duration
 }
 
 // Lifecycle is what an adapter type supports of a real checkout.

@@ -122,6 +122,9 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 	if err != nil {
 		return provider.Payment{}, err
 	}
+	if out.JobID == "" {
+		return provider.Payment{}, provider.NoID(a.c.Name(), "create", "job")
+	}
 	return out.Normalize(), nil
 }
 

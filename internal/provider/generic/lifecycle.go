@@ -58,6 +58,9 @@ func (a *Adapter) CreateRefund(ctx context.Context, req provider.RefundRequest) 
 	if err != nil {
 		return provider.Refund{}, err
 	}
+	if out.RefundID == "" {
+		return provider.Refund{}, provider.NoID(a.c.Name(), op, "refund")
+	}
 	r := out.Normalize()
 	if r.PaymentID == "" {
 		r.PaymentID = req.PaymentID

@@ -133,6 +133,15 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 	if err != nil {
 		return provider.Payment{}, keyConflict(duplicateReference(err))
 	}
+	return a.written("create", out)
+}
+
+// written reads the answer to a write (create, capture, cancel): one without the
+// payment's id cannot be read, and the write may have taken effect.
+func (a *Adapter) written(op string, out PaymentObject) (provider.Payment, error) {
+	if out.ID == "" {
+		return provider.Payment{}, provider.NoID(a.c.Name(), op, "payment")
+	}
 	return out.Normalize(), nil
 }
 

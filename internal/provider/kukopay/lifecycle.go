@@ -90,7 +90,7 @@ func (a *Adapter) Capture(ctx context.Context, req provider.ActionRequest) (prov
 	if err != nil {
 		return provider.Payment{}, err
 	}
-	return out.Normalize(), nil
+	return a.written(op, out)
 }
 
 // Cancel implements provider.Provider: POST /v1/payments/{id}/cancel
@@ -135,7 +135,7 @@ func (a *Adapter) Cancel(ctx context.Context, req provider.ActionRequest) (provi
 	if err != nil {
 		return provider.Payment{}, err
 	}
-	return out.Normalize(), nil
+	return a.written(op, out)
 }
 
 // CreateRefund implements provider.Provider: POST /v1/refunds {payment, amount,
@@ -161,6 +161,9 @@ func (a *Adapter) CreateRefund(ctx context.Context, req provider.RefundRequest) 
 	}, &out)
 	if err != nil {
 		return provider.Refund{}, keyConflict(err)
+	}
+	if out.ID == "" {
+		return provider.Refund{}, provider.NoID(a.c.Name(), op, "refund")
 	}
 	return out.Normalize(), nil
 }

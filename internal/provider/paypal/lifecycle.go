@@ -60,7 +60,7 @@ func (a *Adapter) Authorize(ctx context.Context, req provider.ActionRequest) (pr
 	if err != nil {
 		return provider.Payment{}, err
 	}
-	return NormalizeOrder(out), nil
+	return a.writtenOrder("authorize", out)
 }
 
 // Capture implements provider.Provider. It reads the order once to know what to call:
@@ -139,7 +139,7 @@ func (a *Adapter) captureOrder(ctx context.Context, req provider.ActionRequest) 
 	if err != nil {
 		return provider.Payment{}, err
 	}
-	return NormalizeOrder(out), nil
+	return a.writtenOrder("capture", out)
 }
 
 func (a *Adapter) captureAuthorization(ctx context.Context, req provider.ActionRequest, o Order, au Authorization) (provider.Payment, error) {
@@ -176,6 +176,9 @@ func (a *Adapter) captureAuthorization(ctx context.Context, req provider.ActionR
 	}
 	if err != nil {
 		return provider.Payment{}, err
+	}
+	if c.ID == "" {
+		return provider.Payment{}, provider.NoID(a.c.Name(), op, "capture")
 	}
 	// The answer is the capture, not the order: put it where a fresh read of the order
 	// would show it, so the result is normalized exactly like Get's.
@@ -343,6 +346,9 @@ func (a *Adapter) CreateRefund(ctx context.Context, req provider.RefundRequest) 
 	}, &out)
 	if err != nil {
 		return provider.Refund{}, err
+	}
+	if out.ID == "" {
+		return provider.Refund{}, provider.NoID(a.c.Name(), op, "refund")
 	}
 	r := NormalizeRefund(out, req.PaymentID)
 	if r.Reference == "" {

@@ -242,6 +242,15 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 	if err != nil {
 		return provider.Payment{}, err
 	}
+	return a.writtenOrder("create", out)
+}
+
+// writtenOrder reads an order answered to a write (create, authorize, capture): one
+// without the order's id cannot be read, and the write may have taken effect.
+func (a *Adapter) writtenOrder(op string, out Order) (provider.Payment, error) {
+	if out.ID == "" {
+		return provider.Payment{}, provider.NoID(a.c.Name(), op, "order")
+	}
 	return NormalizeOrder(out), nil
 }
 

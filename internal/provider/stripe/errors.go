@@ -71,9 +71,15 @@ func (a *Adapter) classify(ctx context.Context, op string, kind callKind, err er
 		pe.StatusCode, pe.Detail = status.status, http.StatusText(status.status)
 		pe.Class = classByStatus(status.status, kind, "")
 		pe.RetryAfter = a.retryAfter(status.header)
+	case errors.As(err, &undecodable) && undecodable.status >= 200 && undecodable.status < 300:
+		// Stripe accepted the request; its answer is lost on the way: the call may
+		// have taken effect (see answerError).
+		return provider.UnreadableAnswer(a.name, op, undecodable.status, undecodable)
 	case errors.As(err, &undecodable):
 		pe.Class, pe.StatusCode, pe.Err = provider.ErrRetryable, undecodable.status, undecodable
-	case isTransport(err) || isUndecodable(err):
+	case isUndecodable(err):
+		return provider.UnreadableAnswer(a.name, op, 0, err)
+	case isTransport(err):
 		// No answer, or no complete answer: the outcome is unknown. The context error
 		// is wrapped too, so callers can tell a cancellation apart.
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {

@@ -51,7 +51,7 @@ func (a *Adapter) Capture(ctx context.Context, req provider.ActionRequest) (prov
 		}
 		return provider.Payment{}, cerr
 	}
-	return a.intentPayment(op, pi)
+	return a.intentPayment(op, callWrite, pi)
 }
 
 // Cancel implements provider.Provider. A PaymentIntent is canceled (its authorization
@@ -81,7 +81,7 @@ func (a *Adapter) Cancel(ctx context.Context, req provider.ActionRequest) (provi
 	// A closed session without a PaymentIntent took no money and cannot take any.
 	p, err := normalizeSession(cs)
 	if err != nil {
-		return provider.Payment{}, a.answerError(op, err)
+		return provider.Payment{}, a.answerError(op, callRead, cs.LastResponse, err)
 	}
 	return p, nil
 }
@@ -94,7 +94,7 @@ func (a *Adapter) cancelIntent(ctx context.Context, req provider.ActionRequest, 
 	}
 	pi, err := a.sc.V1PaymentIntents.Cancel(ctx, id, p)
 	if err == nil {
-		return a.intentPayment(op, pi)
+		return a.intentPayment(op, callWrite, pi)
 	}
 	cerr := a.classify(ctx, op, callWrite, err)
 	if !refused(cerr) {
@@ -153,8 +153,11 @@ func (a *Adapter) expireSession(ctx context.Context, req provider.ActionRequest,
 		return provider.Payment{}, cerr
 	}
 	p, err := normalizeSession(cs)
+	if err == nil && cs.ID == "" {
+		err = errors.New("the answer carries no Checkout Session id")
+	}
 	if err != nil {
-		return provider.Payment{}, a.answerError(op, err)
+		return provider.Payment{}, a.answerError(op, callWrite, cs.LastResponse, err)
 	}
 	if pi := session.PaymentIntent; p.ID == session.ID && pi != nil && pi.ID != "" {
 		p.ID = pi.ID
@@ -278,7 +281,7 @@ func (a *Adapter) CreateRefund(ctx context.Context, req provider.RefundRequest) 
 	if err != nil {
 		return provider.Refund{}, a.classify(ctx, op, callWrite, err)
 	}
-	return a.refund(op, r)
+	return a.refund(op, callWrite, r)
 }
 
 // GetRefund implements provider.Provider: GET /v1/refunds/{id}.
@@ -293,7 +296,7 @@ func (a *Adapter) GetRefund(ctx context.Context, paymentID, refundID string) (pr
 	if err != nil {
 		return provider.Refund{}, a.classify(ctx, op, callRead, err)
 	}
-	out, err := a.refund(op, r)
+	out, err := a.refund(op, callRead, r)
 	if err == nil && paymentID != "" && !isSession(paymentID) && out.PaymentID != "" && out.PaymentID != paymentID {
 		return provider.Refund{}, &provider.Error{Provider: a.name, Op: op, Class: provider.ErrNotFound, Detail: "refund " + refundID + " belongs to " + out.PaymentID + ", not " + paymentID}
 	}
@@ -319,16 +322,20 @@ func (a *Adapter) FindRefund(ctx context.Context, paymentID, reference string) (
 			return provider.Refund{}, a.classify(ctx, op, callList, err)
 		}
 		if r.Metadata[MetadataRefundReference] == reference {
-			return a.refund(op, r)
+			return a.refund(op, callList, r)
 		}
 	}
 	return provider.Refund{}, &provider.Error{Provider: a.name, Op: op, Class: provider.ErrNotFound, Detail: "no refund of " + id + " with reference " + reference}
 }
 
-func (a *Adapter) refund(op string, r *stripego.Refund) (provider.Refund, error) {
+// refund normalizes a refund answer to a call of kind.
+func (a *Adapter) refund(op string, kind callKind, r *stripego.Refund) (provider.Refund, error) {
 	out, err := normalizeRefund(r)
+	if err == nil && kind == callWrite && r.ID == "" {
+		err = errors.New("the answer carries no refund id")
+	}
 	if err != nil {
-		return provider.Refund{}, a.answerError(op, err)
+		return provider.Refund{}, a.answerError(op, kind, r.LastResponse, err)
 	}
 	return out, nil
 }

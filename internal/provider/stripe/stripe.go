@@ -62,6 +62,10 @@ type Adapter struct {
 
 var _ provider.Provider = (*Adapter)(nil)
 
+// EventRetention is how far back GET /v1/events reaches: "List events, going back
+// up to 30 days" (Stripe API reference, Events, "List all events").
+const EventRetention = 30 * 24 * time.Hour
+
 // Capabilities describes Stripe: a secret key, an events API, search by merchant
 // reference, webhooks signed with the signing Secret's keys, and the whole checkout
 // lifecycle except a separate authorize step (a Stripe authorization happens when the
@@ -77,6 +81,10 @@ func Capabilities() provider.Capabilities {
 			Checkout: true, StoredMethod: true, ManualCapture: true, PartialCapture: true,
 			Cancel: true, Refunds: true, RefundLookup: true, AuthorizeStep: false,
 		},
+		// "List events, going back up to 30 days", newest first (Stripe API
+		// reference, Events, "List all events").
+		EventsNewestFirst: true,
+		EventsRetention:   EventRetention,
 	}
 }
 
@@ -217,7 +225,7 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 	if err != nil {
 		return a.declined(ctx, "create", err)
 	}
-	return a.intentPayment("create", pi)
+	return a.intentPayment("create", callWrite, pi)
 }
 
 // declined classifies a failed create. A card decline of an off-session confirmation
@@ -284,8 +292,11 @@ func (a *Adapter) createSession(ctx context.Context, req provider.CreateRequest,
 		return provider.Payment{}, a.classify(ctx, "create", callWrite, err)
 	}
 	out, err := normalizeSession(cs)
+	if err == nil && cs.ID == "" {
+		err = errors.New("the answer carries no Checkout Session id")
+	}
 	if err != nil {
-		return provider.Payment{}, a.answerError("create", err)
+		return provider.Payment{}, a.answerError("create", callWrite, cs.LastResponse, err)
 	}
 	return out, nil
 }
@@ -312,19 +323,35 @@ func SessionExpiry(want, requested time.Time) (time.Time, bool) {
 	return time.Unix(secs, 0), true
 }
 
-// intentPayment normalizes a PaymentIntent answer.
-func (a *Adapter) intentPayment(op string, pi *stripego.PaymentIntent) (provider.Payment, error) {
+// intentPayment normalizes a PaymentIntent answer to a call of kind.
+func (a *Adapter) intentPayment(op string, kind callKind, pi *stripego.PaymentIntent) (provider.Payment, error) {
 	p, err := normalizeIntent(pi)
+	if err == nil && kind == callWrite && pi.ID == "" {
+		err = errors.New("the answer carries no PaymentIntent id")
+	}
 	if err != nil {
-		return provider.Payment{}, a.answerError(op, err)
+		return provider.Payment{}, a.answerError(op, kind, pi.LastResponse, err)
 	}
 	return p, nil
 }
 
-// answerError is an answer paywarden cannot read (an amount with no ISO equivalent):
-// the provider said something, but nothing that may settle a payment.
-func (a *Adapter) answerError(op string, err error) error {
-	return &provider.Error{Provider: a.name, Op: op, Class: provider.ErrNonRetryable, Detail: "unreadable answer", Err: err}
+// answerError is a 2xx answer paywarden cannot read: JSON without the object asked
+// for (no id), an amount with no ISO equivalent. To a write it says the request was
+// accepted and may have taken effect: it happened, look it up (Retryable, wrapping
+// provider.ErrUnreadableAnswer; the retry with the same idempotency key gets the
+// answer Stripe stored, "Subsequent requests with the same key return the same
+// result", Stripe API reference, "Idempotent requests"), never a refusal that could
+// fail a charged payment or a made refund. To a read it is NonRetryable: reading
+// again reads the same thing, which may not settle a payment.
+func (a *Adapter) answerError(op string, kind callKind, resp *stripego.APIResponse, err error) error {
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	if kind == callWrite {
+		return provider.UnreadableAnswer(a.name, op, status, err)
+	}
+	return &provider.Error{Provider: a.name, Op: op, Class: provider.ErrNonRetryable, StatusCode: status, Detail: "unreadable answer", Err: err}
 }
 
 // isSession reports a Checkout Session id.
@@ -345,7 +372,7 @@ func (a *Adapter) Get(ctx context.Context, id string) (provider.Payment, error) 
 		}
 		p, err := normalizeSession(cs)
 		if err != nil {
-			return provider.Payment{}, a.answerError("get", err)
+			return provider.Payment{}, a.answerError("get", callRead, cs.LastResponse, err)
 		}
 		return p, nil
 	}
@@ -353,7 +380,7 @@ func (a *Adapter) Get(ctx context.Context, id string) (provider.Payment, error) 
 	if err != nil {
 		return provider.Payment{}, a.classify(ctx, "get", callRead, err)
 	}
-	return a.intentPayment("get", pi)
+	return a.intentPayment("get", callRead, pi)
 }
 
 func (a *Adapter) getSession(ctx context.Context, id string) (*stripego.CheckoutSession, error) {
@@ -383,7 +410,7 @@ func (a *Adapter) FindByMerchantReference(ctx context.Context, ref string) (prov
 		// Filter again: the search language matches exactly, but a stand-in that
 		// ignores the query would hand us somebody else's payment.
 		if pi.Metadata[MetadataMerchantReference] == ref {
-			return a.intentPayment("find", pi)
+			return a.intentPayment("find", callList, pi)
 		}
 	}
 	return provider.Payment{}, &provider.Error{Provider: a.name, Op: "find", Class: provider.ErrNotFound, Detail: "no PaymentIntent with merchant_reference " + ref}
