@@ -157,6 +157,12 @@ const (
 	ReasonResolved               = "ResolvedManually"
 	ReasonReviewed               = "Reviewed"
 	ReasonDisputeOpened          = "DisputeOpened"
+	// ReasonDisputeWon: a dispute ended in the merchant's favour.
+	ReasonDisputeWon = "DisputeWon"
+	// ReasonDisputeLost: the payer won a dispute and the provider took the
+	// disputed money back; a NeedsReview reason (the payment reads
+	// Succeeded, but the money is gone: a human settles the order).
+	ReasonDisputeLost = "DisputeLost"
 	// ReasonAuthorizationExpired: an authorization ended uncaptured.
 	ReasonAuthorizationExpired = "AuthorizationExpired"
 	// ReasonCanceledByOperator: canceled through the cancel annotation.

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/provider"
 )
 
 // Observed is a provider status normalized across providers.
@@ -68,6 +69,9 @@ type Observation struct {
 	Amount *v1alpha1.Money
 	// RefundedTotal is the provider's cumulative refunded amount (refunds).
 	RefundedTotal *v1alpha1.Money
+	// Dispute (disputes) is how the dispute ended: provider.DisputeWon,
+	// provider.DisputeLost, or "" when it opened.
+	Dispute string
 	// Lowers (refunds) says the provider's figure may have gone down: a
 	// Refund of the payment failed after it had succeeded, and this is a
 	// read of the provider made since. A lower total is then the truth, not
@@ -443,6 +447,10 @@ func (m *machine) lowerRefunded(total v1alpha1.Money) {
 }
 
 func (m *machine) dispute() {
+	if m.obs.Dispute != "" {
+		m.disputeClosed()
+		return
+	}
 	if c := meta.FindStatusCondition(m.st.Conditions, v1alpha1.ConditionDisputed); c != nil && c.Status == metav1.ConditionTrue {
 		m.decide(Stale, "dispute already recorded")
 		return
@@ -453,6 +461,41 @@ func (m *machine) dispute() {
 	})
 	m.warn(v1alpha1.ReasonDisputeOpened, "the provider reported a dispute on this payment")
 	m.moveTo(m.phase(), v1alpha1.ReasonDisputeOpened)
+}
+
+// disputeClosed records how a dispute ended. Won: the Disputed condition
+// goes False (DisputeWon) and the payment stays as it is. Lost: the provider
+// took the money back, which no phase of the payment says (it took the
+// money, and refunds are the merchant's own), so the payment keeps its
+// phase, Disputed goes False (DisputeLost) and NeedsReview=DisputeLost asks
+// a human to settle the order (docs/state-machine.md, "Disputes").
+func (m *machine) disputeClosed() {
+	from := m.phase()
+	if !from.TookMoney() {
+		m.decide(Ignored, "a dispute outcome for a payment that is %s", from)
+		return
+	}
+	reason, msg := v1alpha1.ReasonDisputeWon, "the dispute ended in the merchant's favour"
+	if m.obs.Dispute == provider.DisputeLost {
+		reason, msg = v1alpha1.ReasonDisputeLost, "the payer won the dispute: the provider took the disputed money back"
+	}
+	if c := meta.FindStatusCondition(m.st.Conditions, v1alpha1.ConditionDisputed); c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason {
+		m.decide(Stale, "dispute already %s", reason)
+		return
+	}
+	meta.SetStatusCondition(&m.st.Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionDisputed, Status: metav1.ConditionFalse, Reason: reason,
+		Message: msg, LastTransitionTime: metav1.NewTime(m.now),
+	})
+	switch {
+	case reason == v1alpha1.ReasonDisputeLost && m.reviewReason() == "":
+		m.needsReview(reason, msg+"; the payment keeps its phase, a human settles the order")
+	case reason == v1alpha1.ReasonDisputeLost:
+		m.warn(reason, msg) // the review under way stays; the Event says this too
+	default:
+		m.events = append(m.events, Event{Reason: reason, Message: msg})
+	}
+	m.moveTo(from, reason)
 }
 
 // unknown handles an "unknown" provider answer (not final: keep querying) and

@@ -14,6 +14,7 @@ import (
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
 )
 
 // The payment every case in this file is about: 19.99 USD.
@@ -1409,6 +1410,44 @@ func TestApply(t *testing.T) {
 			conds:    []string{"Disputed=True/DisputeOpened", readySettled},
 		},
 
+		// Dispute outcomes.
+		{
+			name:     "a dispute won clears Disputed and needs no review",
+			given:    andThen(givenSucceeded, obsWebhook(payment.ObservedDispute, "evt-dispute")),
+			obs:      withDispute(obsWebhook(payment.ObservedDispute, "evt-dispute-won"), provider.DisputeWon),
+			decision: payment.Applied,
+			phase:    succeeded,
+			conds:    []string{"Disputed=False/DisputeWon", readySettled},
+			history:  []v1alpha1.HistoryEntry{historyEntry(succeeded, succeeded, srcWebhook, "evt-dispute-won", v1alpha1.ReasonDisputeWon)},
+			events:   []string{"Normal/DisputeWon"},
+		},
+		{
+			name:     "a dispute lost asks for a review and keeps the phase",
+			given:    andThen(givenSucceeded, obsWebhook(payment.ObservedDispute, "evt-dispute")),
+			obs:      withDispute(obsWebhook(payment.ObservedDispute, "evt-dispute-lost"), provider.DisputeLost),
+			decision: payment.Applied,
+			phase:    succeeded,
+			conds:    append([]string{"Disputed=False/DisputeLost"}, reviewing(v1alpha1.ReasonDisputeLost)...),
+			history:  []v1alpha1.HistoryEntry{historyEntry(succeeded, succeeded, srcWebhook, "evt-dispute-lost", v1alpha1.ReasonDisputeLost)},
+			events:   []string{"Warning/DisputeLost"},
+		},
+		{
+			name:     "the outcome again is stale",
+			given:    andThen(givenSucceeded, withDispute(obsWebhook(payment.ObservedDispute, "evt-dispute-lost"), provider.DisputeLost)),
+			obs:      withDispute(obsBackfill(payment.ObservedDispute, "evt-dispute-lost-2"), provider.DisputeLost),
+			decision: payment.Stale,
+			phase:    succeeded,
+			conds:    append([]string{"Disputed=False/DisputeLost"}, reviewing(v1alpha1.ReasonDisputeLost)...),
+		},
+		{
+			name:     "a dispute outcome for a payment that took no money is ignored",
+			given:    givenFailed,
+			obs:      withDispute(obsWebhook(payment.ObservedDispute, "evt-dispute-lost"), provider.DisputeLost),
+			decision: payment.Ignored,
+			phase:    failed,
+			conds:    []string{readySettled},
+		},
+
 		// Manual decisions.
 		{
 			name:       "manual settles Unknown and clears NeedsReview",
@@ -1808,4 +1847,9 @@ func TestStaleEventLeavesStatusUntouched(t *testing.T) {
 	if out.Status.ProviderStatus != "COMPLETED/SETTLED" {
 		t.Errorf("a query's answer not recorded: %q", out.Status.ProviderStatus)
 	}
+}
+
+func withDispute(o payment.Observation, outcome string) payment.Observation {
+	o.Dispute = outcome
+	return o
 }

@@ -62,6 +62,9 @@ func FromEvent(ev provider.Event, via v1alpha1.EventVia) Observation {
 	}.observations()
 	last := obs[len(obs)-1]
 	last.OccurredAt = ev.OccurredAt
+	if last.Observed == ObservedDispute {
+		last.Dispute = ev.DisputeOutcome
+	}
 	return last
 }
 

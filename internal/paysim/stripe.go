@@ -112,6 +112,7 @@ type stripeIntent struct {
 	script                           Script
 	gen                              int
 	disputed                         bool
+	dispute                          *stripego.Dispute // the open or last dispute
 	requestID, requestIdempotencyKey string
 }
 
@@ -265,7 +266,36 @@ func (s *Sim) stripeDispute(id, reason string) error {
 		Reason: stripego.DisputeReason(reason), Status: stripego.DisputeStatusNeedsResponse, Created: s.now().Unix(),
 		Metadata: map[string]string{},
 	}
+	pi.dispute = &d
 	s.stripeEmitLocked(stripego.EventTypeChargeDisputeCreated, pi.id, renderJSON(d, nil))
+	// Stripe, "Disputes > How disputes work": the disputed amount (and fee)
+	// is withdrawn from the balance when the dispute is opened.
+	s.stripeEmitLocked(stripego.EventTypeChargeDisputeFundsWithdrawn, pi.id, renderJSON(d, nil))
+	return nil
+}
+
+// StripeCloseDispute ends the open dispute of a payment (an intent or its
+// session) as won or lost. Stripe ("Disputes > Dispute outcomes";
+// API reference, Disputes, status): a won dispute reinstates the funds
+// (charge.dispute.funds_reinstated) and closes with status won; a lost one
+// closes with status lost and the funds stay withdrawn.
+func (s *Sim) StripeCloseDispute(id string, won bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pi, err := s.stripeIntentForLocked(id)
+	if err != nil {
+		return err
+	}
+	d := pi.dispute
+	if d == nil || d.Status == stripego.DisputeStatusWon || d.Status == stripego.DisputeStatusLost {
+		return fmt.Errorf("paysim: payment %s has no open dispute", pi.id)
+	}
+	d.Status = stripego.DisputeStatusLost
+	if won {
+		d.Status = stripego.DisputeStatusWon
+		s.stripeEmitLocked(stripego.EventTypeChargeDisputeFundsReinstated, pi.id, renderJSON(*d, nil))
+	}
+	s.stripeEmitLocked(stripego.EventTypeChargeDisputeClosed, pi.id, renderJSON(*d, nil))
 	return nil
 }
 

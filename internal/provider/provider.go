@@ -215,8 +215,21 @@ type Event struct {
 	// the event can settle a Refund resource; RefundedTotal stays the
 	// payment's cumulative refunded amount.
 	Refund *Refund
-	Raw    []byte // the raw JSON of this one event exactly as the provider sent it
+	// DisputeOutcome, on a Dispute event, is how the dispute ended:
+	// DisputeWon, DisputeLost, or "" while it is open.
+	DisputeOutcome string
+	Raw            []byte // the raw JSON of this one event exactly as the provider sent it
 }
+
+// Dispute outcomes (Event.DisputeOutcome).
+const (
+	// DisputeWon: the dispute ended in the merchant's favour; the money
+	// stays (or is reinstated).
+	DisputeWon = "won"
+	// DisputeLost: the payer won; the provider took the disputed amount
+	// back from the merchant.
+	DisputeLost = "lost"
+)
 
 // EventPage is one page of the provider's events API.
 type EventPage struct {

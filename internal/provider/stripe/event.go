@@ -35,6 +35,9 @@ var eventStatuses = map[stripego.EventType]provider.Status{
 	stripego.EventTypeRefundUpdated:                        provider.StatusUnknown,
 	stripego.EventTypeRefundFailed:                         provider.StatusUnknown,
 	stripego.EventTypeChargeDisputeCreated:                 provider.StatusDispute,
+	stripego.EventTypeChargeDisputeFundsWithdrawn:          provider.StatusDispute,
+	stripego.EventTypeChargeDisputeFundsReinstated:         provider.StatusDispute,
+	stripego.EventTypeChargeDisputeClosed:                  provider.StatusDispute,
 }
 
 // EventTypes returns the supported event types, sorted; ListEvents asks Stripe for
@@ -156,11 +159,13 @@ func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) 
 		ev.Refund = &n
 		ev.PaymentID, ev.Amount, ev.Currency = n.PaymentID, n.Amount, n.Currency
 		ev.FailureCode, ev.FailureMessage = n.FailureCode, n.FailureMessage
-	case stripego.EventTypeChargeDisputeCreated:
+	case stripego.EventTypeChargeDisputeCreated, stripego.EventTypeChargeDisputeFundsWithdrawn,
+		stripego.EventTypeChargeDisputeFundsReinstated, stripego.EventTypeChargeDisputeClosed:
 		var d stripego.Dispute
 		if err := json.Unmarshal(obj, &d); err != nil {
 			return err
 		}
+		ev.DisputeOutcome = disputeOutcome(typ, d.Status)
 		if d.PaymentIntent != nil {
 			ev.PaymentID = d.PaymentIntent.ID
 		}
@@ -171,4 +176,21 @@ func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) 
 		}
 	}
 	return nil
+}
+
+// disputeOutcome is how a dispute event says the dispute ended (Stripe, API
+// reference, Disputes, status: won, lost, warning_closed; "Disputes > Dispute
+// outcomes"): charge.dispute.closed carries it, funds_reinstated means won.
+// Everything else is an open dispute ("").
+func disputeOutcome(typ stripego.EventType, status stripego.DisputeStatus) string {
+	switch {
+	case typ == stripego.EventTypeChargeDisputeFundsReinstated:
+		return provider.DisputeWon
+	case typ != stripego.EventTypeChargeDisputeClosed:
+		return ""
+	case status == stripego.DisputeStatusLost:
+		return provider.DisputeLost
+	}
+	// won, and warning_closed (an inquiry that never became a chargeback).
+	return provider.DisputeWon
 }

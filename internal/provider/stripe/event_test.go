@@ -54,6 +54,9 @@ func TestEvents(t *testing.T) {
 		{"refund.updated", `{"id":"re_1","object":"refund","amount":300,"currency":"eur","status":"pending","payment_intent":"` + pi + `","metadata":{"reference":"RF-1"}}`, provider.StatusUnknown, pi, "", "", 300, 0, ""},
 		{"refund.failed", `{"id":"re_1","object":"refund","amount":300,"currency":"eur","status":"failed","failure_reason":"lost_or_stolen_card","payment_intent":"` + pi + `","metadata":{"reference":"RF-1"}}`, provider.StatusUnknown, pi, "", "", 300, 0, "lost_or_stolen_card"},
 		{"charge.dispute.created", `{"id":"dp_1","object":"dispute","amount":1000,"currency":"eur","charge":"ch_1","payment_intent":"` + pi + `","reason":"fraudulent","status":"needs_response"}`, provider.StatusDispute, pi, "", "", 1000, 0, "fraudulent"},
+		{"charge.dispute.funds_withdrawn", `{"id":"dp_1","object":"dispute","amount":1000,"currency":"eur","charge":"ch_1","payment_intent":"` + pi + `","reason":"fraudulent","status":"needs_response"}`, provider.StatusDispute, pi, "", "", 1000, 0, "fraudulent"},
+		{"charge.dispute.funds_reinstated", `{"id":"dp_1","object":"dispute","amount":1000,"currency":"eur","charge":"ch_1","payment_intent":"` + pi + `","reason":"fraudulent","status":"won"}`, provider.StatusDispute, pi, "", "", 1000, 0, "fraudulent"},
+		{"charge.dispute.closed", `{"id":"dp_1","object":"dispute","amount":1000,"currency":"eur","charge":"ch_1","payment_intent":"` + pi + `","reason":"fraudulent","status":"lost"}`, provider.StatusDispute, pi, "", "", 1000, 0, "fraudulent"},
 	}
 	covered := map[string]bool{}
 	for _, tt := range tests {
@@ -80,6 +83,21 @@ func TestEvents(t *testing.T) {
 			t.Errorf("supported event type %s has no case", typ)
 		}
 	}
+	t.Run("dispute events say how the dispute ended", func(t *testing.T) {
+		for _, tc := range []struct{ typ, status, want string }{
+			{"charge.dispute.created", "needs_response", ""},
+			{"charge.dispute.funds_withdrawn", "needs_response", ""},
+			{"charge.dispute.funds_reinstated", "won", provider.DisputeWon},
+			{"charge.dispute.closed", "won", provider.DisputeWon},
+			{"charge.dispute.closed", "warning_closed", provider.DisputeWon},
+			{"charge.dispute.closed", "lost", provider.DisputeLost},
+		} {
+			ev, err := stripe.ParseEvent(event(tc.typ, `{"id":"dp_1","object":"dispute","amount":1000,"currency":"eur","payment_intent":"`+pi+`","status":"`+tc.status+`"}`))
+			if err != nil || ev.DisputeOutcome != tc.want {
+				t.Errorf("%s %s: outcome %q (%v), want %q", tc.typ, tc.status, ev.DisputeOutcome, err, tc.want)
+			}
+		}
+	})
 	t.Run("refund events carry the refund", func(t *testing.T) {
 		ev, err := stripe.ParseEvent(event("refund.failed", `{"id":"re_1","object":"refund","amount":300,"currency":"eur","status":"failed","failure_reason":"expired_or_canceled_card","payment_intent":"`+pi+`","metadata":{"reference":"RF-1"}}`))
 		if err != nil || ev.Refund == nil {

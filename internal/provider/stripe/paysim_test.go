@@ -739,6 +739,43 @@ func TestPaysimDispute(t *testing.T) {
 	}
 }
 
+// TestPaysimDisputeOutcomes: Stripe withdraws the disputed funds when a
+// dispute opens (charge.dispute.funds_withdrawn), reinstates them when the
+// merchant wins (charge.dispute.funds_reinstated), and closes the dispute
+// with its status (charge.dispute.closed: won or lost).
+func TestPaysimDisputeOutcomes(t *testing.T) {
+	for _, won := range []bool{true, false} {
+		t.Run(fmt.Sprintf("won=%v", won), func(t *testing.T) {
+			e := startSim(t, paysim.Options{})
+			sink := e.sink(t, []byte("whsec_paysim"))
+			p, err := e.a.Create(ctx, offSessionReq(fmt.Sprintf("key-dpo-%v", won), "ORD-DPO", 1000, provider.CaptureAutomatic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.sim.Dispute(paysim.Stripe, p.ID, "fraudulent"); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.sim.StripeCloseDispute(p.ID, won); err != nil {
+				t.Fatal(err)
+			}
+			want := provider.DisputeLost
+			if won {
+				want = provider.DisputeWon
+			}
+			evs := sink.waitTypes("charge.dispute.funds_withdrawn", "charge.dispute.closed")
+			if ev := byType(evs, "charge.dispute.funds_withdrawn"); ev.Status != provider.StatusDispute || ev.DisputeOutcome != "" {
+				t.Errorf("funds withdrawn: %+v, want an open dispute", ev)
+			}
+			if ev := byType(evs, "charge.dispute.closed"); ev.Status != provider.StatusDispute || ev.PaymentID != p.ID || ev.DisputeOutcome != want {
+				t.Errorf("closed: %+v, want outcome %q", ev, want)
+			}
+			if err := e.sim.StripeCloseDispute(p.ID, won); err == nil {
+				t.Error("a closed dispute was closed again")
+			}
+		})
+	}
+}
+
 func TestPaysimFindByMerchantReference(t *testing.T) {
 	e := startSim(t, paysim.Options{})
 	p, err := e.a.Create(ctx, offSessionReq("key-find", "ORD-'FIND'", 1000, provider.CaptureAutomatic))
