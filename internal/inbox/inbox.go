@@ -176,6 +176,9 @@ func (in *Inbox) apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provi
 	}
 	if !ev.Supported {
 		msg := fmt.Sprintf("event type %q is not acted on", ev.Type)
+		if ev.NotActedOn != "" {
+			msg = ev.NotActedOn
+		}
 		return finish(v1alpha1.ResultIgnored, msg, "")
 	}
 	p, err := in.resolve(ctx, evt)

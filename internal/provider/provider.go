@@ -202,7 +202,11 @@ type Event struct {
 	Status Status
 	// Supported is false for event types paywarden does not act on; the receiver
 	// answers 200 and records them as Ignored so the provider stops retrying.
-	Supported                    bool
+	Supported bool
+	// NotActedOn, on an event that is not Supported, says why when its type
+	// alone does not (e.g. rendered in another API version); the Ignored
+	// record shows it.
+	NotActedOn                   string
 	OccurredAt                   time.Time
 	PaymentID, MerchantReference string
 	Amount                       int64

@@ -2,6 +2,7 @@ package stripe
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -78,6 +79,17 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 	st, supported := eventStatuses[e.Type]
 	ev.Status, ev.Supported = st, supported
 	if !supported {
+		return ev, nil
+	}
+	if e.APIVersion != "" && e.APIVersion != stripego.APIVersion {
+		// An event's data.object is rendered in the API version of its
+		// webhook endpoint or account (Stripe, "Versioning" and "Webhook
+		// endpoints: api_version"); in another version the same fields can
+		// mean other things. It is recorded, not acted on: the status
+		// queries (sent in paywarden's version) settle the payment.
+		ev.Supported = false
+		ev.NotActedOn = fmt.Sprintf("stripe event rendered in API version %s; paywarden reads %s: set the webhook endpoint's api_version to %s (docs/providers.md)",
+			e.APIVersion, stripego.APIVersion, stripego.APIVersion)
 		return ev, nil
 	}
 	if e.Data == nil || len(e.Data.Raw) == 0 || string(e.Data.Raw) == "null" {

@@ -2,15 +2,18 @@ package stripe_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	stripego "github.com/stripe/stripe-go/v84"
 
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/stripe"
 )
 
 func event(typ, object string) []byte {
-	return []byte(`{"id":"evt_1","object":"event","api_version":"2026-02-25.clover","type":"` + typ + `","created":1767225600,"data":{"object":` + object + `}}`)
+	return []byte(`{"id":"evt_1","object":"event","api_version":"` + stripego.APIVersion + `","type":"` + typ + `","created":1767225600,"data":{"object":` + object + `}}`)
 }
 
 const (
@@ -83,6 +86,20 @@ func TestEvents(t *testing.T) {
 			t.Errorf("supported event type %s has no case", typ)
 		}
 	}
+	t.Run("events rendered in another API version are recorded, not acted on", func(t *testing.T) {
+		raw := []byte(`{"id":"evt_1","object":"event","api_version":"2020-08-27","type":"charge.refunded","created":1767225600,"data":{"object":{"id":"ch_1","object":"charge","amount":1000,"amount_refunded":300,"currency":"eur","payment_intent":"` + pi + `"}}}`)
+		ev, err := stripe.ParseEvent(raw)
+		if err != nil || ev.Supported || !strings.Contains(ev.NotActedOn, "2020-08-27") || !strings.Contains(ev.NotActedOn, stripego.APIVersion) {
+			t.Fatalf("%+v %v: want it unsupported, saying which versions", ev, err)
+		}
+		if ev.RefundedTotal != 0 || ev.PaymentID != "" {
+			t.Errorf("fields read from an event in another version: %+v", ev)
+		}
+		ev, err = stripe.ParseEvent(event("charge.refunded", `{"id":"ch_1","object":"charge","amount":1000,"amount_refunded":300,"currency":"eur","payment_intent":"`+pi+`"}`))
+		if err != nil || !ev.Supported || ev.NotActedOn != "" {
+			t.Fatalf("an event in paywarden's version: %+v %v", ev, err)
+		}
+	})
 	t.Run("dispute events say how the dispute ended", func(t *testing.T) {
 		for _, tc := range []struct{ typ, status, want string }{
 			{"charge.dispute.created", "needs_response", ""},
