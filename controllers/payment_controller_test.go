@@ -486,8 +486,12 @@ func TestUnpaidCloseOut(t *testing.T) {
 	inFlight := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s", ExpiresAfter: "2s"})
 
 	got := fixture.WaitPhase(t, env.Client, unpaid, v1alpha1.PhaseExpired, 20*time.Second)
-	if !got.Status.ExpiredLocally {
-		t.Errorf("close-out not marked local")
+	// Closed at the provider first: the payer cannot pay it any more.
+	if got.Status.ExpiredLocally {
+		t.Errorf("closed out locally; want it closed at the provider first (KukoPay can cancel)")
+	}
+	if v, ok := s.Payment("kukopay", got.Status.ProviderPaymentID); !ok || v.State != "canceled" {
+		t.Errorf("paysim holds the payment as %q, want canceled", v.State)
 	}
 	last := got.Status.History[len(got.Status.History)-1]
 	if !strings.HasPrefix(last.Reason, v1alpha1.ReasonUnpaidTimeout) {

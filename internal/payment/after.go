@@ -3,6 +3,7 @@ package payment
 import (
 	"errors"
 	"fmt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"time"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -178,6 +179,17 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 		c.sched().answered()
 		for _, obs := range FromPayment(call.Payment, v1alpha1.SourceStatusQuery) {
 			obs.PastExpiry = closeOut
+			if closeOut && obs.Observed == ObservedPending && st.Operation == nil && closesAtProvider(c.p, pol) {
+				// Unpaid past expiresAfter: the provider's object is closed
+				// first (a cancel), so the payer cannot pay what paywarden
+				// calls Expired (SPEC §2.5; AfterOperation ends it Expired).
+				obs.PastExpiry = false
+				c.apply(obs)
+				c.st().Operation = &v1alpha1.Operation{Kind: v1alpha1.OperationCancel, RequestedAt: metav1.NewTime(now),
+					Reason: v1alpha1.ReasonUnpaidTimeout, IdempotencyKey: newOperationKey(c.p, v1alpha1.OperationCancel)}
+				c.event(false, "CloseOutRequested", "unpaid past spec.expiresAfter: closing it at the provider before it is marked Expired")
+				return c.done()
+			}
 			c.apply(obs)
 		}
 		if settled {
@@ -238,6 +250,15 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 		}
 	}
 	return c.done()
+}
+
+// closesAtProvider: an unpaid payment past its expiresAfter is closed at
+// its provider (canceled: a Checkout Session expired, a PaymentIntent or
+// order voided) before paywarden marks it Expired. Not a payment paywarden
+// only tracks (its creator closes it), nor where the provider type cannot
+// cancel.
+func closesAtProvider(p *v1alpha1.Payment, pol Policy) bool {
+	return pol.LifecycleKnown && pol.Lifecycle.Cancel && p.Spec.ProviderPaymentID == ""
 }
 
 // readAgain records a read of a settled payment made for its refunded total

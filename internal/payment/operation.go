@@ -281,13 +281,23 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 		v1alpha1.OperationCapture:   v1alpha1.SourceCapture,
 		v1alpha1.OperationCancel:    v1alpha1.SourceCancel,
 	}[kind]
+	closeOut := kind == v1alpha1.OperationCancel && op.Reason == v1alpha1.ReasonUnpaidTimeout
 	switch class := Classify(call.Err); class {
 	case Answered:
 		for _, obs := range FromPayment(call.Payment, source) {
-			if kind == v1alpha1.OperationCancel && obs.Observed == ObservedCanceled {
+			switch {
+			case closeOut && (obs.Observed == ObservedCanceled || obs.Observed == ObservedExpired):
+				// Closed at the provider: what paywarden calls Expired is
+				// what the provider now holds.
+				obs.Observed, obs.Reason = ObservedExpired, v1alpha1.ReasonUnpaidTimeout
+			case kind == v1alpha1.OperationCancel && obs.Observed == ObservedCanceled:
 				obs.Reason = v1alpha1.ReasonCanceledByOperator + ": " + op.Reason
 			}
 			c.apply(obs)
+		}
+		if closeOut && !st.Phase.IsFinal() && !parked(st) {
+			// Answered, but still open (or pending): closed out locally.
+			c.apply(Observation{Source: source, Observed: ObservedPending, PastExpiry: true})
 		}
 		st.Operation = nil
 		c.sched().answered()
@@ -314,6 +324,13 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 		st.Operation = nil
 		st.AmountToCapture = nil
 		st.Query.LastError, st.Query.LastErrorClass = call.Err.Error(), class.StatusName()
+		if closeOut {
+			// The provider cannot close it (refused): closed out locally,
+			// as before; a late payment is then a LateSuccess to review.
+			c.apply(Observation{Source: source, Observed: ObservedPending, PastExpiry: true,
+				Reason: fmt.Sprintf("the provider refused to close it: %v", call.Err)})
+			break
+		}
 		manual := kind == v1alpha1.OperationCancel || c.p.Spec.ManualCapture() && kind == v1alpha1.OperationCapture
 		if manual {
 			c.event(true, string(kind)+"Refused", fmt.Sprintf("the provider refused the %s: %v", strings.ToLower(string(kind)), call.Err))

@@ -1,0 +1,94 @@
+package payment_test
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// An unpaid payment past spec.expiresAfter is closed at its provider before
+// paywarden calls it Expired (SPEC §2.5): otherwise the payer can still pay
+// the Checkout Session, PaymentIntent or order paywarden gave up on, and
+// the late payment lands in review (LateSuccess).
+func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
+	canCancel := func() payment.Policy {
+		pol := testPolicy()
+		pol.Lifecycle, pol.LifecycleKnown = provider.Lifecycle{Cancel: true}, true
+		return pol
+	}
+	expiring := func() *v1alpha1.Payment {
+		p := created("close-out")
+		p.Spec.ExpiresAfter = &metav1.Duration{Duration: 10 * time.Minute}
+		return p
+	}
+	past := t0.Add(11 * time.Minute)
+	// closeOutQuery runs the close-out's status query (answered Pending)
+	// and returns the payment as stored.
+	closeOutQuery := func(t *testing.T, p *v1alpha1.Payment, pol payment.Policy) *v1alpha1.Payment {
+		t.Helper()
+		step := payment.Plan(p, pol, payment.Facts{}, past)
+		if step.Action != payment.Query || !step.CloseOut {
+			t.Fatalf("%v (%s), want the close-out query", step.Action, step.Why)
+		}
+		return store(p, payment.AfterQuery(p, pol, answer(provider.StatusPending), true, past))
+	}
+
+	t.Run("closed at the provider, then Expired", func(t *testing.T) {
+		pol := canCancel()
+		p := closeOutQuery(t, expiring(), pol)
+		op := p.Status.Operation
+		if p.Status.Phase.IsFinal() || op == nil || op.Kind != v1alpha1.OperationCancel || op.Reason != v1alpha1.ReasonUnpaidTimeout {
+			t.Fatalf("phase %s operation %+v, want a cancel at the provider first", p.Status.Phase, op)
+		}
+		if step := payment.Plan(p, pol, payment.Facts{FreshOperation: true}, past); step.Action != payment.CallCancel {
+			t.Fatalf("%v (%s), want the cancel call", step.Action, step.Why)
+		}
+		canceled := answer(provider.StatusCanceled)
+		p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, canceled, past))
+		if p.Status.Phase != v1alpha1.PhaseExpired || p.Status.ExpiredLocally || p.Status.Operation != nil {
+			t.Fatalf("phase %s locally %v operation %+v, want Expired at the provider", p.Status.Phase, p.Status.ExpiredLocally, p.Status.Operation)
+		}
+		if last := p.Status.History[len(p.Status.History)-1]; last.Reason != v1alpha1.ReasonUnpaidTimeout {
+			t.Errorf("history %+v, want UnpaidTimeout", last)
+		}
+	})
+	t.Run("paid meanwhile: the cancel finds it paid", func(t *testing.T) {
+		pol := canCancel()
+		p := closeOutQuery(t, expiring(), pol)
+		paid := answer(provider.StatusSucceeded)
+		p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, paid, past))
+		if p.Status.Phase != v1alpha1.PhaseSucceeded || review(p) != "" {
+			t.Fatalf("phase %s review %q, want Succeeded", p.Status.Phase, review(p))
+		}
+	})
+	t.Run("the provider refuses to close it: closed out locally", func(t *testing.T) {
+		pol := canCancel()
+		p := closeOutQuery(t, expiring(), pol)
+		p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, fails(errRefused), past))
+		if p.Status.Phase != v1alpha1.PhaseExpired || !p.Status.ExpiredLocally || p.Status.Operation != nil {
+			t.Fatalf("phase %s locally %v operation %+v, want Expired locally", p.Status.Phase, p.Status.ExpiredLocally, p.Status.Operation)
+		}
+	})
+	t.Run("no cancel at this provider type: closed out locally at once", func(t *testing.T) {
+		pol := testPolicy()
+		pol.LifecycleKnown = true
+		p := closeOutQuery(t, expiring(), pol)
+		if p.Status.Phase != v1alpha1.PhaseExpired || !p.Status.ExpiredLocally {
+			t.Fatalf("phase %s locally %v, want Expired locally", p.Status.Phase, p.Status.ExpiredLocally)
+		}
+	})
+	t.Run("a tracked payment is not closed by paywarden", func(t *testing.T) {
+		pol := canCancel()
+		p := expiring()
+		p.Spec.ProviderPaymentID = "pay_1"
+		p = closeOutQuery(t, p, pol)
+		if p.Status.Phase != v1alpha1.PhaseExpired || p.Status.Operation != nil {
+			t.Fatalf("phase %s operation %+v, want Expired locally, nothing sent", p.Status.Phase, p.Status.Operation)
+		}
+	})
+}
