@@ -397,7 +397,7 @@ func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (pay
 	var facts payment.Facts
 	if p.Status.Phase.TookMoney() {
 		var err error
-		if facts.SucceededRefunds, facts.FailedRefunds, err = settledRefunds(ctx, r.Client, p); err != nil {
+		if facts.SucceededRefunds, facts.ReversedRefunds, err = settledRefunds(ctx, r.Client, p); err != nil {
 			return payment.Facts{}, err
 		}
 	}
@@ -426,22 +426,23 @@ func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (pay
 	return facts, nil
 }
 
-// settledRefunds are the UIDs of p's Refunds that succeeded and that failed
-// (payment.Facts.SucceededRefunds, FailedRefunds).
-func settledRefunds(ctx context.Context, c client.Reader, p *v1alpha1.Payment) (succeeded, failed []types.UID, err error) {
+// settledRefunds are the UIDs of p's Refunds that succeeded and that were
+// reversed (payment.Facts.SucceededRefunds, ReversedRefunds).
+func settledRefunds(ctx context.Context, c client.Reader, p *v1alpha1.Payment) (succeeded, reversed []types.UID, err error) {
 	all, err := listRefunds(ctx, c, p.Namespace, p.Name)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, rf := range all {
-		switch rf.Status.Phase {
-		case v1alpha1.RefundSucceeded:
+	for i := range all {
+		rf := &all[i]
+		switch {
+		case rf.Status.Phase == v1alpha1.RefundSucceeded:
 			succeeded = append(succeeded, rf.UID)
-		case v1alpha1.RefundFailed:
-			failed = append(failed, rf.UID)
+		case payment.RefundReversed(rf):
+			reversed = append(reversed, rf.UID)
 		}
 	}
-	return succeeded, failed, nil
+	return succeeded, reversed, nil
 }
 
 // idempotencyKeyKeys is the index key of a Payment's user-set idempotency key.

@@ -556,6 +556,15 @@ type PaymentStatus struct {
 	// +optional
 	RefundsCounted []types.UID `json:"refundsCounted,omitempty"`
 
+	// refundsReversed are the UIDs of this payment's Refunds that failed
+	// after they had succeeded (RefundReversed) and that amountRefunded was
+	// read without since. A reversed Refund not listed makes paywarden read
+	// the provider's (lower) figure.
+	// +kubebuilder:validation:MaxItems=1000
+	// +listType=atomic
+	// +optional
+	RefundsReversed []types.UID `json:"refundsReversed,omitempty"`
+
 	// failure explains a Failed payment.
 	// +optional
 	Failure *Failure `json:"failure,omitempty"`

@@ -576,6 +576,11 @@ func (in *PaymentStatus) DeepCopyInto(out *PaymentStatus) {
 		*out = make([]types.UID, len(*in))
 		copy(*out, *in)
 	}
+	if in.RefundsReversed != nil {
+		in, out := &in.RefundsReversed, &out.RefundsReversed
+		*out = make([]types.UID, len(*in))
+		copy(*out, *in)
+	}
 	if in.Failure != nil {
 		in, out := &in.Failure, &out.Failure
 		*out = new(Failure)

@@ -71,6 +71,7 @@ type Env struct {
 	directorDone chan struct{}
 	mu           sync.Mutex
 	pendingActs  []string
+	sims         map[string]int // paysim port per provider name
 }
 
 type process struct {
@@ -313,6 +314,11 @@ func (e *Env) applyDemo(ctx context.Context, sims map[string]int) error {
 				},
 				StatusQuery: v1alpha1.StatusQueryConfig{Schedule: schedule},
 			},
+		}
+		if name == "stripe" {
+			// Every Stripe webhook is lost: the events-API backfill is what
+			// tells paywarden a refund failed after it succeeded.
+			prov.Spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: &metav1.Duration{Duration: 5 * time.Second}}
 		}
 		for _, o := range []client.Object{creds, signing, prov} {
 			if err := c.Create(ctx, o); err != nil {

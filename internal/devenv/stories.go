@@ -52,8 +52,8 @@ type Cue struct {
 	RefundSucceeded string
 }
 
-// Act is one thing a person does in a story: exactly one of Payer, Annotate
-// and Refund is set.
+// Act is one thing a person (or the provider) does in a story: exactly one
+// of Payer, Annotate, Refund and FailRefund is set.
 type Act struct {
 	When Cue
 	// Payer is the payer's decision at status.customerAction.url ("approve").
@@ -62,13 +62,26 @@ type Act struct {
 	Annotate []string // key, value
 	// Refund is `kubectl apply` of a Refund of the story's payment.
 	Refund *RefundAct
+	// FailRefund names a Refund of the story that the provider fails after
+	// it succeeded (Stripe: the refund's balance transaction is reversed).
+	FailRefund string
 }
 
-// RefundAct is a Refund the story applies; it must reach Succeeded.
+// RefundAct is a Refund the story applies; it must reach Succeeded, or
+// Failed when the provider reverses it (Reversed).
 type RefundAct struct {
-	Name   string
-	Amount int64 // minor units; 0 refunds everything still refundable
-	Reason string
+	Name     string
+	Amount   int64 // minor units; 0 refunds everything still refundable
+	Reason   string
+	Reversed bool
+}
+
+// Final is the phase the Refund must end in.
+func (r RefundAct) Final() v1alpha1.RefundPhase {
+	if r.Reversed {
+		return v1alpha1.RefundFailed
+	}
+	return v1alpha1.RefundSucceeded
 }
 
 // Refunds lists the Refunds a story applies.
@@ -120,6 +133,13 @@ var Stories = []Story{
 	{Name: "stripe-checkout", Provider: "stripe", Title: "Stripe: payer pays, webhook lost, a query settles it",
 		Script: paysim.Script{Outcome: paysim.OutcomePending}, Amount: 2900, Currency: "EUR", Checkout: true,
 		Acts: []Act{{When: Cue{PayerLink: true}, Payer: "approve"}}, Expect: v1alpha1.PhaseSucceeded},
+	{Name: "stripe-refund-reversed", Provider: "stripe", Title: "Stripe: a refund fails after succeeding; the payment is whole again",
+		Script: paysim.Script{Outcome: paysim.OutcomePending}, Amount: 2000, Currency: "USD", Checkout: true,
+		Acts: []Act{
+			{When: Cue{PayerLink: true}, Payer: "approve"},
+			{When: Cue{Phase: v1alpha1.PhaseSucceeded}, Refund: &RefundAct{Name: "reversed-refund", Reason: "returned", Reversed: true}},
+			{When: Cue{RefundSucceeded: "reversed-refund"}, FailRefund: "reversed-refund"},
+		}, Expect: v1alpha1.PhaseSucceeded},
 	{Name: "refunded", Provider: "kukopay", Title: "refunded in part, then in full, by kubectl apply",
 		Script: paysim.Script{Outcome: paysim.OutcomeSucceed, After: 10 * time.Second}, Amount: 6000, Currency: "USD",
 		Acts: []Act{
@@ -195,6 +215,8 @@ func (a Act) describe(s Story) string {
 		return fmt.Sprintf("kubectl annotate payment -n %s %s %s=%q", Namespace, s.Name, a.Annotate[0], a.Annotate[1])
 	case a.Refund != nil:
 		return fmt.Sprintf("kubectl apply -f - (Refund %s of %s)", a.Refund.Name, refundAmount(*a.Refund, s.Currency))
+	case a.FailRefund != "":
+		return "the provider fails Refund " + a.FailRefund + " after it succeeded"
 	}
 	return "nothing"
 }
@@ -220,6 +242,7 @@ func refundAmount(r RefundAct, currency string) string {
 
 // scriptStories tells each story's paysim what the provider does with it.
 func (e *Env) scriptStories(ctx context.Context, sims map[string]int) error {
+	e.sims = sims
 	for _, s := range Stories {
 		control := paysim.NewControlClient(fmt.Sprintf("http://127.0.0.1:%d", sims[s.Provider]))
 		if err := control.Script(ctx, paysim.Rule{Provider: s.Provider, MerchantReference: s.merchantReference(), Script: s.Script}); err != nil {
@@ -329,8 +352,37 @@ func (e *Env) perform(ctx context.Context, s Story, p *v1alpha1.Payment, a Act) 
 		return e.annotate(ctx, p, a.Annotate[0], a.Annotate[1])
 	case a.Refund != nil:
 		return e.applyRefund(ctx, s.refund(*a.Refund))
+	case a.FailRefund != "":
+		return e.failRefund(ctx, s, a.FailRefund)
 	}
 	return fmt.Errorf("story %s: an act with nothing to do", s.Name)
+}
+
+// failRefund has the story's provider (paysim's Stripe mode) fail a refund
+// that succeeded: POST /_paysim/stripe/refunds/{id}/fail.
+func (e *Env) failRefund(ctx context.Context, s Story, name string) error {
+	r := &v1alpha1.Refund{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, r); err != nil {
+		return err
+	}
+	if r.Status.ProviderRefundID == "" {
+		return fmt.Errorf("refund %s has no provider refund id yet", name)
+	}
+	u := fmt.Sprintf("http://127.0.0.1:%d/_paysim/stripe/refunds/%s/fail", e.sims[s.Provider], url.PathEscape(r.Status.ProviderRefundID))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(`{"reason":"expired_or_canceled_card"}`))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return fmt.Errorf("fail refund %s at paysim: %s", r.Status.ProviderRefundID, resp.Status)
+	}
+	return nil
 }
 
 // payerDecides posts the payer's decision to the provider's payer page (every

@@ -78,19 +78,20 @@ type Facts struct {
 	// read before a first create: earlier objects of the order that settled
 	// and were deleted.
 	Ledger []LedgerRecord
-	// SucceededRefunds and FailedRefunds are the UIDs of the payment's
-	// Refunds that succeeded and that failed, read for a settled payment: a
-	// success its refunded total does not count yet (status.refundsCounted),
-	// or a counted one that failed since, makes the provider's cumulative
-	// figure be read (RefundsUncounted).
-	SucceededRefunds, FailedRefunds []types.UID
+	// SucceededRefunds and ReversedRefunds are the UIDs of the payment's
+	// Refunds that succeeded, and that failed after they had succeeded
+	// (RefundReversed), read for a settled payment: one its refunded total
+	// has not been read since (status.refundsCounted, refundsReversed) makes
+	// the provider's cumulative figure be read (RefundsUncounted).
+	SucceededRefunds, ReversedRefunds []types.UID
 }
 
 // RefundRead is a read of a settled payment's refunded total (Step.Read):
-// the Refunds its answer counts, and whether the total may have gone down.
+// the Refunds its answer counts and the reversals it reflects, and whether
+// the total may have gone down.
 type RefundRead struct {
-	Counts []types.UID
-	Lowers bool
+	Counts, Reversed []types.UID
+	Lowers           bool
 }
 
 // refundReadDue is when a settled payment whose refunded total does not
@@ -111,17 +112,17 @@ func refundReadDue(p *v1alpha1.Payment, pol Policy) time.Time {
 
 // RefundsUncounted returns the read a settled payment needs, if any: a
 // Refund succeeded after its refunded total was last read (its own answer
-// came before the payment's), or a counted one failed after it had
-// succeeded (the provider's figure went down). The provider's cumulative
+// came before the payment's), or one failed after it had succeeded (the
+// provider's figure went down) since. The provider's cumulative
 // figure counts every refund of the payment once, made by a Refund or
 // elsewhere (AfterRefundRead).
 func RefundsUncounted(p *v1alpha1.Payment, facts Facts) (RefundRead, bool) {
-	read := RefundRead{Counts: slices.Clone(facts.SucceededRefunds)}
+	read := RefundRead{Counts: slices.Clone(facts.SucceededRefunds), Reversed: slices.Clone(facts.ReversedRefunds)}
 	if !p.Status.Phase.TookMoney() || ProviderID(p) == "" {
 		return read, false
 	}
-	for _, uid := range facts.FailedRefunds {
-		if slices.Contains(p.Status.RefundsCounted, uid) {
+	for _, uid := range facts.ReversedRefunds {
+		if !slices.Contains(p.Status.RefundsReversed, uid) {
 			read.Lowers = true
 		}
 	}
@@ -135,8 +136,9 @@ func RefundsUncounted(p *v1alpha1.Payment, facts Facts) (RefundRead, bool) {
 
 // AfterRefundRead is AfterQuery for the read of a settled payment's
 // refunded total that Plan asked for (Step.Read): an answer counts the
-// Refunds that had succeeded when the read was sent, and only those; when a
-// counted Refund failed since, a lower figure is taken (Observation.Lowers).
+// Refunds that had succeeded when the read was sent, and only those, and the
+// reversals known then; after a reversal a lower figure is taken
+// (Observation.Lowers).
 func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead, now time.Time) Outcome {
 	out := AfterQuery(p, pol, call, false, now)
 	if Classify(call.Err) != Answered {
@@ -151,6 +153,7 @@ func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead
 		})
 	}
 	c.st().RefundsCounted = slices.Clone(read.Counts)
+	c.st().RefundsReversed = slices.Clone(read.Reversed)
 	return c.done()
 }
 
@@ -503,4 +506,21 @@ func refuseCreate(p *v1alpha1.Payment, why string, now time.Time) Outcome {
 		Reason:  v1alpha1.ReasonCreateRejected,
 	})
 	return c.done()
+}
+
+// RefundReversed reports whether a Refund failed after it had succeeded:
+// its money came back to the merchant (ReasonRefundReversed).
+func RefundReversed(r *v1alpha1.Refund) bool {
+	if r.Status.Phase != v1alpha1.RefundFailed {
+		return false
+	}
+	if f := r.Status.Failure; f != nil && f.Code == v1alpha1.ReasonRefundReversed {
+		return true
+	}
+	for _, h := range r.Status.History {
+		if h.Reason == v1alpha1.ReasonRefundReversed {
+			return true
+		}
+	}
+	return false
 }

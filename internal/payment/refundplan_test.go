@@ -63,9 +63,9 @@ func TestRefundAllowanceBounds(t *testing.T) {
 		// A refund that failed after it succeeded (Stripe): while the
 		// payment's figure still counts it, a Refund of that money waits for
 		// the payment's read instead of being refused; once read, it fits.
-		{"the money of a reversed refund not read yet: waits", part(1000), reversedPayment(1500, "a"), []v1alpha1.Refund{sentRefund("a", 1500, v1alpha1.RefundFailed)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
-		{"the money of a reversed refund, read: fits", part(1000), reversedPayment(0, "a"), []v1alpha1.Refund{sentRefund("a", 1500, v1alpha1.RefundFailed)}, 1000, "", "", ""},
-		{"a refund that failed uncounted frees nothing to wait for", part(1000), paidPayment(1500), []v1alpha1.Refund{sentRefund("a", 1500, v1alpha1.RefundFailed)}, 0, "", v1alpha1.ReasonOverRefund, ""},
+		{"the money of a reversed refund not read yet: waits", part(1000), paidPayment(1500), []v1alpha1.Refund{reversedRefund("a", 1500)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
+		{"the money of a reversed refund, read: fits", part(1000), reversedPayment(0, "a"), []v1alpha1.Refund{reversedRefund("a", 1500)}, 1000, "", "", ""},
+		{"a refund that simply failed frees nothing to wait for", part(1000), paidPayment(1500), []v1alpha1.Refund{sentRefund("a", 1500, v1alpha1.RefundFailed)}, 0, "", v1alpha1.ReasonOverRefund, ""},
 
 		// Sums that would overflow int64 are refused, never wrapped.
 		{"two undecided refunds near int64 max: a refund above what was received is refused", part(orderValue + 2), paidPayment(0), []v1alpha1.Refund{undecidedRefund("a", huge), undecidedRefund("b", huge)}, 0, "", v1alpha1.ReasonOverRefund, "int64"},
@@ -87,10 +87,18 @@ func TestRefundAllowanceBounds(t *testing.T) {
 	}
 }
 
-// reversedPayment is paidPayment(refunded) whose figure was read when
-// Refund uid (named by its name's UID, see sentRefund) had succeeded.
+// reversedPayment is paidPayment(refunded) whose figure was read after
+// Refund name (see sentRefund) was reversed.
 func reversedPayment(refunded int64, name string) *v1alpha1.Payment {
 	p := paidPayment(refunded)
-	p.Status.RefundsCounted = []types.UID{sentRefund(name, 1, v1alpha1.RefundSucceeded).UID}
+	p.Status.RefundsReversed = []types.UID{sentRefund(name, 1, v1alpha1.RefundFailed).UID}
 	return p
+}
+
+// reversedRefund is a Refund of amount that failed after it succeeded.
+func reversedRefund(name string, amount int64) v1alpha1.Refund {
+	r := sentRefund(name, amount, v1alpha1.RefundFailed)
+	r.Status.Failure = &v1alpha1.Failure{Code: "expired_or_canceled_card"}
+	r.Status.History = []v1alpha1.HistoryEntry{{From: v1alpha1.PaymentPhase(v1alpha1.RefundSucceeded), To: v1alpha1.PaymentPhase(v1alpha1.RefundFailed), Reason: v1alpha1.ReasonRefundReversed}}
+	return r
 }

@@ -36,7 +36,7 @@ func TestRefundsUncounted(t *testing.T) {
 		counted   []types.UID
 		succeeded []types.UID
 		want      bool
-		failed    []types.UID
+		reversed  []types.UID
 		lowers    bool
 	}{
 		{"no Refund succeeded", v1alpha1.PhaseSucceeded, false, nil, nil, false, nil, false},
@@ -53,21 +53,23 @@ func TestRefundsUncounted(t *testing.T) {
 		{"failed payment", v1alpha1.PhaseFailed, false, nil, []types.UID{"a"}, false, nil, false},
 		{"still processing", v1alpha1.PhaseProcessing, false, nil, []types.UID{"a"}, false, nil, false},
 		{"no provider id to read", v1alpha1.PhaseSucceeded, true, nil, []types.UID{"a"}, false, nil, false},
-		// A counted Refund that failed after it succeeded: the provider's
-		// figure went down.
+		// A Refund that failed after it succeeded: the provider's figure
+		// went down (counted by a read or an event alike).
 		{"a counted Refund reversed", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"a", "b"}, []types.UID{"b"}, true, []types.UID{"a"}, true},
-		{"the only counted Refund reversed", v1alpha1.PhaseRefunded, false, []types.UID{"a"}, nil, true, []types.UID{"a"}, true},
-		// A Refund that failed before it was ever counted moved nothing.
-		{"a Refund that failed uncounted", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"b"}, []types.UID{"b"}, false, []types.UID{"a"}, false},
+		{"the only Refund reversed, never read", v1alpha1.PhaseRefunded, false, nil, nil, true, []types.UID{"a"}, true},
+		{"a reversal already read", v1alpha1.PhasePartiallyRefunded, false, []types.UID{"b"}, []types.UID{"b"}, false, []types.UID{"a"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := succeededPayment()
 			p.Status.Phase = tc.phase
 			p.Status.RefundsCounted = tc.counted
+			if tc.name == "a reversal already read" {
+				p.Status.RefundsReversed = []types.UID{"a"}
+			}
 			if tc.noID {
 				p.Status.ProviderPaymentID, p.Spec.ProviderPaymentID = "", ""
 			}
-			read, got := payment.RefundsUncounted(p, payment.Facts{SucceededRefunds: tc.succeeded, FailedRefunds: tc.failed})
+			read, got := payment.RefundsUncounted(p, payment.Facts{SucceededRefunds: tc.succeeded, ReversedRefunds: tc.reversed})
 			if got != tc.want || got && read.Lowers != tc.lowers {
 				t.Errorf("RefundsUncounted = %v (lowers %v), want %v (lowers %v)", got, read.Lowers, tc.want, tc.lowers)
 			}
@@ -182,7 +184,7 @@ func TestScenarioARefundReversedLowersItsPaymentsTotal(t *testing.T) {
 	}
 
 	// "three" fails after it succeeded: the provider says 500.
-	read(payment.Facts{SucceededRefunds: []types.UID{"five"}, FailedRefunds: []types.UID{"three"}}, 500)
+	read(payment.Facts{SucceededRefunds: []types.UID{"five"}, ReversedRefunds: []types.UID{"three"}}, 500)
 	if p.Status.Phase != v1alpha1.PhasePartiallyRefunded || p.Status.AmountRefunded.Value != 500 || p.Status.AmountRefundedDisplay != "5.00 USD" {
 		t.Fatalf("%s %+v %q, want PartiallyRefunded 500", p.Status.Phase, p.Status.AmountRefunded, p.Status.AmountRefundedDisplay)
 	}
@@ -190,15 +192,36 @@ func TestScenarioARefundReversedLowersItsPaymentsTotal(t *testing.T) {
 		t.Errorf("history %+v, want the reversal recorded", last)
 	}
 	// "five" fails too: nothing is refunded any more.
-	read(payment.Facts{FailedRefunds: []types.UID{"three", "five"}}, 0)
+	read(payment.Facts{ReversedRefunds: []types.UID{"three", "five"}}, 0)
 	if p.Status.Phase != v1alpha1.PhaseSucceeded || p.Status.AmountRefunded != nil || p.Status.AmountRefundedDisplay != "" {
 		t.Fatalf("%s %+v %q, want Succeeded with nothing refunded", p.Status.Phase, p.Status.AmountRefunded, p.Status.AmountRefundedDisplay)
 	}
-	if step := payment.Plan(p, pol, payment.Facts{FailedRefunds: []types.UID{"three", "five"}}, now); step.Action != payment.Nothing {
+	if step := payment.Plan(p, pol, payment.Facts{ReversedRefunds: []types.UID{"three", "five"}}, now); step.Action != payment.Nothing {
 		t.Errorf("after the reversals: %v (%s), want nothing more", step.Action, step.Why)
 	}
 	// The money is refundable again.
 	if allowed, wait, refusal := payment.RefundAllowance(&v1alpha1.Refund{Spec: v1alpha1.RefundSpec{Amount: &v1alpha1.Amount{Value: orderValue, Currency: orderCurrency}}}, p, nil); allowed.Value != orderValue || wait != "" || refusal != "" {
 		t.Errorf("allowance after the reversals: %+v %q %q, want the whole %d", allowed, wait, refusal, orderValue)
+	}
+}
+
+// A Refund the provider fails after it succeeded is told apart from one that
+// simply failed: only the first took money back out of the figure.
+func TestRefundReversed(t *testing.T) {
+	r := newRefund("r", 500, t0)
+	r.Status = sentRefund("r", 500, v1alpha1.RefundSucceeded).Status
+	failed := payment.ApplyRefund(r, refundObs(payment.ObservedFailed, "evt-failed", withFailure("expired_or_canceled_card", "")), t0)
+	r.Status = failed.Status
+	if !payment.RefundReversed(r) || r.Status.Failure == nil || r.Status.Failure.Code != "expired_or_canceled_card" {
+		t.Errorf("reversed: %v, failure %+v", payment.RefundReversed(r), r.Status.Failure)
+	}
+	if len(failed.Events) == 0 || failed.Events[0].Reason != v1alpha1.ReasonRefundReversed || !failed.Events[0].Warning {
+		t.Errorf("events %+v, want a RefundReversed Warning", failed.Events)
+	}
+	plain := newRefund("p", 500, t0)
+	plain.Status = sentRefund("p", 500, v1alpha1.RefundProcessing).Status
+	plain.Status = payment.ApplyRefund(plain, refundObs(payment.ObservedFailed, "evt-failed", withFailure("insufficient_funds", "")), t0).Status
+	if plain.Status.Phase != v1alpha1.RefundFailed || payment.RefundReversed(plain) {
+		t.Errorf("a refund that failed before it succeeded: %s reversed %v", plain.Status.Phase, payment.RefundReversed(plain))
 	}
 }
