@@ -25,7 +25,7 @@ func TestEventsNameThePaymentCreateReturned(t *testing.T) {
 	noID := map[string]bool{providers.TypePayPal + "/CUSTOMER.DISPUTE.CREATED": true}
 	// Stripe's refund and dispute objects do not carry the PaymentIntent's metadata:
 	// they are found by the payment id.
-	noRef := map[string]bool{providers.TypeStripe + "/refund.created": true, providers.TypeStripe + "/charge.dispute.created": true}
+	noRef := map[string]bool{providers.TypeStripe + "/refund.created": true, providers.TypeStripe + "/charge.dispute.created": true, providers.TypeStripe + "/charge.dispute.funds_withdrawn": true}
 
 	for _, typ := range providers.Types() {
 		t.Run(typ, func(t *testing.T) {
