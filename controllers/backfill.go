@@ -401,21 +401,26 @@ func (r *Backfill) inInbox(ctx context.Context, prov *v1alpha1.PaymentProvider, 
 	return existing.Spec.EventID == ev.ID
 }
 
-// admit waits for the provider's token bucket (shared with status queries);
-// an open circuit or a long wait ends the run with a deferredError.
+// admit waits for the provider's token bucket (shared with status queries,
+// which an events page goes ahead of: it stands for webhooks, and may settle
+// many payments at once); an open circuit or a long wait ends the run with a
+// deferredError.
 func (r *Backfill) admit(ctx context.Context, e *gateway.Entry) error {
+	key := "backfill/" + e.Key.String()
 	for {
-		adm := e.Admit("", r.Clock.Now())
+		adm := e.Admit(key, gateway.Read, r.Clock.Now())
 		if adm.OK {
 			return nil
 		}
 		if adm.Reason != gateway.DeferRateLimited || adm.Wait > maxAdmitWait {
+			e.Release(key)
 			return &deferredError{wait: adm.Wait, reason: adm.Reason}
 		}
 		t := time.NewTimer(adm.Wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			e.Release(key)
 			return ctx.Err()
 		case <-t.C:
 		}

@@ -312,7 +312,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 				continue
 			}
 		}
-		adm := r.admit(ctx, entry, uid)
+		adm := r.admit(ctx, entry, uid, callPriority(step.Action, step.Scheduled))
 		if !adm.OK {
 			metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
 			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
@@ -460,8 +460,19 @@ func (r *PaymentReconciler) finalize(ctx context.Context, p *v1alpha1.Payment) (
 // admit waits in line for the provider's token when the wait is short, so a
 // paced backlog costs one reconcile per call; a longer wait, an open circuit
 // or a refused configuration hand the payment back to the queue.
-func (r *PaymentReconciler) admit(ctx context.Context, e *gateway.Entry, uid string) gateway.Admission {
-	return admitWait(ctx, r.Clock, e, uid)
+func (r *PaymentReconciler) admit(ctx context.Context, e *gateway.Entry, uid string, prio gateway.Priority) gateway.Admission {
+	return admitWait(ctx, r.Clock, e, uid, prio)
+}
+
+// callPriority is a call's place in its provider's line (SPEC §12.3): a
+// status query on its schedule goes after every other call, each of which
+// moves money or finds out whether it moved (create, its look-up,
+// authorize, capture, cancel, refund, the look-up of an operation's outcome).
+func callPriority(a payment.Action, scheduled bool) gateway.Priority {
+	if a == payment.Query && scheduled {
+		return gateway.Scheduled
+	}
+	return gateway.Money
 }
 
 // call makes the provider call the plan asked for.

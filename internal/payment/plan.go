@@ -46,6 +46,11 @@ type Step struct {
 	// CloseOut marks a query made after spec.expiresAfter (SPEC §2.5): a
 	// Pending answer then closes the payment out as a local Expired.
 	CloseOut bool
+	// Scheduled marks a status query on the payment's schedule (not the
+	// look-up of an operation's outcome): it waits for its provider's token
+	// behind every call that moves money or that someone waits for (SPEC
+	// §12.3).
+	Scheduled bool
 	// Why explains the step, for logs.
 	Why string
 }
@@ -206,7 +211,7 @@ func planQuery(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step
 		}
 		return Step{Action: Wait, At: at, Why: "next status query not due"}
 	}
-	return Step{Action: Query, CloseOut: closeOut, Why: "status query due"}
+	return Step{Action: Query, CloseOut: closeOut, Scheduled: true, Why: "status query due"}
 }
 
 // ProviderID is the provider's id of the payment: recorded in status, or

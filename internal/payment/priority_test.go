@@ -1,0 +1,57 @@
+package payment_test
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// What Plan tells the reconciler about a call's place in its provider's line
+// (SPEC §12.3): which status queries are only the schedule's.
+
+func TestPlanMarksScheduledQueries(t *testing.T) {
+	pol := testPolicy()
+	capturing := func() *v1alpha1.Payment {
+		p := created("capturing")
+		p.Status.Operation = &v1alpha1.Operation{Kind: v1alpha1.OperationCapture, RequestedAt: metav1.NewTime(t0)}
+		return p
+	}
+	cases := []struct {
+		name      string
+		pay       *v1alpha1.Payment
+		now       time.Time
+		action    payment.Action
+		scheduled bool
+	}{
+		{name: "the create itself is no scheduled query", pay: store(newPay("marked"), planned(newPay("marked"), pol, t0).Outcome), now: t0, action: payment.Create},
+		{name: "a status query on the schedule is scheduled", pay: created("due"), now: t0.Add(30 * time.Second), action: payment.Query, scheduled: true},
+		{name: "the look-up of a capture's outcome is not", pay: capturing(), now: t0.Add(2 * time.Second), action: payment.Query},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := planned(tc.pay, pol, tc.now)
+			if s.Action != tc.action || s.Scheduled != tc.scheduled {
+				t.Fatalf("step %s scheduled=%v (%s), want %s scheduled=%v", s.Action, s.Scheduled, s.Why, tc.action, tc.scheduled)
+			}
+		})
+	}
+}
+
+func TestPlanRefundMarksItsScheduledQuery(t *testing.T) {
+	pol := testPolicy()
+	pol.Lifecycle, pol.LifecycleKnown = provider.Lifecycle{Refunds: true}, true
+	facts := payment.RefundFacts{Payment: paidPayment(0)}
+	r := newRefundMarked(pol, facts)
+	if s := payment.PlanRefund(r, pol, facts, t0); s.Action != payment.Create || s.Scheduled {
+		t.Fatalf("refund create: %s scheduled=%v", s.Action, s.Scheduled)
+	}
+	r.Status = payment.AfterRefundCreate(r, pol, payment.RefundCall{Refund: provider.Refund{ID: "re_1", Status: provider.RefundPending, Amount: 500, Currency: orderCurrency}}, t0).Status
+	if s := payment.PlanRefund(r, pol, facts, r.Status.Query.NextTime.Time); s.Action != payment.Query || !s.Scheduled {
+		t.Fatalf("refund status query: %s scheduled=%v (%s), want a scheduled query", s.Action, s.Scheduled, s.Why)
+	}
+}
