@@ -222,7 +222,15 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		r.unstored.drop(uid)
 	}
 
-	wrote, called, fresh := false, false, false
+	// admitted: a token taken and not used yet (the one of the call a marker
+	// announced, taken before the marker was stored); the next call goes
+	// out with it.
+	wrote, called, fresh, admitted := false, false, false, false
+	defer func() {
+		if admitted {
+			entry.Forgo()
+		}
+	}()
 	for {
 		now := r.Clock.Now()
 		facts, err := r.facts(ctx, p)
@@ -256,6 +264,20 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 					// how its money is settled.)
 					release(entry, uid)
 					return ctrl.Result{}, nil
+				}
+				if step.Announces != payment.Nothing && !admitted {
+					// A create waiting for the rate limit is not marked:
+					// unmarked, it is known not to have left.
+					if entry == nil {
+						logger.Info("provider not usable; waiting", "reason", perr.Error())
+						return ctrl.Result{RequeueAfter: providerRetry}, nil
+					}
+					adm := r.admit(ctx, entry, uid, callPriority(step.Announces, false))
+					if !adm.OK {
+						metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
+						return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
+					}
+					admitted = true
 				}
 				// The object must outlive the call the marker announces.
 				if err := holdMoney(ctx, r.Client, p, nil); err != nil {
@@ -312,11 +334,15 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 				continue
 			}
 		}
-		adm := r.admit(ctx, entry, uid, callPriority(step.Action, step.Scheduled))
-		if !adm.OK {
-			metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
-			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
+		if !admitted {
+			adm := r.admit(ctx, entry, uid, callPriority(step.Action, step.Scheduled))
+			if !adm.OK {
+				metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
+				return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
+			}
+			admitted = true
 		}
+		admitted = false   // spent on the call below
 		r.marked.drop(uid) // from here on a call may have gone out
 		call := r.call(ctx, entry, p, step.Action)
 		// Waits (Retry-After, the next step) count from the answer.

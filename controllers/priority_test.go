@@ -15,7 +15,8 @@ import (
 
 // TestCreateGoesAheadOfScheduledQueries: with the provider's bucket drained
 // by status queries (30 due at once at qps 1: half a minute of backlog), a
-// new payment's create takes the next token, not the last one.
+// new payment's create takes the next token, not the last one, and its
+// create marker is never left standing for a call that waited.
 func TestCreateGoesAheadOfScheduledQueries(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
@@ -48,4 +49,53 @@ func TestCreateGoesAheadOfScheduledQueries(t *testing.T) {
 	if got.Status.Phase == v1alpha1.PhaseUnknown {
 		t.Fatalf("phase %s: %s", got.Status.Phase, fixture.Dump(got.Status))
 	}
+}
+
+// TestRateLimitedCreateIsNeverCreateOutcomeUnknown: creates that cannot get
+// a token before their spec.expiresAfter passes were never marked, so they
+// end Expired ("nothing was sent"), never Unknown with CreateOutcomeUnknown
+// (a human asked to check a create that never left the process).
+func TestRateLimitedCreateIsNeverCreateOutcomeUnknown(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "prio")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
+	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	var pays []*v1alpha1.Payment
+	for i := 0; i < 6; i++ {
+		pays = append(pays, fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: fmt.Sprintf("order-%d", i), Provider: "kukopay",
+			Outcome: paysim.OutcomePending, ExpiresAfter: "2s"}))
+	}
+	created, expired := 0, 0
+	for _, p := range pays {
+		got := fixture.WaitPayment(t, env.Client, p, "created, or settled without a create", func(p *v1alpha1.Payment) bool {
+			return p.Status.ProviderPaymentID != "" || p.Status.Phase.IsFinal() || p.Status.Phase == v1alpha1.PhaseUnknown
+		})
+		switch {
+		case got.Status.Phase == v1alpha1.PhaseUnknown:
+			t.Errorf("%s: Unknown (%s), a create held back by the rate limit is known not to have left: %s", p.Name, reviewOf(got), fixture.Dump(got.Status))
+		case got.Status.ProviderPaymentID != "":
+			created++
+		case got.Status.Phase == v1alpha1.PhaseExpired:
+			expired++
+			if got.Status.CreateRequestedAt != nil {
+				t.Errorf("%s: expired with a create marker %s", p.Name, got.Status.CreateRequestedAt)
+			}
+		}
+	}
+	if c := s.Counters(); c.CreateRequests != created || c.Searches != 0 {
+		t.Errorf("provider saw %d creates and %d searches; %d payments were created, none looked up", c.CreateRequests, c.Searches, created)
+	}
+	if expired == 0 {
+		t.Errorf("all %d creates got a token before their expiry; the test proves nothing", created)
+	}
+	t.Logf("%d created, %d expired before their token came, nothing sent for them", created, expired)
+}
+
+func reviewOf(p *v1alpha1.Payment) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1alpha1.ConditionNeedsReview {
+			return c.Reason
+		}
+	}
+	return "no review"
 }

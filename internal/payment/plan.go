@@ -51,6 +51,11 @@ type Step struct {
 	// behind every call that moves money or that someone waits for (SPEC
 	// §12.3).
 	Scheduled bool
+	// Announces is the call a Write's marker announces (Create): the call's
+	// token is taken before the marker is stored, so a marker never stands
+	// for a call that then waited for the rate limit. A create held back
+	// stays unmarked, known not to have left (SPEC §12.3).
+	Announces Action
 	// Why explains the step, for logs.
 	Why string
 }
@@ -159,7 +164,7 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	case !marked && Restored(p):
 		return Step{Action: Lookup, Why: "restored without status: look the order up at the provider before creating it"}
 	case !marked:
-		return Step{Action: Write, Outcome: markCreate(p, now), Why: "create marker before the call"}
+		return Step{Action: Write, Outcome: markCreate(p, now), Announces: Create, Why: "create marker before the call"}
 	case pastExpiry:
 		return Step{Action: Lookup, Why: "past expiresAfter: no create is sent; look for one that may have gone out"}
 	case canceling && chargesOnCreate(p):

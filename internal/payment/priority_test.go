@@ -12,9 +12,10 @@ import (
 )
 
 // What Plan tells the reconciler about a call's place in its provider's line
-// (SPEC §12.3): which status queries are only the schedule's.
+// (SPEC §12.3): which status queries are only the schedule's, and which
+// marker announces a call whose token is taken before the marker is stored.
 
-func TestPlanMarksScheduledQueries(t *testing.T) {
+func TestPlanMarksScheduledQueriesAndAnnouncedCalls(t *testing.T) {
 	pol := testPolicy()
 	capturing := func() *v1alpha1.Payment {
 		p := created("capturing")
@@ -27,16 +28,24 @@ func TestPlanMarksScheduledQueries(t *testing.T) {
 		now       time.Time
 		action    payment.Action
 		scheduled bool
+		announces payment.Action
 	}{
+		{name: "the create marker announces the create", pay: newPay("new"), now: t0, action: payment.Write, announces: payment.Create},
 		{name: "the create itself is no scheduled query", pay: store(newPay("marked"), planned(newPay("marked"), pol, t0).Outcome), now: t0, action: payment.Create},
 		{name: "a status query on the schedule is scheduled", pay: created("due"), now: t0.Add(30 * time.Second), action: payment.Query, scheduled: true},
 		{name: "the look-up of a capture's outcome is not", pay: capturing(), now: t0.Add(2 * time.Second), action: payment.Query},
+		{name: "a write that is no marker announces nothing", pay: func() *v1alpha1.Payment {
+			p := newPay("expired")
+			p.Spec.ExpiresAfter = &metav1.Duration{Duration: time.Minute}
+			return p
+		}(), now: t0.Add(time.Minute), action: payment.Write},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := planned(tc.pay, pol, tc.now)
-			if s.Action != tc.action || s.Scheduled != tc.scheduled {
-				t.Fatalf("step %s scheduled=%v (%s), want %s scheduled=%v", s.Action, s.Scheduled, s.Why, tc.action, tc.scheduled)
+			if s.Action != tc.action || s.Scheduled != tc.scheduled || s.Announces != tc.announces {
+				t.Fatalf("step %s scheduled=%v announces %s (%s), want %s scheduled=%v announces %s",
+					s.Action, s.Scheduled, s.Announces, s.Why, tc.action, tc.scheduled, tc.announces)
 			}
 		})
 	}
