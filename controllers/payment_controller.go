@@ -342,6 +342,12 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			}
 			admitted = true
 		}
+		if seen, ok := r.settledMeanwhile(ctx, p, step); ok {
+			// Settled (a webhook) while the query waited for its token:
+			// nothing is asked about a settled payment.
+			p = seen
+			continue
+		}
 		admitted = false   // spent on the call below
 		r.marked.drop(uid) // from here on a call may have gone out
 		call := r.call(ctx, entry, p, step.Action)
@@ -499,6 +505,20 @@ func callPriority(a payment.Action, scheduled bool) gateway.Priority {
 		return gateway.Scheduled
 	}
 	return gateway.Money
+}
+
+// settledMeanwhile returns the manager's freshest copy of p (its cache) when
+// that copy makes step's query moot: the payment settled while the query
+// waited for its token, or while this reconcile read and planned.
+func (r *PaymentReconciler) settledMeanwhile(ctx context.Context, p *v1alpha1.Payment, step payment.Step) (*v1alpha1.Payment, bool) {
+	if step.Action != payment.Query {
+		return nil, false
+	}
+	seen := &v1alpha1.Payment{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(p), seen); err != nil || seen.UID != p.UID {
+		return nil, false
+	}
+	return seen, payment.QueryMoot(step, seen)
 }
 
 // call makes the provider call the plan asked for.

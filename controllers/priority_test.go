@@ -1,9 +1,15 @@
 package controllers_test
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
@@ -98,4 +104,73 @@ func reviewOf(p *v1alpha1.Payment) string {
 		}
 	}
 	return "no review"
+}
+
+// TestNoQueryForAPaymentSeenSettled: a payment settles (a webhook, stored by
+// another writer) after its reconcile read it and before its status query
+// goes out. The manager's cache has the settled copy by then: the query is
+// not sent.
+func TestNoQueryForAPaymentSeenSettled(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "prio")
+	s := fixture.StartSim(t, paysim.Options{})
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Quiet: true})
+	const name = "settles"
+	var settled atomic.Pointer[v1alpha1.Payment]
+	o := fixture.Run(controllers.ControllerPayment)
+	o.WrapClient = func(c client.Client) client.Client {
+		return fixture.Intercept(c, interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if err := c.Get(ctx, key, obj, opts...); err != nil {
+					return err
+				}
+				if _, ok := obj.(*v1alpha1.Payment); !ok || key.Name != name || controller.ReconcileIDFromContext(ctx) == "" || settled.Load() != nil {
+					return nil
+				}
+				// The reconcile has read the payment pending; it settles now,
+				// and the manager's cache sees it before the reconcile goes on.
+				settled.Store(settle(t, c, key))
+				return nil
+			},
+		})
+	}
+	m := fixture.StartManager(t, env, ns, o)
+	p := fixture.TrackedPayment(t, env.Client, s, prov, name, paysim.OutcomePending)
+
+	fixture.Eventually(t, 10*time.Second, "the payment to settle during its reconcile", func() bool { return settled.Load() != nil })
+	m.Reconciles.WaitSeen(t, controllers.ControllerPayment, p, settled.Load())
+	id := p.Spec.ProviderPaymentID
+	if n := s.Counters().QueriesByPayment[id]; n != 0 {
+		t.Fatalf("%d status queries for a payment the manager had seen settled, want 0", n)
+	}
+	if got := fixture.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Fatalf("phase %s, want the settled Succeeded kept", got.Status.Phase)
+	}
+}
+
+// settle stores the payment as Succeeded, as the receiver would, and waits
+// until cache (the manager's) has it. It runs inside a reconcile: it reports
+// failures with t.Error only.
+func settle(t *testing.T, cache client.Reader, key client.ObjectKey) *v1alpha1.Payment {
+	ctx := context.Background()
+	p := &v1alpha1.Payment{}
+	for {
+		if err := env.Client.Get(ctx, key, p); err != nil {
+			t.Error(err)
+			return p
+		}
+		p.Status.Phase = v1alpha1.PhaseSucceeded
+		if err := env.Client.Status().Update(ctx, p); err == nil {
+			break
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		seen := &v1alpha1.Payment{}
+		if err := cache.Get(ctx, key, seen); err == nil && seen.Status.Phase == v1alpha1.PhaseSucceeded {
+			return p
+		}
+		time.Sleep(10 * time.Millisecond) // polling the cache, not a schedule
+	}
+	t.Error("the manager's cache never saw the settled payment")
+	return p
 }

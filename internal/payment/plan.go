@@ -219,6 +219,16 @@ func planQuery(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step
 	return Step{Action: Query, CloseOut: closeOut, Scheduled: true, Why: "status query due"}
 }
 
+// QueryMoot reports whether a status query planned on one copy of a payment
+// must not go out because seen, the freshest copy the manager holds (its
+// cache, read after the wait for the provider's token), shows the payment
+// settled. A settled payment never leaves the settled phases, so no answer
+// could change it: the query would only take a token from calls that matter
+// (SPEC §12.3).
+func QueryMoot(step Step, seen *v1alpha1.Payment) bool {
+	return step.Action == Query && seen.Status.Phase.IsFinal()
+}
+
 // ProviderID is the provider's id of the payment: recorded in status, or
 // given in spec for a payment paywarden only tracks.
 func ProviderID(p *v1alpha1.Payment) string {

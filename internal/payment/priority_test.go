@@ -64,3 +64,27 @@ func TestPlanRefundMarksItsScheduledQuery(t *testing.T) {
 		t.Fatalf("refund status query: %s scheduled=%v (%s), want a scheduled query", s.Action, s.Scheduled, s.Why)
 	}
 }
+
+func TestQueryMoot(t *testing.T) {
+	settled := created("settled")
+	settled.Status.Phase = v1alpha1.PhaseSucceeded
+	query := payment.Step{Action: payment.Query, Scheduled: true}
+	cases := []struct {
+		name string
+		step payment.Step
+		seen *v1alpha1.Payment
+		moot bool
+	}{
+		{"a query for a payment seen settled does not go out", query, settled, true},
+		{"a query for a payment seen pending goes out", query, created("pending"), false},
+		{"the look-up of an operation on a payment seen settled does not go out", payment.Step{Action: payment.Query}, settled, true},
+		{"only queries are held back", payment.Step{Action: payment.CallCapture}, settled, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := payment.QueryMoot(tc.step, tc.seen); got != tc.moot {
+				t.Fatalf("QueryMoot = %v, want %v", got, tc.moot)
+			}
+		})
+	}
+}
