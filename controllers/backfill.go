@@ -404,7 +404,9 @@ func (r *Backfill) inInbox(ctx context.Context, prov *v1alpha1.PaymentProvider, 
 // admit waits for the provider's token bucket (shared with status queries,
 // which an events page goes ahead of: it stands for webhooks, and may settle
 // many payments at once); an open circuit or a long wait ends the run with a
-// deferredError.
+// deferredError. The run holds its place in line under a key of its own, as a
+// payment does: a run deferred for a long wait comes back at that wait and
+// takes the token held for it.
 func (r *Backfill) admit(ctx context.Context, e *gateway.Entry) error {
 	key := "backfill/" + e.Key.String()
 	for {
@@ -413,14 +415,12 @@ func (r *Backfill) admit(ctx context.Context, e *gateway.Entry) error {
 			return nil
 		}
 		if adm.Reason != gateway.DeferRateLimited || adm.Wait > maxAdmitWait {
-			e.Release(key)
 			return &deferredError{wait: adm.Wait, reason: adm.Reason}
 		}
 		t := time.NewTimer(adm.Wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			e.Release(key)
 			return ctx.Err()
 		case <-t.C:
 		}

@@ -174,3 +174,64 @@ func settle(t *testing.T, cache client.Reader, key client.ObjectKey) *v1alpha1.P
 	t.Error("the manager's cache never saw the settled payment")
 	return p
 }
+
+// TestBackfillGoesAheadOfScheduledQueries: an events page stands for
+// webhooks (and may settle many payments at once): with the bucket drained by
+// status queries it takes the next token, and a one-off replay completes at
+// once instead of being deferred behind half a minute of queries.
+func TestBackfillGoesAheadOfScheduledQueries(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "prio")
+	s := fixture.StartSim(t, paysim.Options{})
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerBackfill))
+	mark := m.Reconciles.Mark()
+	var queued []*v1alpha1.Payment
+	for i := 0; i < 30; i++ {
+		queued = append(queued, fixture.TrackedPayment(t, env.Client, s, prov, fmt.Sprintf("tracked-%d", i), paysim.OutcomePending))
+	}
+	fixture.Eventually(t, 20*time.Second, "every tracked payment to ask for its query", func() bool {
+		for _, p := range queued {
+			if len(m.Reconciles.Since(mark, controllers.ControllerPayment, p)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	fixture.Annotate(t, env.Client, prov, controllers.AnnotationBackfillFrom, from)
+	fixture.Eventually(t, 4*time.Second, "the one-off backfill behind 30 status queries", func() (bool, string) {
+		got := fixture.GetProvider(t, env.Client, ns, prov.Name)
+		return got.Annotations[controllers.AnnotationBackfillFromDone] == from, fixture.Dump(got.Status.Conditions)
+	})
+}
+
+// TestRefundReadsItsPaymentBackAheadOfScheduledQueries: once a refund has
+// settled, its payment is read back from the provider (its cumulative
+// refunded total) ahead of the status queries that drain the bucket.
+func TestRefundReadsItsPaymentBackAheadOfScheduledQueries(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "prio")
+	s := fixture.StartSim(t, paysim.Options{})
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 2, Burst: 1})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund))
+	paid := fixture.TrackedPayment(t, env.Client, s, prov, "paid", paysim.OutcomeSucceed)
+	fixture.WaitPhase(t, env.Client, paid, v1alpha1.PhaseSucceeded, 10*time.Second)
+	mark := m.Reconciles.Mark()
+	var queued []*v1alpha1.Payment
+	for i := 0; i < 30; i++ {
+		queued = append(queued, fixture.TrackedPayment(t, env.Client, s, prov, fmt.Sprintf("tracked-%d", i), paysim.OutcomePending))
+	}
+	fixture.Eventually(t, 20*time.Second, "every tracked payment to ask for its query", func() bool {
+		for _, p := range queued {
+			if len(m.Reconciles.Since(mark, controllers.ControllerPayment, p)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "back", Payment: paid.Name, Amount: 500})
+	fixture.Eventually(t, 5*time.Second, "the payment read back after its refund, behind 30 status queries", func() (bool, string) {
+		got := fixture.GetPayment(t, env.Client, paid)
+		a := got.Status.AmountRefunded
+		return got.Status.Phase == v1alpha1.PhasePartiallyRefunded && a != nil && a.Value == 500, fixture.Dump(got.Status)
+	})
+}
