@@ -225,7 +225,9 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	// admitted: a token taken and not used yet (the one of the call a marker
 	// announced, taken before the marker was stored); the next call goes
 	// out with it.
-	wrote, called, fresh, admitted := false, false, false, false
+	// marked: this reconcile stored the create marker and has made no call
+	// since, so the create has not left the process.
+	wrote, called, fresh, admitted, marked := false, false, false, false, false
 	defer func() {
 		if admitted {
 			entry.Forgo()
@@ -239,6 +241,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		facts.ConfigAccepted = entry != nil && entry.ConfigProblem() == ""
 		facts.FreshOperation = r.marked.uncalled(uid, p.Status.Operation)
+		facts.FreshCreate = marked
 		step := payment.Plan(p, pol, facts, now)
 		switch step.Action {
 		case payment.Nothing:
@@ -285,10 +288,13 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 				}
 				r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
 			}
+			announced := payment.Nothing // by the outcome stored (after a conflict, planned again)
 			stored, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome {
 				if s := payment.Plan(p, pol, facts, now); s.Action == payment.Write {
+					announced = s.Announces
 					return s.Outcome
 				}
+				announced = payment.Nothing
 				return payment.Outcome{Status: p.Status}
 			})
 			if err != nil {
@@ -300,6 +306,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 				return requeueAt(now.Add(minIdleRequeue), now, wrote), nil
 			}
 			wrote = true
+			marked = marked || announced == payment.Create
 			// An operation marked just now has not been called yet: this
 			// process knows until it calls; a new one looks it up.
 			if op := p.Status.Operation; op != nil && (opBefore == nil || markKey(opBefore) != markKey(op)) {
@@ -348,8 +355,8 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			p = seen
 			continue
 		}
-		admitted = false   // spent on the call below
-		r.marked.drop(uid) // from here on a call may have gone out
+		admitted, marked = false, false // spent on the call below
+		r.marked.drop(uid)              // from here on a call may have gone out
 		call := r.call(ctx, entry, p, step.Action)
 		// Waits (Retry-After, the next step) count from the answer.
 		at := r.Clock.Now()

@@ -235,3 +235,35 @@ func TestRefundReadsItsPaymentBackAheadOfScheduledQueries(t *testing.T) {
 		return got.Status.Phase == v1alpha1.PhasePartiallyRefunded && a != nil && a.Value == 500, fixture.Dump(got.Status)
 	})
 }
+
+// TestAProbeWhoseMarkerWriteFailedIsHandedBack: the create's token is taken
+// before its marker is written; when that token was a half-open circuit's
+// one probe and the marker write fails, the probe is handed back, so the
+// next attempt probes instead of waiting behind a probe that never went out.
+func TestAProbeWhoseMarkerWriteFailedIsHandedBack(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "prio")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, Failures: 1, OpenFor: "300ms"})
+	lost := fixture.FailWrites(fixture.Once(fixture.StatusOf(func(p *v1alpha1.Payment) bool {
+		return p.Name == "second" && p.Status.CreateRequestedAt != nil
+	})), nil)
+	o := fixture.Run(controllers.ControllerPayment)
+	o.WrapClient = lost.Wrap
+	m := fixture.StartManager(t, env, ns, o)
+
+	s.SetFaults(paysim.Faults{ServerErrorRate: 1})
+	fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "first", Provider: "kukopay", Outcome: paysim.OutcomePending})
+	fixture.Eventually(t, 10*time.Second, "a failed create to open the circuit", func() bool {
+		return len(m.Requests.Calls(fixture.IsKind(fixture.CallCreate))) > 0
+	})
+	s.SetFaults(paysim.Faults{})
+
+	second := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "second", Provider: "kukopay", Outcome: paysim.OutcomePending})
+	fixture.Eventually(t, 5*time.Second, "the second payment created after its failed marker write", func() (bool, string) {
+		got := fixture.GetPayment(t, env.Client, second)
+		return got.Status.ProviderPaymentID != "", fixture.Dump(got.Status)
+	})
+	if lost.Failed() != 1 {
+		t.Fatalf("%d marker writes failed, want 1: the case was not exercised", lost.Failed())
+	}
+}

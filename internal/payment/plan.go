@@ -78,6 +78,10 @@ type Facts struct {
 	// Otherwise (a crash between the marker and the call) the outcome is
 	// looked up first.
 	FreshOperation bool
+	// FreshCreate is true when status.createRequestedAt was stored by this
+	// very reconcile and no call has gone out since: the create has not left
+	// the process.
+	FreshCreate bool
 	// Ledger are the ledger's records of the payment's order (SPEC §12.1),
 	// read before a first create: earlier objects of the order that settled
 	// and were deleted.
@@ -148,7 +152,9 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	}
 	expiry, expires := expiresAt(p)
 	pastExpiry := expires && !now.Before(expiry)
-	if pastExpiry && !marked {
+	if pastExpiry && (!marked || facts.FreshCreate) {
+		// Marked a moment ago, with expiresAfter passing before the call:
+		// still nothing was sent.
 		return Step{Action: Write, Outcome: neverCreated(p, now), Why: "expired before it was created"}
 	}
 	// A cancel asked for while the create's outcome is unknown: the payment
@@ -282,6 +288,7 @@ func neverCreated(p *v1alpha1.Payment, now time.Time) Outcome {
 		Reason: "expiresAfter passed before the payment was created at the provider; nothing was sent",
 	})
 	c.park()
+	c.st().CreateRequestedAt = nil // no create stands for the payment
 	return c.done()
 }
 

@@ -88,3 +88,26 @@ func TestQueryMoot(t *testing.T) {
 		})
 	}
 }
+
+// TestAFreshCreateMarkerPastExpirySentNothing: the create's token came and
+// its marker was stored, and expiresAfter passed before the call: this
+// reconcile knows nothing was sent, so the payment expires unsent (no marker
+// left standing), never looked up into CreateOutcomeUnknown. A marker from an
+// earlier reconcile may have been sent: that one is looked up.
+func TestAFreshCreateMarkerPastExpirySentNothing(t *testing.T) {
+	pol := testPolicy()
+	p := newPay("late")
+	p.Spec.ExpiresAfter = &metav1.Duration{Duration: 2 * time.Second}
+	marked := store(p, planned(p, pol, t0.Add(2*time.Second-time.Millisecond)).Outcome)
+	if marked.Status.CreateRequestedAt == nil {
+		t.Fatal("no create marker before the expiry")
+	}
+	past := t0.Add(2 * time.Second)
+	s := payment.Plan(marked, pol, payment.Facts{FreshCreate: true}, past)
+	if s.Action != payment.Write || s.Outcome.Status.Phase != v1alpha1.PhaseExpired || s.Outcome.Status.CreateRequestedAt != nil {
+		t.Fatalf("fresh marker past expiry: %s (%s) phase %s marker %v, want Expired with no marker", s.Action, s.Why, s.Outcome.Status.Phase, s.Outcome.Status.CreateRequestedAt)
+	}
+	if s := payment.Plan(marked, pol, payment.Facts{}, past); s.Action != payment.Lookup {
+		t.Fatalf("earlier marker past expiry: %s (%s), want the look-up", s.Action, s.Why)
+	}
+}
