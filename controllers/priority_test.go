@@ -267,3 +267,76 @@ func TestAProbeWhoseMarkerWriteFailedIsHandedBack(t *testing.T) {
 		t.Fatalf("%d marker writes failed, want 1: the case was not exercised", lost.Failed())
 	}
 }
+
+// TestExpiryBetweenTheCreateMarkerAndTheCallSendsNothing: the create's marker
+// is stored just before spec.expiresAfter passes, and the expiry passes before
+// the call: the reconcile that stored the marker knows nothing was sent, so
+// the payment ends Expired with nothing sent, not CreateOutcomeUnknown.
+func TestExpiryBetweenTheCreateMarkerAndTheCallSendsNothing(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "prio")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}})
+	var expiry atomic.Pointer[time.Time]
+	o := fixture.Run(controllers.ControllerPayment)
+	o.WrapClient = func(c client.Client) client.Client {
+		return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
+			err := do()
+			if p, ok := w.Object.(*v1alpha1.Payment); ok && w.Status() && p.Status.CreateRequestedAt != nil && p.Status.ProviderPaymentID == "" {
+				at := p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration)
+				expiry.Store(&at)
+				time.Sleep(time.Until(at) + 100*time.Millisecond) // the expiry passes between the marker and the call
+			}
+			return err
+		})
+	}
+	fixture.StartManager(t, env, ns, o)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "late", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "3s"})
+	got := fixture.WaitPayment(t, env.Client, p, "settled", func(p *v1alpha1.Payment) bool {
+		return p.Status.Phase.IsFinal() || p.Status.Phase == v1alpha1.PhaseUnknown || p.Status.ProviderPaymentID != ""
+	})
+	if expiry.Load() == nil {
+		t.Fatal("no create marker was stored before the expiry: the case was not exercised")
+	}
+	if got.Status.Phase != v1alpha1.PhaseExpired || got.Status.CreateRequestedAt != nil {
+		t.Fatalf("phase %s (%s), marker %v: want Expired with nothing sent and no marker", got.Status.Phase, reviewOf(got), got.Status.CreateRequestedAt)
+	}
+	if c := s.Counters(); c.CreateRequests != 0 || c.Searches != 0 {
+		t.Fatalf("provider saw %d creates and %d searches, want none", c.CreateRequests, c.Searches)
+	}
+}
+
+// TestACreateThatWentOutIsNeverDeclaredUnsent: the create went out and its
+// answer was lost (the provider made the payment); the expiry passes before
+// the reconcile plans again. The create left the process: it is looked up
+// and found, never declared "nothing was sent".
+func TestACreateThatWentOutIsNeverDeclaredUnsent(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "prio")
+	s := fixture.StartSim(t, paysim.Options{})
+	s.SetFaults(paysim.Faults{LostResponseRate: 1, Operations: []string{paysim.OpCreate}})
+	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"200ms"}})
+	var slept atomic.Bool
+	o := fixture.Run(controllers.ControllerPayment)
+	o.WrapClient = func(c client.Client) client.Client {
+		return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
+			err := do()
+			if p, ok := w.Object.(*v1alpha1.Payment); ok && w.Status() && p.Status.CreateRequestedAt != nil && p.Status.ProviderPaymentID == "" &&
+				p.Status.Query.LastError != "" && slept.CompareAndSwap(false, true) {
+				s.SetFaults(paysim.Faults{})
+				time.Sleep(time.Until(p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration)) + 100*time.Millisecond)
+			}
+			return err
+		})
+	}
+	fixture.StartManager(t, env, ns, o)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "lost", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "3s"})
+	got := fixture.WaitPayment(t, env.Client, p, "found or settled", func(p *v1alpha1.Payment) bool {
+		return p.Status.Phase.IsFinal() || p.Status.Phase == v1alpha1.PhaseUnknown || p.Status.ProviderPaymentID != ""
+	})
+	if !slept.Load() {
+		t.Fatal("no lost create answer was stored: the case was not exercised")
+	}
+	if got.Status.ProviderPaymentID == "" || s.Counters().PaymentsCreated != 1 {
+		t.Fatalf("phase %s (%s), provider id %q, %d payments at the provider: the create that went out was not looked up",
+			got.Status.Phase, reviewOf(got), got.Status.ProviderPaymentID, s.Counters().PaymentsCreated)
+	}
+}
