@@ -28,21 +28,7 @@ func TestCreateGoesAheadOfScheduledQueries(t *testing.T) {
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
-	mark := m.Reconciles.Mark()
-	var queued []*v1alpha1.Payment
-	for i := 0; i < 30; i++ {
-		queued = append(queued, fixture.TrackedPayment(t, env.Client, s, prov, fmt.Sprintf("tracked-%d", i), paysim.OutcomePending))
-	}
-	// Every tracked payment has asked for its query once: each holds its
-	// token in the line.
-	fixture.Eventually(t, 20*time.Second, "every tracked payment to ask for its query", func() bool {
-		for _, p := range queued {
-			if len(m.Reconciles.Since(mark, controllers.ControllerPayment, p)) == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	queryBacklog(t, m, s, prov, 30)
 
 	start := time.Now()
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "8s"})
@@ -51,10 +37,30 @@ func TestCreateGoesAheadOfScheduledQueries(t *testing.T) {
 		got = fixture.GetPayment(t, env.Client, p)
 		return got.Status.ProviderPaymentID != "", fixture.Dump(got.Status)
 	})
-	t.Logf("created %s after the payment was applied, with %d status queries held at qps 1", time.Since(start).Round(time.Millisecond), len(queued))
+	t.Logf("created %s after the payment was applied, with 30 status queries held at qps 1", time.Since(start).Round(time.Millisecond))
 	if got.Status.Phase == v1alpha1.PhaseUnknown {
 		t.Fatalf("phase %s: %s", got.Status.Phase, fixture.Dump(got.Status))
 	}
+}
+
+// queryBacklog drains prov's bucket with n status queries due at once (n
+// tracked payments, never paid) and waits until each has asked for its token
+// once: each then holds its place in the line.
+func queryBacklog(t *testing.T, m *fixture.Manager, s *fixture.Sim, prov *v1alpha1.PaymentProvider, n int) {
+	t.Helper()
+	mark := m.Reconciles.Mark()
+	var queued []*v1alpha1.Payment
+	for i := 0; i < n; i++ {
+		queued = append(queued, fixture.TrackedPayment(t, env.Client, s, prov, fmt.Sprintf("tracked-%d", i), paysim.OutcomePending))
+	}
+	fixture.Eventually(t, 20*time.Second, "every tracked payment to ask for its query", func() bool {
+		for _, p := range queued {
+			if len(m.Reconciles.Since(mark, controllers.ControllerPayment, p)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestRateLimitedCreateIsNeverCreateOutcomeUnknown: creates that cannot get
@@ -184,19 +190,7 @@ func TestBackfillGoesAheadOfScheduledQueries(t *testing.T) {
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerBackfill))
-	mark := m.Reconciles.Mark()
-	var queued []*v1alpha1.Payment
-	for i := 0; i < 30; i++ {
-		queued = append(queued, fixture.TrackedPayment(t, env.Client, s, prov, fmt.Sprintf("tracked-%d", i), paysim.OutcomePending))
-	}
-	fixture.Eventually(t, 20*time.Second, "every tracked payment to ask for its query", func() bool {
-		for _, p := range queued {
-			if len(m.Reconciles.Since(mark, controllers.ControllerPayment, p)) == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	queryBacklog(t, m, s, prov, 30)
 	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	fixture.Annotate(t, env.Client, prov, controllers.AnnotationBackfillFrom, from)
 	fixture.Eventually(t, 4*time.Second, "the one-off backfill behind 30 status queries", func() (bool, string) {
@@ -215,19 +209,7 @@ func TestRefundReadsItsPaymentBackAheadOfScheduledQueries(t *testing.T) {
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund))
 	paid := fixture.TrackedPayment(t, env.Client, s, prov, "paid", paysim.OutcomeSucceed)
 	fixture.WaitPhase(t, env.Client, paid, v1alpha1.PhaseSucceeded, 10*time.Second)
-	mark := m.Reconciles.Mark()
-	var queued []*v1alpha1.Payment
-	for i := 0; i < 30; i++ {
-		queued = append(queued, fixture.TrackedPayment(t, env.Client, s, prov, fmt.Sprintf("tracked-%d", i), paysim.OutcomePending))
-	}
-	fixture.Eventually(t, 20*time.Second, "every tracked payment to ask for its query", func() bool {
-		for _, p := range queued {
-			if len(m.Reconciles.Since(mark, controllers.ControllerPayment, p)) == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	queryBacklog(t, m, s, prov, 30)
 	fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "back", Payment: paid.Name, Amount: 500})
 	fixture.Eventually(t, 5*time.Second, "the payment read back after its refund, behind 30 status queries", func() (bool, string) {
 		got := fixture.GetPayment(t, env.Client, paid)
