@@ -403,11 +403,16 @@ func (r *Backfill) inInbox(ctx context.Context, prov *v1alpha1.PaymentProvider, 
 	return existing.Spec.EventID == ev.ID
 }
 
-// admit waits for the provider's token bucket (shared with status queries);
-// an open circuit or a long wait ends the run with a deferredError.
+// admit waits for the provider's token bucket (shared with status queries,
+// which an events page goes ahead of: it stands for webhooks, and may settle
+// many payments at once); an open circuit or a long wait ends the run with a
+// deferredError. The run holds its place in line under a key of its own, as a
+// payment does: a run deferred for a long wait comes back at that wait and
+// takes the token held for it.
 func (r *Backfill) admit(ctx context.Context, e *gateway.Entry) error {
+	key := "backfill/" + e.Key.String()
 	for {
-		adm := e.Admit("", r.Clock.Now())
+		adm := e.Admit(key, gateway.Read, r.Clock.Now())
 		if adm.OK {
 			return nil
 		}

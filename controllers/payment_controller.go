@@ -254,7 +254,17 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		r.unstored.drop(uid)
 	}
 
-	wrote, called, fresh := false, false, false
+	// admitted: a token taken and not used yet (the one of the call a marker
+	// announced, taken before the marker was stored); the next call goes
+	// out with it.
+	// marked: this reconcile stored the create marker and has made no call
+	// since, so the create has not left the process.
+	wrote, called, fresh, admitted, marked := false, false, false, false, false
+	defer func() {
+		if admitted {
+			entry.Forgo()
+		}
+	}()
 	for {
 		now := r.Clock.Now()
 		facts, err := r.facts(ctx, p)
@@ -263,6 +273,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		facts.ConfigAccepted = entry != nil && entry.ConfigProblem() == ""
 		facts.FreshOperation = r.marked.uncalled(uid, p.Status.Operation)
+		facts.FreshCreate = marked
 		step := payment.Plan(p, pol, facts, now)
 		switch step.Action {
 		case payment.Nothing:
@@ -289,16 +300,33 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 					release(entry, uid)
 					return ctrl.Result{}, nil
 				}
+				if step.Announces != payment.Nothing && !admitted {
+					// A create waiting for the rate limit is not marked:
+					// unmarked, it is known not to have left.
+					if entry == nil {
+						logger.Info("provider not usable; waiting", "reason", perr.Error())
+						return ctrl.Result{RequeueAfter: providerRetry}, nil
+					}
+					adm := r.admit(ctx, entry, uid, callPriority(step.Announces, false))
+					if !adm.OK {
+						metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
+						return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
+					}
+					admitted = true
+				}
 				// The object must outlive the call the marker announces.
 				if err := holdMoney(ctx, r.Client, p, nil); err != nil {
 					return ctrl.Result{}, err
 				}
 				r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
 			}
+			announced := payment.Nothing // by the outcome stored (after a conflict, planned again)
 			stored, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome {
 				if s := payment.Plan(p, pol, facts, now); s.Action == payment.Write {
+					announced = s.Announces
 					return s.Outcome
 				}
+				announced = payment.Nothing
 				return payment.Outcome{Status: p.Status}
 			})
 			if err != nil {
@@ -310,6 +338,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 				return requeueAt(now.Add(minIdleRequeue), now, wrote), nil
 			}
 			wrote = true
+			marked = marked || announced == payment.Create
 			// An operation marked just now has not been called yet: this
 			// process knows until it calls; a new one looks it up.
 			if op := p.Status.Operation; op != nil && (opBefore == nil || markKey(opBefore) != markKey(op)) {
@@ -344,12 +373,26 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 				continue
 			}
 		}
-		adm := r.admit(ctx, entry, uid)
-		if !adm.OK {
-			metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
-			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
+		if !admitted {
+			prio := callPriority(step.Action, step.Scheduled)
+			if step.Read != nil {
+				prio = gateway.Read // a read a settled Refund asked for
+			}
+			adm := r.admit(ctx, entry, uid, prio)
+			if !adm.OK {
+				metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
+				return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
+			}
+			admitted = true
 		}
-		r.marked.drop(uid) // from here on a call may have gone out
+		if seen, ok := r.settledMeanwhile(ctx, p, step); ok {
+			// Settled (a webhook) while the query waited for its token:
+			// nothing is asked about a settled payment.
+			p = seen
+			continue
+		}
+		admitted, marked = false, false // spent on the call below
+		r.marked.drop(uid)              // from here on a call may have gone out
 		call := r.call(ctx, entry, p, step.Action)
 		// Waits (Retry-After, the next step) count from the answer.
 		at := r.Clock.Now()
@@ -517,8 +560,33 @@ func (r *PaymentReconciler) finalize(ctx context.Context, p *v1alpha1.Payment) (
 // admit waits in line for the provider's token when the wait is short, so a
 // paced backlog costs one reconcile per call; a longer wait, an open circuit
 // or a refused configuration hand the payment back to the queue.
-func (r *PaymentReconciler) admit(ctx context.Context, e *gateway.Entry, uid string) gateway.Admission {
-	return admitWait(ctx, r.Clock, e, uid)
+func (r *PaymentReconciler) admit(ctx context.Context, e *gateway.Entry, uid string, prio gateway.Priority) gateway.Admission {
+	return admitWait(ctx, r.Clock, e, uid, prio)
+}
+
+// callPriority is a call's place in its provider's line (SPEC §12.3): a
+// status query on its schedule goes after every other call, each of which
+// moves money or finds out whether it moved (create, its look-up,
+// authorize, capture, cancel, refund, the look-up of an operation's outcome).
+func callPriority(a payment.Action, scheduled bool) gateway.Priority {
+	if a == payment.Query && scheduled {
+		return gateway.Scheduled
+	}
+	return gateway.Money
+}
+
+// settledMeanwhile returns the manager's freshest copy of p (its cache) when
+// that copy makes step's query moot: the payment settled while the query
+// waited for its token, or while this reconcile read and planned.
+func (r *PaymentReconciler) settledMeanwhile(ctx context.Context, p *v1alpha1.Payment, step payment.Step) (*v1alpha1.Payment, bool) {
+	if step.Action != payment.Query {
+		return nil, false
+	}
+	seen := &v1alpha1.Payment{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(p), seen); err != nil || seen.UID != p.UID {
+		return nil, false
+	}
+	return seen, payment.QueryMoot(step, seen)
 }
 
 // call makes the provider call the plan asked for.

@@ -362,7 +362,7 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 				continue
 			}
 		}
-		adm := admitWait(ctx, r.Clock, entry, uid)
+		adm := admitWait(ctx, r.Clock, entry, uid, callPriority(step.Action, step.Scheduled))
 		if !adm.OK {
 			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
 		}
@@ -510,9 +510,9 @@ func (r *RefundReconciler) noteOnPayment(ctx context.Context, rf *v1alpha1.Refun
 
 // admitWait is the reconcilers' way through the gateway: a short wait for
 // the token inline, a longer one handed back to the queue.
-func admitWait(ctx context.Context, clk clock.PassiveClock, e *gateway.Entry, uid string) gateway.Admission {
+func admitWait(ctx context.Context, clk clock.PassiveClock, e *gateway.Entry, uid string, prio gateway.Priority) gateway.Admission {
 	for {
-		adm := e.Admit(uid, clk.Now())
+		adm := e.Admit(uid, prio, clk.Now())
 		if adm.OK || adm.Reason != gateway.DeferRateLimited || adm.Wait >= maxInlineWait {
 			return adm
 		}

@@ -111,24 +111,24 @@ func newEntry(qps float64, burst int) *Entry {
 func TestAdmitWithoutKeyDefersWithoutSpendingTokens(t *testing.T) {
 	e := newEntry(1, 2)
 	for i := 0; i < 2; i++ {
-		if adm := e.Admit("", t0); !adm.OK {
+		if adm := e.Admit("", Scheduled, t0); !adm.OK {
 			t.Fatalf("call %d within the burst was deferred: %+v", i, adm)
 		}
 	}
-	adm := e.Admit("", t0)
+	adm := e.Admit("", Scheduled, t0)
 	if adm.OK || adm.Reason != DeferRateLimited || adm.Wait <= 0 || adm.Wait > time.Second {
 		t.Fatalf("third call: %+v, want deferred up to 1s by the rate limiter", adm)
 	}
 	// Deferred calls without a key give their reservation back: after one
 	// second exactly one token is there, however many were deferred meanwhile.
 	for i := 0; i < 10; i++ {
-		e.Admit("", t0.Add(500*time.Millisecond))
+		e.Admit("", Scheduled, t0.Add(500*time.Millisecond))
 	}
-	if adm := e.Admit("", t0.Add(time.Second)); !adm.OK {
+	if adm := e.Admit("", Scheduled, t0.Add(time.Second)); !adm.OK {
 		t.Fatal("deferred calls drained the bucket")
 	}
 	e.Breaker.Record(outage, t0)
-	if adm := e.Admit("", t0.Add(2*time.Second)); adm.OK || adm.Reason != DeferCircuitOpen || adm.Wait != time.Minute-2*time.Second {
+	if adm := e.Admit("", Scheduled, t0.Add(2*time.Second)); adm.OK || adm.Reason != DeferCircuitOpen || adm.Wait != time.Minute-2*time.Second {
 		t.Errorf("open circuit: %+v", adm)
 	}
 }
@@ -138,32 +138,32 @@ func TestAdmitWithoutKeyDefersWithoutSpendingTokens(t *testing.T) {
 // in the order payments first asked, whatever others ask meanwhile.
 func TestAdmitHoldsTheTokenOfADeferredPayment(t *testing.T) {
 	e := newEntry(10, 1) // a token every 100ms
-	if adm := e.Admit("a", t0); !adm.OK {
+	if adm := e.Admit("a", Scheduled, t0); !adm.OK {
 		t.Fatalf("first call deferred: %+v", adm)
 	}
-	b := e.Admit("b", t0)
-	c := e.Admit("c", t0)
+	b := e.Admit("b", Scheduled, t0)
+	c := e.Admit("c", Scheduled, t0)
 	if b.OK || c.OK || b.Wait != 100*time.Millisecond || c.Wait != 200*time.Millisecond {
 		t.Fatalf("b=%+v c=%+v, want b at +100ms and c at +200ms", b, c)
 	}
 	// b asking again early is told the same time, and takes nobody's token.
-	if again := e.Admit("b", t0.Add(50*time.Millisecond)); again.OK || again.Wait != 50*time.Millisecond {
+	if again := e.Admit("b", Scheduled, t0.Add(50*time.Millisecond)); again.OK || again.Wait != 50*time.Millisecond {
 		t.Fatalf("b early: %+v, want its own slot in 50ms", again)
 	}
 	// A newcomer queues behind c.
-	if d := e.Admit("d", t0.Add(50*time.Millisecond)); d.OK || d.Wait != 250*time.Millisecond {
+	if d := e.Admit("d", Scheduled, t0.Add(50*time.Millisecond)); d.OK || d.Wait != 250*time.Millisecond {
 		t.Fatalf("d: %+v, want behind c at +300ms", d)
 	}
-	if adm := e.Admit("b", t0.Add(100*time.Millisecond)); !adm.OK {
+	if adm := e.Admit("b", Scheduled, t0.Add(100*time.Millisecond)); !adm.OK {
 		t.Fatalf("b at its time: %+v", adm)
 	}
-	if adm := e.Admit("c", t0.Add(200*time.Millisecond)); !adm.OK {
+	if adm := e.Admit("c", Scheduled, t0.Add(200*time.Millisecond)); !adm.OK {
 		t.Fatalf("c at its time: %+v", adm)
 	}
 	// Released reservations give the token back.
 	e.gw.Clock = clocktesting.NewFakePassiveClock(t0.Add(250 * time.Millisecond))
 	e.Release("d")
-	if adm := e.Admit("e", t0.Add(300*time.Millisecond)); !adm.OK {
+	if adm := e.Admit("e", Scheduled, t0.Add(300*time.Millisecond)); !adm.OK {
 		t.Fatalf("e after d released: %+v", adm)
 	}
 }
@@ -173,20 +173,20 @@ func TestAdmitDefersWhileTheProviderRefusesTheConfiguration(t *testing.T) {
 	e.gw.ConfigProbe = time.Minute
 	refused := &provider.Error{Class: provider.ErrProviderConfig, StatusCode: 401}
 	e.config.record(refused, t0, time.Minute)
-	adm := e.Admit("p", t0.Add(10*time.Second))
+	adm := e.Admit("p", Scheduled, t0.Add(10*time.Second))
 	if adm.OK || adm.Reason != DeferConfig || adm.Wait != 50*time.Second {
 		t.Fatalf("admitted while the configuration is refused: %+v", adm)
 	}
-	if adm := e.Admit("p", t0.Add(time.Minute)); !adm.OK {
+	if adm := e.Admit("p", Scheduled, t0.Add(time.Minute)); !adm.OK {
 		t.Fatalf("no probe after the probe interval: %+v", adm)
 	}
-	if adm := e.Admit("q", t0.Add(time.Minute)); adm.OK || adm.Reason != DeferConfig {
+	if adm := e.Admit("q", Scheduled, t0.Add(time.Minute)); adm.OK || adm.Reason != DeferConfig {
 		t.Fatalf("a second call during the probe: %+v", adm)
 	}
 	if !e.config.record(nil, t0.Add(time.Minute), time.Minute) {
 		t.Fatal("an answer did not clear the problem")
 	}
-	if adm := e.Admit("q", t0.Add(time.Minute)); !adm.OK {
+	if adm := e.Admit("q", Scheduled, t0.Add(time.Minute)); !adm.OK {
 		t.Fatalf("calls still held after the probe succeeded: %+v", adm)
 	}
 }
@@ -200,7 +200,7 @@ func TestKeyConflictHoldsNothingBack(t *testing.T) {
 	e := newEntry(100, 100) // the breaker opens after one outage
 	e.gw.Clock = clocktesting.NewFakePassiveClock(t0)
 	for i := 0; i < 3; i++ {
-		if adm := e.Admit("p", t0); !adm.OK {
+		if adm := e.Admit("p", Scheduled, t0); !adm.OK {
 			t.Fatalf("call %d: %+v", i, adm)
 		}
 		e.Done(context.Background(), conflict)
@@ -211,7 +211,7 @@ func TestKeyConflictHoldsNothingBack(t *testing.T) {
 	if st := e.Breaker.Status(); st.State != v1alpha1.CircuitClosed || st.ConsecutiveFailures != 0 {
 		t.Fatalf("a key conflict moved the circuit: %+v", st)
 	}
-	if adm := e.Admit("other", t0); !adm.OK {
+	if adm := e.Admit("other", Scheduled, t0); !adm.OK {
 		t.Fatalf("another payment's call is held back: %+v", adm)
 	}
 	t.Run("it is an answer: a configuration problem clears", func(t *testing.T) {

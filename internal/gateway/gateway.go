@@ -1,7 +1,8 @@
 // Package gateway is the manager's way out to providers: it builds the adapter
 // for a PaymentProvider from its spec and credentials Secret, and puts every
-// call to one provider behind that provider's shared token bucket, circuit
-// breaker and configuration check, with a duration metric per operation.
+// call to one provider behind that provider's shared token bucket (served by
+// priority: see Priority), circuit breaker and configuration check, with a
+// duration metric per operation.
 // Adapters decide what an answer means; the gateway decides whether a call
 // may go out at all, and publishes the provider's health (status.circuit, the
 // Degraded condition, the circuit metric and Events) when it changes.
@@ -197,29 +198,43 @@ func (e *Entry) ConfigProblem() string {
 	return e.config.problem()
 }
 
-// Admit asks whether a call for key (a payment's UID; "" for calls not made
-// on behalf of one payment) may go out now: not while the provider refuses
-// paywarden's configuration (but for one probe now and then), not while its
-// circuit is open, and only with a token from its bucket.
+// Admit asks whether a call for key (a payment's or refund's UID; "" for a
+// call nobody comes back for) of priority prio may go out now: not while the
+// provider refuses paywarden's configuration (but for one probe now and
+// then), not while its circuit is open, and only with a token from its bucket.
 //
-// A payment held back by the bucket keeps its place: the token is reserved
-// for it, and when it comes back at the returned Wait its call goes out. So
-// a backlog costs about one reconcile per call, oldest first, instead of
-// every waiting payment spinning for the next free token.
-func (e *Entry) Admit(key string, now time.Time) Admission {
+// A call held back by the bucket keeps its place: the token is reserved for
+// it, and when it comes back at the returned Wait its call goes out. So a
+// backlog costs about one reconcile per call, oldest first, instead of every
+// waiting payment spinning for the next free token. A call never waits
+// behind one of lower priority (see Priority).
+func (e *Entry) Admit(key string, prio Priority, now time.Time) Admission {
 	if wait, deferred := e.config.admit(now, e.gw.configProbe()); deferred {
 		return Admission{Wait: wait, Reason: DeferConfig}
 	}
 	if ok, retryAt := e.Breaker.Allow(now); !ok {
 		return Admission{Wait: retryAt.Sub(now), Reason: DeferCircuitOpen}
 	}
-	wait, ok := e.held.take(e.Limiter, key, now)
+	wait, ok := e.held.take(e.Limiter, key, prio, now)
 	if ok {
 		return Admission{OK: true}
 	}
-	// If the circuit let this call through as its probe, hand the slot back.
-	e.Breaker.Release()
+	// If the circuit or the configuration check let this call through as
+	// its probe, hand the slot back.
+	e.unprobe()
 	return Admission{Wait: wait, Reason: DeferRateLimited}
+}
+
+// Forgo returns an admitted call that will not go out after all (the payment
+// settled meanwhile, the write before it failed): its token is spent, but a
+// half-open circuit or a refused configuration may let another probe through.
+func (e *Entry) Forgo() {
+	e.unprobe()
+}
+
+func (e *Entry) unprobe() {
+	e.Breaker.Release()
+	e.config.unprobe()
 }
 
 // Release gives back what Admit held for key when no call will go out for it
@@ -323,6 +338,15 @@ func (c *configState) admit(now time.Time, probe time.Duration) (time.Duration, 
 	c.probing = true
 	c.probeAt = now.Add(probe)
 	return 0, false
+}
+
+// unprobe hands back a probe that did not go out: the next call probes.
+func (c *configState) unprobe() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.probing {
+		c.probing, c.probeAt = false, time.Time{}
+	}
 }
 
 // record feeds a call's outcome; it reports whether the problem appeared or

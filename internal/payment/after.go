@@ -236,6 +236,7 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 	default:
 		if settled {
 			q.LastError, q.LastErrorClass = call.Err.Error(), Classify(call.Err).StatusName()
+			q.ConsecutiveErrors++
 			c.readAgain()
 		}
 		if held {

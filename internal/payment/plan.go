@@ -52,6 +52,16 @@ type Step struct {
 	// Read, on a Query of a settled payment, is a read of its refunded
 	// total (AfterRefundRead).
 	Read *RefundRead
+	// Scheduled marks a status query on the payment's schedule (not the
+	// look-up of an operation's outcome): it waits for its provider's token
+	// behind every call that moves money or that someone waits for (SPEC
+	// §12.3).
+	Scheduled bool
+	// Announces is the call a Write's marker announces (Create): the call's
+	// token is taken before the marker is stored, so a marker never stands
+	// for a call that then waited for the rate limit. A create held back
+	// stays unmarked, known not to have left (SPEC §12.3).
+	Announces Action
 	// Why explains the step, for logs.
 	Why string
 }
@@ -74,6 +84,10 @@ type Facts struct {
 	// Otherwise (a crash between the marker and the call) the outcome is
 	// looked up first.
 	FreshOperation bool
+	// FreshCreate is true when status.createRequestedAt was stored by this
+	// very reconcile and no call has gone out since: the create has not left
+	// the process.
+	FreshCreate bool
 	// Ledger are the ledger's records of the payment's order (SPEC §12.1),
 	// read before a first create: earlier objects of the order that settled
 	// and were deleted.
@@ -95,15 +109,15 @@ type RefundRead struct {
 }
 
 // refundReadDue is when a settled payment whose refunded total does not
-// count all its Refunds may be read again: one step of the schedule (by
-// the reads made so far, then its last step) after the last read, so a
-// provider that cannot be read is asked ever more slowly.
+// count all its Refunds may be read: at once, unless its last read failed;
+// then one step of the schedule per failure in a row (then its last step)
+// after it, so a provider that cannot be read is asked ever more slowly.
 func refundReadDue(p *v1alpha1.Payment, pol Policy) time.Time {
 	q := p.Status.Query
-	if q.LastTime == nil {
+	if q.LastTime == nil || q.ConsecutiveErrors == 0 {
 		return time.Time{}
 	}
-	d, ok := Delay(pol.Schedule, pol.JitterPercent, q.Attempts, string(p.UID))
+	d, ok := Delay(pol.Schedule, pol.JitterPercent, q.ConsecutiveErrors-1, string(p.UID))
 	if !ok {
 		d = lastStep(pol, string(p.UID))
 	}
@@ -227,7 +241,9 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	}
 	expiry, expires := expiresAt(p)
 	pastExpiry := expires && !now.Before(expiry)
-	if pastExpiry && !marked {
+	if pastExpiry && (!marked || facts.FreshCreate) {
+		// Marked a moment ago, with expiresAfter passing before the call:
+		// still nothing was sent.
 		return Step{Action: Write, Outcome: neverCreated(p, now), Why: "expired before it was created"}
 	}
 	// A cancel asked for while the create's outcome is unknown: the payment
@@ -243,7 +259,7 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 	case !marked && Restored(p):
 		return Step{Action: Lookup, Why: "restored without status: look the order up at the provider before creating it"}
 	case !marked:
-		return Step{Action: Write, Outcome: markCreate(p, now), Why: "create marker before the call"}
+		return Step{Action: Write, Outcome: markCreate(p, now), Announces: Create, Why: "create marker before the call"}
 	case pastExpiry:
 		return Step{Action: Lookup, Why: "past expiresAfter: no create is sent; look for one that may have gone out"}
 	case canceling && chargesOnCreate(p):
@@ -295,7 +311,18 @@ func planQuery(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step
 		}
 		return Step{Action: Wait, At: at, Why: "next status query not due"}
 	}
-	return Step{Action: Query, CloseOut: closeOut, Why: "status query due"}
+	return Step{Action: Query, CloseOut: closeOut, Scheduled: true, Why: "status query due"}
+}
+
+// QueryMoot reports whether a status query planned on one copy of a payment
+// must not go out because seen, the freshest copy the manager holds (its
+// cache, read after the wait for the provider's token), shows the payment
+// settled. A settled payment never leaves the settled phases, so no answer
+// could change it: the query would only take a token from calls that matter
+// (SPEC §12.3). A read of a settled payment's refunded total (Step.Read) is
+// never moot: it is asked because the payment is settled.
+func QueryMoot(step Step, seen *v1alpha1.Payment) bool {
+	return step.Action == Query && step.Read == nil && seen.Status.Phase.IsFinal()
 }
 
 // ProviderID is the provider's id of the payment: recorded in status, or
@@ -351,6 +378,7 @@ func neverCreated(p *v1alpha1.Payment, now time.Time) Outcome {
 		Reason: "expiresAfter passed before the payment was created at the provider; nothing was sent",
 	})
 	c.park()
+	c.st().CreateRequestedAt = nil // no create stands for the payment
 	return c.done()
 }
 

@@ -27,7 +27,9 @@ type RefundStep struct {
 	Action  Action
 	At      time.Time
 	Outcome RefundOutcome
-	Why     string
+	// Scheduled: as Step.Scheduled (the refund's status query).
+	Scheduled bool
+	Why       string
 }
 
 // RefundFacts are what the refund controller read besides the Refund.
@@ -150,7 +152,7 @@ func PlanRefund(r *v1alpha1.Refund, pol Policy, facts RefundFacts, now time.Time
 	if next := st.Query.NextTime; next != nil && now.Before(next.Time) && !refundConfigFixed(st, facts) {
 		return RefundStep{Action: Wait, At: next.Time, Why: "next refund query not due"}
 	}
-	return RefundStep{Action: Query, Why: "refund status query due"}
+	return RefundStep{Action: Query, Scheduled: true, Why: "refund status query due"}
 }
 
 func refundConfigFixed(st *v1alpha1.RefundStatus, facts RefundFacts) bool {

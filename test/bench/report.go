@@ -104,6 +104,18 @@ func WriteTable(w io.Writer, r *Results, before *Results) {
 		func(b *Results) string { return fmt.Sprintf("%d", b.Storage.PaymentSettled) })
 	add("bytes per WebhookEvent as stored", fmt.Sprintf("%d", s.WebhookEvent), "KukoPay payment.succeeded, result recorded", "",
 		func(b *Results) string { return fmt.Sprintf("%d", b.Storage.WebhookEvent) })
+	if w := r.CreateWait; w.Due > 0 {
+		add(fmt.Sprintf("create wait for a token, %d queries due", w.Due), fmt.Sprintf("%.1f ms", w.P50Ms),
+			fmt.Sprintf("p50; max %.1f ms over %d creates; qps %d burst %d (token interval %.0f ms); one line for every call (FIFO, before issue 23): p50 %.0f ms, max %.0f ms",
+				w.MaxMs, w.Creates, w.QPS, w.Burst, w.TokenIntervalMs, w.FIFOP50Ms, w.FIFOMaxMs),
+			fmt.Sprintf("<= %.0f ms", w.TokenIntervalMs),
+			func(b *Results) string {
+				if b.CreateWait.Due == 0 {
+					return "not measured"
+				}
+				return fmt.Sprintf("%.1f ms", b.CreateWait.P50Ms)
+			})
+	}
 	add("API server list of the in-flight payments", fmt.Sprintf("%.2f s", m.ListSeconds), fmt.Sprintf("%.1f MiB JSON for %d payments", m.ListMiB, m.InFlightLarge), "",
 		func(b *Results) string { return fmt.Sprintf("%.2f s", b.Manager.ListSeconds) })
 
