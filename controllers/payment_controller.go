@@ -481,7 +481,7 @@ func settledRefunds(ctx context.Context, c client.Reader, p *v1alpha1.Payment) (
 		switch {
 		case rf.Status.Phase == v1alpha1.RefundSucceeded:
 			succeeded = append(succeeded, rf.UID)
-		case payment.RefundReversed(rf):
+		case payment.RefundMayLower(rf):
 			reversed = append(reversed, rf.UID)
 		}
 	}

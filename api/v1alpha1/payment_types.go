@@ -578,6 +578,12 @@ type PaymentStatus struct {
 	// +optional
 	ExpiredLocally bool `json:"expiredLocally,omitempty"`
 
+	// closeOutRefused is true when the provider refused to close the unpaid
+	// payment past spec.expiresAfter: the next status query that still
+	// finds it unpaid closes it out locally instead of asking again.
+	// +optional
+	CloseOutRefused bool `json:"closeOutRefused,omitempty"`
+
 	// lastEvent is the last observation applied.
 	// +optional
 	LastEvent *EventRef `json:"lastEvent,omitempty"`

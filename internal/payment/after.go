@@ -196,6 +196,12 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 			c.readAgain()
 			return c.done()
 		}
+		if op := st.Operation; op != nil && isCloseOut(op) && st.Phase != v1alpha1.PhasePending {
+			// The close-out's cancel was looked up and the payment is no
+			// longer unpaid (processing, authorized, paid): nothing to
+			// close; its answer stands and the schedule goes on.
+			st.Operation = nil
+		}
 		if op := st.Operation; op != nil {
 			if !operationDone(st, op.Kind) {
 				// This query looked up an operation whose outcome was
@@ -259,7 +265,12 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 // only tracks (its creator closes it), nor where the provider type cannot
 // cancel.
 func closesAtProvider(p *v1alpha1.Payment, pol Policy) bool {
-	return pol.LifecycleKnown && pol.Lifecycle.Cancel && p.Spec.ProviderPaymentID == ""
+	return pol.LifecycleKnown && pol.Lifecycle.Cancel && p.Spec.ProviderPaymentID == "" && !p.Status.CloseOutRefused
+}
+
+// isCloseOut: op is the cancel of an unpaid payment past expiresAfter.
+func isCloseOut(op *v1alpha1.Operation) bool {
+	return op.Kind == v1alpha1.OperationCancel && op.Reason == v1alpha1.ReasonUnpaidTimeout
 }
 
 // readAgain records a read of a settled payment made for its refunded total

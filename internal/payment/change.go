@@ -67,6 +67,11 @@ func (c *change) park() {
 }
 
 func (c *change) done() Outcome {
+	if st := c.st(); st.Phase.IsFinal() && !c.before.Status.Phase.IsFinal() {
+		// Settled now: failures of the calls before do not pace the reads a
+		// settled payment may still need (RefundsUncounted).
+		st.Query.ConsecutiveErrors = 0
+	}
 	settle(c.st())
 	if op := c.before.Status.Operation; op != nil && op.Kind == v1alpha1.OperationCancel && c.st().Operation == nil && c.st().Phase.TookMoney() {
 		// The payment turned out to have taken the money before the cancel

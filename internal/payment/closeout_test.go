@@ -66,12 +66,69 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 			t.Fatalf("phase %s review %q, want Succeeded", p.Status.Phase, review(p))
 		}
 	})
-	t.Run("the provider refuses to close it: closed out locally", func(t *testing.T) {
-		pol := canCancel()
-		p := closeOutQuery(t, expiring(), pol)
-		p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, fails(errRefused), past))
-		if p.Status.Phase != v1alpha1.PhaseExpired || !p.Status.ExpiredLocally || p.Status.Operation != nil {
-			t.Fatalf("phase %s locally %v operation %+v, want Expired locally", p.Status.Phase, p.Status.ExpiredLocally, p.Status.Operation)
+	t.Run("the provider refuses to close it: a fresh query decides, never blind", func(t *testing.T) {
+		for _, tc := range []struct {
+			then provider.Status
+			want v1alpha1.PaymentPhase
+		}{
+			{provider.StatusPending, v1alpha1.PhaseExpired},
+			// Refused because the payer paid meanwhile: never Expired.
+			{provider.StatusProcessing, v1alpha1.PhaseProcessing},
+			{provider.StatusSucceeded, v1alpha1.PhaseSucceeded},
+		} {
+			pol := canCancel()
+			p := closeOutQuery(t, expiring(), pol)
+			p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, fails(errRefused), past))
+			if p.Status.Phase.IsFinal() || p.Status.Operation != nil || !p.Status.CloseOutRefused {
+				t.Fatalf("refused: phase %s operation %+v refused %v, want a fresh query first", p.Status.Phase, p.Status.Operation, p.Status.CloseOutRefused)
+			}
+			now := past.Add(time.Second)
+			step := payment.Plan(p, pol, payment.Facts{}, now)
+			if step.Action != payment.Query || !step.CloseOut {
+				t.Fatalf("after the refusal: %v (%s), want the close-out's fresh query", step.Action, step.Why)
+			}
+			p = store(p, payment.AfterQuery(p, pol, answer(tc.then), true, now))
+			if p.Status.Phase != tc.want || p.Status.Operation != nil {
+				t.Errorf("then %s: phase %s operation %+v, want %s and no second cancel", tc.then, p.Status.Phase, p.Status.Operation, tc.want)
+			}
+			if tc.want == v1alpha1.PhaseExpired && !p.Status.ExpiredLocally {
+				t.Errorf("then %s: want Expired locally", tc.then)
+			}
+		}
+	})
+	t.Run("the close-out's cancel looked up: a payment that moved on is not canceled", func(t *testing.T) {
+		for _, then := range []provider.Status{provider.StatusProcessing, provider.StatusAuthorized} {
+			pol := canCancel()
+			p := closeOutQuery(t, expiring(), pol)
+			// Not this process's marker: its outcome is looked up first.
+			step := payment.Plan(p, pol, payment.Facts{}, past.Add(2*time.Second))
+			if step.Action != payment.Query {
+				t.Fatalf("%v (%s), want the look-up", step.Action, step.Why)
+			}
+			p = store(p, payment.AfterQuery(p, pol, answer(then), step.CloseOut, past.Add(2*time.Second)))
+			if p.Status.Operation != nil {
+				t.Fatalf("then %s: operation %+v kept, want the close-out dropped", then, p.Status.Operation)
+			}
+			if s := payment.Plan(p, pol, payment.Facts{}, past.Add(3*time.Second)); s.Action == payment.CallCancel ||
+				s.Action == payment.Write && s.Outcome.Status.Operation != nil && s.Outcome.Status.Operation.Kind == v1alpha1.OperationCancel {
+				t.Fatalf("then %s: %v (%s): a cancel for a payment that moved on", then, s.Action, s.Why)
+			}
+		}
+	})
+	t.Run("the cancel's answer says the payment moved on: it stands", func(t *testing.T) {
+		for _, tc := range []struct {
+			ans  provider.Status
+			want v1alpha1.PaymentPhase
+		}{
+			{provider.StatusProcessing, v1alpha1.PhaseProcessing},
+			{provider.StatusAuthorized, v1alpha1.PhaseAuthorized},
+		} {
+			pol := canCancel()
+			p := closeOutQuery(t, expiring(), pol)
+			p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, answer(tc.ans), past))
+			if p.Status.Phase != tc.want {
+				t.Errorf("cancel answered %s: phase %s, want %s", tc.ans, p.Status.Phase, tc.want)
+			}
 		}
 	})
 	t.Run("no cancel at this provider type: closed out locally at once", func(t *testing.T) {

@@ -451,6 +451,14 @@ func (m *machine) dispute() {
 		m.disputeClosed()
 		return
 	}
+	if c := meta.FindStatusCondition(m.st.Conditions, v1alpha1.ConditionDisputed); c != nil && c.Status == metav1.ConditionFalse &&
+		(c.Reason == v1alpha1.ReasonDisputeWon || c.Reason == v1alpha1.ReasonDisputeLost) {
+		// Events come in any order (and the backfill reads newest first):
+		// the opening of a dispute already closed is older news. A payment
+		// is disputed once (one dispute per charge).
+		m.decide(Stale, "the dispute already ended (%s)", c.Reason)
+		return
+	}
 	if c := meta.FindStatusCondition(m.st.Conditions, v1alpha1.ConditionDisputed); c != nil && c.Status == metav1.ConditionTrue {
 		m.decide(Stale, "dispute already recorded")
 		return
@@ -539,8 +547,11 @@ func (m *machine) unknown() {
 // payment, and a final one only while it needs review.
 func (m *machine) manual() {
 	to := v1alpha1.PaymentPhase(m.obs.Observed)
-	switch to {
-	case v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseCanceled:
+	switch {
+	case to == v1alpha1.PhaseSucceeded, to == v1alpha1.PhaseFailed, to == v1alpha1.PhaseExpired, to == v1alpha1.PhaseCanceled:
+	case to == m.phase() && to.TookMoney() && m.reviewReason() != "":
+		// Reviewed, and the phase stands (a lost dispute on a partially
+		// refunded payment, say): the review is cleared, nothing else moves.
 	default:
 		m.decide(Ignored, "a manual resolve must be Succeeded, Failed, Expired or Canceled, not %q", m.obs.Observed)
 		return
@@ -550,6 +561,11 @@ func (m *machine) manual() {
 	if from.IsFinal() && !reviewing {
 		m.decide(Ignored, "payment is already %s and needs no review", from)
 		return
+	}
+	if to == v1alpha1.PhaseSucceeded && from.TookMoney() {
+		// Already a success: its refunds stay counted (PartiallyRefunded
+		// or Refunded is a success with refunds).
+		to = from
 	}
 	m.st.ExpiredLocally = false
 	if reviewing {

@@ -101,7 +101,11 @@ func captureAction(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
 	}
 	st := &p.Status
 	phase := st.Phase
-	waiting := !phase.IsFinal() && p.Spec.ManualCapture() && (phase != v1alpha1.PhaseAuthorized || st.Operation != nil)
+	// A tracked payment the payer approved is capturable too: nothing
+	// authorizes it automatically (ManualCapture), so it never becomes
+	// Authorized by itself.
+	capturable := phase == v1alpha1.PhaseAuthorized || p.Spec.ProviderPaymentID != "" && st.PayerApproved
+	waiting := !phase.IsFinal() && p.Spec.ManualCapture() && (!capturable || st.Operation != nil)
 	if waiting {
 		return Outcome{}, false
 	}
@@ -281,10 +285,12 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 		v1alpha1.OperationCapture:   v1alpha1.SourceCapture,
 		v1alpha1.OperationCancel:    v1alpha1.SourceCancel,
 	}[kind]
-	closeOut := kind == v1alpha1.OperationCancel && op.Reason == v1alpha1.ReasonUnpaidTimeout
+	closeOut := isCloseOut(op)
 	switch class := Classify(call.Err); class {
 	case Answered:
+		unpaid := false
 		for _, obs := range FromPayment(call.Payment, source) {
+			unpaid = unpaid || obs.Observed == ObservedPending
 			switch {
 			case closeOut && (obs.Observed == ObservedCanceled || obs.Observed == ObservedExpired):
 				// Closed at the provider: what paywarden calls Expired is
@@ -295,8 +301,9 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 			}
 			c.apply(obs)
 		}
-		if closeOut && !st.Phase.IsFinal() && !parked(st) {
-			// Answered, but still open (or pending): closed out locally.
+		if closeOut && unpaid && !st.Phase.IsFinal() && !parked(st) {
+			// Answered, and still unpaid and open: closed out locally.
+			// (Any other answer — processing, authorized, paid — stands.)
 			c.apply(Observation{Source: source, Observed: ObservedPending, PastExpiry: true})
 		}
 		st.Operation = nil
@@ -325,10 +332,13 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 		st.AmountToCapture = nil
 		st.Query.LastError, st.Query.LastErrorClass = call.Err.Error(), class.StatusName()
 		if closeOut {
-			// The provider cannot close it (refused): closed out locally,
-			// as before; a late payment is then a LateSuccess to review.
-			c.apply(Observation{Source: source, Observed: ObservedPending, PastExpiry: true,
-				Reason: fmt.Sprintf("the provider refused to close it: %v", call.Err)})
+			// The provider would not close it (a payment that moved on
+			// meanwhile is refused too): never closed out blind. A fresh
+			// status query decides: still unpaid, it is closed out locally
+			// (CloseOutRefused: not asked again); anything else stands.
+			st.CloseOutRefused = true
+			c.event(false, "CloseOutRefused", fmt.Sprintf("the provider would not close the unpaid payment: %v; a fresh status query decides", call.Err))
+			c.wakeIn(MinWait)
 			break
 		}
 		manual := kind == v1alpha1.OperationCancel || c.p.Spec.ManualCapture() && kind == v1alpha1.OperationCapture

@@ -93,8 +93,8 @@ type Facts struct {
 	// and were deleted.
 	Ledger []LedgerRecord
 	// SucceededRefunds and ReversedRefunds are the UIDs of the payment's
-	// Refunds that succeeded, and that failed after they had succeeded
-	// (RefundReversed), read for a settled payment: one its refunded total
+	// Refunds that succeeded, and that failed after they may have been
+	// counted (RefundMayLower), read for a settled payment: one its refunded total
 	// has not been read since (status.refundsCounted, refundsReversed) makes
 	// the provider's cumulative figure be read (RefundsUncounted).
 	SucceededRefunds, ReversedRefunds []types.UID
@@ -106,6 +106,10 @@ type Facts struct {
 type RefundRead struct {
 	Counts, Reversed []types.UID
 	Lowers           bool
+	// From is the refunded total when the read was planned: a lower answer
+	// is taken only over that figure, never over a newer one an event
+	// stored meanwhile (the read is then made again).
+	From int64
 }
 
 // refundReadDue is when a settled payment whose refunded total does not
@@ -132,6 +136,9 @@ func refundReadDue(p *v1alpha1.Payment, pol Policy) time.Time {
 // elsewhere (AfterRefundRead).
 func RefundsUncounted(p *v1alpha1.Payment, facts Facts) (RefundRead, bool) {
 	read := RefundRead{Counts: slices.Clone(facts.SucceededRefunds), Reversed: slices.Clone(facts.ReversedRefunds)}
+	if a := p.Status.AmountRefunded; a != nil {
+		read.From = a.Value
+	}
 	if !p.Status.Phase.TookMoney() || ProviderID(p) == "" {
 		return read, false
 	}
@@ -160,13 +167,25 @@ func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead
 	}
 	c := begin(p, now)
 	c.merge(out)
-	if got := call.Payment; read.Lowers && got.Currency != "" {
+	c.st().RefundsCounted = slices.Clone(read.Counts)
+	if !read.Lowers {
+		return c.done()
+	}
+	var current int64
+	if a := p.Status.AmountRefunded; a != nil {
+		current = a.Value
+	}
+	if current != read.From {
+		// An event moved the total since the read was planned: the answer
+		// may be older than it. Read again (the reversals stay unread).
+		return c.done()
+	}
+	if got := call.Payment; got.Currency != "" {
 		c.apply(Observation{
 			Source: v1alpha1.SourceStatusQuery, Observed: ObservedRefund, Raw: got.RawStatus,
 			RefundedTotal: &v1alpha1.Money{Value: got.RefundedTotal, Currency: got.Currency}, Lowers: true,
 		})
 	}
-	c.st().RefundsCounted = slices.Clone(read.Counts)
 	c.st().RefundsReversed = slices.Clone(read.Reversed)
 	return c.done()
 }
@@ -534,6 +553,15 @@ func refuseCreate(p *v1alpha1.Payment, why string, now time.Time) Outcome {
 		Reason:  v1alpha1.ReasonCreateRejected,
 	})
 	return c.done()
+}
+
+// RefundMayLower reports whether a failed Refund may have been counted in
+// its payment's refunded total before it failed, so that the total may go
+// down: it failed after it succeeded, or it reached the provider (Stripe
+// counts a refund in amount_refunded from its creation, pending included,
+// and its failure_balance_transaction takes it back out).
+func RefundMayLower(r *v1alpha1.Refund) bool {
+	return r.Status.Phase == v1alpha1.RefundFailed && (r.Status.ProviderRefundID != "" || RefundReversed(r))
 }
 
 // RefundReversed reports whether a Refund failed after it had succeeded:

@@ -235,7 +235,7 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	older := olderRefunds(r, siblings)
 	for i := range siblings {
 		s := &siblings[i]
-		if s.UID != r.UID && RefundReversed(s) && !slices.Contains(p.Status.RefundsReversed, s.UID) {
+		if s.UID != r.UID && RefundMayLower(s) && !slices.Contains(p.Status.RefundsReversed, s.UID) {
 			reversed = true
 		}
 		if s.UID == r.UID || s.Status.Phase == v1alpha1.RefundFailed {

@@ -65,7 +65,10 @@ func TestRefundAllowanceBounds(t *testing.T) {
 		// the payment's read instead of being refused; once read, it fits.
 		{"the money of a reversed refund not read yet: waits", part(1000), paidPayment(1500), []v1alpha1.Refund{reversedRefund("a", 1500)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
 		{"the money of a reversed refund, read: fits", part(1000), reversedPayment(0, "a"), []v1alpha1.Refund{reversedRefund("a", 1500)}, 1000, "", "", ""},
-		{"a refund that simply failed frees nothing to wait for", part(1000), paidPayment(1500), []v1alpha1.Refund{sentRefund("a", 1500, v1alpha1.RefundFailed)}, 0, "", v1alpha1.ReasonOverRefund, ""},
+		// Stripe counts a refund from its creation, pending included: one
+		// that failed after reaching the provider may lower the total too.
+		{"a refund that failed at the provider: waits for the payment's read", part(1000), paidPayment(1500), []v1alpha1.Refund{sentRefund("a", 1500, v1alpha1.RefundFailed)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
+		{"a refund refused before reaching the provider frees nothing to wait for", part(1000), paidPayment(1500), []v1alpha1.Refund{unsentFailedRefund("a", 1500)}, 0, "", v1alpha1.ReasonOverRefund, ""},
 
 		// Sums that would overflow int64 are refused, never wrapped.
 		{"two undecided refunds near int64 max: a refund above what was received is refused", part(orderValue + 2), paidPayment(0), []v1alpha1.Refund{undecidedRefund("a", huge), undecidedRefund("b", huge)}, 0, "", v1alpha1.ReasonOverRefund, "int64"},
@@ -100,5 +103,13 @@ func reversedRefund(name string, amount int64) v1alpha1.Refund {
 	r := sentRefund(name, amount, v1alpha1.RefundFailed)
 	r.Status.Failure = &v1alpha1.Failure{Code: "expired_or_canceled_card"}
 	r.Status.History = []v1alpha1.HistoryEntry{{From: v1alpha1.PaymentPhase(v1alpha1.RefundSucceeded), To: v1alpha1.PaymentPhase(v1alpha1.RefundFailed), Reason: v1alpha1.ReasonRefundReversed}}
+	return r
+}
+
+// unsentFailedRefund is a Refund of amount refused before any provider
+// refund existed.
+func unsentFailedRefund(name string, amount int64) v1alpha1.Refund {
+	r := sentRefund(name, amount, v1alpha1.RefundFailed)
+	r.Status.ProviderRefundID = ""
 	return r
 }
