@@ -104,7 +104,7 @@ func (s *Sim) paypalCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	p := s.newPaymentLocked(PayPal, in)
 	out, _ := json.Marshal(s.paypalOrder(p))
-	s.rememberLocked(PayPal, key, fp, http.StatusCreated, "application/json", out)
+	s.rememberRouteLocked(PayPal, "/v2/checkout/orders", key, fp, http.StatusCreated, "application/json", out)
 	s.mu.Unlock()
 	writeRaw(w, http.StatusCreated, "application/json", out)
 }

@@ -68,6 +68,8 @@ const (
 	DefaultPayPalAuthorizationPeriod  = 29 * 24 * time.Hour
 	DefaultKukoPayAuthorizationPeriod = 7 * 24 * time.Hour
 	DefaultCheckoutTTL                = 24 * time.Hour
+	DefaultPayPalOrderKeyWindow       = 6 * time.Hour
+	DefaultPayPalRefundKeyWindow      = 45 * 24 * time.Hour
 )
 
 // Options configure a Sim. The zero value is usable.
@@ -96,9 +98,19 @@ type Options struct {
 	PayPalWebhookID string
 	// PayPalTokenTTL is the lifetime of issued OAuth2 tokens. Default 9h (PayPal's).
 	PayPalTokenTTL time.Duration
-	// IdempotencyWindow is how long an idempotency key replays its first answer.
-	// Default 24h.
+	// IdempotencyWindow is how long an idempotency key replays its first answer
+	// (KukoPay, generic, and PayPal routes without a documented window). Default 24h.
 	IdempotencyWindow time.Duration
+	// PayPalOrderKeyWindow is how long a PayPal-Request-Id sent to the Orders v2
+	// API (create, authorize, capture of an order) replays its first answer.
+	// Default 6h: "The server stores keys for 6 hours" (PayPal Orders v2 API
+	// reference, "Create order" and "Authorize payment for order", header
+	// PayPal-Request-Id; 72 hours only on request to PayPal).
+	PayPalOrderKeyWindow time.Duration
+	// PayPalRefundKeyWindow is the same for refunds of a capture. Default 45
+	// days: "The server stores keys for 45 days" (PayPal Payments v2 API
+	// reference, "Refund captured payment", header PayPal-Request-Id).
+	PayPalRefundKeyWindow time.Duration
 	// DeliveryTimeout is how long a webhook receiver has to answer. Default 10s; not
 	// scaled, because it measures the receiver, not the simulated provider.
 	DeliveryTimeout time.Duration
@@ -184,6 +196,12 @@ func New(opts Options) *Sim {
 	}
 	if opts.IdempotencyWindow <= 0 {
 		opts.IdempotencyWindow = 24 * time.Hour
+	}
+	if opts.PayPalOrderKeyWindow <= 0 {
+		opts.PayPalOrderKeyWindow = DefaultPayPalOrderKeyWindow
+	}
+	if opts.PayPalRefundKeyWindow <= 0 {
+		opts.PayPalRefundKeyWindow = DefaultPayPalRefundKeyWindow
 	}
 	if opts.DeliveryTimeout <= 0 {
 		opts.DeliveryTimeout = 10 * time.Second

@@ -281,6 +281,10 @@ type Capabilities struct {
 	LookupByReference bool         // FindByMerchantReference works
 	Verification      Verification // what VerifyWebhook needs
 	Lifecycle         Lifecycle    // what a checkout can do beyond create and read
+	// CreateKeyWindow is how long the provider documents replaying a create
+	// for one idempotency key (0: it documents none). It is the default of
+	// PaymentProvider spec.idempotencyWindow for the type.
+	CreateKeyWindow time.Duration
 }
 
 // Lifecycle is what an adapter type supports of a real checkout.

@@ -57,17 +57,26 @@ var _ provider.Provider = (*Adapter)(nil)
 // Type is the PaymentProvider type of this adapter.
 const Type = "paypal"
 
+// CreateKeyWindow is how long PayPal replays an order create for one
+// PayPal-Request-Id: "The server stores keys for 6 hours" (PayPal Orders v2
+// API reference, "Create order", header PayPal-Request-Id; up to 72 hours
+// only when PayPal enables it for the account, which spec.idempotencyWindow
+// can then say).
+const CreateKeyWindow = 6 * time.Hour
+
 // Capabilities describes PayPal: OAuth2 client credentials, no events API and no
 // search by invoice id, webhooks verified by PayPal's API with the credentials and the
 // configured webhook id (no signing Secret). Checkout: the payer approves at PayPal;
 // intent AUTHORIZE needs the merchant's authorize call after approval
 // (AuthorizeStep); refunds cannot be searched by reference; PayPal stores no payment
-// method paywarden could charge.
+// method paywarden could charge. A create's PayPal-Request-Id is kept for
+// CreateKeyWindow.
 func Capabilities() provider.Capabilities {
 	return provider.Capabilities{
-		Type:           Type,
-		CredentialKeys: []string{CredentialClientID, CredentialClientSecret},
-		Verification:   provider.Verification{Credentials: true, WebhookID: true},
+		Type:            Type,
+		CreateKeyWindow: CreateKeyWindow,
+		CredentialKeys:  []string{CredentialClientID, CredentialClientSecret},
+		Verification:    provider.Verification{Credentials: true, WebhookID: true},
 		Lifecycle: provider.Lifecycle{
 			Checkout: true, ManualCapture: true, PartialCapture: true, AuthorizeStep: true,
 			Cancel: true, Refunds: true,
