@@ -161,6 +161,10 @@ const (
 	ReasonAuthorizationExpired = "AuthorizationExpired"
 	// ReasonCanceledByOperator: canceled through the cancel annotation.
 	ReasonCanceledByOperator = "CanceledByOperator"
+	// ReasonOrderExpired: the provider deleted the order nobody completed at
+	// the end of its lifetime (PayPal: about 3 hours) and answers "not found"
+	// for it; no money moved.
+	ReasonOrderExpired = "OrderExpired"
 )
 
 // LocalObjectReference names an object in the same namespace.

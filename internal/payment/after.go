@@ -216,6 +216,12 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 			c.wakeIn(d)
 			return c.done()
 		}
+		if at, due := orderExpiryQuery(c.p, pol, now); due {
+			// Not given up on before the provider had time to let the order
+			// expire: a read then settles it (its "not found" is Expired).
+			c.wakeIn(at.Sub(now))
+			return c.done()
+		}
 		c.apply(Observation{
 			Source: v1alpha1.SourceStatusQuery, Observed: ObservedUnknown, Review: v1alpha1.ReasonRetriesExhausted,
 			Reason: fmt.Sprintf("no final answer after %d status queries (provider status %q)", q.Attempts, st.ProviderStatus),
@@ -227,6 +233,13 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 			c.readAgain()
 		}
 		if held {
+			return c.done()
+		}
+		if orderExpired(c.p, pol, call.Err, now) {
+			// The provider deleted the order nobody completed: its verdict.
+			q.LastTime = ptrMicro(now)
+			c.sched().answered()
+			c.apply(orderExpiredObservation(c.p, pol, v1alpha1.SourceStatusQuery, call.Err))
 			return c.done()
 		}
 		switch gone, refused := c.sched().queryFailed(pol, call.Err); {

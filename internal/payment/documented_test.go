@@ -1,6 +1,7 @@
 package payment_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -47,5 +48,160 @@ func TestCreateKeyWindowIsTheProviders(t *testing.T) {
 				t.Errorf("at %v: %v, want the create looked up, not repeated", tc.lookup, got)
 			}
 		})
+	}
+}
+
+// paypalPolicy is the policy of a PayPal account with the defaults, without
+// jitter.
+func paypalPolicy() payment.Policy {
+	spec := &v1alpha1.PaymentProviderSpec{}
+	return testPolicy().WithCapabilities(spec, paypal.Capabilities())
+}
+
+var errOrderNotFound = &provider.Error{Provider: "shop/paypal", Op: "get", Class: provider.ErrNotFound, StatusCode: 404, Code: "INVALID_RESOURCE_ID"}
+
+// approvedOrder is a PayPal payment (created at t0, known as pay_1) whose
+// payer approved it: its capture is due.
+func approvedOrder(name string) *v1alpha1.Payment {
+	p := lifecyclePay(name, v1alpha1.CaptureAutomatic)
+	return store(p, payment.ApplyEvent(p, payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedApproved, EventID: "evt-ok", ProviderPaymentID: "pay_1"}, t0.Add(10*time.Second)))
+}
+
+// withOperation marks op on p, as Plan stores it before the call.
+func withOperation(p *v1alpha1.Payment, kind v1alpha1.OperationKind, at time.Time) *v1alpha1.Payment {
+	cp := p.DeepCopy()
+	cp.Status.Operation = &v1alpha1.Operation{Kind: kind, RequestedAt: metav1.NewTime(at), IdempotencyKey: payment.OperationKey(p, kind), Reason: "customer left"}
+	if kind == v1alpha1.OperationCapture {
+		cp.Status.AmountToCapture = &v1alpha1.Money{Value: orderValue, Currency: orderCurrency}
+	}
+	return cp
+}
+
+// TestOrderNobodyCompletedExpiresAtTheProvider: PayPal deletes an order that
+// was not completed (not approved, or approved and neither captured nor
+// authorized) after about 3 hours, and answers 404 RESOURCE_NOT_FOUND for it
+// (paypal.OrderLifetime cites the sources). A "not found" is that verdict —
+// Expired, reason OrderExpired, no review — only when the facts leave nothing
+// else: the provider's orders expire, the lifetime has passed since the order
+// was asked for, and nothing was received, reserved or is being captured.
+// Otherwise it stays a question for a human, as before.
+func TestOrderNobodyCompletedExpiresAtTheProvider(t *testing.T) {
+	pol := paypalPolicy()
+	life := paypal.OrderLifetime
+	tracked := func() *v1alpha1.Payment {
+		p := newPay("tracked")
+		p.Spec.ProviderPaymentID = "pay_1"
+		return p
+	}
+	query := func(p *v1alpha1.Payment, pol payment.Policy, at time.Time) payment.Outcome {
+		return payment.AfterQuery(p, pol, fails(errOrderNotFound), false, at)
+	}
+	operation := func(kind v1alpha1.OperationKind) func(*v1alpha1.Payment, payment.Policy, time.Time) payment.Outcome {
+		return func(p *v1alpha1.Payment, pol payment.Policy, at time.Time) payment.Outcome {
+			return payment.AfterOperation(withOperation(p, kind, at.Add(-time.Second)), pol, kind, fails(errOrderNotFound), at)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		pay    func() *v1alpha1.Payment
+		pol    payment.Policy
+		after  func(*v1alpha1.Payment, payment.Policy, time.Time) payment.Outcome
+		at     time.Time
+		phase  v1alpha1.PaymentPhase
+		review string
+		events []string // reasons that must be among the Events
+	}{
+		{name: "an order waiting for its payer, not found once its lifetime passed: Expired", pay: func() *v1alpha1.Payment { return created("waiting") },
+			pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseExpired, events: []string{"Expired"}},
+		{name: "an order its payer approved, not found by the automatic capture: Expired, not CaptureRefused", pay: func() *v1alpha1.Payment { return approvedOrder("late-capture") },
+			pol: pol, after: operation(v1alpha1.OperationCapture), at: t0.Add(life + time.Minute), phase: v1alpha1.PhaseExpired},
+		{name: "an order not found by the cancel of an abandoned checkout: Expired, no CancelRefused", pay: func() *v1alpha1.Payment { return created("abandoned") },
+			pol: pol, after: operation(v1alpha1.OperationCancel), at: t0.Add(4 * time.Hour), phase: v1alpha1.PhaseExpired},
+		{name: "a tracked order, not found its lifetime after its Payment was created: Expired", pay: tracked,
+			pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseExpired},
+		// SPEC §2.2: only an operator clears NeedsReview; the phase is settled.
+		{name: "an order parked in review by an earlier not found, requeried: Expired, the review kept for the operator", pay: func() *v1alpha1.Payment {
+			p := created("parked")
+			p = annotate(store(p, query(p, pol, t0.Add(time.Hour))), v1alpha1.AnnotationRequery, "after-the-upgrade")
+			out, _ := payment.Requery(p, t0.Add(life))
+			return store(p, out)
+		}, pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseExpired, review: v1alpha1.ReasonNonRetryableQueryError},
+
+		{name: "not found before the lifetime passed is no verdict: NonRetryableQueryError", pay: func() *v1alpha1.Payment { return created("early") },
+			pol: pol, after: query, at: t0.Add(life - time.Second), phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonNonRetryableQueryError},
+		{name: "a capture refused not found before the lifetime passed is still CaptureRefused", pay: func() *v1alpha1.Payment { return approvedOrder("early-capture") },
+			pol: pol, after: operation(v1alpha1.OperationCapture), at: t0.Add(time.Hour), phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonCaptureRefused},
+		{name: "not found at a provider whose orders do not expire: NonRetryableQueryError", pay: func() *v1alpha1.Payment { return created("kept") },
+			pol: testPolicy(), after: query, at: t0.Add(10 * life), phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonNonRetryableQueryError},
+		{name: "not found for an authorized order: NonRetryableQueryError", pay: func() *v1alpha1.Payment { return authorizedPay("authorized", v1alpha1.CaptureManual) },
+			pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonNonRetryableQueryError},
+		{name: "not found while a capture is under way: NonRetryableQueryError", pay: func() *v1alpha1.Payment {
+			p := withOperation(approvedOrder("capturing"), v1alpha1.OperationCapture, t0.Add(20*time.Second))
+			p.Status.Operation = nil
+			return store(p, payment.ApplyEvent(p, payment.Observation{Source: v1alpha1.SourceCapture, Observed: payment.ObservedProcessing, ProviderPaymentID: "pay_1"}, t0.Add(21*time.Second)))
+		}, pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonNonRetryableQueryError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := tc.after(tc.pay(), tc.pol, tc.at)
+			st := out.Status
+			got := &v1alpha1.Payment{Status: st}
+			if st.Phase != tc.phase || review(got) != tc.review {
+				t.Fatalf("phase %s review %q, want %s %q (history %s)", st.Phase, review(got), tc.phase, tc.review, dumpHistory(st.History))
+			}
+			if tc.phase == v1alpha1.PhaseExpired {
+				if st.Failure == nil || st.Failure.Code != v1alpha1.ReasonOrderExpired || st.ExpiredLocally || st.Operation != nil || st.Query.NextTime != nil {
+					t.Errorf("failure %+v expiredLocally %v operation %+v nextTime %v", st.Failure, st.ExpiredLocally, st.Operation, st.Query.NextTime)
+				}
+				if h := st.History[len(st.History)-1]; h.To != v1alpha1.PhaseExpired || h.Reason != v1alpha1.ReasonOrderExpired {
+					t.Errorf("history %+v", h)
+				}
+				for _, r := range eventReasons(out) {
+					if r == "CancelRefused" || r == "CaptureRefused" {
+						t.Errorf("Event %s for an order that expired", r)
+					}
+				}
+			}
+			for _, want := range tc.events {
+				if !slices.Contains(allEventReasons(out), want) {
+					t.Errorf("Events %v, want %s", allEventReasons(out), want)
+				}
+			}
+		})
+	}
+}
+
+// allEventReasons are the reasons of every Event an outcome records: the
+// state machine's and the core's own.
+func allEventReasons(out payment.Outcome) []string {
+	r := eventReasons(out)
+	for _, res := range out.Results {
+		for _, e := range res.Events {
+			r = append(r, e.Reason)
+		}
+	}
+	return r
+}
+
+// TestScenarioAbandonedPayPalCheckoutEndsExpired: a PayPal checkout its payer
+// never approves is read on the schedule; when the schedule runs out before
+// the order's lifetime, paywarden reads it once more after the lifetime
+// instead of giving up, and PayPal's "not found" then settles it Expired —
+// never RetriesExhausted or NonRetryableQueryError.
+func TestScenarioAbandonedPayPalCheckoutEndsExpired(t *testing.T) {
+	pol := paypalPolicy()
+	p, calls := drive(t, newPay("abandoned"), pol, func(a payment.Action, _ int, now time.Time) payment.Call {
+		if a == payment.Query && !now.Before(t0.Add(paypal.OrderLifetime)) {
+			return fails(errOrderNotFound)
+		}
+		c := answer(provider.StatusPending)
+		c.Payment.CustomerAction = &provider.CustomerAction{URL: "https://paypal.example/checkoutnow?token=pay_1"}
+		return c
+	}, t0.Add(24*time.Hour))
+	if p.Status.Phase != v1alpha1.PhaseExpired || review(p) != "" || p.Status.Failure == nil || p.Status.Failure.Code != v1alpha1.ReasonOrderExpired {
+		t.Fatalf("phase %s review %q failure %+v after %d calls\n%s", p.Status.Phase, review(p), p.Status.Failure, len(calls), dumpHistory(p.Status.History))
+	}
+	last := calls[len(calls)-1]
+	if want := t0.Add(paypal.OrderLifetime + paypal.OrderLifetime/10); last.at.Before(t0.Add(paypal.OrderLifetime)) || last.at.After(want.Add(time.Second)) {
+		t.Errorf("the settling read came at %s, want by %s", last.at.Sub(t0), want.Sub(t0))
 	}
 }

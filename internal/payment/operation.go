@@ -281,6 +281,14 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 		v1alpha1.OperationCapture:   v1alpha1.SourceCapture,
 		v1alpha1.OperationCancel:    v1alpha1.SourceCancel,
 	}[kind]
+	if orderExpired(c.p, pol, call.Err, now) {
+		// The provider deleted the order nobody completed: nothing was
+		// captured or authorized, and nothing is left to cancel.
+		st.Operation, st.AmountToCapture = nil, nil
+		c.sched().answered()
+		c.apply(orderExpiredObservation(c.p, pol, source, call.Err))
+		return c.done()
+	}
 	switch class := Classify(call.Err); class {
 	case Answered:
 		for _, obs := range FromPayment(call.Payment, source) {

@@ -24,6 +24,9 @@ type Counters struct {
 
 	// Approvals counts payers approving (scripted, hosted page or control call).
 	Approvals int `json:"approvals"`
+	// OrdersExpired counts PayPal orders deleted uncompleted at the end of
+	// their lifetime (Options.PayPalOrderLifetime).
+	OrdersExpired int `json:"ordersExpired"`
 	// ActionRequests counts capture, authorize, void, cancel and refund calls that
 	// reached their logic (replays and refusals included); ActionsByKey counts them
 	// per "<provider>/<idempotency key>".

@@ -26,6 +26,35 @@ func (s *Sim) refreshLocked(p *payment) {
 	if p.state == stPending && p.action != nil && !p.action.expiresAt.IsZero() && !now.Before(p.action.expiresAt) {
 		s.expireActionLocked(p, p.action)
 	}
+	if !p.orderExpiresAt.IsZero() && !now.Before(p.orderExpiresAt) {
+		s.expireOrderLocked(p, p.orderExpiresAt)
+	}
+}
+
+// orderLifetimeLocked (re)starts the lifetime of a PayPal order that is not
+// completed: from its creation, and again from the payer's approval
+// (Options.PayPalOrderLifetime cites PayPal).
+func (s *Sim) orderLifetimeLocked(p *payment) {
+	at := s.now().Add(s.opts.PayPalOrderLifetime)
+	p.orderExpiresAt = at
+	s.afterLocked(s.opts.PayPalOrderLifetime, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.expireOrderLocked(p, at)
+	})
+}
+
+// expireOrderLocked deletes a PayPal order that nobody completed by at (its
+// lifetime as started then): it was neither captured nor authorized. PayPal
+// sends no webhook; from now on the API answers 404 RESOURCE_NOT_FOUND for it.
+func (s *Sim) expireOrderLocked(p *payment, at time.Time) {
+	if p.gone || !p.orderExpiresAt.Equal(at) || (p.state != stPending && p.state != stApproved) {
+		return
+	}
+	p.gone, p.action, p.state, p.updated = true, nil, stExpired, s.now()
+	p.cancelReason = "order_expired"
+	p.gen++ // a scheduled approval comes too late
+	s.counters.OrdersExpired++
 }
 
 // expireActionLocked expires an unpaid payment whose payer link a ran out.
@@ -55,6 +84,7 @@ func (s *Sim) approveLocked(p *payment) error {
 	switch {
 	case p.provider == PayPal:
 		p.state = stApproved
+		s.orderLifetimeLocked(p)
 		s.emitLocked(p, evApproved, nil)
 	case p.provider == KukoPay && p.manual:
 		s.authorizeLocked(p)

@@ -50,6 +50,11 @@ type payment struct {
 	action                  *payerAction // set while the payer must act
 	auth                    *authorization
 	cancelReason            string
+	// orderExpiresAt (PayPal) is when the order, not completed by then, is
+	// deleted (Options.PayPalOrderLifetime); gone is true once it was: the API
+	// answers 404 for it.
+	orderExpiresAt time.Time
+	gone           bool
 }
 
 // payerAction is the link the payer must open.
@@ -120,6 +125,9 @@ type PaymentView struct {
 	Authorization *AuthorizationView `json:"authorization,omitempty"`
 	CaptureID     string             `json:"captureID,omitempty"`
 	Refunds       []RefundView       `json:"refunds,omitempty"`
+	// OrderGone is true for a PayPal order deleted at the end of its lifetime
+	// (the API answers 404 for it).
+	OrderGone bool `json:"orderGone,omitempty"`
 }
 
 // AuthorizationView is the control API's view of an authorization.
@@ -145,7 +153,7 @@ func (s *Sim) viewLocked(p *payment) PaymentView {
 		Provider: p.provider, ID: p.id, MerchantReference: p.ref, Amount: p.amount, Currency: p.currency,
 		State: string(p.state), Received: p.received, Refunded: p.refunded, Script: p.script,
 		Created: p.created, Queries: s.counters.QueriesByPayment[p.id],
-		ManualCapture: p.manual, CaptureID: p.captureID,
+		ManualCapture: p.manual, CaptureID: p.captureID, OrderGone: p.gone,
 	}
 	if p.action != nil {
 		v.ActionURL, v.ActionExpiresAt = p.action.url, p.action.expiresAt
@@ -211,6 +219,9 @@ func (s *Sim) newPaymentLocked(provider string, in newPayment) *payment {
 	if provider == PayPal || (in.returnURL != "" && in.method == "") {
 		s.openActionLocked(p)
 	}
+	if provider == PayPal {
+		s.orderLifetimeLocked(p)
+	}
 	s.setScriptLocked(p, sc)
 	return p
 }
@@ -232,8 +243,8 @@ func actionURL(p *payment) string {
 }
 
 // openActionLocked makes p wait for the payer. KukoPay and generic links expire (the
-// requested expiry, else Options.CheckoutTTL) and the unpaid payment with them; PayPal
-// orders wait for as long as it takes.
+// requested expiry, else Options.CheckoutTTL) and the unpaid payment with them; a
+// PayPal order's link works until the order itself expires (orderLifetimeLocked).
 func (s *Sim) openActionLocked(p *payment) {
 	if p.action != nil || p.state != stPending {
 		return

@@ -120,11 +120,12 @@ func (s *Sim) paypalGet(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		s.counters.QueriesByPayment[id]++
 		s.refreshLocked(p)
+		ok = !p.gone // an expired order is deleted (Options.PayPalOrderLifetime)
 		o = s.paypalOrder(p)
 	}
 	s.mu.Unlock()
 	if !ok {
-		s.writeError(w, PayPal, http.StatusNotFound, "RESOURCE_NOT_FOUND", "The specified resource does not exist.", nil, 0)
+		paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "Specified resource ID does not exist. Please check the resource ID and try again.").write(w)
 		return
 	}
 	writeJSON(w, http.StatusOK, o)
@@ -183,11 +184,13 @@ func paypalIssue(status int, issue, description string) answer {
 }
 
 // paypalPayment finds the order of id (an order, authorization or capture id per
-// index) and applies the deadlines that passed; s.mu must be held.
+// index) and applies the deadlines that passed; s.mu must be held. An order that
+// expired uncompleted is not found (Options.PayPalOrderLifetime).
 func (s *Sim) paypalPaymentLocked(index map[string]*payment, id string) (*payment, bool) {
 	p, ok := index[id]
 	if ok {
 		s.refreshLocked(p)
+		ok = !p.gone
 	}
 	return p, ok
 }

@@ -68,6 +68,7 @@ const (
 	DefaultPayPalAuthorizationPeriod  = 29 * 24 * time.Hour
 	DefaultKukoPayAuthorizationPeriod = 7 * 24 * time.Hour
 	DefaultCheckoutTTL                = 24 * time.Hour
+	DefaultPayPalOrderLifetime        = 3 * time.Hour
 	DefaultPayPalOrderKeyWindow       = 6 * time.Hour
 	DefaultPayPalRefundKeyWindow      = 45 * 24 * time.Hour
 )
@@ -121,9 +122,19 @@ type Options struct {
 	PayPalAuthorizationPeriod  time.Duration
 	KukoPayAuthorizationPeriod time.Duration
 	// CheckoutTTL is how long a KukoPay or generic payer link works when the create
-	// request sets no expiry; past it the unpaid payment expires. Default 24h. PayPal
-	// orders do not expire while they wait for the payer.
+	// request sets no expiry; past it the unpaid payment expires. Default 24h.
 	CheckoutTTL time.Duration
+	// PayPalOrderLifetime is how long a PayPal order nobody completed (not
+	// approved, or approved and neither captured nor authorized) lives; then
+	// PayPal deletes it and every call about it answers 404 RESOURCE_NOT_FOUND
+	// (INVALID_RESOURCE_ID), with no webhook. It counts from the creation, and
+	// again from the payer's approval. Default 3h (simulated, scaled): "Any
+	// order that doesn't get completed will automatically expire. The default
+	// amount of time is 3 hours" (PayPal SDK maintainers, paypal/Checkout-PHP-SDK
+	// issue 84); "the time window for capturing the payment [after approval] is
+	// controlled by the merchant, but the default is 3 hours" (PayPal developer
+	// docs, "Handle uncaptured payments").
+	PayPalOrderLifetime time.Duration
 
 	// DefaultScript is the outcome of payments no rule or metadata scripts. Default:
 	// succeed after 2s.
@@ -214,6 +225,9 @@ func New(opts Options) *Sim {
 	}
 	if opts.CheckoutTTL <= 0 {
 		opts.CheckoutTTL = DefaultCheckoutTTL
+	}
+	if opts.PayPalOrderLifetime <= 0 {
+		opts.PayPalOrderLifetime = DefaultPayPalOrderLifetime
 	}
 	if opts.DefaultScript == nil {
 		opts.DefaultScript = &Script{Outcome: OutcomeSucceed, After: 2 * time.Second}

@@ -299,6 +299,11 @@ type Lifecycle struct {
 	Cancel        bool // Cancel works
 	Refunds       bool // CreateRefund and GetRefund work
 	RefundLookup  bool // FindRefund works
+	// OrderLifetime is how long the provider keeps a payment nobody completed
+	// (not approved, or approved and neither captured nor authorized): after
+	// it the provider deletes it, and reads of it answer ErrNotFound. 0: such
+	// payments are never deleted.
+	OrderLifetime time.Duration
 }
 
 // Verification is what an adapter type's VerifyWebhook needs from the PaymentProvider.

@@ -64,13 +64,23 @@ const Type = "paypal"
 // can then say).
 const CreateKeyWindow = 6 * time.Hour
 
+// OrderLifetime is how long PayPal keeps an order nobody completed (not
+// approved, or approved and neither captured nor authorized); then it deletes
+// it and GET /v2/checkout/orders/{id} (and a capture or authorize of it)
+// answers 404 RESOURCE_NOT_FOUND. "Any order that doesn't get completed will
+// automatically expire. The default amount of time is 3 hours" (PayPal's SDK
+// maintainers, paypal/Checkout-PHP-SDK issue 84); the capture window after an
+// approval "is controlled by the merchant, but the default is 3 hours"
+// (PayPal developer docs, "Handle uncaptured payments").
+const OrderLifetime = 3 * time.Hour
+
 // Capabilities describes PayPal: OAuth2 client credentials, no events API and no
 // search by invoice id, webhooks verified by PayPal's API with the credentials and the
 // configured webhook id (no signing Secret). Checkout: the payer approves at PayPal;
 // intent AUTHORIZE needs the merchant's authorize call after approval
 // (AuthorizeStep); refunds cannot be searched by reference; PayPal stores no payment
 // method paywarden could charge. A create's PayPal-Request-Id is kept for
-// CreateKeyWindow.
+// CreateKeyWindow; an order nobody completed is deleted after OrderLifetime.
 func Capabilities() provider.Capabilities {
 	return provider.Capabilities{
 		Type:            Type,
@@ -79,7 +89,7 @@ func Capabilities() provider.Capabilities {
 		Verification:    provider.Verification{Credentials: true, WebhookID: true},
 		Lifecycle: provider.Lifecycle{
 			Checkout: true, ManualCapture: true, PartialCapture: true, AuthorizeStep: true,
-			Cancel: true, Refunds: true,
+			Cancel: true, Refunds: true, OrderLifetime: OrderLifetime,
 		},
 	}
 }

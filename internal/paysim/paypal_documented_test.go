@@ -1,0 +1,95 @@
+package paysim_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// PayPal behaviour paysim models from PayPal's documents (docs/providers.md,
+// "Documented behaviour"): each test names the behaviour and its source is
+// cited next to the code that models it.
+
+// TestPayPalOrderNobodyCompletedExpiresAndIsNotFound: an order that is not
+// completed expires after its lifetime (3h by default), counted from its
+// creation and again from the payer's approval; then PayPal answers 404
+// RESOURCE_NOT_FOUND to a read or a capture, and sends no webhook. A captured
+// or authorized order does not expire this way.
+func TestPayPalOrderNobodyCompletedExpiresAndIsNotFound(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+	e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
+	pp := e.p[paysim.PayPal]
+	waiting := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k1", MerchantReference: "r1", Amount: 1000})
+	approved := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k2", MerchantReference: "r2", Amount: 1000})
+	captured := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k3", MerchantReference: "r3", Amount: 1000})
+	authorized := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k4", MerchantReference: "r4", Amount: 1000, CaptureMethod: provider.CaptureManual})
+	for _, id := range []string{captured.ID, authorized.ID} {
+		if err := e.sim.Approve(paysim.PayPal, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pp.Capture(bg, provider.ActionRequest{PaymentID: captured.ID, IdempotencyKey: "c3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pp.Authorize(bg, provider.ActionRequest{PaymentID: authorized.ID, IdempotencyKey: "a4"}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Hour)
+	if err := e.sim.Approve(paysim.PayPal, approved.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Add(2*time.Hour - time.Second)
+	if got := e.status(t, paysim.PayPal, waiting.ID); got.Status != provider.StatusPending {
+		t.Fatalf("a second before its lifetime the order is %+v", got)
+	}
+	clk.Add(time.Second)
+	if _, err := pp.Get(bg, waiting.ID); !errors.Is(err, provider.ErrNotFound) {
+		t.Fatalf("an order not approved within 3h: %v, want not found", err)
+	}
+	if _, err := pp.Cancel(bg, provider.ActionRequest{PaymentID: waiting.ID, IdempotencyKey: "x1"}); !errors.Is(err, provider.ErrNotFound) {
+		t.Fatalf("cancel of an expired order: %v, want not found", err)
+	}
+	if err := e.sim.Approve(paysim.PayPal, waiting.ID); err == nil {
+		t.Fatal("the payer approved an expired order")
+	}
+	if got := e.status(t, paysim.PayPal, approved.ID); got.Status != provider.StatusApproved {
+		t.Fatalf("approved 2h ago, the order is %+v; its lifetime restarts at the approval", got)
+	}
+	clk.Add(time.Hour)
+	if _, err := pp.Capture(bg, provider.ActionRequest{PaymentID: approved.ID, IdempotencyKey: "c2"}); !errors.Is(err, provider.ErrNotFound) {
+		t.Fatalf("capture 3h after the approval: %v, want not found", err)
+	}
+	clk.Add(30 * 24 * time.Hour)
+	if got := e.status(t, paysim.PayPal, captured.ID); got.Status != provider.StatusSucceeded {
+		t.Fatalf("a captured order is %+v", got)
+	}
+	if got := e.status(t, paysim.PayPal, authorized.ID); got.Status != provider.StatusExpired || got.FailureCode != provider.FailureAuthorizationExpired {
+		t.Fatalf("an authorized order ends with its authorization, not its order lifetime: %+v", got)
+	}
+	if v, _ := e.sim.Payment(paysim.PayPal, waiting.ID); !v.OrderGone || v.State != "expired" {
+		t.Fatalf("control view %+v", v)
+	}
+	if n := e.sim.Counters().OrdersExpired; n != 2 {
+		t.Fatalf("%d orders expired, want 2", n)
+	}
+	for _, id := range []string{waiting.ID, approved.ID} {
+		if evs := eventTypes(e, paysim.PayPal, id); len(evs) > 0 && evs[len(evs)-1] != "CHECKOUT.ORDER.APPROVED" {
+			t.Fatalf("an order expiry sent %v", evs)
+		}
+	}
+}
+
+// TestPayPalOrderLifetimeRunsOnTheScaledClock: the lifetime is a simulated
+// delay like every other (Options.TimeFactor).
+func TestPayPalOrderLifetimeRunsOnTheScaledClock(t *testing.T) {
+	e := start(t, paysim.Options{TimeFactor: 0.0001, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
+	p := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000})
+	eventually(t, "the order to expire", func() bool {
+		_, err := e.p[paysim.PayPal].Get(bg, p.ID)
+		return errors.Is(err, provider.ErrNotFound)
+	})
+}

@@ -1,0 +1,64 @@
+package paypal_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/paypal"
+)
+
+// PayPal behaviour as PayPal documents it and paysim models it
+// (docs/providers.md, "Documented behaviour"): what the adapter reports.
+
+// simClock is a clock a test moves while paysim reads it.
+type simClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *simClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *simClock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
+
+// TestExpiredOrderIsNotFoundToEveryCall: PayPal deletes an order nobody
+// completed after paypal.OrderLifetime; the adapter reports every call about
+// it as ErrNotFound (never a refusal), which is what the core needs to decide
+// that it expired.
+func TestExpiredOrderIsNotFoundToEveryCall(t *testing.T) {
+	if got := paypal.Capabilities().Lifecycle.OrderLifetime; got != 3*time.Hour {
+		t.Fatalf("OrderLifetime %v, want PayPal's 3h", got)
+	}
+	clk := &simClock{t: simNow}
+	srv, a := simAdapter(t, paysim.Options{Now: clk.Now})
+	waiting := createOrder(t, a, provider.CaptureAutomatic, 1000, "USD")
+	approved := createOrder(t, a, provider.CaptureManual, 1000, "USD")
+	if err := srv.Sim.Approve(paysim.PayPal, approved.ID); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(paypal.OrderLifetime)
+	for name, call := range map[string]func(id string) error{
+		"get": func(id string) error { _, err := a.Get(ctx, id); return err },
+		"capture": func(id string) error {
+			_, err := a.Capture(ctx, provider.ActionRequest{PaymentID: id, IdempotencyKey: key("c")})
+			return err
+		},
+		"authorize": func(id string) error {
+			_, err := a.Authorize(ctx, provider.ActionRequest{PaymentID: id, IdempotencyKey: key("a")})
+			return err
+		},
+		"cancel": func(id string) error {
+			_, err := a.Cancel(ctx, provider.ActionRequest{PaymentID: id, IdempotencyKey: key("v")})
+			return err
+		},
+	} {
+		for _, id := range []string{waiting.ID, approved.ID} {
+			if err := call(id); !errors.Is(err, provider.ErrNotFound) || errors.Is(err, provider.ErrNonRetryable) {
+				t.Errorf("%s of expired order %s: %v, want ErrNotFound", name, id, err)
+			}
+		}
+	}
+}
