@@ -70,3 +70,54 @@ func TestPayPalOrderNobodyCompletedEndsExpired(t *testing.T) {
 		t.Errorf("paysim expired %d orders, want 2", n)
 	}
 }
+
+// simEventOf waits for paysim's event typ about the provider payment id.
+func simEventOf(t *testing.T, s *fixture.Sim, typ, id string) paysim.EventRecord {
+	t.Helper()
+	var found paysim.EventRecord
+	fixture.Eventually(t, 10*time.Second, typ+" of "+id, func() bool {
+		for _, e := range s.Events(paysim.PayPal) {
+			if e.PaymentID == id && e.Type == typ {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// TestPayPalAuthorizationVoidedAtItsEndIsExpired: PayPal sends
+// PAYMENT.AUTHORIZATION.VOIDED when an authorization reaches the end of its
+// validity (Payments v2 webhook events), as for a void. Received for a Manual
+// payment nobody canceled, at its authorizationExpiresAt, it makes the
+// payment Expired with reason AuthorizationExpired, not Canceled.
+func TestPayPalAuthorizationVoidedAtItsEndIsExpired(t *testing.T) {
+	clk := &shiftedClock{}
+	s := fixture.StartSim(t, paysim.Options{Now: clk.Now})
+	payersWait(t, s, paysim.PayPal, 0)
+	ns := fixture.Namespace(t, env.Client, "voided")
+	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: []string{"200ms", "200ms", "200ms", "200ms", "200ms", "1h"}})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox))
+	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
+		Payment: fixture.Payment{Namespace: ns, Name: "held", Provider: prov.Name}, CaptureMethod: v1alpha1.CaptureManual,
+	})
+	id := approve(t, s, v1alpha1.ProviderPayPal, p)
+	authorized := awaitAuthorized(t, p)
+
+	// The end of the authorization's validity, for paysim: a read of the
+	// order applies it, and PayPal's VOIDED is recorded.
+	clk.Add(authorized.Status.AuthorizationExpiresAt.Sub(clk.Now()) + time.Second)
+	if v, _ := s.Payment(paysim.PayPal, id); v.State != "expired" {
+		t.Fatalf("paysim's authorization did not expire: %+v", v)
+	}
+	if out := fixture.ApplyWebhook(t, m, prov, simEventOf(t, s, "PAYMENT.AUTHORIZATION.VOIDED", id)); out.Result != v1alpha1.ResultApplied {
+		t.Fatalf("the VOIDED webhook: %+v", out)
+	}
+	got := fixture.WaitPayment(t, env.Client, p, "to be settled", func(p *v1alpha1.Payment) bool { return p.Status.Phase.IsFinal() })
+	if got.Status.Phase != v1alpha1.PhaseExpired {
+		t.Fatalf("phase %s, want Expired (history %+v)", got.Status.Phase, got.Status.History)
+	}
+	wantHistoryTo(t, got, v1alpha1.PhaseExpired, v1alpha1.SourceWebhook, v1alpha1.ReasonAuthorizationExpired)
+	wantNoReview(t, got)
+}

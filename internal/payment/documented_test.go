@@ -205,3 +205,69 @@ func TestScenarioAbandonedPayPalCheckoutEndsExpired(t *testing.T) {
 		t.Errorf("the settling read came at %s, want by %s", last.at.Sub(t0), want.Sub(t0))
 	}
 }
+
+// authorizedUntil is a Manual payment (known as pay_1) whose authorization
+// ends at expiry.
+func authorizedUntil(name string, expiry time.Time) *v1alpha1.Payment {
+	p := lifecyclePay(name, v1alpha1.CaptureManual)
+	at := metav1.NewTime(expiry)
+	return store(p, payment.ApplyEvent(p, payment.Observation{
+		Source: v1alpha1.SourceStatusQuery, Observed: payment.ObservedAuthorized, ProviderPaymentID: "pay_1",
+		Amount: &v1alpha1.Money{Value: orderValue, Currency: orderCurrency}, AuthorizationExpiresAt: &at,
+	}, t0.Add(10*time.Second)))
+}
+
+// TestVoidedAtTheAuthorizationsEndIsExpired: PayPal sends
+// PAYMENT.AUTHORIZATION.VOIDED both for a merchant's void and when the
+// authorization reaches the end of its validity (Payments v2 webhook events).
+// A void at or after status.authorizationExpiresAt that paywarden did not ask
+// for is the expiry: Expired, reason AuthorizationExpired. One before it, or
+// one paywarden's cancel asked for, stays Canceled.
+func TestVoidedAtTheAuthorizationsEndIsExpired(t *testing.T) {
+	expiry := t0.Add(29 * 24 * time.Hour)
+	voided := func(occurred time.Time) payment.Observation {
+		return payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedCanceled, Raw: "PAYMENT.AUTHORIZATION.VOIDED", EventID: "evt-void", ProviderPaymentID: "pay_1", OccurredAt: occurred}
+	}
+	canceling := func(p *v1alpha1.Payment) *v1alpha1.Payment {
+		return withOperation(p, v1alpha1.OperationCancel, expiry.Add(-time.Minute))
+	}
+	for _, tc := range []struct {
+		name   string
+		pay    func() *v1alpha1.Payment
+		obs    payment.Observation
+		now    time.Time
+		phase  v1alpha1.PaymentPhase
+		reason string // of the history entry
+	}{
+		{name: "voided at the expiry: Expired", pay: func() *v1alpha1.Payment { return authorizedUntil("at", expiry) },
+			obs: voided(expiry), now: expiry.Add(time.Second), phase: v1alpha1.PhaseExpired, reason: v1alpha1.ReasonAuthorizationExpired},
+		{name: "voided, an event without a time, received after the expiry: Expired", pay: func() *v1alpha1.Payment { return authorizedUntil("late", expiry) },
+			obs: voided(time.Time{}), now: expiry.Add(time.Hour), phase: v1alpha1.PhaseExpired, reason: v1alpha1.ReasonAuthorizationExpired},
+		{name: "a read of the authorization VOIDED after the expiry: Expired", pay: func() *v1alpha1.Payment { return authorizedUntil("read", expiry) },
+			obs: payment.Observation{Source: v1alpha1.SourceStatusQuery, Observed: payment.ObservedCanceled, Raw: "COMPLETED/authorization:VOIDED", ProviderPaymentID: "pay_1"},
+			now: expiry.Add(time.Minute), phase: v1alpha1.PhaseExpired, reason: v1alpha1.ReasonAuthorizationExpired},
+		{name: "voided before the expiry (a void in PayPal's dashboard): Canceled", pay: func() *v1alpha1.Payment { return authorizedUntil("early", expiry) },
+			obs: voided(expiry.Add(-time.Second)), now: expiry.Add(time.Minute), phase: v1alpha1.PhaseCanceled},
+		{name: "voided at the expiry while paywarden's cancel is in flight: Canceled", pay: func() *v1alpha1.Payment { return canceling(authorizedUntil("canceling", expiry)) },
+			obs: voided(expiry), now: expiry.Add(time.Second), phase: v1alpha1.PhaseCanceled},
+		{name: "the cancel call's own answer after the expiry: Canceled", pay: func() *v1alpha1.Payment { return authorizedUntil("cancel-answer", expiry) },
+			obs: payment.Observation{Source: v1alpha1.SourceCancel, Observed: payment.ObservedCanceled, Raw: "COMPLETED/authorization:VOIDED", ProviderPaymentID: "pay_1"},
+			now: expiry.Add(time.Second), phase: v1alpha1.PhaseCanceled},
+		{name: "voided, the authorization's end unknown: Canceled", pay: func() *v1alpha1.Payment { return authorizedPay("no-expiry", v1alpha1.CaptureManual) },
+			obs: voided(expiry), now: expiry, phase: v1alpha1.PhaseCanceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := payment.Apply(tc.pay(), tc.obs, tc.now)
+			if res.Decision != payment.Applied || res.Status.Phase != tc.phase {
+				t.Fatalf("%s %s (%s), want %s", res.Decision, res.Status.Phase, res.Reason, tc.phase)
+			}
+			h := res.Status.History[len(res.Status.History)-1]
+			if tc.reason != "" && h.Reason != tc.reason {
+				t.Errorf("history %+v, want reason %s", h, tc.reason)
+			}
+			if tc.phase == v1alpha1.PhaseExpired && (res.Status.Failure == nil || res.Status.Failure.Code != v1alpha1.ReasonAuthorizationExpired) {
+				t.Errorf("failure %+v", res.Status.Failure)
+			}
+		})
+	}
+}

@@ -167,6 +167,9 @@ func (m *machine) run() {
 		m.duplicatePayment(known)
 		return
 	}
+	if voidedAtItsEnd(&m.st, m.obs, m.now) {
+		m.obs = expiredAtItsEnd(&m.st, m.obs)
+	}
 	switch m.obs.Observed {
 	case ObservedApproved:
 		m.approved()

@@ -122,17 +122,28 @@ func (s *Sim) authorizeLocked(p *payment) {
 }
 
 // expireAuthorizationLocked ends an authorization that was not captured in time.
-// KukoPay reports payment.expired (cancellation_reason authorization_expired); PayPal
-// sends no webhook for it, the order reads COMPLETED with the authorization EXPIRED.
+// KukoPay reports payment.expired (cancellation_reason authorization_expired). PayPal
+// reads the order COMPLETED with the authorization EXPIRED, and sends
+// PAYMENT.AUTHORIZATION.VOIDED: "A payment authorization is voided either due to
+// authorization reaching its 30 day validity period or authorization was manually
+// voided" (PayPal webhook event names, Payments v2), its resource "with response
+// status of voided" — the same event as a merchant's void, told apart only by when
+// it comes.
 func (s *Sim) expireAuthorizationLocked(p *payment, a *authorization) {
 	if p.auth != a || p.state != stAuthorized || a.status != "CREATED" {
 		return
 	}
-	a.status = "EXPIRED"
 	p.state, p.updated = stExpired, s.now()
 	p.cancelReason = kukopay.CancellationAuthorizationExpired
 	p.gen++
-	s.emitLocked(p, evExpired, nil)
+	if p.provider == PayPal {
+		a.status = "VOIDED" // as the event's resource shows it
+		s.emitAtLocked(p, evCanceled, nil, latest(s.now(), a.expiresAt))
+	}
+	a.status = "EXPIRED"
+	if p.provider != PayPal {
+		s.emitLocked(p, evExpired, nil)
+	}
 }
 
 // chargeLocked takes amount: the result is the script's CaptureOutcome.
@@ -315,4 +326,12 @@ func (s *Sim) SettleRefund(provider, refundID string, outcome Outcome) error {
 	}
 	s.settleRefundLocked(r, outcome)
 	return nil
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -718,11 +718,17 @@ var eventTypes = map[string]map[eventKind]string{
 // emitLocked records the event of kind k for p (about refund r, for refund events) in
 // the events list and schedules its delivery; s.mu must be held.
 func (s *Sim) emitLocked(p *payment, k eventKind, r *refund) {
+	s.emitAtLocked(p, k, r, s.now())
+}
+
+// emitAtLocked is emitLocked for an event that happened at now on the
+// simulated clock (a deadline a scaled timer reached: its own instant, not the
+// wall clock at which the timer fired).
+func (s *Sim) emitAtLocked(p *payment, k eventKind, r *refund, now time.Time) {
 	typ := eventTypes[p.provider][k]
 	if typ == "" {
 		return
 	}
-	now := s.now()
 	var id string
 	var raw []byte
 	var err error

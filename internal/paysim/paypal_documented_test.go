@@ -1,6 +1,7 @@
 package paysim_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -92,4 +93,38 @@ func TestPayPalOrderLifetimeRunsOnTheScaledClock(t *testing.T) {
 		_, err := e.p[paysim.PayPal].Get(bg, p.ID)
 		return errors.Is(err, provider.ErrNotFound)
 	})
+}
+
+// TestPayPalAuthorizationAtItsValidityEndIsVoided: PayPal sends
+// PAYMENT.AUTHORIZATION.VOIDED when an authorization reaches the end of its
+// validity, as for a merchant's void (Payments v2 webhook events); the event's
+// authorization reads VOIDED, a later read of the order shows it EXPIRED.
+func TestPayPalAuthorizationAtItsValidityEndIsVoided(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+	e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
+	p := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000, CaptureMethod: provider.CaptureManual})
+	if err := e.sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := e.p[paysim.PayPal].Authorize(bg, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(29 * 24 * time.Hour)
+	if got := e.status(t, paysim.PayPal, p.ID); got.Status != provider.StatusExpired || got.RawStatus != "COMPLETED/authorization:EXPIRED" {
+		t.Fatalf("after 29 days the order reads %+v", got)
+	}
+	evs := e.sim.Events(paysim.PayPal)
+	last := evs[len(evs)-1]
+	if last.Type != "PAYMENT.AUTHORIZATION.VOIDED" || last.PaymentID != p.ID || !last.Created.Equal(auth.AuthorizationExpiresAt) {
+		t.Fatalf("last event %s of %s at %s, want PAYMENT.AUTHORIZATION.VOIDED at the expiry %s", last.Type, last.PaymentID, last.Created, auth.AuthorizationExpiresAt)
+	}
+	var ev struct {
+		Resource struct {
+			Status string `json:"status"`
+		} `json:"resource"`
+	}
+	if err := json.Unmarshal(last.Raw, &ev); err != nil || ev.Resource.Status != "VOIDED" {
+		t.Fatalf("the event's authorization reads %q (%v), want VOIDED", ev.Resource.Status, err)
+	}
 }

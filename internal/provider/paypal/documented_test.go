@@ -62,3 +62,36 @@ func TestExpiredOrderIsNotFoundToEveryCall(t *testing.T) {
 		}
 	}
 }
+
+// TestVoidedAtTheEndOfValidity: PayPal sends PAYMENT.AUTHORIZATION.VOIDED when
+// an authorization reaches the end of its validity as for a void (Payments v2
+// webhook events). The adapter reports the event paysim sends then with the
+// order id and the event's time (the core tells the expiry from a void by
+// that time), and reports a VOIDED event whose authorization reads EXPIRED as
+// Expired.
+func TestVoidedAtTheEndOfValidity(t *testing.T) {
+	clk := &simClock{t: simNow}
+	srv, a := simAdapter(t, paysim.Options{Now: clk.Now})
+	auth := authorizedOrder(t, srv, a, 1000, "USD")
+	clk.Add(29 * 24 * time.Hour)
+	if got, err := a.Get(ctx, auth.ID); err != nil || got.Status != provider.StatusExpired {
+		t.Fatalf("after 29 days: %+v %v", got, err)
+	}
+	evs := srv.Sim.Events(paysim.PayPal)
+	rec := evs[len(evs)-1]
+	ev, err := a.ParseEvent(rec.Raw)
+	if err != nil || rec.Type != "PAYMENT.AUTHORIZATION.VOIDED" {
+		t.Fatalf("paysim's last event %s: %v", rec.Type, err)
+	}
+	if ev.Status != provider.StatusCanceled || ev.PaymentID != auth.ID || !ev.OccurredAt.Equal(auth.AuthorizationExpiresAt) {
+		t.Fatalf("parsed %s for %s at %s; want Canceled for %s at the authorization's end %s", ev.Status, ev.PaymentID, ev.OccurredAt, auth.ID, auth.AuthorizationExpiresAt)
+	}
+
+	expired := []byte(`{"id":"WH-EXP","event_type":"PAYMENT.AUTHORIZATION.VOIDED","create_time":"2026-10-20T12:00:00Z","resource_type":"authorization",` +
+		`"resource":{"id":"AUTH1","status":"EXPIRED","amount":{"currency_code":"USD","value":"10.00"},"custom_id":"ref-1",` +
+		`"supplementary_data":{"related_ids":{"order_id":"ORDER1"}}}}`)
+	ev, err = paypal.ParseEvent(expired)
+	if err != nil || ev.Status != provider.StatusExpired || ev.FailureCode != provider.FailureAuthorizationExpired || ev.PaymentID != "ORDER1" {
+		t.Fatalf("a VOIDED event whose authorization reads EXPIRED: %+v %v", ev, err)
+	}
+}

@@ -20,6 +20,10 @@ import (
 // disputes never do. Without it PaymentID stays empty and the payment is found by
 // merchant reference.
 //
+// PAYMENT.AUTHORIZATION.VOIDED is Canceled, or Expired when its authorization
+// reads EXPIRED: PayPal sends it for a void and for an authorization reaching
+// the end of its validity alike.
+//
 // PAYMENT.CAPTURE.REFUNDED also carries Event.Refund (the refund's id, status, amount
 // and, as Reference, its invoice_id), so it can settle a Refund resource;
 // RefundedTotal stays the capture's cumulative refunded amount.
@@ -97,6 +101,12 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 			}
 			ev.Currency = au.Amount.CurrencyCode
 			ev.Amount, err = ParseAmount(au.Amount.Value, au.Amount.CurrencyCode)
+			if ev.Status == provider.StatusCanceled && au.Status == "EXPIRED" {
+				// PAYMENT.AUTHORIZATION.VOIDED also reports an authorization that
+				// reached the end of its validity; one that says so is Expired.
+				// One that reads VOIDED is told apart by the core, by its time.
+				ev.Status, ev.FailureCode = provider.StatusExpired, provider.FailureAuthorizationExpired
+			}
 		}
 	case provider.StatusDispute:
 		var d Dispute
