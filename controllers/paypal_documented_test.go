@@ -121,3 +121,49 @@ func TestPayPalAuthorizationVoidedAtItsEndIsExpired(t *testing.T) {
 	wantHistoryTo(t, got, v1alpha1.PhaseExpired, v1alpha1.SourceWebhook, v1alpha1.ReasonAuthorizationExpired)
 	wantNoReview(t, got)
 }
+
+// TestPayPalInstrumentDeclinedWaitsForThePayerAgain: PayPal refuses the
+// capture of an approved order INSTRUMENT_DECLINED when the payer's funding
+// source fails, and the payment is restarted so the payer can choose another
+// ("Handle funding failures"). The payment goes back to waiting for the payer
+// (its link in status.customerAction, no review); when the payer approves
+// again, the manager captures again with a key of its own, and the money is
+// taken once.
+func TestPayPalInstrumentDeclinedWaitsForThePayerAgain(t *testing.T) {
+	s := fixture.StartSim(t, paysim.Options{})
+	if err := s.Script(paysim.Rule{Provider: paysim.PayPal, Script: paysim.Script{Outcome: paysim.OutcomeAbandon, CaptureOutcome: paysim.OutcomeInstrumentDeclined}}); err != nil {
+		t.Fatal(err)
+	}
+	ns := fixture.Namespace(t, env.Client, "declined")
+	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: payerSchedule})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
+		Payment: fixture.Payment{Namespace: ns, Name: "second-card", Provider: prov.Name}, ReturnURL: "https://shop.example/return",
+	})
+	id := approve(t, s, v1alpha1.ProviderPayPal, p)
+	link := fixture.GetPayment(t, env.Client, p).Status.CustomerAction
+
+	back := fixture.WaitPayment(t, env.Client, p, "to wait for its payer again after the decline", func(p *v1alpha1.Payment) bool {
+		return p.Status.FundingDeclines == 1 && p.Status.WaitingFor == "Payer"
+	})
+	if back.Status.Phase != v1alpha1.PhasePending || back.Status.CustomerAction == nil || back.Status.CustomerAction.URL != link.URL || back.Status.Operation != nil {
+		t.Fatalf("after the decline: phase %s customerAction %+v operation %+v; want Pending at %s", back.Status.Phase, back.Status.CustomerAction, back.Status.Operation, link.URL)
+	}
+	wantNoReview(t, back)
+	wantHistoryTo(t, back, v1alpha1.PhasePending, v1alpha1.SourceCapture, "the provider declined the payer's funding source (INSTRUMENT_DECLINED)")
+
+	if err := s.Approve(paysim.PayPal, id); err != nil {
+		t.Fatalf("the payer approves again: %v", err)
+	}
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, fixture.Timeout)
+	wantNoReview(t, got)
+	c := s.Counters()
+	first, second := fixture.CaptureKey(v1alpha1.ProviderPayPal, got), fixture.CaptureKey(v1alpha1.ProviderPayPal, got)+"/2"
+	if c.CapturesByPayment[id] != 1 || c.InstrumentDeclines != 1 || c.ActionsByKey[first] != 1 || c.ActionsByKey[second] != 1 {
+		t.Errorf("captures taking effect %d, declines %d, calls with %s: %d, with %s: %d; want 1, 1, 1, 1",
+			c.CapturesByPayment[id], c.InstrumentDeclines, first, c.ActionsByKey[first], second, c.ActionsByKey[second])
+	}
+	if n := len(m.Events.About(p.Name, "CustomerActionRequired")); n != 2 {
+		t.Errorf("%d CustomerActionRequired Events, want 2 (the first link, and again after the decline)", n)
+	}
+}

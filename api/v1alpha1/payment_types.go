@@ -600,6 +600,15 @@ type PaymentStatus struct {
 	// +optional
 	PayerApproved bool `json:"payerApproved,omitempty"`
 
+	// fundingDeclines counts the times the provider declined the payer's
+	// funding source at the capture (or authorization) of the approved
+	// payment and sent the payer back to approve again with another one
+	// (PayPal INSTRUMENT_DECLINED). Each capture or authorization after such a
+	// new approval is a new attempt with its own idempotency key:
+	// <idempotencyKey>/capture/<fundingDeclines+1>.
+	// +optional
+	FundingDeclines int32 `json:"fundingDeclines,omitempty"`
+
 	// amountAuthorized is the amount reserved by the authorization.
 	// +optional
 	AmountAuthorized *Money `json:"amountAuthorized,omitempty"`

@@ -178,6 +178,15 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 		c.sched().answered()
 		for _, obs := range FromPayment(call.Payment, v1alpha1.SourceStatusQuery) {
 			obs.PastExpiry = closeOut
+			if op := st.Operation; op != nil && fundingDeclined(st, op.Kind, obs) {
+				// The lookup of a capture's (or authorization's) outcome
+				// finds the payer sent back: the decline, not a call to repeat.
+				if c.apply(payerMustApproveAgain(obs, op.Kind, call.Payment)).Decision == Applied {
+					c.sched().start(pol)
+					return c.done()
+				}
+				continue
+			}
 			c.apply(obs)
 		}
 		if settled {

@@ -2,6 +2,7 @@ package payment_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -269,5 +270,134 @@ func TestVoidedAtTheAuthorizationsEndIsExpired(t *testing.T) {
 				t.Errorf("failure %+v", res.Status.Failure)
 			}
 		})
+	}
+}
+
+// declined is the answer to a capture (or authorization) PayPal refused with
+// INSTRUMENT_DECLINED, as the adapter reports it: the order waits for its
+// payer again, at its approval link.
+func declined() payment.Call {
+	c := answer(provider.StatusPending)
+	c.Payment.RawStatus, c.Payment.FailureCode = "PAYER_ACTION_REQUIRED/INSTRUMENT_DECLINED", "INSTRUMENT_DECLINED"
+	c.Payment.CustomerAction = &provider.CustomerAction{URL: "https://paypal.example/checkoutnow?token=pay_1"}
+	return c
+}
+
+// TestFundingDeclinedAtTheCaptureWaitsForThePayer: PayPal answers the capture
+// of an approved order INSTRUMENT_DECLINED when the payer's funding source
+// fails, and the payment is restarted so the payer can choose another ("Handle
+// funding failures"). The payment goes back to Pending, waiting for the payer
+// at the approval link — no CaptureRefused review — and the payer's next
+// approval leads to a new capture. That capture is a new attempt, not a retry
+// of the declined one: it gets its own idempotency key (<create key>/capture/2),
+// fixed in its marker, because PayPal may answer a key it has seen with that
+// key's first answer (the decline) again.
+func TestFundingDeclinedAtTheCaptureWaitsForThePayer(t *testing.T) {
+	pol := paypalPolicy()
+	now := t0.Add(time.Minute)
+	p := approvedOrder("declined")
+	p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)
+	first := p.Status.Operation
+	if first == nil || first.Kind != v1alpha1.OperationCapture || first.IdempotencyKey != payment.CreateKey(p)+"/capture" {
+		t.Fatalf("capture marker %+v", first)
+	}
+
+	out := payment.AfterOperation(p, pol, v1alpha1.OperationCapture, declined(), now)
+	p = store(p, out)
+	st := p.Status
+	if st.Phase != v1alpha1.PhasePending || st.WaitingFor != "Payer" || st.PayerApproved || st.Operation != nil || st.AmountToCapture != nil || review(p) != "" {
+		t.Fatalf("after the decline: phase %s waitingFor %q payerApproved %v operation %+v amountToCapture %+v review %q",
+			st.Phase, st.WaitingFor, st.PayerApproved, st.Operation, st.AmountToCapture, review(p))
+	}
+	if st.CustomerAction == nil || st.CustomerAction.URL != "https://paypal.example/checkoutnow?token=pay_1" || st.FundingDeclines != 1 {
+		t.Fatalf("customerAction %+v fundingDeclines %d", st.CustomerAction, st.FundingDeclines)
+	}
+	if h := st.History[len(st.History)-1]; h.From != v1alpha1.PhaseProcessing || h.To != v1alpha1.PhasePending || !strings.Contains(h.Reason, "INSTRUMENT_DECLINED") {
+		t.Errorf("history %+v", h)
+	}
+	if !slices.Contains(eventReasons(out), "CustomerActionRequired") {
+		t.Errorf("Events %v: the payer's link is news", allEventReasons(out))
+	}
+	if st.Query.NextTime == nil || st.Query.Attempts != 0 {
+		t.Errorf("schedule %+v: waiting for the payer again starts it again", st.Query)
+	}
+	if s := payment.Plan(p, pol, payment.Facts{}, now.Add(time.Second)); s.Action == payment.CallCapture || s.Action == payment.Write {
+		t.Fatalf("before the payer approves again: %s (%s)", s.Action, s.Why)
+	}
+
+	// The payer approves again (a new CHECKOUT.ORDER.APPROVED).
+	again := now.Add(5 * time.Minute)
+	p = store(p, payment.ApplyEvent(p, payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedApproved, EventID: "evt-ok-2", ProviderPaymentID: "pay_1"}, again))
+	if p.Status.Phase != v1alpha1.PhaseProcessing || !p.Status.PayerApproved {
+		t.Fatalf("the second approval: phase %s payerApproved %v", p.Status.Phase, p.Status.PayerApproved)
+	}
+	s := payment.Plan(p, pol, payment.Facts{}, again)
+	second := s.Outcome.Status.Operation
+	if s.Action != payment.Write || second == nil || second.Kind != v1alpha1.OperationCapture || second.IdempotencyKey != payment.CreateKey(p)+"/capture/2" {
+		t.Fatalf("after the second approval: %s, marker %+v; want a capture marker with key %s/capture/2", s.Action, second, payment.CreateKey(p))
+	}
+	p = store(p, s.Outcome)
+	if k := payment.OperationKey(p, v1alpha1.OperationCapture); k != second.IdempotencyKey {
+		t.Fatalf("a retry of the second capture sends %q, not its marker's %q", k, second.IdempotencyKey)
+	}
+	p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCapture, answer(provider.StatusSucceeded), again))
+	if p.Status.Phase != v1alpha1.PhaseSucceeded || review(p) != "" {
+		t.Fatalf("phase %s review %q", p.Status.Phase, review(p))
+	}
+}
+
+// TestFundingDeclinedFoundByTheCapturesLookup: a capture whose answer was lost
+// is looked up before it is repeated; a lookup that reads the order waiting
+// for its payer again is the decline (the payer must approve again), not a
+// capture to repeat. A read that says Pending while no capture is in flight
+// is stale, as ever.
+func TestFundingDeclinedFoundByTheCapturesLookup(t *testing.T) {
+	pol := paypalPolicy()
+	now := t0.Add(time.Minute)
+	p := approvedOrder("lost")
+	p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)
+	p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCapture, fails(errNoAnswer), now))
+	if p.Status.Operation == nil {
+		t.Fatal("an unanswered capture ended its operation")
+	}
+	p = store(p, payment.AfterQuery(p, pol, declined(), false, now.Add(10*time.Second)))
+	if st := p.Status; st.Phase != v1alpha1.PhasePending || st.Operation != nil || st.WaitingFor != "Payer" || st.FundingDeclines != 1 {
+		t.Fatalf("after the lookup: phase %s operation %+v waitingFor %q fundingDeclines %d", st.Phase, st.Operation, st.WaitingFor, st.FundingDeclines)
+	}
+
+	stale := approvedOrder("stale")
+	res := payment.Apply(stale, payment.Observation{Source: v1alpha1.SourceStatusQuery, Observed: payment.ObservedPending, ProviderPaymentID: "pay_1"}, now)
+	if res.Decision != payment.Stale || res.Status.Phase != v1alpha1.PhaseProcessing || !res.Status.PayerApproved {
+		t.Fatalf("a Pending read of an approved payment with no capture in flight: %s %s", res.Decision, res.Status.Phase)
+	}
+}
+
+// TestScenarioFundingDeclinedThenApprovedAgainIsCapturedOnce: driven through
+// the whole loop, a checkout whose first funding source is declined at the
+// capture ends Succeeded after the payer's second approval, with exactly two
+// captures (the declined one and the one that took the money) and no review.
+func TestScenarioFundingDeclinedThenApprovedAgainIsCapturedOnce(t *testing.T) {
+	pol := paypalPolicy()
+	approvedAt, reapprovedAt := t0.Add(2*time.Minute), t0.Add(20*time.Minute)
+	notApproved := &provider.Error{Provider: "shop/paypal", Op: "capture", Class: provider.ErrNonRetryable, StatusCode: 422, Code: "ORDER_NOT_APPROVED"}
+	captures := 0
+	p, calls := drive(t, newPay("declined-then-paid"), pol, func(a payment.Action, _ int, now time.Time) payment.Call {
+		declinedOnce := captures > 0
+		switch {
+		case a == payment.CallCapture && !declinedOnce:
+			captures++
+			return declined()
+		case a == payment.CallCapture && now.Before(reapprovedAt):
+			return fails(notApproved) // PayPal: the payer has not approved again
+		case a == payment.CallCapture:
+			captures++
+			return answer(provider.StatusSucceeded)
+		case a == payment.Create, now.Before(approvedAt), declinedOnce && now.Before(reapprovedAt):
+			return declined()
+		}
+		return answer(provider.StatusApproved)
+	}, t0.Add(24*time.Hour))
+	if p.Status.Phase != v1alpha1.PhaseSucceeded || captures != 2 || review(p) != "" {
+		t.Fatalf("phase %s after %d captures and %d calls, review %q\n%s", p.Status.Phase, captures, len(calls), review(p), dumpHistory(p.Status.History))
 	}
 }

@@ -76,6 +76,12 @@ type Observation struct {
 	// Local marks an Expired that paywarden decided (unpaid close-out, §2.5)
 	// rather than the provider.
 	Local bool
+	// PayerMustApproveAgain, on a Pending answer to the capture or
+	// authorization of an approved payment (or the lookup of its outcome),
+	// says the provider declined the payer's funding source and waits for the
+	// payer to approve again (PayPal INSTRUMENT_DECLINED): the one Pending that
+	// takes a payment back (see fundingDeclined).
+	PayerMustApproveAgain bool
 	// PastExpiry says the payment is past its spec.expiresAfter: a Pending
 	// answer (the provider confirms nobody paid) then closes it out as a
 	// local Expired (§2.5). Processing means money may be moving and is not
@@ -211,6 +217,8 @@ func (m *machine) progress() {
 	switch {
 	case m.st.Phase == "":
 		m.moveTo(to, "")
+	case from == v1alpha1.PhaseProcessing && to == v1alpha1.PhasePending && m.obs.PayerMustApproveAgain && m.st.PayerApproved:
+		m.payerMustApproveAgain()
 	case from == v1alpha1.PhasePending && to == v1alpha1.PhaseProcessing:
 		m.moveTo(to, "")
 	case from == v1alpha1.PhaseAuthorized && to == v1alpha1.PhaseProcessing && m.st.AmountToCapture != nil:
@@ -229,6 +237,25 @@ func (m *machine) progress() {
 		m.decide(Stale, "%s does not take a payment out of Unknown; only a final answer or an operator does", to)
 	default:
 		m.decide(Stale, "%s after %s is stale", to, from)
+	}
+}
+
+// payerMustApproveAgain takes an approved payment whose capture (or
+// authorization) the provider declined for the payer's funding source back to
+// waiting for the payer: the approval is used up, nothing is being captured,
+// and the payer's link is where they choose another funding source. The
+// decline is counted: the next capture is a new attempt with its own key.
+func (m *machine) payerMustApproveAgain() {
+	m.st.PayerApproved, m.st.AmountToCapture, m.st.Operation = false, nil, nil
+	m.st.FundingDeclines++
+	reason := m.obs.Reason
+	if reason == "" {
+		reason = "the provider declined the payer's funding source: waiting for the payer to approve again"
+	}
+	m.moveTo(v1alpha1.PhasePending, reason)
+	if a := m.obs.CustomerAction; a != nil {
+		cp := *a
+		m.st.CustomerAction = &cp
 	}
 }
 

@@ -27,6 +27,9 @@ type Counters struct {
 	// OrdersExpired counts PayPal orders deleted uncompleted at the end of
 	// their lifetime (Options.PayPalOrderLifetime).
 	OrdersExpired int `json:"ordersExpired"`
+	// InstrumentDeclines counts PayPal captures and authorizations refused
+	// INSTRUMENT_DECLINED (OutcomeInstrumentDeclined).
+	InstrumentDeclines int `json:"instrumentDeclines"`
 	// ActionRequests counts capture, authorize, void, cancel and refund calls that
 	// reached their logic (replays and refusals included); ActionsByKey counts them
 	// per "<provider>/<idempotency key>".

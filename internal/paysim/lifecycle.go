@@ -146,6 +146,21 @@ func (s *Sim) expireAuthorizationLocked(p *payment, a *authorization) {
 	}
 }
 
+// declineFundingLocked applies OutcomeInstrumentDeclined to the capture or
+// authorization of the approved PayPal order p: the first one is declined and
+// the order waits for the payer again (its approval link open), who approves
+// with another funding source; ok is false when the call goes through.
+func (s *Sim) declineFundingLocked(p *payment) (declined bool) {
+	if p.script.CaptureOutcome != OutcomeInstrumentDeclined || p.fundingDeclined || p.state != stApproved {
+		return false
+	}
+	p.fundingDeclined = true
+	p.state, p.updated = stPending, s.now()
+	s.openActionLocked(p)
+	s.counters.InstrumentDeclines++
+	return true
+}
+
 // chargeLocked takes amount: the result is the script's CaptureOutcome.
 func (s *Sim) chargeLocked(p *payment, amount int64) {
 	p.updated, p.action = s.now(), nil

@@ -55,6 +55,9 @@ type payment struct {
 	// answers 404 for it.
 	orderExpiresAt time.Time
 	gone           bool
+	// fundingDeclined (PayPal) is true once the payer's funding source was
+	// declined at a capture or authorization (OutcomeInstrumentDeclined).
+	fundingDeclined bool
 }
 
 // payerAction is the link the payer must open.

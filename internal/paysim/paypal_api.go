@@ -212,6 +212,8 @@ func (s *Sim) paypalCaptureOrder(w http.ResponseWriter, r *http.Request) {
 			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueActionDoesNotMatchIntent, "the order's intent is AUTHORIZE")
 		case p.state == stPending:
 			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueOrderNotApproved, "the payer has not approved the order")
+		case p.state == stApproved && s.declineFundingLocked(p):
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueInstrumentDeclined, "the payer's funding source was declined; the payer must approve the order again with another one")
 		case p.state == stApproved:
 			s.captureLocked(p, p.amount, true)
 			return jsonAnswer(http.StatusCreated, s.paypalOrder(p))
@@ -239,6 +241,8 @@ func (s *Sim) paypalAuthorizeOrder(w http.ResponseWriter, r *http.Request) {
 			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueActionDoesNotMatchIntent, "the order's intent is CAPTURE")
 		case p.state == stPending:
 			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueOrderNotApproved, "the payer has not approved the order")
+		case p.state == stApproved && s.declineFundingLocked(p):
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueInstrumentDeclined, "the payer's funding source was declined; the payer must approve the order again with another one")
 		case p.state == stApproved:
 			s.authorizeLocked(p)
 			return jsonAnswer(http.StatusCreated, s.paypalOrder(p))

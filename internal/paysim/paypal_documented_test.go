@@ -3,6 +3,7 @@ package paysim_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +127,45 @@ func TestPayPalAuthorizationAtItsValidityEndIsVoided(t *testing.T) {
 	}
 	if err := json.Unmarshal(last.Raw, &ev); err != nil || ev.Resource.Status != "VOIDED" {
 		t.Fatalf("the event's authorization reads %q (%v), want VOIDED", ev.Resource.Status, err)
+	}
+}
+
+// TestPayPalInstrumentDeclinedSendsThePayerBack: "If your payer's funding
+// source fails, the Orders API returns an INSTRUMENT_DECLINED error ... restart
+// the payment so the payer can select a different payment option" (PayPal,
+// "Handle funding failures"). paysim (captureOutcome instrument_declined)
+// refuses the first capture of the approved order with 422
+// INSTRUMENT_DECLINED and puts the order back to waiting for the payer; once
+// the payer approves again, a capture takes the money, once.
+func TestPayPalInstrumentDeclinedSendsThePayerBack(t *testing.T) {
+	e := start(t, paysim.Options{DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon, CaptureOutcome: paysim.OutcomeInstrumentDeclined}})
+	p := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000, Checkout: shopCheckout})
+	if err := e.sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := e.rawCall(t, paysim.PayPal, "POST", "/v2/checkout/orders/"+p.ID+"/capture", "capture-1", "{}")
+	if code != 422 || !strings.Contains(string(body), `"issue":"INSTRUMENT_DECLINED"`) {
+		t.Fatalf("the first capture: %d %s, want 422 INSTRUMENT_DECLINED", code, body)
+	}
+	back := e.status(t, paysim.PayPal, p.ID)
+	if back.Status != provider.StatusPending || back.RawStatus != "PAYER_ACTION_REQUIRED" || back.CustomerAction == nil || back.CustomerAction.URL != p.CustomerAction.URL {
+		t.Fatalf("after the decline the order reads %+v, want it waiting for the payer at %+v", back, p.CustomerAction)
+	}
+	if code, _, body := e.rawCall(t, paysim.PayPal, "POST", "/v2/checkout/orders/"+p.ID+"/capture", "capture-1b", "{}"); code != 422 || !strings.Contains(string(body), "ORDER_NOT_APPROVED") {
+		t.Fatalf("a capture before the payer approved again: %d %s", code, body)
+	}
+	if err := e.sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatalf("the payer approves again: %v", err)
+	}
+	code, _, body = e.rawCall(t, paysim.PayPal, "POST", "/v2/checkout/orders/"+p.ID+"/capture", "capture-2", "{}")
+	if code != 201 || !strings.Contains(string(body), `"status":"COMPLETED"`) {
+		t.Fatalf("the capture after the second approval: %d %s", code, body)
+	}
+	c := e.sim.Counters()
+	if c.CapturesByPayment[p.ID] != 1 || c.InstrumentDeclines != 1 || c.Approvals != 2 {
+		t.Fatalf("captures %d, declines %d, approvals %d; want 1, 1, 2", c.CapturesByPayment[p.ID], c.InstrumentDeclines, c.Approvals)
+	}
+	if evs := eventTypes(e, paysim.PayPal, p.ID); strings.Join(evs, " ") != "CHECKOUT.ORDER.APPROVED CHECKOUT.ORDER.APPROVED PAYMENT.CAPTURE.COMPLETED" {
+		t.Fatalf("events %v", evs)
 	}
 }

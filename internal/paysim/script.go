@@ -29,6 +29,17 @@ const (
 	OutcomeApprove     Outcome = "approve"      // the payer approves after After (0: at once)
 	OutcomeAbandon     Outcome = "abandon"      // the payer never approves (only the approve control call moves it)
 	OutcomeNeedsAction Outcome = "needs_action" // the payer must act: approves after After when After > 0, else only by the control call
+
+	// OutcomeInstrumentDeclined (a CaptureOutcome, PayPal) declines the payer's
+	// funding source at the first capture (intent CAPTURE) or authorization
+	// (intent AUTHORIZE) of the approved order: 422 INSTRUMENT_DECLINED, and the
+	// order waits for the payer again, to approve with another funding source,
+	// after which the next capture or authorization goes through. PayPal: "If
+	// your payer's funding source fails, the Orders API returns an
+	// INSTRUMENT_DECLINED error ... restart the payment so the payer can select
+	// a different payment option" (PayPal developer docs, "Handle funding
+	// failures").
+	OutcomeInstrumentDeclined Outcome = "instrument_declined"
 )
 
 func validOutcome(o Outcome) bool {
@@ -47,7 +58,7 @@ func (o Outcome) needsPayer() bool {
 
 // validCaptureOutcome: what a capture (or an automatic charge after approval) does.
 func validCaptureOutcome(o Outcome) bool {
-	return o == "" || o == OutcomeSucceed || o == OutcomeFail || o == OutcomeProcessing
+	return o == "" || o == OutcomeSucceed || o == OutcomeFail || o == OutcomeProcessing || o == OutcomeInstrumentDeclined
 }
 
 // validRefundOutcome: what a refund does.
@@ -82,7 +93,8 @@ type Script struct {
 	// CaptureOutcome is what taking the money does: a capture call, or the charge
 	// after the payer approved an automatic-capture KukoPay or generic payment.
 	// "" or succeed: the money is taken; fail: declined; processing: stays pending
-	// (PayPal capture PENDING).
+	// (PayPal capture PENDING); instrument_declined (PayPal): the payer's funding
+	// source is declined once, and the payer must approve again.
 	CaptureOutcome Outcome
 	// AuthorizationPeriod is how long an authorization can be captured (simulated,
 	// scaled); 0 is the provider's (PayPal 29 days, KukoPay 7 days, see Options).

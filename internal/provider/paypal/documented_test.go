@@ -95,3 +95,36 @@ func TestVoidedAtTheEndOfValidity(t *testing.T) {
 		t.Fatalf("a VOIDED event whose authorization reads EXPIRED: %+v %v", ev, err)
 	}
 }
+
+// TestInstrumentDeclinedIsThePayersTurnAgain: PayPal refuses the capture of
+// an approved order INSTRUMENT_DECLINED when the payer's funding source fails
+// ("Handle funding failures": restart the payment so the payer can choose
+// another). The adapter answers the capture with the order waiting for its
+// payer (Pending, the payer-action link, FailureCode INSTRUMENT_DECLINED), no
+// error; after the payer approves again, a capture with a new key takes the
+// money once.
+func TestInstrumentDeclinedIsThePayersTurnAgain(t *testing.T) {
+	srv, a := simAdapter(t, paysim.Options{DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon, CaptureOutcome: paysim.OutcomeInstrumentDeclined}})
+	p := createOrder(t, a, provider.CaptureAutomatic, 1000, "USD")
+	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "k/capture"})
+	if err != nil {
+		t.Fatalf("a declined funding source is the payer's turn, not an error: %v", err)
+	}
+	if got.Status != provider.StatusPending || got.FailureCode != paypal.IssueInstrumentDeclined || got.RawStatus != "PAYER_ACTION_REQUIRED/INSTRUMENT_DECLINED" ||
+		got.CustomerAction == nil || got.CustomerAction.URL != p.CustomerAction.URL {
+		t.Fatalf("capture answered %+v; want Pending with the payer's link %+v", got, p.CustomerAction)
+	}
+	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err = a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "k/capture/2"})
+	if err != nil || got.Status != provider.StatusSucceeded {
+		t.Fatalf("the capture after the second approval: %+v %v", got, err)
+	}
+	if n := srv.Sim.Counters().CapturesByPayment[p.ID]; n != 1 {
+		t.Fatalf("%d captures took effect, want 1", n)
+	}
+}

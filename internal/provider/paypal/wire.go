@@ -272,4 +272,8 @@ const (
 	IssueCaptureFullyRefunded         = "CAPTURE_FULLY_REFUNDED"
 	IssueRefundAmountExceeded         = "REFUND_AMOUNT_EXCEEDED"
 	IssueCurrencyMismatch             = "CURRENCY_MISMATCH"
+	// IssueInstrumentDeclined: the payer's funding source failed at the
+	// capture or authorization of an approved order; the payer must approve
+	// again with another one (PayPal developer docs, "Handle funding failures").
+	IssueInstrumentDeclined = "INSTRUMENT_DECLINED"
 )
