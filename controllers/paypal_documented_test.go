@@ -1,9 +1,14 @@
 package controllers_test
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
@@ -166,4 +171,49 @@ func TestPayPalInstrumentDeclinedWaitsForThePayerAgain(t *testing.T) {
 	if n := len(m.Events.About(p.Name, "CustomerActionRequired")); n != 2 {
 		t.Errorf("%d CustomerActionRequired Events, want 2 (the first link, and again after the decline)", n)
 	}
+}
+
+// TestPayPalFundsGuaranteedForTheHonorPeriod: a PayPal authorization is valid
+// for 29 days but its funds are guaranteed only for the first 3 ("Authorization
+// and honor period"). The payment shows both dates, and when the honor period
+// passes uncaptured it says so: FundsGuaranteed=False (HonorPeriodEnded) and a
+// Warning Event naming the authorization's end.
+func TestPayPalFundsGuaranteedForTheHonorPeriod(t *testing.T) {
+	clk := &shiftedClock{}
+	s := fixture.StartSim(t, paysim.Options{Now: clk.Now})
+	payersWait(t, s, paysim.PayPal, 0)
+	ns := fixture.Namespace(t, env.Client, "honor")
+	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: []string{"200ms", "200ms", "200ms", "200ms", "200ms", "1h"}})
+	opts := fixture.Run(controllers.ControllerPayment)
+	opts.Clock = clk
+	m := fixture.StartManager(t, env, ns, opts)
+	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
+		Payment: fixture.Payment{Namespace: ns, Name: "ship-later", Provider: prov.Name}, CaptureMethod: v1alpha1.CaptureManual,
+	})
+	approve(t, s, v1alpha1.ProviderPayPal, p)
+	got := awaitAuthorized(t, p)
+	until, expires := got.Status.FundsGuaranteedUntil, got.Status.AuthorizationExpiresAt
+	if until == nil || expires == nil || expires.Sub(until.Time) != 26*24*time.Hour {
+		t.Fatalf("fundsGuaranteedUntil %v, authorizationExpiresAt %v: want the 3-day honor period of a 29-day authorization", until, expires)
+	}
+	if len(m.Events.About(p.Name, v1alpha1.ReasonHonorPeriodEnded)) > 0 {
+		t.Fatal("HonorPeriodEnded inside the honor period")
+	}
+	m.Stop()
+
+	// Day 4, for paysim and a new manager (whose first reconcile reads it).
+	clk.Add(until.Sub(clk.Now()) + time.Minute)
+	m = fixture.StartManager(t, env, ns, opts)
+	ev := m.Events.Wait(t, corev1.EventTypeWarning, v1alpha1.ReasonHonorPeriodEnded)
+	if !strings.Contains(ev.Message, expires.UTC().Format(time.RFC3339)) {
+		t.Errorf("Event %+v: want it to name the authorization's end %s", ev, expires)
+	}
+	got = fixture.WaitPayment(t, env.Client, p, "to show the lapsed guarantee", func(p *v1alpha1.Payment) bool {
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionFundsGuaranteed)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonHonorPeriodEnded
+	})
+	if got.Status.Phase != v1alpha1.PhaseAuthorized || got.Status.WaitingFor != "Capture" {
+		t.Errorf("phase %s waitingFor %q: still Authorized, waiting for the capture", got.Status.Phase, got.Status.WaitingFor)
+	}
+	wantNoReview(t, got)
 }

@@ -118,6 +118,11 @@ const (
 	ConditionNeedsReview = "NeedsReview"
 	// ConditionDisputed is True once the provider reported a dispute.
 	ConditionDisputed = "Disputed"
+	// ConditionFundsGuaranteed is False (reason HonorPeriodEnded) once an
+	// Authorized payment is past status.fundsGuaranteedUntil uncaptured: the
+	// money is still reserved, but a capture may be declined. It is removed
+	// when the payment leaves Authorized.
+	ConditionFundsGuaranteed = "FundsGuaranteed"
 )
 
 // Reasons of the NeedsReview condition (SPEC §2, §11). The first four below
@@ -161,6 +166,10 @@ const (
 	ReasonAuthorizationExpired = "AuthorizationExpired"
 	// ReasonCanceledByOperator: canceled through the cancel annotation.
 	ReasonCanceledByOperator = "CanceledByOperator"
+	// ReasonHonorPeriodEnded: an Authorized payment is past the time until
+	// which the provider guarantees its funds (PayPal's 3-day honor period),
+	// uncaptured (condition FundsGuaranteed=False, a Warning Event).
+	ReasonHonorPeriodEnded = "HonorPeriodEnded"
 	// ReasonOrderExpired: the provider deleted the order nobody completed at
 	// the end of its lifetime (PayPal: about 3 hours) and answers "not found"
 	// for it; no money moved.
@@ -617,6 +626,14 @@ type PaymentStatus struct {
 	// +optional
 	AuthorizationExpiresAt *metav1.Time `json:"authorizationExpiresAt,omitempty"`
 
+	// fundsGuaranteedUntil is when the provider stops guaranteeing the
+	// authorized funds (PayPal: the 3-day honor period of its 29-day
+	// authorization): a capture after it may be declined although the
+	// authorization is valid until authorizationExpiresAt. Absent: the funds
+	// are held until authorizationExpiresAt.
+	// +optional
+	FundsGuaranteedUntil *metav1.Time `json:"fundsGuaranteedUntil,omitempty"`
+
 	// amountToCapture is what the capture asked for (a partial capture takes
 	// less than the amount); the provider's success is checked against it.
 	// +optional
@@ -667,6 +684,7 @@ type PaymentStatus struct {
 // +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=".status.query.attempts",priority=1
 // +kubebuilder:printcolumn:name="Next-Query",type=date,JSONPath=".status.query.nextTime",priority=1
 // +kubebuilder:printcolumn:name="Payer-Link",type=string,JSONPath=".status.customerAction.url",priority=1
+// +kubebuilder:printcolumn:name="Funds-Guaranteed-Until",type=date,JSONPath=".status.fundsGuaranteedUntil",priority=1
 type Payment struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/provider"
 )
@@ -215,8 +217,10 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 			// provider: no attempt is consumed; look now and then (and when
 			// the authorization should have expired) for a void or an expiry.
 			wait := lastStep(pol, string(c.p.UID))
-			if exp := st.AuthorizationExpiresAt; exp != nil && exp.Time.After(now) && exp.Time.Sub(now)+time.Second < wait {
-				wait = exp.Time.Sub(now) + time.Second
+			for _, at := range []*metav1.Time{st.AuthorizationExpiresAt, st.FundsGuaranteedUntil} {
+				if at != nil && at.Time.After(now) && at.Time.Sub(now)+time.Second < wait {
+					wait = at.Time.Sub(now) + time.Second
+				}
 			}
 			c.wakeIn(wait)
 			return c.done()

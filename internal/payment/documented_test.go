@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -399,5 +400,74 @@ func TestScenarioFundingDeclinedThenApprovedAgainIsCapturedOnce(t *testing.T) {
 	}, t0.Add(24*time.Hour))
 	if p.Status.Phase != v1alpha1.PhaseSucceeded || captures != 2 || review(p) != "" {
 		t.Fatalf("phase %s after %d captures and %d calls, review %q\n%s", p.Status.Phase, captures, len(calls), review(p), dumpHistory(p.Status.History))
+	}
+}
+
+// fundsGuarantee is the FundsGuaranteed condition of p, if any.
+func fundsGuarantee(st v1alpha1.PaymentStatus) *metav1.Condition {
+	return meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionFundsGuaranteed)
+}
+
+// TestFundsGuaranteedUntilTheHonorPeriodEnds: PayPal holds authorized funds
+// for 29 days but guarantees them only in the 3-day honor period; after it a
+// capture may be declined ("Authorization and honor period"). The payment
+// shows status.fundsGuaranteedUntil next to authorizationExpiresAt, wakes at
+// it, and once it passes uncaptured says so once: FundsGuaranteed=False
+// (HonorPeriodEnded) and a Warning Event. A capture under way, or a payment no
+// longer Authorized, gets neither.
+func TestFundsGuaranteedUntilTheHonorPeriodEnds(t *testing.T) {
+	pol := paypalPolicy()
+	authorizedAt := t0.Add(10 * time.Second)
+	honorEnds, expiry := authorizedAt.Add(paypal.HonorPeriod), authorizedAt.Add(29*24*time.Hour)
+	p := lifecyclePay("held", v1alpha1.CaptureManual)
+	p = store(p, payment.AfterOperation(withOperation(p, v1alpha1.OperationAuthorize, authorizedAt), pol, v1alpha1.OperationAuthorize, payment.Call{Payment: provider.Payment{
+		ID: "pay_1", Status: provider.StatusAuthorized, RawStatus: "COMPLETED/authorization:CREATED", Amount: orderValue, Currency: orderCurrency,
+		AuthorizationExpiresAt: expiry, FundsGuaranteedUntil: honorEnds,
+	}}, authorizedAt))
+	st := p.Status
+	if st.Phase != v1alpha1.PhaseAuthorized || st.FundsGuaranteedUntil == nil || !st.FundsGuaranteedUntil.Time.Equal(honorEnds) || !st.AuthorizationExpiresAt.Time.Equal(expiry) {
+		t.Fatalf("phase %s fundsGuaranteedUntil %v authorizationExpiresAt %v", st.Phase, st.FundsGuaranteedUntil, st.AuthorizationExpiresAt)
+	}
+
+	// Waiting for the merchant's capture, it is read at the honor period's end.
+	p = store(p, payment.AfterQuery(p, pol, payment.Call{Payment: provider.Payment{
+		ID: "pay_1", Status: provider.StatusAuthorized, RawStatus: "COMPLETED/authorization:CREATED", Amount: orderValue, Currency: orderCurrency,
+		AuthorizationExpiresAt: expiry, FundsGuaranteedUntil: honorEnds,
+	}}, false, honorEnds.Add(-10*time.Minute)))
+	if next := p.Status.Query.NextTime; next == nil || next.Time.After(honorEnds.Add(time.Second)) {
+		t.Fatalf("next query %v, want by the honor period's end %s", next, honorEnds)
+	}
+	if s := payment.Plan(p, pol, payment.Facts{}, honorEnds.Add(-time.Second)); s.Action == payment.Write {
+		t.Fatalf("before the honor period's end: %s (%s)", s.Action, s.Why)
+	}
+
+	s := payment.Plan(p, pol, payment.Facts{}, honorEnds)
+	c := fundsGuarantee(s.Outcome.Status)
+	if s.Action != payment.Write || c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonHonorPeriodEnded || !slices.Contains(eventReasons(s.Outcome), v1alpha1.ReasonHonorPeriodEnded) {
+		t.Fatalf("at the honor period's end: %s (%s), condition %+v, Events %v", s.Action, s.Why, c, eventReasons(s.Outcome))
+	}
+	if w := s.Outcome.Events[0]; !w.Warning || !strings.Contains(w.Message, expiry.UTC().Format(time.RFC3339)) {
+		t.Errorf("Event %+v: a Warning naming the authorization's end", w)
+	}
+	p = store(p, s.Outcome)
+	if s := payment.Plan(p, pol, payment.Facts{}, honorEnds.Add(time.Hour)); s.Action == payment.Write && len(s.Outcome.Events) > 0 {
+		t.Fatalf("said twice: %v", eventReasons(s.Outcome))
+	}
+
+	// Captured after it: the condition goes with the authorization.
+	p = annotate(p, v1alpha1.AnnotationCapture, "all")
+	p = store(p, payment.Plan(p, pol, payment.Facts{}, honorEnds.Add(2*time.Hour)).Outcome)
+	p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCapture, answer(provider.StatusSucceeded), honorEnds.Add(2*time.Hour)))
+	if p.Status.Phase != v1alpha1.PhaseSucceeded || fundsGuarantee(p.Status) != nil {
+		t.Fatalf("captured: phase %s condition %+v", p.Status.Phase, fundsGuarantee(p.Status))
+	}
+
+	// A capture under way at the honor period's end is no news.
+	q := lifecyclePay("capturing", v1alpha1.CaptureManual)
+	q = store(q, payment.ApplyEvent(q, payment.Observation{Source: v1alpha1.SourceAuthorize, Observed: payment.ObservedAuthorized, ProviderPaymentID: "pay_1",
+		Amount: &v1alpha1.Money{Value: orderValue, Currency: orderCurrency}, FundsGuaranteedUntil: ptrTime(honorEnds)}, authorizedAt))
+	q = store(q, payment.Plan(annotate(q, v1alpha1.AnnotationCapture, "all"), pol, payment.Facts{}, honorEnds.Add(-time.Minute)).Outcome)
+	if s := payment.Plan(q, pol, payment.Facts{}, honorEnds); s.Action == payment.Write && fundsGuarantee(s.Outcome.Status) != nil {
+		t.Fatalf("with a capture under way: %+v", fundsGuarantee(s.Outcome.Status))
 	}
 }

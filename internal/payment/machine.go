@@ -64,6 +64,9 @@ type Observation struct {
 	CustomerAction *v1alpha1.CustomerAction
 	// AuthorizationExpiresAt (Authorized) is when the reservation ends.
 	AuthorizationExpiresAt *metav1.Time
+	// FundsGuaranteedUntil (Authorized) is when the provider stops
+	// guaranteeing the reserved funds (PayPal's honor period).
+	FundsGuaranteedUntil *metav1.Time
 	// Amount is what the provider says was paid (success observations).
 	Amount *v1alpha1.Money
 	// RefundedTotal is the provider's cumulative refunded amount (refunds).
@@ -577,6 +580,10 @@ func (m *machine) confirm(news bool) {
 		cp := *t
 		m.st.AuthorizationExpiresAt = &cp
 	}
+	if t := m.obs.FundsGuaranteedUntil; t != nil && m.obs.Observed == ObservedAuthorized {
+		cp := *t
+		m.st.FundsGuaranteedUntil = &cp
+	}
 }
 
 // remember records the observation as the last event and its id for dedup.
@@ -685,6 +692,10 @@ func settle(st *v1alpha1.PaymentStatus) {
 	}
 	if st.Phase == v1alpha1.PhaseAuthorized || st.Phase.IsFinal() {
 		st.PayerApproved = false
+	}
+	if st.Phase != v1alpha1.PhaseAuthorized {
+		// The guarantee of reserved funds ends with the reservation.
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionFundsGuaranteed)
 	}
 }
 

@@ -30,6 +30,9 @@ type Counters struct {
 	// InstrumentDeclines counts PayPal captures and authorizations refused
 	// INSTRUMENT_DECLINED (OutcomeInstrumentDeclined).
 	InstrumentDeclines int `json:"instrumentDeclines"`
+	// DeclinedAfterHonorPeriod counts PayPal captures declined because they
+	// came after the authorization's honor period (Script.AfterHonorPeriod).
+	DeclinedAfterHonorPeriod int `json:"declinedAfterHonorPeriod"`
 	// ActionRequests counts capture, authorize, void, cancel and refund calls that
 	// reached their logic (replays and refusals included); ActionsByKey counts them
 	// per "<provider>/<idempotency key>".

@@ -107,6 +107,7 @@ func (s *Sim) authorizeLocked(p *payment) {
 	a := &authorization{amount: p.amount, status: "CREATED", created: now, expiresAt: now.Add(period)}
 	if p.provider == PayPal {
 		a.id = s.newID("", 17, upperAlphaNum)
+		a.honorEnds = now.Add(min(s.opts.PayPalHonorPeriod, period))
 		s.byAuth[a.id] = p
 	} else {
 		a.id = s.newID("auth_", 20, hexAlphabet)
@@ -163,9 +164,14 @@ func (s *Sim) declineFundingLocked(p *payment) (declined bool) {
 
 // chargeLocked takes amount: the result is the script's CaptureOutcome.
 func (s *Sim) chargeLocked(p *payment, amount int64) {
+	s.chargeAsLocked(p, amount, p.script.CaptureOutcome)
+}
+
+// chargeAsLocked takes amount with the result outcome.
+func (s *Sim) chargeAsLocked(p *payment, amount int64, outcome Outcome) {
 	p.updated, p.action = s.now(), nil
 	s.ensureCaptureIDLocked(p)
-	switch p.script.CaptureOutcome {
+	switch outcome {
 	case OutcomeFail:
 		p.state = stFailed
 		p.failureCode = p.script.FailureCode
@@ -189,13 +195,20 @@ func (s *Sim) captureLocked(p *payment, amount int64, final bool) {
 	s.counters.CapturesByPayment[p.id]++
 	gen := p.gen + 1
 	p.gen = gen // the script's pending timer must not re-settle a captured payment
+	outcome := p.script.CaptureOutcome
 	if a := p.auth; a != nil {
 		a.status = "CAPTURED"
 		if !final && amount < a.amount {
 			a.status = "PARTIALLY_CAPTURED"
 		}
+		if !a.honorEnds.IsZero() && !s.now().Before(a.honorEnds) && p.script.AfterHonorPeriod == OutcomeFail {
+			// Past the honor period the funds are no longer guaranteed
+			// (Options.PayPalHonorPeriod): this capture is declined.
+			outcome = OutcomeFail
+			s.counters.DeclinedAfterHonorPeriod++
+		}
 	}
-	s.chargeLocked(p, amount)
+	s.chargeAsLocked(p, amount, outcome)
 }
 
 // cancelLocked cancels a payment that took no money (KukoPay cancel, PayPal void).

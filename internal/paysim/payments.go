@@ -73,6 +73,7 @@ type authorization struct {
 	amount             int64
 	status             string
 	created, expiresAt time.Time
+	honorEnds          time.Time // PayPal: the funds are guaranteed until then (Options.PayPalHonorPeriod)
 }
 
 // Refund statuses (provider-neutral).

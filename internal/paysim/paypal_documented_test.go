@@ -169,3 +169,50 @@ func TestPayPalInstrumentDeclinedSendsThePayerBack(t *testing.T) {
 		t.Fatalf("events %v", evs)
 	}
 }
+
+// TestPayPalHonorPeriodGuaranteesTheFundsForThreeDays: an authorization holds
+// the funds for 29 days, but PayPal guarantees them only in the 3-day honor
+// period; after it a capture may be declined ("Authorization and honor
+// period"). paysim captures within the honor period, and after it does what
+// the script's afterHonorPeriod says (fail: DECLINED).
+func TestPayPalHonorPeriodGuaranteesTheFundsForThreeDays(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+	e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon, AfterHonorPeriod: paysim.OutcomeFail}})
+	pp := e.p[paysim.PayPal]
+	authorized := func(ref string) provider.Payment {
+		p := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k-" + ref, MerchantReference: ref, Amount: 1000, CaptureMethod: provider.CaptureManual})
+		if err := e.sim.Approve(paysim.PayPal, p.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pp.Authorize(bg, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "a-" + ref}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	within, after := authorized("within"), authorized("after")
+	clk.Add(3*24*time.Hour - time.Second)
+	if got, err := pp.Capture(bg, provider.ActionRequest{PaymentID: within.ID, IdempotencyKey: "c-within"}); err != nil || got.Status != provider.StatusSucceeded {
+		t.Fatalf("a capture inside the honor period: %+v %v", got, err)
+	}
+	clk.Add(time.Second)
+	if got, err := pp.Capture(bg, provider.ActionRequest{PaymentID: after.ID, IdempotencyKey: "c-after"}); err != nil || got.Status != provider.StatusFailed || got.RawStatus != "COMPLETED/DECLINED" {
+		t.Fatalf("a capture after the honor period, scripted to be declined: %+v %v", got, err)
+	}
+	if n := e.sim.Counters().DeclinedAfterHonorPeriod; n != 1 {
+		t.Fatalf("%d captures declined after the honor period, want 1", n)
+	}
+
+	// Unscripted, the funds are still there after the honor period.
+	e2 := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
+	p := e2.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000, CaptureMethod: provider.CaptureManual})
+	if err := e2.sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e2.p[paysim.PayPal].Authorize(bg, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(10 * 24 * time.Hour)
+	if got, err := e2.p[paysim.PayPal].Capture(bg, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "c"}); err != nil || got.Status != provider.StatusSucceeded {
+		t.Fatalf("an unscripted capture on day 10: %+v %v", got, err)
+	}
+}

@@ -66,6 +66,7 @@ const DefaultPayPalWebhookID = "PAYSIMWEBHOOK0001"
 // Lifecycle defaults (see Options).
 const (
 	DefaultPayPalAuthorizationPeriod  = 29 * 24 * time.Hour
+	DefaultPayPalHonorPeriod          = 3 * 24 * time.Hour
 	DefaultKukoPayAuthorizationPeriod = 7 * 24 * time.Hour
 	DefaultCheckoutTTL                = 24 * time.Hour
 	DefaultPayPalOrderLifetime        = 3 * time.Hour
@@ -121,6 +122,13 @@ type Options struct {
 	// AuthorizationPeriod overrides them). Defaults: 29 days (PayPal's) and 7 days.
 	PayPalAuthorizationPeriod  time.Duration
 	KukoPayAuthorizationPeriod time.Duration
+	// PayPalHonorPeriod is how long after a PayPal authorization its funds are
+	// guaranteed: "Within this period, there is a 3-day honor period starting
+	// from the authorization date ... After the honor period expires, capture
+	// success depends on risk assessment and fund availability" (PayPal
+	// developer docs, "Authorization and honor period"). A capture after it does
+	// what the script's AfterHonorPeriod says. Default 3 days (simulated).
+	PayPalHonorPeriod time.Duration
 	// CheckoutTTL is how long a KukoPay or generic payer link works when the create
 	// request sets no expiry; past it the unpaid payment expires. Default 24h.
 	CheckoutTTL time.Duration
@@ -219,6 +227,9 @@ func New(opts Options) *Sim {
 	}
 	if opts.PayPalAuthorizationPeriod <= 0 {
 		opts.PayPalAuthorizationPeriod = DefaultPayPalAuthorizationPeriod
+	}
+	if opts.PayPalHonorPeriod <= 0 {
+		opts.PayPalHonorPeriod = DefaultPayPalHonorPeriod
 	}
 	if opts.KukoPayAuthorizationPeriod <= 0 {
 		opts.KukoPayAuthorizationPeriod = DefaultKukoPayAuthorizationPeriod

@@ -192,6 +192,10 @@ type Payment struct {
 	// AuthorizationExpiresAt is when an Authorized payment's reservation
 	// ends (zero when unknown).
 	AuthorizationExpiresAt time.Time
+	// FundsGuaranteedUntil is when the provider stops guaranteeing an
+	// Authorized payment's reserved funds, before AuthorizationExpiresAt
+	// (PayPal's honor period); zero when they are held until then.
+	FundsGuaranteedUntil time.Time
 }
 
 // Event is one provider event (webhook or events API), normalized.

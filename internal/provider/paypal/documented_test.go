@@ -128,3 +128,31 @@ func TestInstrumentDeclinedIsThePayersTurnAgain(t *testing.T) {
 		t.Fatalf("%d captures took effect, want 1", n)
 	}
 }
+
+// TestFundsGuaranteedForTheHonorPeriod: a PayPal authorization is valid for 29
+// days, its funds guaranteed for the first 3 ("Authorization and honor
+// period"). The adapter reports both: AuthorizationExpiresAt is the
+// authorization's expiration_time, FundsGuaranteedUntil its create_time plus
+// the honor period.
+func TestFundsGuaranteedForTheHonorPeriod(t *testing.T) {
+	srv, a := simAdapter(t, paysim.Options{})
+	got := authorizedOrder(t, srv, a, 1000, "USD")
+	if !got.AuthorizationExpiresAt.Equal(simNow.Add(29*24*time.Hour)) || !got.FundsGuaranteedUntil.Equal(simNow.Add(paypal.HonorPeriod)) {
+		t.Fatalf("authorized until %s, funds guaranteed until %s; want 29 days and 3 days after %s", got.AuthorizationExpiresAt, got.FundsGuaranteedUntil, simNow)
+	}
+	read, err := a.Get(ctx, got.ID)
+	if err != nil || !read.FundsGuaranteedUntil.Equal(got.FundsGuaranteedUntil) {
+		t.Fatalf("a read: %+v %v", read, err)
+	}
+	// An authorization shorter than the honor period is guaranteed to its end.
+	o := paypal.Order{ID: "O1", Status: "COMPLETED", PurchaseUnits: []paypal.PurchaseUnit{{
+		Amount: paypal.Money{CurrencyCode: "USD", Value: "10.00"},
+		Payments: &paypal.Payments{Authorizations: []paypal.Authorization{{
+			ID: "A1", Status: "CREATED", Amount: paypal.Money{CurrencyCode: "USD", Value: "10.00"},
+			CreateTime: "2026-09-21T12:00:00Z", ExpirationTime: "2026-09-22T12:00:00Z",
+		}}},
+	}}}
+	if p := paypal.NormalizeOrder(o); !p.FundsGuaranteedUntil.Equal(p.AuthorizationExpiresAt) {
+		t.Fatalf("guaranteed until %s, the authorization ends %s", p.FundsGuaranteedUntil, p.AuthorizationExpiresAt)
+	}
+}
