@@ -217,3 +217,34 @@ func TestPayPalFundsGuaranteedForTheHonorPeriod(t *testing.T) {
 	}
 	wantNoReview(t, got)
 }
+
+// TestPayPalApprovalReversedEndsExpired: an approved PayPal order the
+// merchant did not capture in time is reversed by PayPal
+// (CHECKOUT.PAYMENT-APPROVAL.REVERSED: the order canceled, the payer
+// refunded). The webhook settles its payment Expired with PayPal's reason, no
+// review.
+func TestPayPalApprovalReversedEndsExpired(t *testing.T) {
+	s := fixture.StartSim(t, paysim.Options{})
+	payersWait(t, s, paysim.PayPal, 0)
+	ns := fixture.Namespace(t, env.Client, "reversed")
+	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: []string{"200ms", "200ms", "200ms", "200ms", "200ms", "1h"}})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox))
+	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
+		Payment: fixture.Payment{Namespace: ns, Name: "reversed", Provider: prov.Name}, CaptureMethod: v1alpha1.CaptureManual,
+	})
+	id := awaitPayer(t, p).Status.ProviderPaymentID
+	m.Stop() // no authorization of the approved order: it waits, as an APM order the merchant does not capture in time
+	if err := s.Approve(paysim.PayPal, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReverseApproval(paysim.PayPal, id); err != nil {
+		t.Fatal(err)
+	}
+	m = fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerInbox))
+	if out := fixture.ApplyWebhook(t, m, prov, simEventOf(t, s, "CHECKOUT.PAYMENT-APPROVAL.REVERSED", id)); out.Result != v1alpha1.ResultApplied {
+		t.Fatalf("the reversal: %+v", out)
+	}
+	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseExpired, fixture.Timeout)
+	wantHistoryTo(t, got, v1alpha1.PhaseExpired, v1alpha1.SourceWebhook, paypal.FailureApprovalReversed)
+	wantNoReview(t, got)
+}

@@ -471,3 +471,32 @@ func TestFundsGuaranteedUntilTheHonorPeriodEnds(t *testing.T) {
 		t.Fatalf("with a capture under way: %+v", fundsGuarantee(s.Outcome.Status))
 	}
 }
+
+// TestApprovalReversedIsExpired: PayPal reverses the approval of an order the
+// merchant did not capture in time, cancels it and refunds the payer
+// (CHECKOUT.PAYMENT-APPROVAL.REVERSED, "Handle uncaptured payments"). The
+// payment was approved and nothing was taken: Expired, with PayPal's reason,
+// no review — also while its capture was under way, which can then no longer
+// take the money.
+func TestApprovalReversedIsExpired(t *testing.T) {
+	reversed := payment.FromEvent(provider.Event{
+		ID: "WH-REV", Type: "CHECKOUT.PAYMENT-APPROVAL.REVERSED", Status: provider.StatusExpired, Supported: true,
+		PaymentID: "pay_1", MerchantReference: "shop.approved", OccurredAt: t0.Add(3 * time.Hour), FailureCode: paypal.FailureApprovalReversed,
+	}, v1alpha1.ViaWebhook)
+	for name, p := range map[string]*v1alpha1.Payment{
+		"approved, not captured": approvedOrder("approved"),
+		"its capture under way":  withOperation(approvedOrder("capturing"), v1alpha1.OperationCapture, t0.Add(time.Hour)),
+		"the approval not seen":  created("unseen"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := payment.Apply(p, reversed, t0.Add(3*time.Hour))
+			st := res.Status
+			if res.Decision != payment.Applied || st.Phase != v1alpha1.PhaseExpired || st.Operation != nil || st.PayerApproved || st.ExpiredLocally {
+				t.Fatalf("%s %s operation %+v payerApproved %v expiredLocally %v", res.Decision, st.Phase, st.Operation, st.PayerApproved, st.ExpiredLocally)
+			}
+			if st.Failure == nil || st.Failure.Code != paypal.FailureApprovalReversed || review(&v1alpha1.Payment{Status: st}) != "" {
+				t.Fatalf("failure %+v review %q", st.Failure, review(&v1alpha1.Payment{Status: st}))
+			}
+		})
+	}
+}

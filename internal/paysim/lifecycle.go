@@ -338,6 +338,31 @@ func (s *Sim) Approve(provider, id string) error {
 	return s.approveLocked(p)
 }
 
+// ReverseApproval is PayPal reversing the payer's approval of an order the
+// merchant did not capture in time (control call): "When a transaction is not
+// captured within a specified amount of time after the buyer approves it
+// through the payment method, PayPal sends CHECKOUT.PAYMENT-APPROVAL.REVERSED
+// webhook event, initiates a cancellation of the order, and refunds the
+// buyer's account" (PayPal developer docs, "Handle uncaptured payments"; the
+// window defaults to 3 hours, for alternative payment methods). The order
+// then reads VOIDED. Only an APPROVED PayPal order can be reversed.
+func (s *Sim) ReverseApproval(provider, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.payments[provider][id]
+	if !ok || provider != PayPal {
+		return fmt.Errorf("paysim: no PayPal order %q", id)
+	}
+	s.refreshLocked(p)
+	if p.state != stApproved {
+		return fmt.Errorf("paysim: order %s is %s, not approved", id, p.state)
+	}
+	p.state, p.action, p.cancelReason, p.updated = stCanceled, nil, "approval_reversed", s.now()
+	p.gen++
+	s.emitLocked(p, evApprovalReversed, nil)
+	return nil
+}
+
 // SettleRefund ends a pending refund now with outcome succeed or fail (control call).
 func (s *Sim) SettleRefund(provider, refundID string, outcome Outcome) error {
 	if outcome != OutcomeSucceed && outcome != OutcomeFail {

@@ -700,6 +700,7 @@ const (
 	evApproved
 	evAuthorized
 	evCanceled
+	evApprovalReversed
 )
 
 var eventTypes = map[string]map[eventKind]string{
@@ -712,6 +713,7 @@ var eventTypes = map[string]map[eventKind]string{
 		evSucceeded: "PAYMENT.CAPTURE.COMPLETED", evFailed: "PAYMENT.CAPTURE.DENIED", evProcessing: "PAYMENT.CAPTURE.PENDING",
 		evRefunded: "PAYMENT.CAPTURE.REFUNDED", evDisputed: "CUSTOMER.DISPUTE.CREATED", evApproved: "CHECKOUT.ORDER.APPROVED",
 		evAuthorized: "PAYMENT.AUTHORIZATION.CREATED", evCanceled: "PAYMENT.AUTHORIZATION.VOIDED",
+		evApprovalReversed: "CHECKOUT.PAYMENT-APPROVAL.REVERSED",
 	},
 	Generic: {
 		evSucceeded: "job.succeeded", evFailed: "job.failed", evExpired: "job.expired", evProcessing: "job.processing",
@@ -764,6 +766,9 @@ func (s *Sim) emitAtLocked(p *payment, k eventKind, r *refund, now time.Time) {
 			resType, res = "checkout-order", s.paypalOrder(p)
 		case evAuthorized, evCanceled:
 			resType, res = "authorization", s.paypalAuthorization(p)
+		case evApprovalReversed:
+			resType, summary = "checkout-order", "A payment has been reversed after approval."
+			res = paypal.ApprovalReversal{OrderID: p.id, PurchaseUnits: s.paypalOrder(p).PurchaseUnits}
 		case evDisputed:
 			resType = "dispute"
 			res = paypal.Dispute{

@@ -216,3 +216,43 @@ func TestPayPalHonorPeriodGuaranteesTheFundsForThreeDays(t *testing.T) {
 		t.Fatalf("an unscripted capture on day 10: %+v %v", got, err)
 	}
 }
+
+// TestPayPalApprovalReversedCancelsTheOrder: an approved order the merchant
+// does not capture in time (alternative payment methods) is reversed: PayPal
+// sends CHECKOUT.PAYMENT-APPROVAL.REVERSED (the order id and its purchase
+// units), cancels the order and refunds the payer ("Handle uncaptured
+// payments"). paysim does so on the control call; the order then reads VOIDED
+// and can no longer be captured.
+func TestPayPalApprovalReversedCancelsTheOrder(t *testing.T) {
+	e := start(t, paysim.Options{DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
+	p := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000})
+	if err := e.sim.ReverseApproval(paysim.PayPal, p.ID); err == nil {
+		t.Fatal("an order nobody approved was reversed")
+	}
+	if err := e.sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := paysim.NewControlClient(e.srv.URL).ReverseApproval(bg, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	evs := e.sim.Events(paysim.PayPal)
+	last := evs[len(evs)-1]
+	var ev struct {
+		Resource struct {
+			OrderID       string `json:"order_id"`
+			PurchaseUnits []struct {
+				InvoiceID string `json:"invoice_id"`
+			} `json:"purchase_units"`
+		} `json:"resource"`
+	}
+	if err := json.Unmarshal(last.Raw, &ev); err != nil || last.Type != "CHECKOUT.PAYMENT-APPROVAL.REVERSED" || ev.Resource.OrderID != p.ID ||
+		len(ev.Resource.PurchaseUnits) != 1 || ev.Resource.PurchaseUnits[0].InvoiceID != "r" {
+		t.Fatalf("last event %s %s (%v)", last.Type, last.Raw, err)
+	}
+	if got := e.status(t, paysim.PayPal, p.ID); got.RawStatus != "VOIDED" {
+		t.Fatalf("the reversed order reads %+v", got)
+	}
+	if _, err := e.p[paysim.PayPal].Capture(bg, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "c"}); !errors.Is(err, provider.ErrNonRetryable) {
+		t.Fatalf("capture of a reversed order: %v", err)
+	}
+}

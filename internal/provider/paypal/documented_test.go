@@ -156,3 +156,26 @@ func TestFundsGuaranteedForTheHonorPeriod(t *testing.T) {
 		t.Fatalf("guaranteed until %s, the authorization ends %s", p.FundsGuaranteedUntil, p.AuthorizationExpiresAt)
 	}
 }
+
+// TestApprovalReversedIsExpired: CHECKOUT.PAYMENT-APPROVAL.REVERSED says PayPal
+// canceled an approved order the merchant did not capture within the capture
+// window (3 hours by default) and refunded the payer ("Handle uncaptured
+// payments"): nothing was taken, the window ran out. The adapter reads it as
+// Expired for the order, found by its merchant reference too, with FailureCode
+// PAYMENT_APPROVAL_REVERSED.
+func TestApprovalReversedIsExpired(t *testing.T) {
+	srv, a := simAdapter(t, paysim.Options{})
+	p := createOrder(t, a, provider.CaptureAutomatic, 1000, "USD")
+	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Sim.ReverseApproval(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	evs := srv.Sim.Events(paysim.PayPal)
+	ev, err := a.ParseEvent(evs[len(evs)-1].Raw)
+	if err != nil || !ev.Supported || ev.Status != provider.StatusExpired || ev.PaymentID != p.ID || ev.MerchantReference != "ref-1" ||
+		ev.FailureCode != paypal.FailureApprovalReversed || ev.OccurredAt.IsZero() {
+		t.Fatalf("parsed %+v %v", ev, err)
+	}
+}

@@ -20,6 +20,9 @@ import (
 // disputes never do. Without it PaymentID stays empty and the payment is found by
 // merchant reference.
 //
+// CHECKOUT.PAYMENT-APPROVAL.REVERSED is Expired for its order_id (FailureCode
+// FailureApprovalReversed).
+//
 // PAYMENT.AUTHORIZATION.VOIDED is Canceled, or Expired when its authorization
 // reads EXPIRED: PayPal sends it for a void and for an authorization reaching
 // the end of its validity alike.
@@ -83,6 +86,21 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 			} else if err == nil {
 				// Without the cumulative total, this refund is the best lower bound.
 				ev.RefundedTotal = ev.Amount
+			}
+		}
+	case provider.StatusExpired:
+		var r ApprovalReversal
+		if err = json.Unmarshal(e.Resource, &r); err == nil {
+			ev.PaymentID = r.OrderID
+			ev.FailureCode = FailureApprovalReversed
+			ev.FailureMessage = "PayPal reversed the payer's approval: the order was not captured in time, PayPal canceled it and refunded the payer"
+			if len(r.PurchaseUnits) > 0 {
+				pu := r.PurchaseUnits[0]
+				ev.MerchantReference = firstNonEmpty(pu.InvoiceID, pu.CustomID)
+				ev.Currency = pu.Amount.CurrencyCode
+				if pu.Amount.Value != "" {
+					ev.Amount, err = ParseAmount(pu.Amount.Value, pu.Amount.CurrencyCode)
+				}
 			}
 		}
 	case provider.StatusApproved:
