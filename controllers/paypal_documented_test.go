@@ -30,6 +30,25 @@ func (c *shiftedClock) Now() time.Time                  { return time.Now().Add(
 func (c *shiftedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func (c *shiftedClock) Add(d time.Duration)             { c.shift.Add(int64(d)) }
 
+// startPayPal runs paysim (on clk's time, when set) with payers who wait for
+// the test's approve call, and a PayPal provider in a new namespace whose
+// status queries follow schedule.
+func startPayPal(t *testing.T, clk *shiftedClock, namespace string, schedule []string) (*fixture.Sim, *v1alpha1.PaymentProvider) {
+	t.Helper()
+	opts := paysim.Options{}
+	if clk != nil {
+		opts.Now = clk.Now
+	}
+	s := fixture.StartSim(t, opts)
+	payersWait(t, s, paysim.PayPal, 0)
+	ns := fixture.Namespace(t, env.Client, namespace)
+	return s, fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: schedule})
+}
+
+// heldSchedule sees a payer's approval within a second, then reads the
+// payment once an hour (a Manual payment waiting for its capture).
+var heldSchedule = []string{"200ms", "200ms", "200ms", "200ms", "200ms", "1h"}
+
 // TestPayPalOrderNobodyCompletedEndsExpired: PayPal deletes an order that
 // nobody completed after about 3 hours (paypal.OrderLifetime) and answers
 // 404 for it. A payment whose payer never approved is then Expired
@@ -37,10 +56,8 @@ func (c *shiftedClock) Add(d time.Duration)             { c.shift.Add(int64(d)) 
 // Expired too, without a CancelRefused: neither needs review.
 func TestPayPalOrderNobodyCompletedEndsExpired(t *testing.T) {
 	clk := &shiftedClock{}
-	s := fixture.StartSim(t, paysim.Options{Now: clk.Now})
-	payersWait(t, s, paysim.PayPal, 0)
-	ns := fixture.Namespace(t, env.Client, "expiry")
-	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: []string{"200ms", "1h"}})
+	s, prov := startPayPal(t, clk, "expiry", []string{"200ms", "1h"})
+	ns := prov.Namespace
 	opts := fixture.Run(controllers.ControllerPayment)
 	opts.Clock = clk
 	m := fixture.StartManager(t, env, ns, opts)
@@ -99,10 +116,8 @@ func simEventOf(t *testing.T, s *fixture.Sim, typ, id string) paysim.EventRecord
 // payment Expired with reason AuthorizationExpired, not Canceled.
 func TestPayPalAuthorizationVoidedAtItsEndIsExpired(t *testing.T) {
 	clk := &shiftedClock{}
-	s := fixture.StartSim(t, paysim.Options{Now: clk.Now})
-	payersWait(t, s, paysim.PayPal, 0)
-	ns := fixture.Namespace(t, env.Client, "voided")
-	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: []string{"200ms", "200ms", "200ms", "200ms", "200ms", "1h"}})
+	s, prov := startPayPal(t, clk, "voided", heldSchedule)
+	ns := prov.Namespace
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox))
 	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
 		Payment: fixture.Payment{Namespace: ns, Name: "held", Provider: prov.Name}, CaptureMethod: v1alpha1.CaptureManual,
@@ -180,10 +195,8 @@ func TestPayPalInstrumentDeclinedWaitsForThePayerAgain(t *testing.T) {
 // Warning Event naming the authorization's end.
 func TestPayPalFundsGuaranteedForTheHonorPeriod(t *testing.T) {
 	clk := &shiftedClock{}
-	s := fixture.StartSim(t, paysim.Options{Now: clk.Now})
-	payersWait(t, s, paysim.PayPal, 0)
-	ns := fixture.Namespace(t, env.Client, "honor")
-	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: []string{"200ms", "200ms", "200ms", "200ms", "200ms", "1h"}})
+	s, prov := startPayPal(t, clk, "honor", heldSchedule)
+	ns := prov.Namespace
 	opts := fixture.Run(controllers.ControllerPayment)
 	opts.Clock = clk
 	m := fixture.StartManager(t, env, ns, opts)
@@ -224,10 +237,8 @@ func TestPayPalFundsGuaranteedForTheHonorPeriod(t *testing.T) {
 // refunded). The webhook settles its payment Expired with PayPal's reason, no
 // review.
 func TestPayPalApprovalReversedEndsExpired(t *testing.T) {
-	s := fixture.StartSim(t, paysim.Options{})
-	payersWait(t, s, paysim.PayPal, 0)
-	ns := fixture.Namespace(t, env.Client, "reversed")
-	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: []string{"200ms", "200ms", "200ms", "200ms", "200ms", "1h"}})
+	s, prov := startPayPal(t, nil, "reversed", heldSchedule)
+	ns := prov.Namespace
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox))
 	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
 		Payment: fixture.Payment{Namespace: ns, Name: "reversed", Provider: prov.Name}, CaptureMethod: v1alpha1.CaptureManual,

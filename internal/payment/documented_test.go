@@ -39,16 +39,7 @@ func TestCreateKeyWindowIsTheProviders(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := &v1alpha1.PaymentProviderSpec{IdempotencyWindow: tc.spec}
-			pol := payment.PolicyFor(spec).WithCapabilities(spec, tc.caps)
-			pol.JitterPercent = 0
-			p := newPay("window")
-			p = store(p, planned(p, pol, t0).Outcome)
-			if got := planned(p, pol, t0.Add(tc.lookup-time.Second)).Action; got != payment.Create {
-				t.Errorf("a second before %v: %v, want the create repeated with its key", tc.lookup, got)
-			}
-			if got := planned(p, pol, t0.Add(tc.lookup)).Action; got != payment.Lookup {
-				t.Errorf("at %v: %v, want the create looked up, not repeated", tc.lookup, got)
-			}
+			wantLookupAfter(t, payment.PolicyFor(spec).WithCapabilities(spec, tc.caps), tc.lookup)
 		})
 	}
 }
