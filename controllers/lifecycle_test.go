@@ -598,8 +598,9 @@ func TestCancelWhileACheckoutCreateIsUnknown(t *testing.T) {
 }
 
 // TestAuthorizationExpiresUncaptured: an authorization nobody captures runs
-// out at PayPal (which sends no webhook for it); a status query finds it and
-// the payment is Expired with reason AuthorizationExpired.
+// out at PayPal (no webhook is delivered here: TestPayPalAuthorizationVoidedAtItsEndIsExpired
+// has PayPal's VOIDED); a status query finds it and the payment is Expired
+// with reason AuthorizationExpired.
 func TestAuthorizationExpiresUncaptured(t *testing.T) {
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 200*time.Second) // 2s here

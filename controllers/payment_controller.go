@@ -231,8 +231,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		pol = payment.PolicyFor(&prov.Spec)
 	}
 	if entry != nil {
-		pol.Lifecycle, pol.LifecycleKnown = entry.Caps.Lifecycle, true
-		pol.LookupByReference = entry.Caps.LookupByReference
+		pol = pol.WithCapabilities(&prov.Spec, entry.Caps)
 	}
 	uid := string(p.UID)
 

@@ -118,6 +118,11 @@ const (
 	ConditionNeedsReview = "NeedsReview"
 	// ConditionDisputed is True once the provider reported a dispute.
 	ConditionDisputed = "Disputed"
+	// ConditionFundsGuaranteed is False (reason HonorPeriodEnded) once an
+	// Authorized payment is past status.fundsGuaranteedUntil uncaptured: the
+	// money is still reserved, but a capture may be declined. It is removed
+	// when the payment leaves Authorized.
+	ConditionFundsGuaranteed = "FundsGuaranteed"
 )
 
 // Reasons of the NeedsReview condition (SPEC §2, §11). The first four below
@@ -173,6 +178,14 @@ const (
 	// with the merchant, the Refund is Failed and the payment's refunded
 	// total goes down.
 	ReasonRefundReversed = "RefundReversed"
+	// ReasonHonorPeriodEnded: an Authorized payment is past the time until
+	// which the provider guarantees its funds (PayPal's 3-day honor period),
+	// uncaptured (condition FundsGuaranteed=False, a Warning Event).
+	ReasonHonorPeriodEnded = "HonorPeriodEnded"
+	// ReasonOrderExpired: the provider deleted the order nobody completed at
+	// the end of its lifetime (PayPal: about 3 hours) and answers "not found"
+	// for it; no money moved.
+	ReasonOrderExpired = "OrderExpired"
 )
 
 // LocalObjectReference names an object in the same namespace.
@@ -625,6 +638,15 @@ type PaymentStatus struct {
 	// +optional
 	PayerApproved bool `json:"payerApproved,omitempty"`
 
+	// fundingDeclines counts the times the provider declined the payer's
+	// funding source at the capture (or authorization) of the approved
+	// payment and sent the payer back to approve again with another one
+	// (PayPal INSTRUMENT_DECLINED). Each capture or authorization after such a
+	// new approval is a new attempt with its own idempotency key:
+	// <idempotencyKey>/capture/<fundingDeclines+1>.
+	// +optional
+	FundingDeclines int32 `json:"fundingDeclines,omitempty"`
+
 	// amountAuthorized is the amount reserved by the authorization.
 	// +optional
 	AmountAuthorized *Money `json:"amountAuthorized,omitempty"`
@@ -632,6 +654,14 @@ type PaymentStatus struct {
 	// authorizationExpiresAt is when the authorization ends uncaptured.
 	// +optional
 	AuthorizationExpiresAt *metav1.Time `json:"authorizationExpiresAt,omitempty"`
+
+	// fundsGuaranteedUntil is when the provider stops guaranteeing the
+	// authorized funds (PayPal: the 3-day honor period of its 29-day
+	// authorization): a capture after it may be declined although the
+	// authorization is valid until authorizationExpiresAt. Absent: the funds
+	// are held until authorizationExpiresAt.
+	// +optional
+	FundsGuaranteedUntil *metav1.Time `json:"fundsGuaranteedUntil,omitempty"`
 
 	// amountToCapture is what the capture asked for (a partial capture takes
 	// less than the amount); the provider's success is checked against it.
@@ -683,6 +713,7 @@ type PaymentStatus struct {
 // +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=".status.query.attempts",priority=1
 // +kubebuilder:printcolumn:name="Next-Query",type=date,JSONPath=".status.query.nextTime",priority=1
 // +kubebuilder:printcolumn:name="Payer-Link",type=string,JSONPath=".status.customerAction.url",priority=1
+// +kubebuilder:printcolumn:name="Funds-Guaranteed-Until",type=date,JSONPath=".status.fundsGuaranteedUntil",priority=1
 type Payment struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -222,8 +222,8 @@ type PaymentProviderSpec struct {
 	StatusQuery StatusQueryConfig `json:"statusQuery,omitempty"`
 	// idempotencyWindow is how long the provider replays a create for the same
 	// idempotency key; past it, paywarden looks a payment up by merchant
-	// reference instead of repeating the create.
-	// +kubebuilder:default="24h"
+	// reference instead of repeating the create. Unset: the window the
+	// provider type documents (paypal: 6h), else 24h.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional

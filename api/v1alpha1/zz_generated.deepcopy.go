@@ -619,6 +619,10 @@ func (in *PaymentStatus) DeepCopyInto(out *PaymentStatus) {
 		in, out := &in.AuthorizationExpiresAt, &out.AuthorizationExpiresAt
 		*out = (*in).DeepCopy()
 	}
+	if in.FundsGuaranteedUntil != nil {
+		in, out := &in.FundsGuaranteedUntil, &out.FundsGuaranteedUntil
+		*out = (*in).DeepCopy()
+	}
 	if in.AmountToCapture != nil {
 		in, out := &in.AmountToCapture, &out.AmountToCapture
 		*out = new(Money)

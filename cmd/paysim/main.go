@@ -57,6 +57,7 @@ func run(args []string) error {
 		ppAuth      = fs.Duration("paypal-authorization-period", paysim.DefaultPayPalAuthorizationPeriod, "how long a PayPal authorization can be captured (simulated, scaled)")
 		kukoAuth    = fs.Duration("kukopay-authorization-period", paysim.DefaultKukoPayAuthorizationPeriod, "how long a KukoPay authorization (requires_capture) can be captured (simulated, scaled)")
 		checkoutTTL = fs.Duration("checkout-ttl", paysim.DefaultCheckoutTTL, "lifetime of a KukoPay or generic payer link when the create request sets none (simulated, scaled)")
+		ppOrderLife = fs.Duration("paypal-order-lifetime", paysim.DefaultPayPalOrderLifetime, "how long a PayPal order nobody completed lives before PayPal deletes it (simulated, scaled)")
 		faultOps    = fs.String("fault-operations", "", "comma-separated operations the API faults apply to (empty: all): "+strings.Join(paysim.Operations(), ", "))
 	)
 	urls, secrets := map[string]*string{}, map[string]*string{}
@@ -112,7 +113,8 @@ func run(args []string) error {
 		KukoPayAPIKey: *kukoKey, PayPalClientID: *ppID, PayPalClientSecret: *ppSecret, GenericToken: *genToken, StripeSecretKey: *stripeKey,
 		DefaultScript: def, Faults: f,
 		PayPalAuthorizationPeriod: *ppAuth, KukoPayAuthorizationPeriod: *kukoAuth, CheckoutTTL: *checkoutTTL,
-		WebhookTargets: map[string]string{}, WebhookSecrets: map[string][][]byte{},
+		PayPalOrderLifetime: *ppOrderLife,
+		WebhookTargets:      map[string]string{}, WebhookSecrets: map[string][][]byte{},
 	}
 	for p, u := range urls {
 		opts.WebhookTargets[p] = *u

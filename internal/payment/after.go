@@ -3,8 +3,9 @@ package payment
 import (
 	"errors"
 	"fmt"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/provider"
@@ -179,6 +180,15 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 		c.sched().answered()
 		for _, obs := range FromPayment(call.Payment, v1alpha1.SourceStatusQuery) {
 			obs.PastExpiry = closeOut
+			if op := st.Operation; op != nil && fundingDeclined(st, op.Kind, obs) {
+				// The lookup of a capture's (or authorization's) outcome
+				// finds the payer sent back: the decline, not a call to repeat.
+				if c.apply(payerMustApproveAgain(obs, op.Kind, call.Payment)).Decision == Applied {
+					c.sched().start(pol)
+					return c.done()
+				}
+				continue
+			}
 			if closeOut && obs.Observed == ObservedPending && st.Operation == nil && closesAtProvider(c.p, pol) {
 				// Unpaid past expiresAfter: the provider's object is closed
 				// first (a cancel), so the payer cannot pay what paywarden
@@ -224,14 +234,22 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 			// provider: no attempt is consumed; look now and then (and when
 			// the authorization should have expired) for a void or an expiry.
 			wait := lastStep(pol, string(c.p.UID))
-			if exp := st.AuthorizationExpiresAt; exp != nil && exp.Time.After(now) && exp.Time.Sub(now)+time.Second < wait {
-				wait = exp.Time.Sub(now) + time.Second
+			for _, at := range []*metav1.Time{st.AuthorizationExpiresAt, st.FundsGuaranteedUntil} {
+				if at != nil && at.Time.After(now) && at.Time.Sub(now)+time.Second < wait {
+					wait = at.Time.Sub(now) + time.Second
+				}
 			}
 			c.wakeIn(wait)
 			return c.done()
 		}
 		if d, ok := Delay(pol.Schedule, pol.JitterPercent, q.Attempts, string(c.p.UID)); ok {
 			c.wakeIn(d)
+			return c.done()
+		}
+		if at, due := orderExpiryQuery(c.p, pol, now); due {
+			// Not given up on before the provider had time to let the order
+			// expire: a read then settles it (its "not found" is Expired).
+			c.wakeIn(at.Sub(now))
 			return c.done()
 		}
 		c.apply(Observation{
@@ -246,6 +264,13 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 			c.readAgain()
 		}
 		if held {
+			return c.done()
+		}
+		if orderExpired(c.p, pol, call.Err, now) {
+			// The provider deleted the order nobody completed: its verdict.
+			q.LastTime = ptrMicro(now)
+			c.sched().answered()
+			c.apply(orderExpiredObservation(c.p, pol, v1alpha1.SourceStatusQuery, call.Err))
 			return c.done()
 		}
 		switch gone, refused := c.sched().queryFailed(pol, call.Err); {

@@ -65,6 +65,9 @@ type Observation struct {
 	CustomerAction *v1alpha1.CustomerAction
 	// AuthorizationExpiresAt (Authorized) is when the reservation ends.
 	AuthorizationExpiresAt *metav1.Time
+	// FundsGuaranteedUntil (Authorized) is when the provider stops
+	// guaranteeing the reserved funds (PayPal's honor period).
+	FundsGuaranteedUntil *metav1.Time
 	// Amount is what the provider says was paid (success observations).
 	Amount *v1alpha1.Money
 	// RefundedTotal is the provider's cumulative refunded amount (refunds).
@@ -85,6 +88,12 @@ type Observation struct {
 	// Local marks an Expired that paywarden decided (unpaid close-out, §2.5)
 	// rather than the provider.
 	Local bool
+	// PayerMustApproveAgain, on a Pending answer to the capture or
+	// authorization of an approved payment (or the lookup of its outcome),
+	// says the provider declined the payer's funding source and waits for the
+	// payer to approve again (PayPal INSTRUMENT_DECLINED): the one Pending that
+	// takes a payment back (see fundingDeclined).
+	PayerMustApproveAgain bool
 	// PastExpiry says the payment is past its spec.expiresAfter: a Pending
 	// answer (the provider confirms nobody paid) then closes it out as a
 	// local Expired (§2.5). Processing means money may be moving and is not
@@ -176,6 +185,9 @@ func (m *machine) run() {
 		m.duplicatePayment(known)
 		return
 	}
+	if voidedAtItsEnd(&m.st, m.obs, m.now) {
+		m.obs = expiredAtItsEnd(&m.st, m.obs)
+	}
 	switch m.obs.Observed {
 	case ObservedApproved:
 		m.approved()
@@ -217,9 +229,11 @@ func (m *machine) progress() {
 	switch {
 	case m.st.Phase == "":
 		m.moveTo(to, "")
+	case from == v1alpha1.PhaseProcessing && to == v1alpha1.PhasePending && m.obs.PayerMustApproveAgain && m.st.PayerApproved:
+		m.payerMustApproveAgain()
 	case from == v1alpha1.PhasePending && to == v1alpha1.PhaseProcessing:
 		m.moveTo(to, "")
-	case from == v1alpha1.PhaseProcessing && to == v1alpha1.PhasePending && m.obs.Failure != nil:
+	case from == v1alpha1.PhaseProcessing && to == v1alpha1.PhasePending && m.obs.Failure != nil && !m.st.PayerApproved:
 		// The attempt under way failed and the provider waits for another
 		// payment method, which nobody will bring to a payment past its
 		// processing (Stripe, "Payment status updates": an asynchronous
@@ -242,6 +256,25 @@ func (m *machine) progress() {
 		m.decide(Stale, "%s does not take a payment out of Unknown; only a final answer or an operator does", to)
 	default:
 		m.decide(Stale, "%s after %s is stale", to, from)
+	}
+}
+
+// payerMustApproveAgain takes an approved payment whose capture (or
+// authorization) the provider declined for the payer's funding source back to
+// waiting for the payer: the approval is used up, nothing is being captured,
+// and the payer's link is where they choose another funding source. The
+// decline is counted: the next capture is a new attempt with its own key.
+func (m *machine) payerMustApproveAgain() {
+	m.st.PayerApproved, m.st.AmountToCapture, m.st.Operation = false, nil, nil
+	m.st.FundingDeclines++
+	reason := m.obs.Reason
+	if reason == "" {
+		reason = "the provider declined the payer's funding source: waiting for the payer to approve again"
+	}
+	m.moveTo(v1alpha1.PhasePending, reason)
+	if a := m.obs.CustomerAction; a != nil {
+		cp := *a
+		m.st.CustomerAction = &cp
 	}
 }
 
@@ -646,6 +679,10 @@ func (m *machine) confirm(news bool) {
 		cp := *t
 		m.st.AuthorizationExpiresAt = &cp
 	}
+	if t := m.obs.FundsGuaranteedUntil; t != nil && m.obs.Observed == ObservedAuthorized {
+		cp := *t
+		m.st.FundsGuaranteedUntil = &cp
+	}
 }
 
 // remember records the observation as the last event and its id for dedup.
@@ -754,6 +791,10 @@ func settle(st *v1alpha1.PaymentStatus) {
 	}
 	if st.Phase == v1alpha1.PhaseAuthorized || st.Phase.IsFinal() {
 		st.PayerApproved = false
+	}
+	if st.Phase != v1alpha1.PhaseAuthorized {
+		// The guarantee of reserved funds ends with the reservation.
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionFundsGuaranteed)
 	}
 }
 

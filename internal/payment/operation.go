@@ -34,9 +34,43 @@ func OperationKey(p *v1alpha1.Payment, kind v1alpha1.OperationKind) string {
 }
 
 // newOperationKey is the key a new operation marker stores: the create's
-// key and the operation.
+// key and the operation. A capture or authorization after the provider sent
+// the payer back to approve again (status.fundingDeclines) is a new attempt,
+// not a retry of the declined one, and gets a key of its own
+// ("<create key>/capture/2", ...): the provider may answer a key it has seen
+// with that key's first answer, the decline. Within one attempt the key is
+// the marker's, so every retry is byte-identical (SPEC §12.1).
 func newOperationKey(p *v1alpha1.Payment, kind v1alpha1.OperationKind) string {
-	return CreateKey(p) + "/" + strings.ToLower(string(kind))
+	key := CreateKey(p) + "/" + strings.ToLower(string(kind))
+	if n := p.Status.FundingDeclines; n > 0 && (kind == v1alpha1.OperationCapture || kind == v1alpha1.OperationAuthorize) {
+		key += "/" + strconv.Itoa(int(n)+1)
+	}
+	return key
+}
+
+// fundingDeclined reports whether obs, what the provider says in answer to the
+// capture or authorization (kind) of st's approved payment or to the lookup of
+// its outcome, is the provider sending the payer back: the payment waits for
+// the payer again. PayPal answers a capture or authorization whose funding
+// source failed INSTRUMENT_DECLINED, and the payment is restarted so the payer
+// can choose another ("Handle funding failures"); the adapter reports the
+// order waiting for its payer. Only such an answer may take a payment back to
+// Pending: a status query of its own is stale (the approval stands).
+func fundingDeclined(st *v1alpha1.PaymentStatus, kind v1alpha1.OperationKind, obs Observation) bool {
+	return (kind == v1alpha1.OperationCapture || kind == v1alpha1.OperationAuthorize) &&
+		obs.Observed == ObservedPending && st.Phase == v1alpha1.PhaseProcessing && st.PayerApproved
+}
+
+// payerMustApproveAgain marks obs as fundingDeclined found it, with the
+// provider's reason.
+func payerMustApproveAgain(obs Observation, kind v1alpha1.OperationKind, pp provider.Payment) Observation {
+	obs.PayerMustApproveAgain = true
+	why := "declined the payer's funding source"
+	if pp.FailureCode != "" {
+		why += " (" + pp.FailureCode + ")"
+	}
+	obs.Reason = fmt.Sprintf("the provider %s at the %s: waiting for the payer to approve again with another one", why, strings.ToLower(string(kind)))
+	return obs
 }
 
 // CreateKey is the idempotency key of p's create: the one stored with its
@@ -285,9 +319,18 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 		v1alpha1.OperationCapture:   v1alpha1.SourceCapture,
 		v1alpha1.OperationCancel:    v1alpha1.SourceCancel,
 	}[kind]
+	if orderExpired(c.p, pol, call.Err, now) {
+		// The provider deleted the order nobody completed: nothing was
+		// captured or authorized, and nothing is left to cancel.
+		st.Operation, st.AmountToCapture = nil, nil
+		c.sched().answered()
+		c.apply(orderExpiredObservation(c.p, pol, source, call.Err))
+		return c.done()
+	}
 	closeOut := isCloseOut(op)
 	switch class := Classify(call.Err); class {
 	case Answered:
+		back := false
 		unpaid := false
 		for _, obs := range FromPayment(call.Payment, source) {
 			unpaid = unpaid || obs.Observed == ObservedPending
@@ -299,6 +342,11 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 			case kind == v1alpha1.OperationCancel && obs.Observed == ObservedCanceled:
 				obs.Reason = v1alpha1.ReasonCanceledByOperator + ": " + op.Reason
 			}
+			if fundingDeclined(st, kind, obs) {
+				obs = payerMustApproveAgain(obs, kind, call.Payment)
+				back = c.apply(obs).Decision == Applied
+				continue
+			}
 			c.apply(obs)
 		}
 		if closeOut && unpaid && !st.Phase.IsFinal() && !parked(st) {
@@ -308,7 +356,10 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 		}
 		st.Operation = nil
 		c.sched().answered()
-		if !st.Phase.IsFinal() && !parked(st) {
+		switch {
+		case back:
+			c.sched().start(pol) // waiting for the payer again
+		case !st.Phase.IsFinal() && !parked(st):
 			c.wakeIn(firstStep(pol, string(c.p.UID)))
 		}
 	case NoAnswer, ConfigProblem, KeyConflict:

@@ -207,6 +207,9 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 	if out, ok := captureAction(p, now); ok {
 		return Step{Action: Write, Outcome: out, Why: "operator capture"}
 	}
+	if out, ok := honorPeriodEnded(p, now); ok {
+		return Step{Action: Write, Outcome: out, Why: "the provider no longer guarantees the authorized funds"}
+	}
 	st := &p.Status
 	if read, ok := RefundsUncounted(p, facts); ok {
 		if due := refundReadDue(p, pol); now.Before(due) {

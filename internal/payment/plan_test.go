@@ -110,16 +110,23 @@ func TestKeyWindowMarginFromTheProvider(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{IdempotencyWindow: &metav1.Duration{Duration: 24 * time.Hour}, IdempotencyWindowMargin: tc.margin})
-			pol.JitterPercent = 0
-			p := newPay("margin")
-			p = store(p, planned(p, pol, t0).Outcome)
-			if got := planned(p, pol, t0.Add(tc.lookup-time.Second)).Action; got != payment.Create {
-				t.Errorf("a second before %v: %v, want the create repeated with its key", tc.lookup, got)
-			}
-			if got := planned(p, pol, t0.Add(tc.lookup)).Action; got != payment.Lookup {
-				t.Errorf("at %v: %v, want a lookup", tc.lookup, got)
-			}
+			wantLookupAfter(t, pol, tc.lookup)
 		})
+	}
+}
+
+// wantLookupAfter checks that under pol a create marked at t0 is repeated
+// with its key until lookup after the marker, and looked up from then on.
+func wantLookupAfter(t *testing.T, pol payment.Policy, lookup time.Duration) {
+	t.Helper()
+	pol.JitterPercent = 0
+	p := newPay("window")
+	p = store(p, planned(p, pol, t0).Outcome)
+	if got := planned(p, pol, t0.Add(lookup-time.Second)).Action; got != payment.Create {
+		t.Errorf("a second before %v: %v, want the create repeated with its key", lookup, got)
+	}
+	if got := planned(p, pol, t0.Add(lookup)).Action; got != payment.Lookup {
+		t.Errorf("at %v: %v, want the create looked up, not repeated", lookup, got)
 	}
 }
 

@@ -53,6 +53,21 @@ func PolicyFor(spec *v1alpha1.PaymentProviderSpec) Policy {
 	}
 }
 
+// WithCapabilities completes a provider account's policy with what its
+// adapter type declares: the checkout lifecycle, lookups by merchant
+// reference, and the provider's documented create key window where
+// spec.idempotencyWindow sets none (PayPal keeps a create's PayPal-Request-Id
+// for 6 hours, not the 24 hours other providers keep their keys: repeating a
+// create with the key after 6 hours would make a second order).
+func (pol Policy) WithCapabilities(spec *v1alpha1.PaymentProviderSpec, caps provider.Capabilities) Policy {
+	pol.Lifecycle, pol.LifecycleKnown = caps.Lifecycle, true
+	pol.LookupByReference = caps.LookupByReference
+	if spec.IdempotencyWindow == nil && caps.CreateKeyWindow > 0 {
+		pol.KeyWindow = caps.CreateKeyWindow
+	}
+	return pol
+}
+
 // LookupAfter is how long after the create marker a create is no longer
 // repeated with the same key: the key window minus its safety margin.
 func (pol Policy) LookupAfter() time.Duration {

@@ -23,6 +23,7 @@ type report struct {
 	checkoutID                  string
 	action                      *provider.CustomerAction
 	authorizationExpiresAt      time.Time
+	fundsGuaranteedUntil        time.Time
 	// paymentAmount is true when amount is what the payment itself is for (a
 	// payment read back), false when it is the amount of the event's own
 	// subject (a refund event carries the refund's amount).
@@ -41,6 +42,7 @@ func FromPayment(pp provider.Payment, source v1alpha1.ObservationSource) []Obser
 		failureCode: pp.FailureCode, failureMessage: pp.FailureMessage,
 		source: source, paymentAmount: true, checkoutID: pp.CheckoutID,
 		action: pp.CustomerAction, authorizationExpiresAt: pp.AuthorizationExpiresAt,
+		fundsGuaranteedUntil: pp.FundsGuaranteedUntil,
 	}.observations()
 }
 
@@ -96,6 +98,10 @@ func (r report) observations() []Observation {
 		if !r.authorizationExpiresAt.IsZero() {
 			t := metav1.NewTime(r.authorizationExpiresAt)
 			obs.AuthorizationExpiresAt = &t
+		}
+		if !r.fundsGuaranteedUntil.IsZero() {
+			t := metav1.NewTime(r.fundsGuaranteedUntil)
+			obs.FundsGuaranteedUntil = &t
 		}
 	case ObservedFailed, ObservedExpired, ObservedPending:
 		// A Pending answer with a failure is an attempt that failed and a

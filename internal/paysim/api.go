@@ -273,6 +273,7 @@ type idemEntry struct {
 	contentType string
 	body        []byte
 	at          time.Time
+	window      time.Duration // how long it replays; 0: Options.IdempotencyWindow
 }
 
 var errIdemMismatch = errors.New("idempotency key reused with a different request")
@@ -288,7 +289,14 @@ func (s *Sim) idempotentFPLocked(prov, key string, fp [32]byte) (*idemEntry, [32
 		return nil, fp, nil
 	}
 	e, ok := s.idem[prov+"/"+key]
-	if !ok || s.now().Sub(e.at) > s.opts.IdempotencyWindow {
+	if !ok {
+		return nil, fp, nil
+	}
+	window := e.window
+	if window <= 0 {
+		window = s.opts.IdempotencyWindow
+	}
+	if s.now().Sub(e.at) > window {
 		return nil, fp, nil
 	}
 	if e.fingerprint != fp {
@@ -298,10 +306,34 @@ func (s *Sim) idempotentFPLocked(prov, key string, fp [32]byte) (*idemEntry, [32
 }
 
 func (s *Sim) rememberLocked(prov, key string, fp [32]byte, status int, contentType string, body []byte) {
+	s.rememberRouteLocked(prov, "", key, fp, status, contentType, body)
+}
+
+// rememberRouteLocked stores the first answer for key, kept for the window
+// the provider documents for route (keyWindow).
+func (s *Sim) rememberRouteLocked(prov, route, key string, fp [32]byte, status int, contentType string, body []byte) {
 	if key == "" {
 		return
 	}
-	s.idem[prov+"/"+key] = &idemEntry{fingerprint: fp, status: status, contentType: contentType, body: body, at: s.now()}
+	s.idem[prov+"/"+key] = &idemEntry{fingerprint: fp, status: status, contentType: contentType, body: body, at: s.now(), window: s.keyWindow(prov, route)}
+}
+
+// keyWindow is how long a key sent to route (a path below the provider's
+// prefix, or the full request path) replays its first answer. PayPal documents
+// it per API (Options.PayPalOrderKeyWindow, PayPalRefundKeyWindow); every
+// other route keeps Options.IdempotencyWindow.
+func (s *Sim) keyWindow(prov, route string) time.Duration {
+	if prov != PayPal {
+		return s.opts.IdempotencyWindow
+	}
+	route = strings.TrimPrefix(route, "/"+PayPal)
+	switch {
+	case strings.HasPrefix(route, "/v2/checkout/orders"):
+		return s.opts.PayPalOrderKeyWindow
+	case strings.HasPrefix(route, "/v2/payments/captures/") && strings.HasSuffix(route, "/refund"):
+		return s.opts.PayPalRefundKeyWindow
+	}
+	return s.opts.IdempotencyWindow
 }
 
 // idempotentCall serves a money-moving call (capture, authorize, void, cancel,
@@ -342,7 +374,7 @@ func (s *Sim) idempotentCall(w http.ResponseWriter, r *http.Request, prov, keyHe
 	default:
 		a = fn(body)
 		if a.ok() {
-			s.rememberLocked(prov, key, fp, a.status, a.contentType, a.body)
+			s.rememberRouteLocked(prov, r.URL.Path, key, fp, a.status, a.contentType, a.body)
 		}
 	}
 	s.mu.Unlock()

@@ -79,6 +79,12 @@ func (c *ControlClient) Approve(ctx context.Context, provider, id string) error 
 	return c.do(ctx, http.MethodPost, "/payments/"+seg(provider)+"/"+seg(id)+"/approve", nil, nil)
 }
 
+// ReverseApproval has PayPal reverse the approval of an APPROVED order (see
+// Sim.ReverseApproval).
+func (c *ControlClient) ReverseApproval(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/payments/"+PayPal+"/"+seg(id)+"/reverse-approval", nil, nil)
+}
+
 // SetOutcome re-scripts a payment (see Sim.SetOutcome).
 func (c *ControlClient) SetOutcome(ctx context.Context, provider, id string, sc Script) error {
 	return c.do(ctx, http.MethodPost, "/payments/"+seg(provider)+"/"+seg(id)+"/outcome", sc, nil)

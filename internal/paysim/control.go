@@ -125,6 +125,13 @@ func (s *Sim) controlRoutes(m *http.ServeMux) {
 			w.WriteHeader(http.StatusNoContent)
 		}
 	})
+	m.HandleFunc("POST /_paysim/payments/{provider}/{id}/reverse-approval", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.ReverseApproval(r.PathValue("provider"), r.PathValue("id")); err != nil {
+			controlError(w, http.StatusConflict, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	m.HandleFunc("POST /_paysim/refunds/{provider}/{id}/settle", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Outcome Outcome `json:"outcome"`

@@ -24,6 +24,15 @@ type Counters struct {
 
 	// Approvals counts payers approving (scripted, hosted page or control call).
 	Approvals int `json:"approvals"`
+	// OrdersExpired counts PayPal orders deleted uncompleted at the end of
+	// their lifetime (Options.PayPalOrderLifetime).
+	OrdersExpired int `json:"ordersExpired"`
+	// InstrumentDeclines counts PayPal captures and authorizations refused
+	// INSTRUMENT_DECLINED (OutcomeInstrumentDeclined).
+	InstrumentDeclines int `json:"instrumentDeclines"`
+	// DeclinedAfterHonorPeriod counts PayPal captures declined because they
+	// came after the authorization's honor period (Script.AfterHonorPeriod).
+	DeclinedAfterHonorPeriod int `json:"declinedAfterHonorPeriod"`
 	// ActionRequests counts capture, authorize, void, cancel and refund calls that
 	// reached their logic (replays and refusals included); ActionsByKey counts them
 	// per "<provider>/<idempotency key>".

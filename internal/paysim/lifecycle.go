@@ -26,6 +26,35 @@ func (s *Sim) refreshLocked(p *payment) {
 	if p.state == stPending && p.action != nil && !p.action.expiresAt.IsZero() && !now.Before(p.action.expiresAt) {
 		s.expireActionLocked(p, p.action)
 	}
+	if !p.orderExpiresAt.IsZero() && !now.Before(p.orderExpiresAt) {
+		s.expireOrderLocked(p, p.orderExpiresAt)
+	}
+}
+
+// orderLifetimeLocked (re)starts the lifetime of a PayPal order that is not
+// completed: from its creation, and again from the payer's approval
+// (Options.PayPalOrderLifetime cites PayPal).
+func (s *Sim) orderLifetimeLocked(p *payment) {
+	at := s.now().Add(s.opts.PayPalOrderLifetime)
+	p.orderExpiresAt = at
+	s.afterLocked(s.opts.PayPalOrderLifetime, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.expireOrderLocked(p, at)
+	})
+}
+
+// expireOrderLocked deletes a PayPal order that nobody completed by at (its
+// lifetime as started then): it was neither captured nor authorized. PayPal
+// sends no webhook; from now on the API answers 404 RESOURCE_NOT_FOUND for it.
+func (s *Sim) expireOrderLocked(p *payment, at time.Time) {
+	if p.gone || !p.orderExpiresAt.Equal(at) || (p.state != stPending && p.state != stApproved) {
+		return
+	}
+	p.gone, p.action, p.state, p.updated = true, nil, stExpired, s.now()
+	p.cancelReason = "order_expired"
+	p.gen++ // a scheduled approval comes too late
+	s.counters.OrdersExpired++
 }
 
 // expireActionLocked expires an unpaid payment whose payer link a ran out.
@@ -55,6 +84,7 @@ func (s *Sim) approveLocked(p *payment) error {
 	switch {
 	case p.provider == PayPal:
 		p.state = stApproved
+		s.orderLifetimeLocked(p)
 		s.emitLocked(p, evApproved, nil)
 	case p.provider == KukoPay && p.manual:
 		s.authorizeLocked(p)
@@ -77,6 +107,7 @@ func (s *Sim) authorizeLocked(p *payment) {
 	a := &authorization{amount: p.amount, status: "CREATED", created: now, expiresAt: now.Add(period)}
 	if p.provider == PayPal {
 		a.id = s.newID("", 17, upperAlphaNum)
+		a.honorEnds = now.Add(min(s.opts.PayPalHonorPeriod, period))
 		s.byAuth[a.id] = p
 	} else {
 		a.id = s.newID("auth_", 20, hexAlphabet)
@@ -92,24 +123,55 @@ func (s *Sim) authorizeLocked(p *payment) {
 }
 
 // expireAuthorizationLocked ends an authorization that was not captured in time.
-// KukoPay reports payment.expired (cancellation_reason authorization_expired); PayPal
-// sends no webhook for it, the order reads COMPLETED with the authorization EXPIRED.
+// KukoPay reports payment.expired (cancellation_reason authorization_expired). PayPal
+// reads the order COMPLETED with the authorization EXPIRED, and sends
+// PAYMENT.AUTHORIZATION.VOIDED: "A payment authorization is voided either due to
+// authorization reaching its 30 day validity period or authorization was manually
+// voided" (PayPal webhook event names, Payments v2), its resource "with response
+// status of voided" — the same event as a merchant's void, told apart only by when
+// it comes.
 func (s *Sim) expireAuthorizationLocked(p *payment, a *authorization) {
 	if p.auth != a || p.state != stAuthorized || a.status != "CREATED" {
 		return
 	}
-	a.status = "EXPIRED"
 	p.state, p.updated = stExpired, s.now()
 	p.cancelReason = kukopay.CancellationAuthorizationExpired
 	p.gen++
-	s.emitLocked(p, evExpired, nil)
+	if p.provider == PayPal {
+		a.status = "VOIDED" // as the event's resource shows it
+		s.emitAtLocked(p, evCanceled, nil, latest(s.now(), a.expiresAt))
+	}
+	a.status = "EXPIRED"
+	if p.provider != PayPal {
+		s.emitLocked(p, evExpired, nil)
+	}
+}
+
+// declineFundingLocked applies OutcomeInstrumentDeclined to the capture or
+// authorization of the approved PayPal order p: the first one is declined and
+// the order waits for the payer again (its approval link open), who approves
+// with another funding source; ok is false when the call goes through.
+func (s *Sim) declineFundingLocked(p *payment) (declined bool) {
+	if p.script.CaptureOutcome != OutcomeInstrumentDeclined || p.fundingDeclined || p.state != stApproved {
+		return false
+	}
+	p.fundingDeclined = true
+	p.state, p.updated = stPending, s.now()
+	s.openActionLocked(p)
+	s.counters.InstrumentDeclines++
+	return true
 }
 
 // chargeLocked takes amount: the result is the script's CaptureOutcome.
 func (s *Sim) chargeLocked(p *payment, amount int64) {
+	s.chargeAsLocked(p, amount, p.script.CaptureOutcome)
+}
+
+// chargeAsLocked takes amount with the result outcome.
+func (s *Sim) chargeAsLocked(p *payment, amount int64, outcome Outcome) {
 	p.updated, p.action = s.now(), nil
 	s.ensureCaptureIDLocked(p)
-	switch p.script.CaptureOutcome {
+	switch outcome {
 	case OutcomeFail:
 		p.state = stFailed
 		p.failureCode = p.script.FailureCode
@@ -133,13 +195,20 @@ func (s *Sim) captureLocked(p *payment, amount int64, final bool) {
 	s.counters.CapturesByPayment[p.id]++
 	gen := p.gen + 1
 	p.gen = gen // the script's pending timer must not re-settle a captured payment
+	outcome := p.script.CaptureOutcome
 	if a := p.auth; a != nil {
 		a.status = "CAPTURED"
 		if !final && amount < a.amount {
 			a.status = "PARTIALLY_CAPTURED"
 		}
+		if !a.honorEnds.IsZero() && !s.now().Before(a.honorEnds) && p.script.AfterHonorPeriod == OutcomeFail {
+			// Past the honor period the funds are no longer guaranteed
+			// (Options.PayPalHonorPeriod): this capture is declined.
+			outcome = OutcomeFail
+			s.counters.DeclinedAfterHonorPeriod++
+		}
 	}
-	s.chargeLocked(p, amount)
+	s.chargeAsLocked(p, amount, outcome)
 }
 
 // cancelLocked cancels a payment that took no money (KukoPay cancel, PayPal void).
@@ -269,6 +338,31 @@ func (s *Sim) Approve(provider, id string) error {
 	return s.approveLocked(p)
 }
 
+// ReverseApproval is PayPal reversing the payer's approval of an order the
+// merchant did not capture in time (control call): "When a transaction is not
+// captured within a specified amount of time after the buyer approves it
+// through the payment method, PayPal sends CHECKOUT.PAYMENT-APPROVAL.REVERSED
+// webhook event, initiates a cancellation of the order, and refunds the
+// buyer's account" (PayPal developer docs, "Handle uncaptured payments"; the
+// window defaults to 3 hours, for alternative payment methods). The order
+// then reads VOIDED. Only an APPROVED PayPal order can be reversed.
+func (s *Sim) ReverseApproval(provider, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.payments[provider][id]
+	if !ok || provider != PayPal {
+		return fmt.Errorf("paysim: no PayPal order %q", id)
+	}
+	s.refreshLocked(p)
+	if p.state != stApproved {
+		return fmt.Errorf("paysim: order %s is %s, not approved", id, p.state)
+	}
+	p.state, p.action, p.cancelReason, p.updated = stCanceled, nil, "approval_reversed", s.now()
+	p.gen++
+	s.emitLocked(p, evApprovalReversed, nil)
+	return nil
+}
+
 // SettleRefund ends a pending refund now with outcome succeed or fail (control call).
 func (s *Sim) SettleRefund(provider, refundID string, outcome Outcome) error {
 	if outcome != OutcomeSucceed && outcome != OutcomeFail {
@@ -285,4 +379,12 @@ func (s *Sim) SettleRefund(provider, refundID string, outcome Outcome) error {
 	}
 	s.settleRefundLocked(r, outcome)
 	return nil
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

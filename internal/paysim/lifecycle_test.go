@@ -306,12 +306,19 @@ func TestAuthorizationExpiresOnTheScaledClock(t *testing.T) {
 				return got.Status == provider.StatusExpired && got.FailureCode == provider.FailureAuthorizationExpired && got.RawStatus == tt.raw
 			})
 		}
-		// KukoPay says so by webhook, PayPal does not.
+		// Both say so by webhook: KukoPay payment.expired, PayPal the VOIDED it also
+		// sends for a merchant's void (TestPayPalAuthorizationAtItsValidityEndIsVoided).
 		if evs := eventTypes(e, paysim.KukoPay, kp.ID); evs[len(evs)-1] != "payment.expired" {
 			t.Fatalf("kukopay events %v", evs)
 		}
-		if evs := eventTypes(e, paysim.PayPal, pp.ID); evs[len(evs)-1] != "PAYMENT.AUTHORIZATION.CREATED" {
+		if evs := eventTypes(e, paysim.PayPal, pp.ID); evs[len(evs)-1] != "PAYMENT.AUTHORIZATION.VOIDED" {
 			t.Fatalf("paypal events %v", evs)
+		}
+		// On a scaled clock the event is dated at the simulated expiry, so it
+		// never reads as a void before the authorization's end.
+		all := e.sim.Events(paysim.PayPal)
+		if v, _ := e.sim.Payment(paysim.PayPal, pp.ID); !all[len(all)-1].Created.Equal(v.Authorization.ExpiresAt) {
+			t.Fatalf("VOIDED dated %s, the authorization ends %s", all[len(all)-1].Created, v.Authorization.ExpiresAt)
 		}
 		if _, err := e.p[paysim.PayPal].Capture(bg, provider.ActionRequest{PaymentID: pp.ID, IdempotencyKey: "c"}); !errors.Is(err, provider.ErrNonRetryable) {
 			t.Fatalf("capture of an expired authorization: %v", err)

@@ -50,6 +50,14 @@ type payment struct {
 	action                  *payerAction // set while the payer must act
 	auth                    *authorization
 	cancelReason            string
+	// orderExpiresAt (PayPal) is when the order, not completed by then, is
+	// deleted (Options.PayPalOrderLifetime); gone is true once it was: the API
+	// answers 404 for it.
+	orderExpiresAt time.Time
+	gone           bool
+	// fundingDeclined (PayPal) is true once the payer's funding source was
+	// declined at a capture or authorization (OutcomeInstrumentDeclined).
+	fundingDeclined bool
 }
 
 // payerAction is the link the payer must open.
@@ -65,6 +73,7 @@ type authorization struct {
 	amount             int64
 	status             string
 	created, expiresAt time.Time
+	honorEnds          time.Time // PayPal: the funds are guaranteed until then (Options.PayPalHonorPeriod)
 }
 
 // Refund statuses (provider-neutral).
@@ -120,6 +129,9 @@ type PaymentView struct {
 	Authorization *AuthorizationView `json:"authorization,omitempty"`
 	CaptureID     string             `json:"captureID,omitempty"`
 	Refunds       []RefundView       `json:"refunds,omitempty"`
+	// OrderGone is true for a PayPal order deleted at the end of its lifetime
+	// (the API answers 404 for it).
+	OrderGone bool `json:"orderGone,omitempty"`
 }
 
 // AuthorizationView is the control API's view of an authorization.
@@ -145,7 +157,7 @@ func (s *Sim) viewLocked(p *payment) PaymentView {
 		Provider: p.provider, ID: p.id, MerchantReference: p.ref, Amount: p.amount, Currency: p.currency,
 		State: string(p.state), Received: p.received, Refunded: p.refunded, Script: p.script,
 		Created: p.created, Queries: s.counters.QueriesByPayment[p.id],
-		ManualCapture: p.manual, CaptureID: p.captureID,
+		ManualCapture: p.manual, CaptureID: p.captureID, OrderGone: p.gone,
 	}
 	if p.action != nil {
 		v.ActionURL, v.ActionExpiresAt = p.action.url, p.action.expiresAt
@@ -211,6 +223,9 @@ func (s *Sim) newPaymentLocked(provider string, in newPayment) *payment {
 	if provider == PayPal || (in.returnURL != "" && in.method == "") {
 		s.openActionLocked(p)
 	}
+	if provider == PayPal {
+		s.orderLifetimeLocked(p)
+	}
 	s.setScriptLocked(p, sc)
 	return p
 }
@@ -232,8 +247,8 @@ func actionURL(p *payment) string {
 }
 
 // openActionLocked makes p wait for the payer. KukoPay and generic links expire (the
-// requested expiry, else Options.CheckoutTTL) and the unpaid payment with them; PayPal
-// orders wait for as long as it takes.
+// requested expiry, else Options.CheckoutTTL) and the unpaid payment with them; a
+// PayPal order's link works until the order itself expires (orderLifetimeLocked).
 func (s *Sim) openActionLocked(p *payment) {
 	if p.action != nil || p.state != stPending {
 		return
@@ -685,6 +700,7 @@ const (
 	evApproved
 	evAuthorized
 	evCanceled
+	evApprovalReversed
 )
 
 var eventTypes = map[string]map[eventKind]string{
@@ -697,6 +713,7 @@ var eventTypes = map[string]map[eventKind]string{
 		evSucceeded: "PAYMENT.CAPTURE.COMPLETED", evFailed: "PAYMENT.CAPTURE.DENIED", evProcessing: "PAYMENT.CAPTURE.PENDING",
 		evRefunded: "PAYMENT.CAPTURE.REFUNDED", evDisputed: "CUSTOMER.DISPUTE.CREATED", evApproved: "CHECKOUT.ORDER.APPROVED",
 		evAuthorized: "PAYMENT.AUTHORIZATION.CREATED", evCanceled: "PAYMENT.AUTHORIZATION.VOIDED",
+		evApprovalReversed: "CHECKOUT.PAYMENT-APPROVAL.REVERSED",
 	},
 	Generic: {
 		evSucceeded: "job.succeeded", evFailed: "job.failed", evExpired: "job.expired", evProcessing: "job.processing",
@@ -707,11 +724,17 @@ var eventTypes = map[string]map[eventKind]string{
 // emitLocked records the event of kind k for p (about refund r, for refund events) in
 // the events list and schedules its delivery; s.mu must be held.
 func (s *Sim) emitLocked(p *payment, k eventKind, r *refund) {
+	s.emitAtLocked(p, k, r, s.now())
+}
+
+// emitAtLocked is emitLocked for an event that happened at now on the
+// simulated clock (a deadline a scaled timer reached: its own instant, not the
+// wall clock at which the timer fired).
+func (s *Sim) emitAtLocked(p *payment, k eventKind, r *refund, now time.Time) {
 	typ := eventTypes[p.provider][k]
 	if typ == "" {
 		return
 	}
-	now := s.now()
 	var id string
 	var raw []byte
 	var err error
@@ -743,6 +766,9 @@ func (s *Sim) emitLocked(p *payment, k eventKind, r *refund) {
 			resType, res = "checkout-order", s.paypalOrder(p)
 		case evAuthorized, evCanceled:
 			resType, res = "authorization", s.paypalAuthorization(p)
+		case evApprovalReversed:
+			resType, summary = "checkout-order", "A payment has been reversed after approval."
+			res = paypal.ApprovalReversal{OrderID: p.id, PurchaseUnits: s.paypalOrder(p).PurchaseUnits}
 		case evDisputed:
 			resType = "dispute"
 			res = paypal.Dispute{

@@ -104,7 +104,7 @@ func (s *Sim) paypalCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	p := s.newPaymentLocked(PayPal, in)
 	out, _ := json.Marshal(s.paypalOrder(p))
-	s.rememberLocked(PayPal, key, fp, http.StatusCreated, "application/json", out)
+	s.rememberRouteLocked(PayPal, "/v2/checkout/orders", key, fp, http.StatusCreated, "application/json", out)
 	s.mu.Unlock()
 	writeRaw(w, http.StatusCreated, "application/json", out)
 }
@@ -120,11 +120,12 @@ func (s *Sim) paypalGet(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		s.counters.QueriesByPayment[id]++
 		s.refreshLocked(p)
+		ok = !p.gone // an expired order is deleted (Options.PayPalOrderLifetime)
 		o = s.paypalOrder(p)
 	}
 	s.mu.Unlock()
 	if !ok {
-		s.writeError(w, PayPal, http.StatusNotFound, "RESOURCE_NOT_FOUND", "The specified resource does not exist.", nil, 0)
+		paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "Specified resource ID does not exist. Please check the resource ID and try again.").write(w)
 		return
 	}
 	writeJSON(w, http.StatusOK, o)
@@ -183,11 +184,13 @@ func paypalIssue(status int, issue, description string) answer {
 }
 
 // paypalPayment finds the order of id (an order, authorization or capture id per
-// index) and applies the deadlines that passed; s.mu must be held.
+// index) and applies the deadlines that passed; s.mu must be held. An order that
+// expired uncompleted is not found (Options.PayPalOrderLifetime).
 func (s *Sim) paypalPaymentLocked(index map[string]*payment, id string) (*payment, bool) {
 	p, ok := index[id]
 	if ok {
 		s.refreshLocked(p)
+		ok = !p.gone
 	}
 	return p, ok
 }
@@ -209,6 +212,8 @@ func (s *Sim) paypalCaptureOrder(w http.ResponseWriter, r *http.Request) {
 			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueActionDoesNotMatchIntent, "the order's intent is AUTHORIZE")
 		case p.state == stPending:
 			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueOrderNotApproved, "the payer has not approved the order")
+		case p.state == stApproved && s.declineFundingLocked(p):
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueInstrumentDeclined, "the payer's funding source was declined; the payer must approve the order again with another one")
 		case p.state == stApproved:
 			s.captureLocked(p, p.amount, true)
 			return jsonAnswer(http.StatusCreated, s.paypalOrder(p))
@@ -236,6 +241,8 @@ func (s *Sim) paypalAuthorizeOrder(w http.ResponseWriter, r *http.Request) {
 			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueActionDoesNotMatchIntent, "the order's intent is CAPTURE")
 		case p.state == stPending:
 			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueOrderNotApproved, "the payer has not approved the order")
+		case p.state == stApproved && s.declineFundingLocked(p):
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueInstrumentDeclined, "the payer's funding source was declined; the payer must approve the order again with another one")
 		case p.state == stApproved:
 			s.authorizeLocked(p)
 			return jsonAnswer(http.StatusCreated, s.paypalOrder(p))

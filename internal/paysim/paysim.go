@@ -66,8 +66,12 @@ const DefaultPayPalWebhookID = "PAYSIMWEBHOOK0001"
 // Lifecycle defaults (see Options).
 const (
 	DefaultPayPalAuthorizationPeriod  = 29 * 24 * time.Hour
+	DefaultPayPalHonorPeriod          = 3 * 24 * time.Hour
 	DefaultKukoPayAuthorizationPeriod = 7 * 24 * time.Hour
 	DefaultCheckoutTTL                = 24 * time.Hour
+	DefaultPayPalOrderLifetime        = 3 * time.Hour
+	DefaultPayPalOrderKeyWindow       = 6 * time.Hour
+	DefaultPayPalRefundKeyWindow      = 45 * 24 * time.Hour
 )
 
 // Options configure a Sim. The zero value is usable.
@@ -96,9 +100,19 @@ type Options struct {
 	PayPalWebhookID string
 	// PayPalTokenTTL is the lifetime of issued OAuth2 tokens. Default 9h (PayPal's).
 	PayPalTokenTTL time.Duration
-	// IdempotencyWindow is how long an idempotency key replays its first answer.
-	// Default 24h.
+	// IdempotencyWindow is how long an idempotency key replays its first answer
+	// (KukoPay, generic, and PayPal routes without a documented window). Default 24h.
 	IdempotencyWindow time.Duration
+	// PayPalOrderKeyWindow is how long a PayPal-Request-Id sent to the Orders v2
+	// API (create, authorize, capture of an order) replays its first answer.
+	// Default 6h: "The server stores keys for 6 hours" (PayPal Orders v2 API
+	// reference, "Create order" and "Authorize payment for order", header
+	// PayPal-Request-Id; 72 hours only on request to PayPal).
+	PayPalOrderKeyWindow time.Duration
+	// PayPalRefundKeyWindow is the same for refunds of a capture. Default 45
+	// days: "The server stores keys for 45 days" (PayPal Payments v2 API
+	// reference, "Refund captured payment", header PayPal-Request-Id).
+	PayPalRefundKeyWindow time.Duration
 	// DeliveryTimeout is how long a webhook receiver has to answer. Default 10s; not
 	// scaled, because it measures the receiver, not the simulated provider.
 	DeliveryTimeout time.Duration
@@ -108,10 +122,27 @@ type Options struct {
 	// AuthorizationPeriod overrides them). Defaults: 29 days (PayPal's) and 7 days.
 	PayPalAuthorizationPeriod  time.Duration
 	KukoPayAuthorizationPeriod time.Duration
+	// PayPalHonorPeriod is how long after a PayPal authorization its funds are
+	// guaranteed: "Within this period, there is a 3-day honor period starting
+	// from the authorization date ... After the honor period expires, capture
+	// success depends on risk assessment and fund availability" (PayPal
+	// developer docs, "Authorization and honor period"). A capture after it does
+	// what the script's AfterHonorPeriod says. Default 3 days (simulated).
+	PayPalHonorPeriod time.Duration
 	// CheckoutTTL is how long a KukoPay or generic payer link works when the create
-	// request sets no expiry; past it the unpaid payment expires. Default 24h. PayPal
-	// orders do not expire while they wait for the payer.
+	// request sets no expiry; past it the unpaid payment expires. Default 24h.
 	CheckoutTTL time.Duration
+	// PayPalOrderLifetime is how long a PayPal order nobody completed (not
+	// approved, or approved and neither captured nor authorized) lives; then
+	// PayPal deletes it and every call about it answers 404 RESOURCE_NOT_FOUND
+	// (INVALID_RESOURCE_ID), with no webhook. It counts from the creation, and
+	// again from the payer's approval. Default 3h (simulated, scaled): "Any
+	// order that doesn't get completed will automatically expire. The default
+	// amount of time is 3 hours" (PayPal SDK maintainers, paypal/Checkout-PHP-SDK
+	// issue 84); "the time window for capturing the payment [after approval] is
+	// controlled by the merchant, but the default is 3 hours" (PayPal developer
+	// docs, "Handle uncaptured payments").
+	PayPalOrderLifetime time.Duration
 
 	// DefaultScript is the outcome of payments no rule or metadata scripts. Default:
 	// succeed after 2s.
@@ -185,17 +216,29 @@ func New(opts Options) *Sim {
 	if opts.IdempotencyWindow <= 0 {
 		opts.IdempotencyWindow = 24 * time.Hour
 	}
+	if opts.PayPalOrderKeyWindow <= 0 {
+		opts.PayPalOrderKeyWindow = DefaultPayPalOrderKeyWindow
+	}
+	if opts.PayPalRefundKeyWindow <= 0 {
+		opts.PayPalRefundKeyWindow = DefaultPayPalRefundKeyWindow
+	}
 	if opts.DeliveryTimeout <= 0 {
 		opts.DeliveryTimeout = 10 * time.Second
 	}
 	if opts.PayPalAuthorizationPeriod <= 0 {
 		opts.PayPalAuthorizationPeriod = DefaultPayPalAuthorizationPeriod
 	}
+	if opts.PayPalHonorPeriod <= 0 {
+		opts.PayPalHonorPeriod = DefaultPayPalHonorPeriod
+	}
 	if opts.KukoPayAuthorizationPeriod <= 0 {
 		opts.KukoPayAuthorizationPeriod = DefaultKukoPayAuthorizationPeriod
 	}
 	if opts.CheckoutTTL <= 0 {
 		opts.CheckoutTTL = DefaultCheckoutTTL
+	}
+	if opts.PayPalOrderLifetime <= 0 {
+		opts.PayPalOrderLifetime = DefaultPayPalOrderLifetime
 	}
 	if opts.DefaultScript == nil {
 		opts.DefaultScript = &Script{Outcome: OutcomeSucceed, After: 2 * time.Second}

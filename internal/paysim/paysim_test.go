@@ -79,6 +79,22 @@ func TestIdempotencyWindowExpires(t *testing.T) {
 	}
 }
 
+// PayPal keeps a create's PayPal-Request-Id for 6 hours (Orders v2 reference,
+// "Create order", PayPal-Request-Id), not for paysim's generic 24h.
+func TestPayPalCreateKeyReplaysForSixHours(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+	e := start(t, paysim.Options{Now: clk.Now})
+	a := e.create(t, paysim.PayPal, "key-1", "ref-1", 1000, nil)
+	clk.Add(6*time.Hour - time.Minute)
+	if b := e.create(t, paysim.PayPal, "key-1", "ref-1", 1000, nil); b.ID != a.ID {
+		t.Fatalf("inside 6h the key must replay: %s then %s", a.ID, b.ID)
+	}
+	clk.Add(2 * time.Minute)
+	if c := e.create(t, paysim.PayPal, "key-1", "ref-1", 1000, nil); c.ID == a.ID || e.sim.Counters().PaymentsCreated != 2 {
+		t.Fatalf("past 6h the key is forgotten: got %s again", c.ID)
+	}
+}
+
 // TestLostResponseThenRetryWithSameKeyIsNoDoubleCharge is the scenario §2.3 exists for:
 // the create took effect, the answer was lost, the retry must not create a second payment.
 func TestLostResponseThenRetryWithSameKeyIsNoDoubleCharge(t *testing.T) {

@@ -29,6 +29,17 @@ const (
 	OutcomeApprove     Outcome = "approve"      // the payer approves after After (0: at once)
 	OutcomeAbandon     Outcome = "abandon"      // the payer never approves (only the approve control call moves it)
 	OutcomeNeedsAction Outcome = "needs_action" // the payer must act: approves after After when After > 0, else only by the control call
+
+	// OutcomeInstrumentDeclined (a CaptureOutcome, PayPal) declines the payer's
+	// funding source at the first capture (intent CAPTURE) or authorization
+	// (intent AUTHORIZE) of the approved order: 422 INSTRUMENT_DECLINED, and the
+	// order waits for the payer again, to approve with another funding source,
+	// after which the next capture or authorization goes through. PayPal: "If
+	// your payer's funding source fails, the Orders API returns an
+	// INSTRUMENT_DECLINED error ... restart the payment so the payer can select
+	// a different payment option" (PayPal developer docs, "Handle funding
+	// failures").
+	OutcomeInstrumentDeclined Outcome = "instrument_declined"
 )
 
 func validOutcome(o Outcome) bool {
@@ -47,7 +58,7 @@ func (o Outcome) needsPayer() bool {
 
 // validCaptureOutcome: what a capture (or an automatic charge after approval) does.
 func validCaptureOutcome(o Outcome) bool {
-	return o == "" || o == OutcomeSucceed || o == OutcomeFail || o == OutcomeProcessing
+	return o == "" || o == OutcomeSucceed || o == OutcomeFail || o == OutcomeProcessing || o == OutcomeInstrumentDeclined
 }
 
 // validRefundOutcome: what a refund does.
@@ -82,11 +93,19 @@ type Script struct {
 	// CaptureOutcome is what taking the money does: a capture call, or the charge
 	// after the payer approved an automatic-capture KukoPay or generic payment.
 	// "" or succeed: the money is taken; fail: declined; processing: stays pending
-	// (PayPal capture PENDING).
+	// (PayPal capture PENDING); instrument_declined (PayPal): the payer's funding
+	// source is declined once, and the payer must approve again.
 	CaptureOutcome Outcome
 	// AuthorizationPeriod is how long an authorization can be captured (simulated,
 	// scaled); 0 is the provider's (PayPal 29 days, KukoPay 7 days, see Options).
 	AuthorizationPeriod time.Duration
+	// AfterHonorPeriod is what a capture of a PayPal authorization does once its
+	// honor period (Options.PayPalHonorPeriod) is over: "" or succeed, the funds
+	// are still there; fail, the capture is declined (capture DECLINED). PayPal
+	// guarantees the funds only in the honor period: after it "capture success
+	// depends on risk assessment and fund availability" (PayPal developer docs,
+	// "Authorization and honor period").
+	AfterHonorPeriod Outcome
 	// RefundOutcome is what a refund of this payment does: "" or succeed, fail, or
 	// pending (stays pending until SettleRefund). RefundAfter delays it (simulated,
 	// scaled); until then the refund is pending. 0 settles it in the create answer.
@@ -101,6 +120,7 @@ type scriptJSON struct {
 	FailureCode         string  `json:"failureCode,omitempty"`
 	CaptureOutcome      Outcome `json:"captureOutcome,omitempty"`
 	AuthorizationPeriod string  `json:"authorizationPeriod,omitempty"`
+	AfterHonorPeriod    Outcome `json:"afterHonorPeriod,omitempty"`
 	RefundOutcome       Outcome `json:"refundOutcome,omitempty"`
 	RefundAfter         string  `json:"refundAfter,omitempty"`
 }
@@ -115,7 +135,7 @@ func (sc Script) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(scriptJSON{
 		Outcome: sc.Outcome, After: d(sc.After), Amount: sc.Amount, FailureCode: sc.FailureCode,
-		CaptureOutcome: sc.CaptureOutcome, AuthorizationPeriod: d(sc.AuthorizationPeriod),
+		CaptureOutcome: sc.CaptureOutcome, AuthorizationPeriod: d(sc.AuthorizationPeriod), AfterHonorPeriod: sc.AfterHonorPeriod,
 		RefundOutcome: sc.RefundOutcome, RefundAfter: d(sc.RefundAfter),
 	})
 }
@@ -126,7 +146,7 @@ func (sc *Script) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	out := Script{Outcome: j.Outcome, Amount: j.Amount, FailureCode: j.FailureCode, CaptureOutcome: j.CaptureOutcome, RefundOutcome: j.RefundOutcome}
+	out := Script{Outcome: j.Outcome, Amount: j.Amount, FailureCode: j.FailureCode, CaptureOutcome: j.CaptureOutcome, AfterHonorPeriod: j.AfterHonorPeriod, RefundOutcome: j.RefundOutcome}
 	for _, p := range []struct {
 		s   string
 		dst *time.Duration
@@ -226,6 +246,9 @@ func ValidateScript(sc Script) error {
 	}
 	if !validCaptureOutcome(sc.CaptureOutcome) {
 		return fmt.Errorf("unknown capture outcome %q (succeed, fail or processing)", sc.CaptureOutcome)
+	}
+	if o := sc.AfterHonorPeriod; o != "" && o != OutcomeSucceed && o != OutcomeFail {
+		return fmt.Errorf("unknown outcome after the honor period %q (succeed or fail)", o)
 	}
 	if !validRefundOutcome(sc.RefundOutcome) {
 		return fmt.Errorf("unknown refund outcome %q (succeed, fail or pending)", sc.RefundOutcome)

@@ -192,6 +192,10 @@ type Payment struct {
 	// AuthorizationExpiresAt is when an Authorized payment's reservation
 	// ends (zero when unknown).
 	AuthorizationExpiresAt time.Time
+	// FundsGuaranteedUntil is when the provider stops guaranteeing an
+	// Authorized payment's reserved funds, before AuthorizationExpiresAt
+	// (PayPal's honor period); zero when they are held until then.
+	FundsGuaranteedUntil time.Time
 }
 
 // Event is one provider event (webhook or events API), normalized.
@@ -305,6 +309,10 @@ type Capabilities struct {
 	// EventsRetention is how far back ListEvents reaches (0: no documented limit);
 	// asking for older events cannot return them.
 	EventsRetention time.Duration
+	// CreateKeyWindow is how long the provider documents replaying a create
+	// for one idempotency key (0: it documents none). It is the default of
+	// PaymentProvider spec.idempotencyWindow for the type.
+	CreateKeyWindow time.Duration
 }
 
 // Lifecycle is what an adapter type supports of a real checkout.
@@ -319,6 +327,11 @@ type Lifecycle struct {
 	Cancel        bool // Cancel works
 	Refunds       bool // CreateRefund and GetRefund work
 	RefundLookup  bool // FindRefund works
+	// OrderLifetime is how long the provider keeps a payment nobody completed
+	// (not approved, or approved and neither captured nor authorized): after
+	// it the provider deletes it, and reads of it answer ErrNotFound. 0: such
+	// payments are never deleted.
+	OrderLifetime time.Duration
 }
 
 // Verification is what an adapter type's VerifyWebhook needs from the PaymentProvider.

@@ -347,7 +347,7 @@ func TestPrinterColumns(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	// The default view stays narrow; -o wide adds the rest (priority 1).
-	wantCols := []string{"Name", "Phase", "Amount", "Refunded", "Waiting-For", "Provider", "Age", "Provider-ID", "Attempts", "Next-Query", "Payer-Link"}
+	wantCols := []string{"Name", "Phase", "Amount", "Refunded", "Waiting-For", "Provider", "Age", "Provider-ID", "Attempts", "Next-Query", "Payer-Link", "Funds-Guaranteed-Until"}
 	if strings.Join(names, ",") != strings.Join(wantCols, ",") {
 		t.Fatalf("columns %v, want %v", names, wantCols)
 	}

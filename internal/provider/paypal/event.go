@@ -20,6 +20,13 @@ import (
 // disputes never do. Without it PaymentID stays empty and the payment is found by
 // merchant reference.
 //
+// CHECKOUT.PAYMENT-APPROVAL.REVERSED is Expired for its order_id (FailureCode
+// FailureApprovalReversed).
+//
+// PAYMENT.AUTHORIZATION.VOIDED is Canceled, or Expired when its authorization
+// reads EXPIRED: PayPal sends it for a void and for an authorization reaching
+// the end of its validity alike.
+//
 // PAYMENT.CAPTURE.REFUNDED also carries Event.Refund (the refund's id, status, amount
 // and, as Reference, its invoice_id), so it can settle a Refund resource;
 // RefundedTotal stays the capture's cumulative refunded amount.
@@ -81,6 +88,21 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 				ev.RefundedTotal = ev.Amount
 			}
 		}
+	case provider.StatusExpired:
+		var r ApprovalReversal
+		if err = json.Unmarshal(e.Resource, &r); err == nil {
+			ev.PaymentID = r.OrderID
+			ev.FailureCode = FailureApprovalReversed
+			ev.FailureMessage = "PayPal reversed the payer's approval: the order was not captured in time, PayPal canceled it and refunded the payer"
+			if len(r.PurchaseUnits) > 0 {
+				pu := r.PurchaseUnits[0]
+				ev.MerchantReference = firstNonEmpty(pu.InvoiceID, pu.CustomID)
+				ev.Currency = pu.Amount.CurrencyCode
+				if pu.Amount.Value != "" {
+					ev.Amount, err = ParseAmount(pu.Amount.Value, pu.Amount.CurrencyCode)
+				}
+			}
+		}
 	case provider.StatusApproved:
 		var o Order
 		if err = json.Unmarshal(e.Resource, &o); err == nil {
@@ -97,6 +119,12 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 			}
 			ev.Currency = au.Amount.CurrencyCode
 			ev.Amount, err = ParseAmount(au.Amount.Value, au.Amount.CurrencyCode)
+			if ev.Status == provider.StatusCanceled && au.Status == "EXPIRED" {
+				// PAYMENT.AUTHORIZATION.VOIDED also reports an authorization that
+				// reached the end of its validity; one that says so is Expired.
+				// One that reads VOIDED is told apart by the core, by its time.
+				ev.Status, ev.FailureCode = provider.StatusExpired, provider.FailureAuthorizationExpired
+			}
 		}
 	case provider.StatusDispute:
 		var d Dispute

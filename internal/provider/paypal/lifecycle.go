@@ -43,8 +43,9 @@ func (a *Adapter) getOrder(ctx context.Context, op, id string) (Order, error) {
 // POST /v2/checkout/orders/{id}/authorize with PayPal-Request-Id = req.IdempotencyKey.
 // The answer is the order, COMPLETED with an authorization: Authorized. An order that
 // is already authorized (ORDER_ALREADY_AUTHORIZED) is not an error: its current state
-// is returned as Get reads it. Any other refusal (ORDER_NOT_APPROVED, intent CAPTURE)
-// is ErrNonRetryable with PayPal's issue as the error's Code.
+// is returned as Get reads it; nor is INSTRUMENT_DECLINED (payerMustApproveAgain). Any
+// other refusal (ORDER_NOT_APPROVED, intent CAPTURE) is ErrNonRetryable with PayPal's
+// issue as the error's Code.
 func (a *Adapter) Authorize(ctx context.Context, req provider.ActionRequest) (provider.Payment, error) {
 	if req.PaymentID == "" {
 		return provider.Payment{}, a.refuse("authorize", "", "empty order id")
@@ -54,13 +55,40 @@ func (a *Adapter) Authorize(ctx context.Context, req provider.ActionRequest) (pr
 		Op: "authorize", Method: http.MethodPost, Path: orderPath(req.PaymentID) + "/authorize",
 		Header: actionHeader(req.IdempotencyKey), JSON: struct{}{}, NotFound: true, ConflictRetryable: true,
 	}, &out)
-	if errorCode(err) == IssueOrderAlreadyAuthorized {
+	switch errorCode(err) {
+	case IssueOrderAlreadyAuthorized:
 		return a.Get(ctx, req.PaymentID)
+	case IssueInstrumentDeclined:
+		return a.payerMustApproveAgain(ctx, "authorize", req.PaymentID)
 	}
 	if err != nil {
 		return provider.Payment{}, err
 	}
 	return a.writtenOrder("authorize", out)
+}
+
+// payerMustApproveAgain is the answer to an order capture or authorization
+// PayPal refused INSTRUMENT_DECLINED: the payer's funding source failed, and
+// the payment is restarted so the payer can choose another ("If your payer's
+// funding source fails, the Orders API returns an INSTRUMENT_DECLINED error
+// ... restart the payment", PayPal developer docs, "Handle funding failures").
+// Nothing was taken or reserved. The order is read again for the payer's link
+// and reported Pending, waiting for the payer, with FailureCode
+// INSTRUMENT_DECLINED and RawStatus "<order status>/INSTRUMENT_DECLINED",
+// whatever status the order reads. The core sends the payment back to the
+// payer; their next approval leads to a new capture.
+func (a *Adapter) payerMustApproveAgain(ctx context.Context, op, id string) (provider.Payment, error) {
+	o, err := a.getOrder(ctx, op, id)
+	if err != nil {
+		return provider.Payment{}, err
+	}
+	p := NormalizeOrder(o)
+	p.Status, p.RawStatus, p.FailureCode = provider.StatusPending, o.Status+"/"+IssueInstrumentDeclined, IssueInstrumentDeclined
+	p.FailureMessage = "the payer's funding source was declined; the payer must approve again with another one"
+	if href := linkHref(o.Links, RelPayerAction, RelApprove); p.CustomerAction == nil && href != "" {
+		p.CustomerAction = &provider.CustomerAction{URL: href}
+	}
+	return p, nil
 }
 
 // Capture implements provider.Provider. It reads the order once to know what to call:
@@ -76,6 +104,8 @@ func (a *Adapter) Authorize(ctx context.Context, req provider.ActionRequest) (pr
 // Both calls carry PayPal-Request-Id = req.IdempotencyKey. PayPal's "already captured"
 // answers (ORDER_ALREADY_CAPTURED, AUTHORIZATION_ALREADY_CAPTURED: a concurrent or
 // earlier capture won) are not errors either: the order is returned as Get reads it.
+// Neither is INSTRUMENT_DECLINED on an order capture: the payer must approve again
+// (payerMustApproveAgain), the order is returned Pending.
 // An order the payer has not approved, an approved AUTHORIZE order that was not
 // authorized yet, and a voided, expired or denied authorization are refused
 // (ErrNonRetryable).
@@ -133,8 +163,11 @@ func (a *Adapter) captureOrder(ctx context.Context, req provider.ActionRequest) 
 		Op: "capture", Method: http.MethodPost, Path: orderPath(req.PaymentID) + "/capture",
 		Header: actionHeader(req.IdempotencyKey), JSON: struct{}{}, NotFound: true, ConflictRetryable: true,
 	}, &out)
-	if errorCode(err) == IssueOrderAlreadyCaptured {
+	switch errorCode(err) {
+	case IssueOrderAlreadyCaptured:
 		return a.Get(ctx, req.PaymentID)
+	case IssueInstrumentDeclined:
+		return a.payerMustApproveAgain(ctx, "capture", req.PaymentID)
 	}
 	if err != nil {
 		return provider.Payment{}, err

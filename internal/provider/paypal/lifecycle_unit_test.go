@@ -193,7 +193,7 @@ func TestAlreadyCapturedRaceIsState(t *testing.T) {
 }
 
 func TestLifecycleCapabilities(t *testing.T) {
-	want := provider.Lifecycle{Checkout: true, ManualCapture: true, PartialCapture: true, AuthorizeStep: true, Cancel: true, Refunds: true}
+	want := provider.Lifecycle{Checkout: true, ManualCapture: true, PartialCapture: true, AuthorizeStep: true, Cancel: true, Refunds: true, OrderLifetime: 3 * time.Hour}
 	if got := paypal.Capabilities().Lifecycle; got != want {
 		t.Fatalf("%+v", got)
 	}

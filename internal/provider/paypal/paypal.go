@@ -57,20 +57,48 @@ var _ provider.Provider = (*Adapter)(nil)
 // Type is the PaymentProvider type of this adapter.
 const Type = "paypal"
 
+// CreateKeyWindow is how long PayPal replays an order create for one
+// PayPal-Request-Id: "The server stores keys for 6 hours" (PayPal Orders v2
+// API reference, "Create order", header PayPal-Request-Id; up to 72 hours
+// only when PayPal enables it for the account, which spec.idempotencyWindow
+// can then say).
+const CreateKeyWindow = 6 * time.Hour
+
+// OrderLifetime is how long PayPal keeps an order nobody completed (not
+// approved, or approved and neither captured nor authorized); then it deletes
+// it and GET /v2/checkout/orders/{id} (and a capture or authorize of it)
+// answers 404 RESOURCE_NOT_FOUND. "Any order that doesn't get completed will
+// automatically expire. The default amount of time is 3 hours" (PayPal's SDK
+// maintainers, paypal/Checkout-PHP-SDK issue 84); the capture window after an
+// approval "is controlled by the merchant, but the default is 3 hours"
+// (PayPal developer docs, "Handle uncaptured payments").
+const OrderLifetime = 3 * time.Hour
+
+// HonorPeriod is how long PayPal guarantees the funds of an authorization,
+// from its creation: "Within this period, there is a 3-day honor period
+// starting from the authorization date. PayPal recommends capturing funds
+// within this 3-day honor period ... After the honor period expires, capture
+// success depends on risk assessment and fund availability" (PayPal developer
+// docs, "Authorization and honor period"). The authorization itself stays
+// valid for 29 days (its expiration_time).
+const HonorPeriod = 3 * 24 * time.Hour
+
 // Capabilities describes PayPal: OAuth2 client credentials, no events API and no
 // search by invoice id, webhooks verified by PayPal's API with the credentials and the
 // configured webhook id (no signing Secret). Checkout: the payer approves at PayPal;
 // intent AUTHORIZE needs the merchant's authorize call after approval
 // (AuthorizeStep); refunds cannot be searched by reference; PayPal stores no payment
-// method paywarden could charge.
+// method paywarden could charge. A create's PayPal-Request-Id is kept for
+// CreateKeyWindow; an order nobody completed is deleted after OrderLifetime.
 func Capabilities() provider.Capabilities {
 	return provider.Capabilities{
-		Type:           Type,
-		CredentialKeys: []string{CredentialClientID, CredentialClientSecret},
-		Verification:   provider.Verification{Credentials: true, WebhookID: true},
+		Type:            Type,
+		CreateKeyWindow: CreateKeyWindow,
+		CredentialKeys:  []string{CredentialClientID, CredentialClientSecret},
+		Verification:    provider.Verification{Credentials: true, WebhookID: true},
 		Lifecycle: provider.Lifecycle{
 			Checkout: true, ManualCapture: true, PartialCapture: true, AuthorizeStep: true,
-			Cancel: true, Refunds: true,
+			Cancel: true, Refunds: true, OrderLifetime: OrderLifetime,
 		},
 	}
 }
@@ -283,9 +311,10 @@ func (a *Adapter) ParseEvent(rawBody []byte) (provider.Event, error) { return Pa
 // NormalizeOrder maps an order (with its authorizations, captures and refunds) to a
 // provider.Payment. While the payer must approve, CustomerAction is the payer-action
 // link (approve for orders created without a payment_source); PayPal does not say
-// until when it works. An Authorized order's Amount is the authorized amount and
-// AuthorizationExpiresAt its expiration_time; an expired authorization has the
-// FailureCode provider.FailureAuthorizationExpired.
+// until when it works. An Authorized order's Amount is the authorized amount,
+// AuthorizationExpiresAt its expiration_time and FundsGuaranteedUntil the end of
+// its honor period (HonorPeriod); an expired authorization has the FailureCode
+// provider.FailureAuthorizationExpired.
 func NormalizeOrder(o Order) provider.Payment {
 	st, raw := MapOrderStatus(o)
 	p := provider.Payment{ID: o.ID, Status: st, RawStatus: raw}
@@ -344,6 +373,7 @@ func normalizeAuthorization(p *provider.Payment, au Authorization) {
 			p.Amount, p.Currency = n, au.Amount.CurrencyCode
 		}
 		p.AuthorizationExpiresAt = parseTime(au.ExpirationTime)
+		p.FundsGuaranteedUntil = fundsGuaranteedUntil(au)
 	case provider.StatusExpired:
 		p.FailureCode, p.FailureMessage = provider.FailureAuthorizationExpired, "the authorization expired before it was captured"
 	case provider.StatusFailed:
@@ -351,6 +381,21 @@ func normalizeAuthorization(p *provider.Payment, au Authorization) {
 			p.FailureCode = au.StatusDetails.Reason
 		}
 	}
+}
+
+// fundsGuaranteedUntil is when the honor period of authorization au ends: its
+// create_time plus HonorPeriod, but not after its expiration_time; zero when
+// PayPal does not say when it was created.
+func fundsGuaranteedUntil(au Authorization) time.Time {
+	created := parseTime(au.CreateTime)
+	if created.IsZero() {
+		return time.Time{}
+	}
+	until := created.Add(HonorPeriod)
+	if exp := parseTime(au.ExpirationTime); !exp.IsZero() && exp.Before(until) {
+		until = exp
+	}
+	return until
 }
 
 // linkHref returns the href of the first link with one of rels (in the order of rels).

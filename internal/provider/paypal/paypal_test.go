@@ -83,7 +83,7 @@ func TestEventTypeTable(t *testing.T) {
 		"PAYMENT.CAPTURE.COMPLETED": provider.StatusSucceeded, "PAYMENT.CAPTURE.DENIED": provider.StatusFailed,
 		"PAYMENT.CAPTURE.DECLINED": provider.StatusFailed, "PAYMENT.CAPTURE.PENDING": provider.StatusProcessing,
 		"PAYMENT.CAPTURE.REFUNDED": provider.StatusRefund, "PAYMENT.CAPTURE.REVERSED": provider.StatusRefund,
-		"CHECKOUT.ORDER.APPROVED":       provider.StatusApproved,
+		"CHECKOUT.ORDER.APPROVED": provider.StatusApproved, "CHECKOUT.PAYMENT-APPROVAL.REVERSED": provider.StatusExpired,
 		"PAYMENT.AUTHORIZATION.CREATED": provider.StatusAuthorized, "PAYMENT.AUTHORIZATION.VOIDED": provider.StatusCanceled,
 		"CUSTOMER.DISPUTE.CREATED": provider.StatusDispute,
 	}

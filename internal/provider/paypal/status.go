@@ -59,21 +59,28 @@ var refundStatuses = map[string]provider.RefundStatus{
 	"CANCELLED": provider.RefundFailed,
 }
 
+// FailureApprovalReversed is the FailureCode of CHECKOUT.PAYMENT-APPROVAL.REVERSED.
+const FailureApprovalReversed = "PAYMENT_APPROVAL_REVERSED"
+
 // eventStatuses maps the webhook event types paywarden acts on.
 // CHECKOUT.ORDER.APPROVED is Approved: the payer approved, no money moved yet.
+// CHECKOUT.PAYMENT-APPROVAL.REVERSED is Expired: the approved order was not
+// captured within the capture window (3 hours by default), so PayPal canceled
+// it and refunded the payer ("Handle uncaptured payments"); nothing was taken.
 // PAYMENT.CAPTURE.REVERSED (PayPal took the money back, e.g. after a bank
 // chargeback) is reported like a refund: its resource carries the amount returned.
 var eventStatuses = map[string]provider.Status{
-	"PAYMENT.CAPTURE.COMPLETED":     provider.StatusSucceeded,
-	"PAYMENT.CAPTURE.DENIED":        provider.StatusFailed,
-	"PAYMENT.CAPTURE.DECLINED":      provider.StatusFailed,
-	"PAYMENT.CAPTURE.PENDING":       provider.StatusProcessing,
-	"PAYMENT.CAPTURE.REFUNDED":      provider.StatusRefund,
-	"PAYMENT.CAPTURE.REVERSED":      provider.StatusRefund,
-	"CHECKOUT.ORDER.APPROVED":       provider.StatusApproved,
-	"PAYMENT.AUTHORIZATION.CREATED": provider.StatusAuthorized,
-	"PAYMENT.AUTHORIZATION.VOIDED":  provider.StatusCanceled,
-	"CUSTOMER.DISPUTE.CREATED":      provider.StatusDispute,
+	"PAYMENT.CAPTURE.COMPLETED":          provider.StatusSucceeded,
+	"PAYMENT.CAPTURE.DENIED":             provider.StatusFailed,
+	"PAYMENT.CAPTURE.DECLINED":           provider.StatusFailed,
+	"PAYMENT.CAPTURE.PENDING":            provider.StatusProcessing,
+	"PAYMENT.CAPTURE.REFUNDED":           provider.StatusRefund,
+	"PAYMENT.CAPTURE.REVERSED":           provider.StatusRefund,
+	"CHECKOUT.ORDER.APPROVED":            provider.StatusApproved,
+	"CHECKOUT.PAYMENT-APPROVAL.REVERSED": provider.StatusExpired,
+	"PAYMENT.AUTHORIZATION.CREATED":      provider.StatusAuthorized,
+	"PAYMENT.AUTHORIZATION.VOIDED":       provider.StatusCanceled,
+	"CUSTOMER.DISPUTE.CREATED":           provider.StatusDispute,
 }
 
 // OrderStatuses returns a copy of the order status table (COMPLETED excluded: see

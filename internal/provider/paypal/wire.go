@@ -193,6 +193,13 @@ type Link struct {
 	Method string `json:"method,omitempty"`
 }
 
+// ApprovalReversal is the resource of CHECKOUT.PAYMENT-APPROVAL.REVERSED: the
+// order whose approval PayPal reversed because it was not captured in time.
+type ApprovalReversal struct {
+	OrderID       string         `json:"order_id"`
+	PurchaseUnits []PurchaseUnit `json:"purchase_units,omitempty"`
+}
+
 // Dispute is the resource of CUSTOMER.DISPUTE.* events.
 type Dispute struct {
 	DisputeID             string                `json:"dispute_id"`
@@ -272,4 +279,8 @@ const (
 	IssueCaptureFullyRefunded         = "CAPTURE_FULLY_REFUNDED"
 	IssueRefundAmountExceeded         = "REFUND_AMOUNT_EXCEEDED"
 	IssueCurrencyMismatch             = "CURRENCY_MISMATCH"
+	// IssueInstrumentDeclined: the payer's funding source failed at the
+	// capture or authorization of an approved order; the payer must approve
+	// again with another one (PayPal developer docs, "Handle funding failures").
+	IssueInstrumentDeclined = "INSTRUMENT_DECLINED"
 )

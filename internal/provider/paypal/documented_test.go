@@ -1,0 +1,181 @@
+package paypal_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/paypal"
+)
+
+// PayPal behaviour as PayPal documents it and paysim models it
+// (docs/providers.md, "Documented behaviour"): what the adapter reports.
+
+// simClock is a clock a test moves while paysim reads it.
+type simClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *simClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *simClock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
+
+// TestExpiredOrderIsNotFoundToEveryCall: PayPal deletes an order nobody
+// completed after paypal.OrderLifetime; the adapter reports every call about
+// it as ErrNotFound (never a refusal), which is what the core needs to decide
+// that it expired.
+func TestExpiredOrderIsNotFoundToEveryCall(t *testing.T) {
+	if got := paypal.Capabilities().Lifecycle.OrderLifetime; got != 3*time.Hour {
+		t.Fatalf("OrderLifetime %v, want PayPal's 3h", got)
+	}
+	clk := &simClock{t: simNow}
+	srv, a := simAdapter(t, paysim.Options{Now: clk.Now})
+	waiting := createOrder(t, a, provider.CaptureAutomatic, 1000, "USD")
+	approved := createOrder(t, a, provider.CaptureManual, 1000, "USD")
+	if err := srv.Sim.Approve(paysim.PayPal, approved.ID); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(paypal.OrderLifetime)
+	for name, call := range map[string]func(id string) error{
+		"get": func(id string) error { _, err := a.Get(ctx, id); return err },
+		"capture": func(id string) error {
+			_, err := a.Capture(ctx, provider.ActionRequest{PaymentID: id, IdempotencyKey: key("c")})
+			return err
+		},
+		"authorize": func(id string) error {
+			_, err := a.Authorize(ctx, provider.ActionRequest{PaymentID: id, IdempotencyKey: key("a")})
+			return err
+		},
+		"cancel": func(id string) error {
+			_, err := a.Cancel(ctx, provider.ActionRequest{PaymentID: id, IdempotencyKey: key("v")})
+			return err
+		},
+	} {
+		for _, id := range []string{waiting.ID, approved.ID} {
+			if err := call(id); !errors.Is(err, provider.ErrNotFound) || errors.Is(err, provider.ErrNonRetryable) {
+				t.Errorf("%s of expired order %s: %v, want ErrNotFound", name, id, err)
+			}
+		}
+	}
+}
+
+// TestVoidedAtTheEndOfValidity: PayPal sends PAYMENT.AUTHORIZATION.VOIDED when
+// an authorization reaches the end of its validity as for a void (Payments v2
+// webhook events). The adapter reports the event paysim sends then with the
+// order id and the event's time (the core tells the expiry from a void by
+// that time), and reports a VOIDED event whose authorization reads EXPIRED as
+// Expired.
+func TestVoidedAtTheEndOfValidity(t *testing.T) {
+	clk := &simClock{t: simNow}
+	srv, a := simAdapter(t, paysim.Options{Now: clk.Now})
+	auth := authorizedOrder(t, srv, a, 1000, "USD")
+	clk.Add(29 * 24 * time.Hour)
+	if got, err := a.Get(ctx, auth.ID); err != nil || got.Status != provider.StatusExpired {
+		t.Fatalf("after 29 days: %+v %v", got, err)
+	}
+	evs := srv.Sim.Events(paysim.PayPal)
+	rec := evs[len(evs)-1]
+	ev, err := a.ParseEvent(rec.Raw)
+	if err != nil || rec.Type != "PAYMENT.AUTHORIZATION.VOIDED" {
+		t.Fatalf("paysim's last event %s: %v", rec.Type, err)
+	}
+	if ev.Status != provider.StatusCanceled || ev.PaymentID != auth.ID || !ev.OccurredAt.Equal(auth.AuthorizationExpiresAt) {
+		t.Fatalf("parsed %s for %s at %s; want Canceled for %s at the authorization's end %s", ev.Status, ev.PaymentID, ev.OccurredAt, auth.ID, auth.AuthorizationExpiresAt)
+	}
+
+	expired := []byte(`{"id":"WH-EXP","event_type":"PAYMENT.AUTHORIZATION.VOIDED","create_time":"2026-10-20T12:00:00Z","resource_type":"authorization",` +
+		`"resource":{"id":"AUTH1","status":"EXPIRED","amount":{"currency_code":"USD","value":"10.00"},"custom_id":"ref-1",` +
+		`"supplementary_data":{"related_ids":{"order_id":"ORDER1"}}}}`)
+	ev, err = paypal.ParseEvent(expired)
+	if err != nil || ev.Status != provider.StatusExpired || ev.FailureCode != provider.FailureAuthorizationExpired || ev.PaymentID != "ORDER1" {
+		t.Fatalf("a VOIDED event whose authorization reads EXPIRED: %+v %v", ev, err)
+	}
+}
+
+// TestInstrumentDeclinedIsThePayersTurnAgain: PayPal refuses the capture of
+// an approved order INSTRUMENT_DECLINED when the payer's funding source fails
+// ("Handle funding failures": restart the payment so the payer can choose
+// another). The adapter answers the capture with the order waiting for its
+// payer (Pending, the payer-action link, FailureCode INSTRUMENT_DECLINED), no
+// error; after the payer approves again, a capture with a new key takes the
+// money once.
+func TestInstrumentDeclinedIsThePayersTurnAgain(t *testing.T) {
+	srv, a := simAdapter(t, paysim.Options{DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon, CaptureOutcome: paysim.OutcomeInstrumentDeclined}})
+	p := createOrder(t, a, provider.CaptureAutomatic, 1000, "USD")
+	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "k/capture"})
+	if err != nil {
+		t.Fatalf("a declined funding source is the payer's turn, not an error: %v", err)
+	}
+	if got.Status != provider.StatusPending || got.FailureCode != paypal.IssueInstrumentDeclined || got.RawStatus != "PAYER_ACTION_REQUIRED/INSTRUMENT_DECLINED" ||
+		got.CustomerAction == nil || got.CustomerAction.URL != p.CustomerAction.URL {
+		t.Fatalf("capture answered %+v; want Pending with the payer's link %+v", got, p.CustomerAction)
+	}
+	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err = a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "k/capture/2"})
+	if err != nil || got.Status != provider.StatusSucceeded {
+		t.Fatalf("the capture after the second approval: %+v %v", got, err)
+	}
+	if n := srv.Sim.Counters().CapturesByPayment[p.ID]; n != 1 {
+		t.Fatalf("%d captures took effect, want 1", n)
+	}
+}
+
+// TestFundsGuaranteedForTheHonorPeriod: a PayPal authorization is valid for 29
+// days, its funds guaranteed for the first 3 ("Authorization and honor
+// period"). The adapter reports both: AuthorizationExpiresAt is the
+// authorization's expiration_time, FundsGuaranteedUntil its create_time plus
+// the honor period.
+func TestFundsGuaranteedForTheHonorPeriod(t *testing.T) {
+	srv, a := simAdapter(t, paysim.Options{})
+	got := authorizedOrder(t, srv, a, 1000, "USD")
+	if !got.AuthorizationExpiresAt.Equal(simNow.Add(29*24*time.Hour)) || !got.FundsGuaranteedUntil.Equal(simNow.Add(paypal.HonorPeriod)) {
+		t.Fatalf("authorized until %s, funds guaranteed until %s; want 29 days and 3 days after %s", got.AuthorizationExpiresAt, got.FundsGuaranteedUntil, simNow)
+	}
+	read, err := a.Get(ctx, got.ID)
+	if err != nil || !read.FundsGuaranteedUntil.Equal(got.FundsGuaranteedUntil) {
+		t.Fatalf("a read: %+v %v", read, err)
+	}
+	// An authorization shorter than the honor period is guaranteed to its end.
+	o := paypal.Order{ID: "O1", Status: "COMPLETED", PurchaseUnits: []paypal.PurchaseUnit{{
+		Amount: paypal.Money{CurrencyCode: "USD", Value: "10.00"},
+		Payments: &paypal.Payments{Authorizations: []paypal.Authorization{{
+			ID: "A1", Status: "CREATED", Amount: paypal.Money{CurrencyCode: "USD", Value: "10.00"},
+			CreateTime: "2026-09-21T12:00:00Z", ExpirationTime: "2026-09-22T12:00:00Z",
+		}}},
+	}}}
+	if p := paypal.NormalizeOrder(o); !p.FundsGuaranteedUntil.Equal(p.AuthorizationExpiresAt) {
+		t.Fatalf("guaranteed until %s, the authorization ends %s", p.FundsGuaranteedUntil, p.AuthorizationExpiresAt)
+	}
+}
+
+// TestApprovalReversedIsExpired: CHECKOUT.PAYMENT-APPROVAL.REVERSED says PayPal
+// canceled an approved order the merchant did not capture within the capture
+// window (3 hours by default) and refunded the payer ("Handle uncaptured
+// payments"): nothing was taken, the window ran out. The adapter reads it as
+// Expired for the order, found by its merchant reference too, with FailureCode
+// PAYMENT_APPROVAL_REVERSED.
+func TestApprovalReversedIsExpired(t *testing.T) {
+	srv, a := simAdapter(t, paysim.Options{})
+	p := createOrder(t, a, provider.CaptureAutomatic, 1000, "USD")
+	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Sim.ReverseApproval(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	evs := srv.Sim.Events(paysim.PayPal)
+	ev, err := a.ParseEvent(evs[len(evs)-1].Raw)
+	if err != nil || !ev.Supported || ev.Status != provider.StatusExpired || ev.PaymentID != p.ID || ev.MerchantReference != "ref-1" ||
+		ev.FailureCode != paypal.FailureApprovalReversed || ev.OccurredAt.IsZero() {
+		t.Fatalf("parsed %+v %v", ev, err)
+	}
+}
