@@ -124,3 +124,26 @@ func TestOperatorActionNamesItsRefusal(t *testing.T) {
 		})
 	}
 }
+
+// TestAmountColumnShowsWhatWasTaken: the Amount column of a payment that
+// took less than it ordered says so; one that took what it ordered shows the
+// order alone.
+func TestAmountColumnShowsWhatWasTaken(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		received v1alpha1.Money
+		want     string
+	}{
+		{"a partial capture", v1alpha1.Money{Value: 600, Currency: orderCurrency}, "6.00 of 10.00 USD"},
+		{"a full capture", v1alpha1.Money{Value: 1000, Currency: orderCurrency}, "10.00 USD"},
+		{"another currency under review", v1alpha1.Money{Value: 1000, Currency: "EUR"}, "10.00 EUR of 10.00 USD"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := partlyCaptured(t, 600)
+			res := payment.Apply(p, obsWebhook(payment.ObservedSucceeded, "evt-captured", withAmount(tt.received.Value, tt.received.Currency), withProviderID("pay_1")), t0.Add(2*time.Minute))
+			if res.Status.AmountDisplay != tt.want {
+				t.Errorf("amountDisplay %q (phase %s), want %q", res.Status.AmountDisplay, res.Status.Phase, tt.want)
+			}
+		})
+	}
+}
