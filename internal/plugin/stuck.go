@@ -329,10 +329,16 @@ func WriteStuck(w io.Writer, r StuckReport, now time.Time, allNamespaces, wide b
 			fmt.Fprintf(&b, "    $ %s\n", it.Command)
 		}
 	}
-	if r.NeedsHuman > 0 {
-		fmt.Fprintf(&b, "\n%d of %d payments need a human.\n", r.NeedsHuman, r.Total)
-	} else if r.Total > 0 {
-		fmt.Fprintf(&b, "\n%d payments wait; none needs a human.\n", r.Total)
+	if r.Total > 0 {
+		waiting := fmt.Sprintf("%d payments waiting", r.Total)
+		if r.Total == 1 {
+			waiting = "1 payment waiting"
+		}
+		humans := "none"
+		if r.NeedsHuman > 0 {
+			humans = fmt.Sprintf("%d of them", r.NeedsHuman)
+		}
+		fmt.Fprintf(&b, "\n%s, %s for a human.\n", waiting, humans)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
