@@ -36,8 +36,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/ w
 var (
 	env *testenv.Env
 	// binDir holds kubectl-paywarden (and its completion link); kubeconfig
-	// points at env, in namespace shop.
-	binDir, kubeconfig string
+	// points at env, in namespace shop; kubectlBin is the kubectl run.
+	binDir, kubeconfig, kubectlBin string
 )
 
 func TestMain(m *testing.M) {
@@ -52,8 +52,12 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		return 1, fmt.Errorf("kubectl is not on the PATH; these tests run the real kubectl: %w", err)
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		return 1, err
+	}
+	if kubectlBin, err = findKubectl(root); err != nil {
+		return 1, err
 	}
 	dir, err := os.MkdirTemp("", "kubectl-paywarden-")
 	if err != nil {
@@ -61,10 +65,6 @@ func run(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(dir)
 	binDir, kubeconfig = filepath.Join(dir, "bin"), filepath.Join(dir, "kubeconfig")
-	root, err := testenv.ModuleRoot()
-	if err != nil {
-		return 1, err
-	}
 	// The plugin builds while the control plane starts.
 	built := make(chan error, 1)
 	go func() {
@@ -89,6 +89,32 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	return m.Run(), nil
+}
+
+// findKubectl is the kubectl the suite runs: $KUBECTL, else the one `make
+// envtest` builds beside the control plane (in KUBEBUILDER_ASSETS, default
+// bin/k8s), else the PATH's. None is an error, never a skip.
+func findKubectl(root string) (string, error) {
+	if k := os.Getenv("KUBECTL"); k != "" {
+		return k, nil
+	}
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "k8s")
+	}
+	if k := filepath.Join(assets, "kubectl"); isExecutable(k) {
+		return k, nil
+	}
+	k, err := exec.LookPath("kubectl")
+	if err != nil {
+		return "", fmt.Errorf("no kubectl in $KUBECTL, %s or the PATH: run `make envtest`, or set KUBECTL: %w", assets, err)
+	}
+	return k, nil
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
 // writeKubeconfig writes a kubeconfig of the control plane's admin, in
@@ -121,7 +147,7 @@ func (r result) String() string {
 // kubeconfig of the control plane. A kubectl that could not run at all
 // shows as exit status -1 with the error on stderr.
 func kubectl(args ...string) result {
-	cmd := exec.Command("kubectl", args...)
+	cmd := exec.Command(kubectlBin, args...)
 	cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
