@@ -5,10 +5,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
-
-	eventsv1 "k8s.io/api/events/v1"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/fixture"
@@ -156,15 +155,22 @@ func TestWhyReport(t *testing.T) {
 	})
 }
 
-func TestWhyLeavesOutOtherPaymentsEvents(t *testing.T) {
+// TestWhyLeavesOutOtherPaymentsWebhooks: of the namespace's inbox, only
+// the events about the payment or its Refunds are in its timeline.
+func TestWhyLeavesOutOtherPaymentsWebhooks(t *testing.T) {
 	f := fixture.ConsoleFixture()
-	in := whyInput(f, "shop", "partly-refunded")
-	in.Events = append(in.Events, eventsv1.Event{})
-	r := plugin.Why(in, fixture.ConsoleNow)
+	r := plugin.Why(whyInput(f, "shop", "partly-refunded"), fixture.ConsoleNow)
+	webhooks := 0
 	for _, e := range r.Timeline {
-		if bytes.Contains([]byte(e.Text), []byte("kp_evt_44")) {
+		if e.Kind == plugin.EntryWebhook {
+			webhooks++
+		}
+		if strings.Contains(e.Text, "kp_evt_44") {
 			t.Errorf("manual-capture's webhook in partly-refunded's timeline: %+v", e)
 		}
+	}
+	if webhooks != 3 {
+		t.Errorf("%d webhooks in partly-refunded's timeline, want its 3", webhooks)
 	}
 }
 
