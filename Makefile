@@ -51,7 +51,7 @@ verify: $(CONTROLLER_GEN) ## Fail when generated files are stale or a Go file is
 	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/verify.sh
 
 .PHONY: envtest
-envtest: ## Build the envtest control plane (kube-apiserver, etcd) into bin/k8s unless KUBEBUILDER_ASSETS is set.
+envtest: ## Build the envtest control plane (kube-apiserver, etcd) and kubectl into bin/k8s unless KUBEBUILDER_ASSETS is set.
 	@if [ "$(KUBEBUILDER_ASSETS)" = "$(ENVTEST_DIR)" ]; then hack/envtest/build.sh $(ENVTEST_DIR); \
 	else echo "using KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"; fi
 
@@ -70,7 +70,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
 	hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: dev
-dev: envtest ## Run everything locally on an embedded control plane with a demo; Ctrl-C stops it.
+dev: envtest plugin ## Run everything locally on an embedded control plane with a demo; Ctrl-C stops it.
 	go build -o $(LOCALBIN)/devenv ./cmd/devenv
 	$(LOCALBIN)/devenv
 
@@ -100,8 +100,14 @@ soak: envtest ## Chaos soak over real processes, then invariants (docs/soak.md);
 ##@ Build
 
 .PHONY: build
-build: ## Build the binaries into bin/.
+build: ## Build the binaries into bin/ (kubectl-paywarden among them).
 	go build -o $(LOCALBIN)/ ./cmd/...
+	ln -sf kubectl-paywarden $(LOCALBIN)/kubectl_complete-paywarden
+
+.PHONY: plugin
+plugin: ## Build the kubectl plugin into bin/ (kubectl paywarden once bin/ is on the PATH; completes payment names).
+	go build -o $(LOCALBIN)/kubectl-paywarden ./cmd/kubectl-paywarden
+	ln -sf kubectl-paywarden $(LOCALBIN)/kubectl_complete-paywarden
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(LOCALBIN)

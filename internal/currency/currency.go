@@ -9,6 +9,9 @@
 package currency
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -246,4 +249,56 @@ func FormatMinor(minor int64, exp int) string {
 		s = "-" + s
 	}
 	return s
+}
+
+// ErrAmount is the class of every error ParseMajor returns.
+var ErrAmount = errors.New("invalid amount")
+
+// ParseMajor reads an amount a person wrote in major units of code ("30.00"
+// USD, "1999" JPY, "1.250" BHD) as minor units (3000, 1999, 1250). It is
+// strict, because a misread amount moves the wrong money: a plain decimal
+// number, no sign, exponent, thousands separator, decimal comma or currency
+// code; at most as many decimals as the currency has ("30.001" USD and "30.5"
+// JPY are errors, never rounded); more than zero.
+func ParseMajor(s, code string) (int64, error) {
+	exp, ok := Exponent(code)
+	if !ok {
+		return 0, fmt.Errorf("%w: %q is not an ISO 4217 currency with a minor unit", ErrAmount, code)
+	}
+	example := FormatMinor(3000*Pow10(exp)/100, exp)
+	if exp == 0 {
+		example = "3000"
+	}
+	whole, frac, dotted := strings.Cut(s, ".")
+	if !onlyDigits(whole) || dotted && !onlyDigits(frac) {
+		return 0, fmt.Errorf("%w: %q is not an amount in %s major units (write it like %s)", ErrAmount, s, code, example)
+	}
+	if len(frac) > exp {
+		if exp == 0 {
+			return 0, fmt.Errorf("%w: %q has decimals, but %s has none (write it like %s)", ErrAmount, s, code, example)
+		}
+		return 0, fmt.Errorf("%w: %q has %d decimals, but %s has %d (write it like %s)", ErrAmount, s, len(frac), code, exp, example)
+	}
+	frac += strings.Repeat("0", exp-len(frac))
+	units, err1 := strconv.ParseInt(whole, 10, 64)
+	cents, err2 := strconv.ParseInt("0"+frac, 10, 64)
+	scale := Pow10(exp)
+	if err1 != nil || err2 != nil || units > (math.MaxInt64-cents)/scale {
+		return 0, fmt.Errorf("%w: %q is too large", ErrAmount, s)
+	}
+	minor := units*scale + cents
+	if minor == 0 {
+		return 0, fmt.Errorf("%w: %q is zero; give an amount of more than zero %s", ErrAmount, s, code)
+	}
+	return minor, nil
+}
+
+// onlyDigits: one or more ASCII digits and nothing else.
+func onlyDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -1,8 +1,10 @@
 package currency_test
 
 import (
+	"errors"
 	"math"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -113,6 +115,64 @@ func TestFormatAmountUsesTheTable(t *testing.T) {
 	} {
 		if got := v1alpha1.FormatAmount(tt.value, tt.currency); got != tt.want {
 			t.Errorf("FormatAmount(%d, %s) = %q, want %q", tt.value, tt.currency, got, tt.want)
+		}
+	}
+}
+
+// TestParseMajorIsStrict: an amount a person writes is read in the
+// currency's major units or refused; it is never rounded or guessed.
+func TestParseMajorIsStrict(t *testing.T) {
+	for _, tt := range []struct {
+		in, code string
+		want     int64
+		err      string
+	}{
+		{"30.00", "USD", 3000, ""},
+		{"30", "USD", 3000, ""},
+		{"30.5", "USD", 3050, ""},
+		{"0.01", "USD", 1, ""},
+		{"1999", "JPY", 1999, ""},
+		{"1.250", "BHD", 1250, ""},
+		{"1.2345", "CLF", 12345, ""},
+		{"30.001", "USD", 0, `"30.001" has 3 decimals, but USD has 2 (write it like 30.00)`},
+		{"30.5", "JPY", 0, `"30.5" has decimals, but JPY has none (write it like 3000)`},
+		{"1.2345", "BHD", 0, "has 4 decimals, but BHD has 3 (write it like 30.000)"},
+		{"0", "USD", 0, "is zero"},
+		{"0.00", "USD", 0, "is zero"},
+		{"-5.00", "USD", 0, "not an amount in USD major units"},
+		{"+5.00", "USD", 0, "not an amount"},
+		{"1e2", "USD", 0, "not an amount"},
+		{"30,00", "USD", 0, "not an amount"},
+		{"1,000.00", "USD", 0, "not an amount"},
+		{"30.00 USD", "USD", 0, "not an amount"},
+		{" 30.00", "USD", 0, "not an amount"},
+		{".50", "USD", 0, "not an amount"},
+		{"30.", "USD", 0, "not an amount"},
+		{"", "USD", 0, "not an amount"},
+		{"92233720368547758.07", "USD", math.MaxInt64, ""},
+		{"92233720368547758.08", "USD", 0, "too large"},
+		{"99999999999999999999", "JPY", 0, "too large"},
+		{"30.00", "XAU", 0, "not an ISO 4217 currency"},
+	} {
+		got, err := currency.ParseMajor(tt.in, tt.code)
+		switch {
+		case tt.err == "" && (err != nil || got != tt.want):
+			t.Errorf("ParseMajor(%q, %s) = %d, %v; want %d", tt.in, tt.code, got, err, tt.want)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, currency.ErrAmount)):
+			t.Errorf("ParseMajor(%q, %s) = %d, %v; want an ErrAmount containing %q", tt.in, tt.code, got, err, tt.err)
+		}
+	}
+}
+
+// TestParseMajorReadsWhatFormatMinorWrites: every amount paywarden displays
+// reads back as the same minor units.
+func TestParseMajorReadsWhatFormatMinorWrites(t *testing.T) {
+	for _, c := range currency.Codes() {
+		exp, _ := currency.Exponent(c)
+		for _, v := range []int64{1, 5, 99, 1999, 100000, math.MaxInt64} {
+			if got, err := currency.ParseMajor(currency.FormatMinor(v, exp), c); err != nil || got != v {
+				t.Errorf("%s: ParseMajor(FormatMinor(%d)) = %d, %v", c, v, got, err)
+			}
 		}
 	}
 }

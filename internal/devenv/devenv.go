@@ -343,6 +343,14 @@ func (e *Env) Instructions() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\npaywarden is running locally. In another terminal:\n\n")
 	fmt.Fprintf(&b, "  export KUBECONFIG=%s\n", e.Kubeconfig)
+	path := filepath.Join(e.opts.Root, "bin")
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		// No kubectl of one's own: the one `make envtest` built.
+		path += string(os.PathListSeparator) + e.cp.BinaryAssetsDirectory
+	}
+	fmt.Fprintf(&b, "  export PATH=%s:$PATH   # kubectl paywarden, built by make dev\n", path)
+	fmt.Fprintf(&b, "  kubectl paywarden stuck -A                      # what waits, and the command that acts on it\n")
+	fmt.Fprintf(&b, "  kubectl paywarden why amount-mismatch -n %s    # one payment's whole story\n", Namespace)
 	fmt.Fprintf(&b, "  kubectl get payments -n %s -w\n", Namespace)
 	fmt.Fprintf(&b, "  kubectl get payments -n %s -o wide            # provider ids, attempts, next query, payer links\n", Namespace)
 	fmt.Fprintf(&b, "  kubectl get payments -A --field-selector status.phase=Unknown\n")

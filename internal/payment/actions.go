@@ -2,10 +2,34 @@ package payment
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 )
+
+// OperatorAction decides on the payment's operator annotations (SPEC §2.4),
+// in the order Plan acts on them: resolve, requery, cancel, capture. ok is
+// false when none has a value not yet acted on (a capture set early also
+// waits for the authorization). Refusals are Warning Events of the outcome
+// (CaptureRefused, CancelRefused, ResolveIgnored, ...): kubectl paywarden
+// runs it on a copy with the annotation it is about to write, so it refuses
+// locally exactly what the manager would, before anything is written.
+func OperatorAction(p *v1alpha1.Payment, now time.Time) (out Outcome, why string, ok bool) {
+	if out, ok := Resolve(p, now); ok {
+		return out, "operator resolve", true
+	}
+	if out, ok := Requery(p, now); ok {
+		return out, "operator requery", true
+	}
+	if out, ok := cancelAction(p, now); ok {
+		return out, "operator cancel", true
+	}
+	if out, ok := captureAction(p, now); ok {
+		return out, "operator capture", true
+	}
+	return Outcome{}, "", false
+}
 
 // Resolve applies the operator's resolve annotation (SPEC §2.4) once per
 // value: a Manual observation through the state machine. ok is false when
@@ -63,4 +87,16 @@ func resolveValue(p *v1alpha1.Payment) string {
 		return ""
 	}
 	return v + ": " + p.Annotations[v1alpha1.AnnotationResolveReason]
+}
+
+// Refusal is the Event by which an operator action was refused or left
+// alone (CaptureRefused, CancelIgnored, ResolveIgnored, ...), if the outcome
+// has one: nothing the operator asked for happens.
+func (o Outcome) Refusal() (Event, bool) {
+	for _, e := range o.Events {
+		if strings.HasSuffix(e.Reason, "Refused") || strings.HasSuffix(e.Reason, "Ignored") {
+			return e, true
+		}
+	}
+	return Event{}, false
 }

@@ -89,3 +89,61 @@ func TestRefundsOfAPartialCaptureMeasureAgainstWhatWasReceived(t *testing.T) {
 		p.Status = res.Status
 	}
 }
+
+// TestOperatorActionNamesItsRefusal: the dry run kubectl paywarden makes
+// before it writes an annotation gives the manager's own refusal, and
+// nothing for an annotation the manager would act on.
+func TestOperatorActionNamesItsRefusal(t *testing.T) {
+	pol := testPolicy()
+	authorized := func() *v1alpha1.Payment {
+		p := newPay("authorized")
+		p.Spec.Amount.Value = 4500
+		p.Spec.CaptureMethod = v1alpha1.CaptureManual
+		p = store(p, planned(p, pol, t0).Outcome)
+		return store(p, payment.AfterCreate(p, pol, payment.Call{Payment: provider.Payment{ID: "pay_1", Status: provider.StatusAuthorized, Amount: 4500, Currency: orderCurrency}}, t0))
+	}
+	for _, tt := range []struct {
+		name, key, value, refusal string
+	}{
+		{"a capture within the authorization is acted on", v1alpha1.AnnotationCapture, "3000", ""},
+		{"a capture above the authorization is refused", v1alpha1.AnnotationCapture, "5000", "CaptureRefused"},
+		{"a capture in major units is refused", v1alpha1.AnnotationCapture, "30.00", "CaptureRefused"},
+		{"a cancel of an authorization is acted on", v1alpha1.AnnotationCancel, "out of stock", ""},
+		{"a resolve of an open payment is acted on", v1alpha1.AnnotationResolve, "Failed", ""},
+		{"a resolve to a phase no operator may set is refused", v1alpha1.AnnotationResolve, "Pending", "ResolveIgnored"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, why, ok := payment.OperatorAction(annotate(authorized(), tt.key, tt.value), t0.Add(time.Minute))
+			if !ok {
+				t.Fatalf("no action for %s=%s", tt.key, tt.value)
+			}
+			e, refused := out.Refusal()
+			if got := map[bool]string{true: e.Reason}[refused]; got != tt.refusal {
+				t.Errorf("%s: refusal %q (%s), want %q", why, got, e.Message, tt.refusal)
+			}
+		})
+	}
+}
+
+// TestAmountColumnShowsWhatWasTaken: the Amount column of a payment that
+// took less than it ordered says so; one that took what it ordered shows the
+// order alone.
+func TestAmountColumnShowsWhatWasTaken(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		received v1alpha1.Money
+		want     string
+	}{
+		{"a partial capture", v1alpha1.Money{Value: 600, Currency: orderCurrency}, "6.00 of 10.00 USD"},
+		{"a full capture", v1alpha1.Money{Value: 1000, Currency: orderCurrency}, "10.00 USD"},
+		{"another currency under review", v1alpha1.Money{Value: 1000, Currency: "EUR"}, "10.00 EUR of 10.00 USD"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := partlyCaptured(t, 600)
+			res := payment.Apply(p, obsWebhook(payment.ObservedSucceeded, "evt-captured", withAmount(tt.received.Value, tt.received.Currency), withProviderID("pay_1")), t0.Add(2*time.Minute))
+			if res.Status.AmountDisplay != tt.want {
+				t.Errorf("amountDisplay %q (phase %s), want %q", res.Status.AmountDisplay, res.Status.Phase, tt.want)
+			}
+		})
+	}
+}

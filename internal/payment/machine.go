@@ -11,6 +11,7 @@ package payment
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -766,13 +767,29 @@ func (m *machine) finish() {
 		h := m.st.History[n-1]
 		m.phaseEvent(h.From, h.To, h.Reason)
 	}
-	m.st.AmountDisplay = v1alpha1.FormatAmount(m.spec.Amount.Value, m.spec.Amount.Currency)
+	m.st.AmountDisplay = amountDisplay(m.spec, &m.st)
 	if a := m.st.AmountRefunded; a != nil {
 		m.st.AmountRefundedDisplay = v1alpha1.FormatAmount(a.Value, a.Currency)
 	}
 	settle(&m.st)
 	setReady(&m.st, m.now)
 	m.st.WaitingFor = WaitingFor(m.spec, &m.st)
+}
+
+// amountDisplay is the Amount column: the amount ordered or, once the
+// payment took another amount (a partial capture, an amount under review),
+// what it took of what was ordered ("30.00 of 45.00 USD"), so a partly
+// captured payment is not read as fully paid.
+func amountDisplay(spec *v1alpha1.PaymentSpec, st *v1alpha1.PaymentStatus) string {
+	ordered := v1alpha1.FormatAmount(spec.Amount.Value, spec.Amount.Currency)
+	a := st.AmountReceived
+	switch {
+	case a == nil || a.Value == spec.Amount.Value && a.Currency == spec.Amount.Currency:
+		return ordered
+	case a.Currency == spec.Amount.Currency:
+		return strings.TrimSuffix(v1alpha1.FormatAmount(a.Value, a.Currency), " "+a.Currency) + " of " + ordered
+	}
+	return v1alpha1.FormatAmount(a.Value, a.Currency) + " of " + ordered
 }
 
 // settle keeps the schedule consistent with the phase: a final payment has

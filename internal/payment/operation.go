@@ -151,7 +151,7 @@ func captureAction(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
 	case !p.Spec.ManualCapture():
 		c.event(false, "CaptureIgnored", "captureMethod is Automatic: the payment is captured as soon as it is authorized")
 	default:
-		authorized := authorizedAmount(c.p)
+		authorized := AuthorizedAmount(c.p)
 		amount, err := captureAmount(v, authorized)
 		if err != nil {
 			c.event(true, "CaptureRefused", err.Error())
@@ -169,9 +169,9 @@ func captureAction(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
 	return c.done(), true
 }
 
-// authorizedAmount is what the authorization reserved (the amount asked for
+// AuthorizedAmount is what the authorization reserved (the amount asked for
 // when the provider did not say).
-func authorizedAmount(p *v1alpha1.Payment) v1alpha1.Money {
+func AuthorizedAmount(p *v1alpha1.Payment) v1alpha1.Money {
 	if a := p.Status.AmountAuthorized; a != nil {
 		return *a
 	}
@@ -226,7 +226,7 @@ func planOperation(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) 
 		c := begin(p, now)
 		c.st().Operation = &v1alpha1.Operation{Kind: kind, RequestedAt: metav1.NewTime(now), IdempotencyKey: newOperationKey(p, kind)}
 		if kind == v1alpha1.OperationCapture {
-			amount := authorizedAmount(p)
+			amount := AuthorizedAmount(p)
 			c.st().AmountToCapture = &amount
 		}
 		return Step{Action: Write, Outcome: c.done(), Why: "automatic " + strings.ToLower(string(kind))}, true

@@ -195,17 +195,8 @@ func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead
 // I/O it names and feeds the result to AfterCreate, AfterLookup or
 // AfterQuery.
 func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
-	if out, ok := Resolve(p, now); ok {
-		return Step{Action: Write, Outcome: out, Why: "operator resolve"}
-	}
-	if out, ok := Requery(p, now); ok {
-		return Step{Action: Write, Outcome: out, Why: "operator requery"}
-	}
-	if out, ok := cancelAction(p, now); ok {
-		return Step{Action: Write, Outcome: out, Why: "operator cancel"}
-	}
-	if out, ok := captureAction(p, now); ok {
-		return Step{Action: Write, Outcome: out, Why: "operator capture"}
+	if out, why, ok := OperatorAction(p, now); ok {
+		return Step{Action: Write, Outcome: out, Why: why}
 	}
 	if out, ok := honorPeriodEnded(p, now); ok {
 		return Step{Action: Write, Outcome: out, Why: "the provider no longer guarantees the authorized funds"}

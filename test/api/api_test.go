@@ -95,7 +95,7 @@ func TestSamplesAreAccepted(t *testing.T) {
 			kinds[obj.GetKind()]++
 		}
 	}
-	for _, k := range []string{"Secret", "PaymentProvider", "Payment", "WebhookEvent"} {
+	for _, k := range []string{"Secret", "PaymentProvider", "Payment", "Refund", "WebhookEvent"} {
 		if kinds[k] == 0 {
 			t.Errorf("no sample of kind %s was applied (applied: %v)", k, kinds)
 		}
