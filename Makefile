@@ -115,10 +115,16 @@ help: ## Show the targets.
 ##@ Deploy
 
 IMG ?= paywarden:latest
+# VERSION is stamped into the binaries and labelled; default git describe.
+VERSION ?=
+
+.PHONY: image
+image: ## Build the image IMG without a container engine: bin/image/oci (OCI layout) and bin/image/paywarden.tar (docker/podman load).
+	go run ./hack/image -out $(LOCALBIN)/image -tag $(IMG) $(if $(VERSION),-version $(VERSION))
 
 .PHONY: docker-build
-docker-build: ## Build the image (needs a Docker engine).
-	docker build -t $(IMG) .
+docker-build: ## Build the image with a Docker engine (the same binaries as `make image`, on distroless).
+	docker build $(if $(VERSION),--build-arg VERSION=$(VERSION)) -t $(IMG) .
 
 .PHONY: deploy
 deploy: manifests ## Deploy to the cluster of the current kubeconfig, with image IMG.
