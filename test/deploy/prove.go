@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,10 +234,13 @@ func applied(t *testing.T, c client.Client, objs []*unstructured.Unstructured) (
 	return ds, ss
 }
 
-// short cuts a log line (a JSON record with a stack trace, say) to a readable length.
+// short is the part of a log line (a JSON record with a stack trace, say)
+// around the word forbidden.
 func short(line string) string {
-	if len(line) > 600 {
-		return line[:600] + " ..."
+	i := strings.Index(strings.ToLower(line), "forbidden")
+	from, to := max(i-300, 0), min(i+200, len(line))
+	if i < 0 {
+		from, to = 0, min(500, len(line))
 	}
-	return line
+	return line[from:to]
 }
