@@ -30,9 +30,10 @@ all: build
 ##@ Development
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers, and the Helm chart from config/.
 	$(CONTROLLER_GEN) rbac:roleName=paywarden-manager crd paths="./api/..." paths="./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	go run ./hack/helmgen -out charts/paywarden
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code from the markers.
@@ -43,8 +44,9 @@ fmt: ## Format the Go sources.
 	gofmt -s -w $$(git ls-files --cached --others --exclude-standard '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet (the Helm chart's test module too).
 	go vet ./...
+	cd test/helm && go vet ./...
 
 .PHONY: verify
 verify: $(CONTROLLER_GEN) ## Fail when generated files are stale or a Go file is unformatted (changes nothing).
@@ -61,8 +63,9 @@ stripe-mock: ## Build stripe-mock (pinned in hack/stripemock) into bin/ unless S
 	else echo "using STRIPE_MOCK=$(STRIPE_MOCK)"; fi
 
 .PHONY: test
-test: verify vet envtest stripe-mock ## Verify, then run the unit and envtest suites, then a short run of every fuzz target.
+test: verify vet envtest stripe-mock ## Verify, then run the unit and envtest suites (the Helm chart's module too), then a short run of every fuzz target.
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
+	cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
 	hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/
 
 .PHONY: fuzz
@@ -121,10 +124,16 @@ help: ## Show the targets.
 ##@ Deploy
 
 IMG ?= paywarden:latest
+# VERSION is stamped into the binaries and labelled; default git describe.
+VERSION ?=
+
+.PHONY: image
+image: ## Build the image IMG without a container engine: bin/image/oci (OCI layout) and bin/image/paywarden.tar (docker/podman load).
+	go run ./hack/image -out $(LOCALBIN)/image -tag $(IMG) $(if $(VERSION),-version $(VERSION))
 
 .PHONY: docker-build
-docker-build: ## Build the image (needs a Docker engine).
-	docker build -t $(IMG) .
+docker-build: ## Build the image with a Docker engine (the same binaries as `make image`, on distroless).
+	docker build $(if $(VERSION),--build-arg VERSION=$(VERSION)) -t $(IMG) .
 
 .PHONY: deploy
 deploy: manifests ## Deploy to the cluster of the current kubeconfig, with image IMG.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates deepcopy code, CRDs and RBAC into a scratch copy and fails when
-# the committed files differ, or when a Go file is not gofmt-clean. The work
+# Regenerates deepcopy code, CRDs, RBAC and the Helm chart into a scratch copy
+# and fails when the committed files differ, or when a Go file is not
+# gofmt-clean. The work
 # tree is left exactly as it was.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,17 @@ status=0
 if ! diff -ruN "$snap/old" "$snap/new" >"$snap/diff"; then
   echo "verify: generated files are stale; run 'make generate manifests' and commit the result:" >&2
   sed 's|'"$snap"'/old/||; s|'"$snap"'/new/||' "$snap/diff" | head -60 >&2
+  status=1
+fi
+
+# The Helm chart is generated from config/ by hack/helmgen.
+if ! go run ./hack/helmgen -out "$snap/chart" >"$snap/helmgen.log" 2>&1; then
+  cat "$snap/helmgen.log" >&2
+  echo "verify: hack/helmgen failed" >&2
+  status=1
+elif ! diff -ruN charts/paywarden "$snap/chart" >"$snap/chart.diff"; then
+  echo "verify: charts/paywarden is stale; run 'make manifests' and commit the result:" >&2
+  sed 's|'"$snap"'/chart|(generated)|' "$snap/chart.diff" | head -60 >&2
   status=1
 fi
 

@@ -37,7 +37,7 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica acts at a time (enable when running more than one).")
-	flag.StringVar(&leaderNS, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's namespace).")
+	flag.StringVar(&leaderNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the leader-election Lease. Default: $POD_NAMESPACE (the Deployment sets it), else the namespace of the in-cluster ServiceAccount.")
 	flag.StringVar(&bundleNS, "bundle-namespace", defaultBundleNamespace(), "Namespace where the webhook verification bundles are kept for the receiver (the receiver's --bundle-namespace). Default: $POD_NAMESPACE, else paywarden-system.")
 	flag.DurationVar(&ledgerKeep, "ledger-retention", ledger.DefaultRetention, "How long the ledger remembers a settled Payment or Refund after its object was deleted (kept in ConfigMaps paywarden-ledger-* of the bundle namespace): an object of the same order applied again within it adopts the outcome instead of moving money again.")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 4, "Payments reconciled in parallel. Provider calls are bounded by each PaymentProvider's qps/burst regardless.")

@@ -35,7 +35,14 @@ type Env struct {
 func Scheme() *runtime.Scheme { return scheme.New() }
 
 // Start starts the control plane and installs the CRDs from config/crd/bases.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return start(true) }
+
+// StartBare starts the control plane with nothing of paywarden's installed,
+// for tests that install what a user would (config/default, the Helm chart)
+// and must fail when it lacks a CRD.
+func StartBare() (*Env, error) { return start(false) }
+
+func start(crds bool) (*Env, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return nil, err
@@ -50,11 +57,10 @@ func Start() (*Env, error) {
 		}
 	}
 	s := Scheme()
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		Scheme:                s,
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, Scheme: s}
+	if crds {
+		env.CRDDirectoryPaths = []string{filepath.Join(root, "config", "crd", "bases")}
+		env.ErrorIfCRDPathMissing = true
 	}
 	cfg, err := env.Start()
 	if err != nil {
