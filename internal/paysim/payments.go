@@ -156,6 +156,9 @@ func (s *Sim) viewLocked(p *payment) PaymentView {
 	for _, r := range p.refunds {
 		v.Refunds = append(v.Refunds, RefundView{ID: r.id, Amount: r.amount, Status: r.status, Reference: r.reference, Reason: r.reason})
 	}
+	if p.provider == Stripe {
+		s.stripeViewLocked(&v)
+	}
 	return v
 }
 

@@ -152,6 +152,16 @@ func (s *Sim) stripeAPI(create bool, allowed []string, h stripeHandler) http.Han
 		if r.Method == http.MethodPost {
 			key = r.Header.Get("Idempotency-Key")
 			w.Header().Set("Idempotency-Key", key)
+			if !create {
+				// A capture, cancel, expiry or refund: counted like the other
+				// providers' money-moving calls, replays and refusals included.
+				s.mu.Lock()
+				s.counters.ActionRequests++
+				if key != "" {
+					s.counters.ActionsByKey[Stripe+"/"+key]++
+				}
+				s.mu.Unlock()
+			}
 		}
 		var fp [32]byte
 		if key != "" {
@@ -652,6 +662,7 @@ func (s *Sim) stripeIntentCancel(w http.ResponseWriter, r *http.Request, f url.V
 		return
 	}
 	s.stripe.counters.Cancels++
+	s.counters.VoidsByPayment[pi.id]++
 	s.stripeCancelLocked(pi, reason)
 	writeRaw(w, http.StatusOK, "application/json", s.stripeIntentJSON(pi, formList(f, "expand")))
 }
