@@ -18,6 +18,12 @@ type Faults struct {
 	// LostResponseRate processes the request and then answers 500: the payment exists
 	// but the client does not know. The double-charge trap idempotency must defuse.
 	LostResponseRate float64
+	// FrontServerErrors: the ServerErrorRate 500s come from in front of the
+	// provider's endpoints (a load balancer), before any request started
+	// executing, so Stripe stores none of them under the idempotency key. Without
+	// it a Stripe 500 is its endpoint's own, stored and replayed for the whole
+	// idempotency window as Stripe does. The other providers store no 500s.
+	FrontServerErrors bool
 	// Operations limits the API faults above to these operations (empty: every
 	// endpoint), so e.g. only a refund's answer is lost. Names: Operations().
 	Operations []string
@@ -55,6 +61,7 @@ type faultsJSON struct {
 	SlowRate            float64  `json:"slowRate,omitempty"`
 	SlowDelay           string   `json:"slowDelay,omitempty"`
 	LostResponseRate    float64  `json:"lostResponseRate,omitempty"`
+	FrontServerErrors   bool     `json:"frontServerErrors,omitempty"`
 	Operations          []string `json:"operations,omitempty"`
 	DropRate            float64  `json:"dropRate,omitempty"`
 	DuplicateRate       float64  `json:"duplicateRate,omitempty"`
@@ -73,7 +80,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		return v.String()
 	}
 	return json.Marshal(faultsJSON{
-		f.ServerErrorRate, f.TooManyRequestsRate, d(f.RetryAfter), f.SlowRate, d(f.SlowDelay), f.LostResponseRate, f.Operations,
+		f.ServerErrorRate, f.TooManyRequestsRate, d(f.RetryAfter), f.SlowRate, d(f.SlowDelay), f.LostResponseRate, f.FrontServerErrors, f.Operations,
 		f.DropRate, f.DuplicateRate, f.ReorderRate, f.DelayRate, d(f.WebhookDelay), d(f.ReorderHold),
 	})
 }
@@ -86,6 +93,7 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 	}
 	var out Faults
 	out.ServerErrorRate, out.TooManyRequestsRate, out.SlowRate, out.LostResponseRate = j.ServerErrorRate, j.TooManyRequestsRate, j.SlowRate, j.LostResponseRate
+	out.FrontServerErrors = j.FrontServerErrors
 	out.DropRate, out.DuplicateRate, out.ReorderRate, out.DelayRate = j.DropRate, j.DuplicateRate, j.ReorderRate, j.DelayRate
 	for _, op := range j.Operations {
 		if !knownOperation(op) {

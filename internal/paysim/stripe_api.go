@@ -118,6 +118,13 @@ func (s *Sim) stripeAPI(create bool, allowed []string, h stripeHandler) http.Han
 				t.Stop()
 			}
 		}
+		if serverErr && f.FrontServerErrors {
+			// In front of the endpoint: nothing started executing, nothing is
+			// stored under the key.
+			stripeError(w, http.StatusInternalServerError, stripego.Error{Type: stripego.ErrorTypeAPI,
+				Msg: "An unknown error occurred (paysim injected server error, in front of the API)."}, nil)
+			return
+		}
 		if tooMany && !serverErr {
 			secs := max(int64(math.Ceil(f.RetryAfter.Seconds())), 1)
 			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))

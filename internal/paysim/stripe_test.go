@@ -142,8 +142,19 @@ func TestStripeIdempotency(t *testing.T) {
 			t.Fatalf("%d %v", code, h)
 		}
 	})
+	t.Run("a 500 in front of the API is not stored", func(t *testing.T) {
+		e.sim.SetFaults(paysim.Faults{ServerErrorRate: 1, FrontServerErrors: true})
+		if code, _, _ := e.do(t, "POST", "/v1/payment_intents", "k5", intentForm("1000", "ORD-5")); code != 500 {
+			t.Fatal(code)
+		}
+		e.sim.SetFaults(paysim.Faults{})
+		code, h, body := e.do(t, "POST", "/v1/payment_intents", "k5", intentForm("1000", "ORD-5"))
+		if code != 200 || h.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("%d %v %s", code, h, body)
+		}
+	})
 	c, sc := e.sim.Counters(), e.sim.StripeCounters()
-	if c.CreatesByKey["stripe/k1"] != 3 || sc.Replays != 2 || sc.ReplayedErrors != 1 || sc.IdempotencyErrors != 2 || sc.IntentsCreated != 3 {
+	if c.CreatesByKey["stripe/k1"] != 3 || sc.Replays != 2 || sc.ReplayedErrors != 1 || sc.IdempotencyErrors != 2 || sc.IntentsCreated != 4 {
 		t.Fatalf("counters %+v %+v", c.CreatesByKey, sc)
 	}
 }
