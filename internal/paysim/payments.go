@@ -108,7 +108,7 @@ type PaymentView struct {
 	State             string    `json:"state"`
 	Received          int64     `json:"received"`
 	Refunded          int64     `json:"refunded"`
-	Script            Script    `json:"script"`
+	Script            Script    `json:"script,omitzero"`
 	Created           time.Time `json:"created"`
 	Queries           int       `json:"queries"`
 

@@ -620,7 +620,7 @@ func (s *Sim) stripeMirrorLocked(pi *stripeIntent) {
 }
 
 // stripeViewLocked adds what the shared record does not keep to the control API's
-// view of a PaymentIntent: its card authorization (manual capture: the amount the
+// view of a PaymentIntent: its script, its card authorization (manual capture: the amount the
 // charge reserved; CREATED while capturable, then CAPTURED or VOIDED, as the other
 // providers' views say it), the charge id and its refunds with paywarden's
 // reference (metadata) and Stripe's status (pending, succeeded, failed).
@@ -629,6 +629,7 @@ func (s *Sim) stripeViewLocked(v *PaymentView) {
 	if pi == nil {
 		return
 	}
+	v.Script = pi.script
 	v.ManualCapture = pi.captureMethod == stripego.PaymentIntentCaptureMethodManual
 	if c := pi.charge; c != nil {
 		v.CaptureID = c.id

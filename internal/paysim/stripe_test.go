@@ -475,4 +475,15 @@ func TestStripeCountersAndViewPerPayment(t *testing.T) {
 	if v, _ := e.sim.Payment(paysim.Stripe, voided.ID); v.State != "canceled" || v.Authorization == nil || v.Authorization.Status != "VOIDED" {
 		t.Errorf("canceled intent's view: %+v", v)
 	}
+	// The control API's list reads back into PaymentViews (a client of it
+	// checks the scripts it decodes).
+	resp, err := http.Get(e.srv.URL + "/_paysim/payments/stripe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var views []paysim.PaymentView
+	if err := json.NewDecoder(resp.Body).Decode(&views); err != nil || len(views) != 2 {
+		t.Errorf("GET /_paysim/payments/stripe: %d views, %v", len(views), err)
+	}
 }
