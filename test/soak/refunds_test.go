@@ -389,23 +389,26 @@ func (s *soak) reverseStep(ctx context.Context, p *planned, pay *v1alpha1.Paymen
 	s.logf("reversal: Stripe refund %s of Refund %s failed after it succeeded", target, r.Name)
 }
 
-// refundStoriesOpen counts refund story steps not played yet.
-func (s *soak) refundStoriesOpen() int {
+// refundStoriesOpen names the refund story steps not played yet.
+func (s *soak) refundStoriesOpen() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
+	var open []string
 	for _, p := range s.payments {
 		for _, r := range p.Refunds {
 			switch {
-			case r.Created.IsZero(),
-				r.RecreateAmount > 0 && r.Recreated.IsZero(),
-				r.Reversed && r.ReversedAt.IsZero(),
-				r.Reapply && r.Reapplied.IsZero() && r.ReapplyErr == "":
-				n++
+			case r.Created.IsZero():
+				open = append(open, r.Name+" not created")
+			case r.RecreateAmount > 0 && r.Recreated.IsZero():
+				open = append(open, r.Name+" not re-created")
+			case r.Reversed && r.ReversedAt.IsZero():
+				open = append(open, r.Name+" not failed at the provider")
+			case r.Reapply && r.Reapplied.IsZero() && r.ReapplyErr == "":
+				open = append(open, r.Name+" not re-applied")
 			}
 		}
 	}
-	return n
+	return open
 }
 
 // set runs f under the soak's lock: the loops write what the others read.

@@ -644,16 +644,17 @@ func (s *soak) waitSettled(ctx context.Context, timeout time.Duration) {
 		if err == nil {
 			err = s.st.CP.Client.List(ctx, &evs, client.InNamespace(namespace))
 		}
-		open, refunds, pending, stories := 0, 0, 0, s.refundStoriesOpen()
+		var open, refunds []string
+		pending, stories := 0, s.refundStoriesOpen()
 		if err == nil {
 			for i := range ps.Items {
 				if !settled(&ps.Items[i]) {
-					open++
+					open = append(open, ps.Items[i].Name)
 				}
 			}
 			for i := range rs.Items {
 				if !refundSettled(&rs.Items[i]) {
-					refunds++
+					refunds = append(refunds, rs.Items[i].Name)
 				}
 			}
 			for _, e := range evs.Items {
@@ -661,15 +662,15 @@ func (s *soak) waitSettled(ctx context.Context, timeout time.Duration) {
 					pending++
 				}
 			}
-			if len(ps.Items) == s.n && open == 0 && refunds == 0 && stories == 0 && pending == 0 {
+			if len(ps.Items) == s.n && len(open) == 0 && len(refunds) == 0 && len(stories) == 0 && pending == 0 {
 				s.logf("every payment and refund settled, every refund story played, every event finished")
 				time.Sleep(10 * time.Second)
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			s.logf("not settled after %s: %d of %d payments open, %d refunds open, %d refund stories unfinished, %d events not finished (%v)",
-				timeout, open, s.n, refunds, stories, pending, err)
+			s.logf("not settled after %s: %d of %d payments open %v, Refunds open %v, refund stories unfinished %v, %d events not finished (%v)",
+				timeout, len(open), s.n, open, refunds, stories, pending, err)
 			return
 		}
 		time.Sleep(2 * time.Second)
