@@ -231,7 +231,7 @@ type captureHold struct {
 }
 
 // captureAsLeaderDies annotates the CaptureAtKill payments that are
-// Authorized now and holds back their capture calls; it waits (up to 3 s)
+// Authorized now and holds back their capture calls; it waits (up to 2 s)
 // until the leader has sent them.
 func (s *soak) captureAsLeaderDies(ctx context.Context) []captureHold {
 	var holds []captureHold
@@ -269,7 +269,9 @@ func (s *soak) captureAsLeaderDies(ctx context.Context) []captureHold {
 		}
 		holds = append(holds, captureHold{p: p, held: h, ids: ids})
 	}
-	deadline := time.Now().Add(3 * time.Second)
+	// The manager gives up on a call after its provider's timeout (3 s):
+	// the kill comes before.
+	deadline := time.Now().Add(2 * time.Second)
 	for _, h := range holds {
 		h.held.WaitCaught(1, time.Until(deadline))
 	}

@@ -136,7 +136,7 @@ func (s *soak) check(ctx context.Context) {
 		noSchedule  = &invariant{Name: "no settled Payment or Refund keeps query.nextTime"}
 		refunded    = &invariant{Name: "every Payment's amountRefunded equals the provider's refunded total"}
 		bounds      = &invariant{Name: "captured <= authorized, captured = what was asked, refunded <= received (provider's record)"}
-		onceOps     = &invariant{Name: "each capture and cancel executed at most once, never sent again once it took effect"}
+		onceOps     = &invariant{Name: "each capture and cancel executed at most once, and repeated only after its sender looked the payment up"}
 		onceRefunds = &invariant{Name: "each Refund refunded at most once; every provider refund is a Refund's"}
 		refundPhase = &invariant{Name: "every Refund's final phase agrees with the provider's record of its refund"}
 		overRefund  = &invariant{Name: "every over-refund attempt ends Failed/OverRefund without any provider call"}
@@ -306,19 +306,69 @@ func checkMoney(refunded, bounds, once *invariant, st *state, pl *planned, p *v1
 	case pl.Story == Cancel && voids != 1:
 		once.fail("%s (%s, %s): %d cancels took effect, want 1\n    %s", pl.Name, pl.Provider, pl.Story, voids, history(p))
 	}
-	ids := []string{"/" + view.ID + "/"}
+	checkRepeats(once, st, pl, p, view)
+}
+
+// checkRepeats: a capture or cancel call sent again with the key of an
+// earlier one (its outcome was unknown: no answer, a crash) follows a look
+// at the payment by the process that repeats it, made after the earlier
+// call went out — the lookup that tells a call that took effect from one
+// that did not.
+func checkRepeats(once *invariant, st *state, pl *planned, p *v1alpha1.Payment, view paysim.PaymentView) {
+	ids := []string{view.ID}
 	if a := view.Authorization; a != nil && a.ID != "" {
-		ids = append(ids, "/"+a.ID+"/")
+		ids = append(ids, a.ID)
 	}
-	for _, c := range st.calls {
-		if !c.Replayed || c.Method != "POST" || !isOperation(c.Path) || !strings.HasPrefix(c.Path, "/"+pl.Provider+"/") {
-			continue
+	about := func(c harness.Call) bool {
+		if !strings.HasPrefix(c.Path, "/"+pl.Provider+"/") {
+			return false
 		}
 		for _, id := range ids {
-			if strings.Contains(c.Path, id) {
-				once.fail("%s (%s, %s): %s %s at %s was sent again after it took effect (the provider replayed its first answer; sent by %s)\n    %s",
-					pl.Name, pl.Provider, pl.Story, c.Method, c.Path, c.At.Format("15:04:05.000"), c.Owner, history(p))
+			if strings.Contains(c.Path, "/"+id+"/") || strings.HasSuffix(c.Path, "/"+id) {
+				return true
 			}
+		}
+		return false
+	}
+	var ops, reads []harness.Call
+	for _, c := range st.calls {
+		switch {
+		case !about(c):
+		case c.Method == "POST" && isOperation(c.Path):
+			ops = append(ops, c)
+		case c.Method == "GET" && c.Status == 200:
+			reads = append(reads, c)
+		}
+	}
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].At.Before(ops[j].At) })
+	describe := func() string {
+		var b strings.Builder
+		for _, c := range ops {
+			fmt.Fprintf(&b, "\n      %s %s by %s: %d, replayed %v, held %v, dropped %v, refused %v", c.At.Format("15:04:05.000"), c.Path, c.Owner, c.Status, c.Replayed, c.Held, c.Dropped, c.Refused)
+		}
+		for _, c := range reads {
+			fmt.Fprintf(&b, "\n      %s GET %s by %s", c.At.Format("15:04:05.000"), c.Path, c.Owner)
+		}
+		return b.String()
+	}
+	for k, c := range ops {
+		var prev *harness.Call
+		for j := k - 1; j >= 0; j-- {
+			if ops[j].Key == c.Key && c.Key != "" && !ops[j].Refused {
+				prev = &ops[j]
+				break
+			}
+		}
+		if prev == nil {
+			continue
+		}
+		looked := false
+		for _, r := range reads {
+			looked = looked || (r.Owner == c.Owner && r.At.After(prev.At) && r.At.Before(c.At))
+		}
+		if !looked {
+			once.fail("%s (%s, %s): %s at %s by %s repeats the call of %s without a look at the payment since (capture and cancel calls, answered reads):%s\n    %s",
+				pl.Name, pl.Provider, pl.Story, c.Path, c.At.Format("15:04:05.000"), c.Owner, prev.At.Format("15:04:05.000"), describe(), history(p))
 		}
 	}
 }

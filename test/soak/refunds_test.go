@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,7 +60,7 @@ func refundCycle(rng *rand.Rand) []RefundStory {
 	for _, x := range []struct {
 		story  RefundStory
 		weight int
-	}{{RefundsConcurrent, 3}, {RefundsOver, 2}, {RefundReapplied, 2}, {RefundRecreated, 2}, {RefundReversed, 2}} {
+	}{{RefundsConcurrent, 3}, {RefundsOver, 2}, {RefundReapplied, 2}, {RefundRecreated, 2}, {RefundReversed, 3}} {
 		for range x.weight {
 			out = append(out, x.story)
 		}
@@ -364,14 +365,16 @@ func refundCallFor(ids []string) func(*http.Request, []byte) bool {
 	}
 }
 
-// reverseStep: once every Refund of the payment succeeded and the payment's
-// refunded total counts them, the provider fails the first one.
+// reverseStep: once every Refund of the payment succeeded and the payment
+// has read the provider's refunded total since (status.refundsCounted lists
+// them all), the provider fails the first one — as a real reversal comes,
+// days after the refund.
 func (s *soak) reverseStep(ctx context.Context, p *planned, pay *v1alpha1.Payment, r *plannedRefund) {
 	var sum int64
 	var target string
 	for _, o := range p.Refunds {
 		rf := s.getRefund(ctx, client.ObjectKey{Namespace: namespace, Name: o.Name})
-		if rf == nil || rf.Status.Phase != v1alpha1.RefundSucceeded || rf.Status.Amount == nil {
+		if rf == nil || rf.Status.Phase != v1alpha1.RefundSucceeded || rf.Status.Amount == nil || !slices.Contains(pay.Status.RefundsCounted, rf.UID) {
 			return
 		}
 		sum += rf.Status.Amount.Value

@@ -45,7 +45,7 @@ const (
 	// stuckBefore: a refund stuck at the provider needs its whole status
 	// query schedule before the Refund that only it prevents is created, so
 	// only payments created early get that story.
-	stuckBefore = 0.4
+	stuckBefore = 0.5
 	// managers run with leader election; every kill is aimed at the leader.
 	managers = 2
 	// The leader election's timings: a leader killed without releasing the
