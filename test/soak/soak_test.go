@@ -582,10 +582,10 @@ func (s *soak) rescript(ctx context.Context) {
 	s.rescripted = map[string]bool{}
 	s.mu.Unlock()
 	for ctx.Err() == nil {
-		want := map[string]bool{}
+		want := map[string]*planned{}
 		for _, p := range s.snapshot() {
 			if p.Story == ProcessingThenSucceed {
-				want[p.Name] = true
+				want[p.Name] = p
 			}
 		}
 		for _, prov := range providers {
@@ -597,10 +597,17 @@ func (s *soak) rescript(ctx context.Context) {
 				s.mu.Lock()
 				done := s.rescripted[v.ID]
 				s.mu.Unlock()
-				if !want[v.MerchantReference] || done || v.State != "processing" {
+				p := want[v.MerchantReference]
+				if p == nil || done || v.State != "processing" {
 					continue
 				}
-				if err := s.st.Sim.SetOutcome(ctx, prov, v.ID, paysim.Script{Outcome: paysim.OutcomeSucceed, After: simulated(2 * time.Second)}); err == nil {
+				// The new script replaces the whole one: a payment whose
+				// refunds stay pending keeps that.
+				sc := paysim.Script{Outcome: paysim.OutcomeSucceed, After: simulated(2 * time.Second)}
+				if p.StuckRefunds {
+					sc.RefundOutcome = paysim.OutcomePending
+				}
+				if err := s.st.Sim.SetOutcome(ctx, prov, v.ID, sc); err == nil {
 					s.mu.Lock()
 					s.rescripted[v.ID] = true
 					s.mu.Unlock()
