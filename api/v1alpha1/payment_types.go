@@ -577,6 +577,12 @@ type PaymentStatus struct {
 	// +listType=atomic
 	// +optional
 	RefundsReversed []types.UID `json:"refundsReversed,omitempty"`
+	// refundsLoweredAt is when paywarden last read a refunded total lower
+	// than the one it had (a refund failed after it succeeded). A refund
+	// event that occurred before it carries a total the provider has since
+	// taken back, and is stale.
+	// +optional
+	RefundsLoweredAt *metav1.Time `json:"refundsLoweredAt,omitempty"`
 
 	// failure explains a Failed payment.
 	// +optional

@@ -581,6 +581,10 @@ func (in *PaymentStatus) DeepCopyInto(out *PaymentStatus) {
 		*out = make([]types.UID, len(*in))
 		copy(*out, *in)
 	}
+	if in.RefundsLoweredAt != nil {
+		in, out := &in.RefundsLoweredAt, &out.RefundsLoweredAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Failure != nil {
 		in, out := &in.Failure, &out.Failure
 		*out = new(Failure)

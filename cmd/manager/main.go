@@ -27,8 +27,7 @@ func main() {
 	var (
 		metricsAddr  string
 		probeAddr    string
-		leaderElect  bool
-		leaderNS     string
+		election     election
 		bundleNS     string
 		ledgerKeep   time.Duration
 		workers      int
@@ -36,8 +35,11 @@ func main() {
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica acts at a time (enable when running more than one).")
-	flag.StringVar(&leaderNS, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the leader-election Lease. Default: $POD_NAMESPACE (the Deployment sets it), else the namespace of the in-cluster ServiceAccount.")
+	flag.BoolVar(&election.enabled, "leader-elect", false, "Elect a leader so that only one manager replica acts at a time (enable when running more than one).")
+	flag.StringVar(&election.namespace, "leader-election-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the leader-election Lease. Default: $POD_NAMESPACE (the Deployment sets it), else the namespace of the in-cluster ServiceAccount.")
+	flag.DurationVar(&election.lease, "leader-election-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before it takes the Lease (how long nobody leads after a leader dies without releasing it).")
+	flag.DurationVar(&election.renew, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew the Lease before it stops acting and exits; below the lease duration.")
+	flag.DurationVar(&election.retry, "leader-election-retry-period", 2*time.Second, "How often replicas try to take or renew the Lease.")
 	flag.StringVar(&bundleNS, "bundle-namespace", defaultBundleNamespace(), "Namespace where the webhook verification bundles are kept for the receiver (the receiver's --bundle-namespace). Default: $POD_NAMESPACE, else paywarden-system.")
 	flag.DurationVar(&ledgerKeep, "ledger-retention", ledger.DefaultRetention, "How long the ledger remembers a settled Payment or Refund after its object was deleted (kept in ConfigMaps paywarden-ledger-* of the bundle namespace): an object of the same order applied again within it adopts the outcome instead of moving money again.")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 4, "Payments reconciled in parallel. Provider calls are bounded by each PaymentProvider's qps/burst regardless.")
@@ -54,7 +56,7 @@ func main() {
 		return
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	if err := run(metricsAddr, probeAddr, leaderElect, leaderNS, bundleNS, workers, ledgerKeep); err != nil {
+	if err := run(metricsAddr, probeAddr, election, bundleNS, workers, ledgerKeep); err != nil {
 		ctrl.Log.Error(err, "manager stopped")
 		os.Exit(1)
 	}
@@ -71,7 +73,15 @@ func defaultBundleNamespace() string {
 	return "paywarden-system"
 }
 
-func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS, bundleNS string, workers int, ledgerKeep time.Duration) error {
+// election is the leader election's configuration (--leader-elect and its
+// timings, controller-runtime's defaults).
+type election struct {
+	enabled             bool
+	namespace           string
+	lease, renew, retry time.Duration
+}
+
+func run(metricsAddr, probeAddr string, election election, bundleNS string, workers int, ledgerKeep time.Duration) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -84,9 +94,12 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS, bundleNS str
 		Client:                  controllers.ClientOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          leaderElect,
+		LeaderElection:          election.enabled,
 		LeaderElectionID:        "manager.paywarden.dev",
-		LeaderElectionNamespace: leaderNS,
+		LeaderElectionNamespace: election.namespace,
+		LeaseDuration:           &election.lease,
+		RenewDeadline:           &election.renew,
+		RetryPeriod:             &election.retry,
 		// The Lease is released on a clean shutdown, so a new leader takes
 		// over at once instead of waiting out the lease.
 		LeaderElectionReleaseOnCancel: true,
@@ -112,6 +125,6 @@ func run(metricsAddr, probeAddr string, leaderElect bool, leaderNS, bundleNS str
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "version", version, "leaderElection", leaderElect, "bundleNamespace", bundleNS)
+	ctrl.Log.Info("starting manager", "version", version, "leaderElection", election.enabled, "bundleNamespace", bundleNS)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

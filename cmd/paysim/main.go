@@ -74,6 +74,7 @@ func run(args []string) error {
 	fs.Float64Var(&f.LostResponseRate, "fault-api-lost-response", 0, "rate of API calls processed and then answered 500 (answer lost)")
 	fs.Float64Var(&f.GarbledAnswerRate, "fault-api-garbled", 0, "rate of API calls processed and then answered 2xx with an unreadable body")
 	fs.StringVar(&f.GarbledBody, "fault-garbled-body", "", "body of a garbled answer (empty: the real body cut in half)")
+	fs.BoolVar(&f.FrontServerErrors, "fault-api-5xx-front", false, "injected 500s come from in front of the API: Stripe stores none under the idempotency key (default: stored and replayed, as Stripe does with its endpoints' 500s)")
 	fs.Float64Var(&f.DropRate, "fault-webhook-drop", 0, "rate of events never delivered")
 	fs.Float64Var(&f.DuplicateRate, "fault-webhook-duplicate", 0, "rate of events delivered a second time after success")
 	fs.Float64Var(&f.ReorderRate, "fault-webhook-reorder", 0, "rate of events held back until the next event went out")

@@ -230,7 +230,10 @@ func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bo
 	money := func(v int64) *v1alpha1.Money { return &v1alpha1.Money{Value: v, Currency: rec.Currency} }
 	switch phase {
 	case v1alpha1.PhaseSucceeded, v1alpha1.PhasePartiallyRefunded, v1alpha1.PhaseRefunded:
-		obs.Observed, obs.Amount = ObservedSucceeded, money(rec.Amount)
+		// What the earlier object received was checked when it settled (a
+		// partial capture takes less than the order's amount): it is taken
+		// as received, not checked against the spec again.
+		obs.Observed = ObservedSucceeded
 	case v1alpha1.PhaseFailed:
 		obs.Observed = ObservedFailed
 		obs.Failure = &v1alpha1.Failure{Code: "Adopted", Message: why}
@@ -252,6 +255,9 @@ func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bo
 	}
 	before := len(c.st().History)
 	c.apply(obs)
+	if obs.Observed == ObservedSucceeded && rec.Amount > 0 {
+		c.st().AmountReceived = money(rec.Amount)
+	}
 	if rec.Refunded > 0 {
 		c.apply(Observation{Source: v1alpha1.SourceLedger, Observed: ObservedRefund, RefundedTotal: money(rec.Refunded), Reason: why})
 	}

@@ -105,6 +105,9 @@ func TestAdopt(t *testing.T) {
 	failedOther := record(settled("order-1-first-try", v1alpha1.PhaseFailed, 0, 0))
 	canceledOther := record(settled("order-1-first-try", v1alpha1.PhaseCanceled, 0, 0))
 	paidOther := record(settled("order-1-first-try", v1alpha1.PhaseSucceeded, orderValue, 0))
+	// Captured in part (600 of the order's amount), then refunded in full.
+	partial := record(settled("order-1", v1alpha1.PhaseSucceeded, 600, 0))
+	partialRefunded := record(settled("order-1", v1alpha1.PhaseRefunded, 600, 600))
 
 	for _, tt := range []struct {
 		name      string
@@ -113,6 +116,7 @@ func TestAdopt(t *testing.T) {
 		adopted   bool
 		phase     v1alpha1.PaymentPhase
 		refunded  int64
+		received  int64 // 0: the order's amount
 		review    string
 		noOutcome bool
 	}{
@@ -123,6 +127,10 @@ func TestAdopt(t *testing.T) {
 		{name: "another attempt while the order is paid is a duplicate", recs: []payment.LedgerRecord{paidOther}, phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonDuplicatePayment},
 		{name: "the same name asking another amount is not adopted and not created", recs: []payment.LedgerRecord{succeeded}, amount: orderValue + 1, phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonDuplicatePayment},
 		{name: "its own record wins over another attempt's", recs: []payment.LedgerRecord{paidOther, failedOther, succeeded}, adopted: true, phase: v1alpha1.PhaseSucceeded},
+		{name: "a partially captured order comes back Succeeded with what it took, not an amount mismatch", recs: []payment.LedgerRecord{partial},
+			adopted: true, phase: v1alpha1.PhaseSucceeded, received: 600},
+		{name: "a partially captured order refunded in full comes back Refunded", recs: []payment.LedgerRecord{partialRefunded},
+			adopted: true, phase: v1alpha1.PhaseRefunded, received: 600, refunded: 600},
 		{name: "a refund record of the same name is not a payment's", recs: []payment.LedgerRecord{{Kind: payment.LedgerRefund, Name: "order-1", Phase: "Succeeded"}}, noOutcome: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,7 +157,11 @@ func TestAdopt(t *testing.T) {
 				t.Errorf("an adopted or parked payment keeps a schedule")
 			}
 			if tt.adopted {
-				if got.Status.ProviderPaymentID != "pay_1" || got.Status.AmountReceived == nil || got.Status.AmountReceived.Value != orderValue {
+				received := tt.received
+				if received == 0 {
+					received = orderValue
+				}
+				if got.Status.ProviderPaymentID != "pay_1" || got.Status.AmountReceived == nil || got.Status.AmountReceived.Value != received {
 					t.Errorf("adopted without the provider's id and amount: %+v", got.Status)
 				}
 				if tt.refunded > 0 && (got.Status.AmountRefunded == nil || got.Status.AmountRefunded.Value != tt.refunded) {

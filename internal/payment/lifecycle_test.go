@@ -495,6 +495,25 @@ func TestPlanOperations(t *testing.T) {
 		}
 		markedAgainThenCalled(t, p, pol, now.Add(time.Second+payment.MinWait), payment.CallCapture)
 	})
+	t.Run("a lookup that got no answer is no lookup: the capture waits for one that is answered", func(t *testing.T) {
+		// A new leader after a crash between the capture marker and the
+		// call: its lookup gets no answer (a timeout, a 500), which still
+		// moves query.lastTime. The capture may have taken effect: it is
+		// looked up again, not repeated.
+		p := annotate(authorizedPay("unanswered", v1alpha1.CaptureManual), v1alpha1.AnnotationCapture, "all")
+		p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)
+		at := now.Add(2 * time.Second)
+		if s := payment.Plan(p, pol, payment.Facts{}, at); s.Action != payment.Query {
+			t.Fatalf("step %s (%s), want the lookup", s.Action, s.Why)
+		}
+		p = store(p, payment.AfterQuery(p, pol, fails(errTimeout), false, at))
+		retry := p.Status.Operation.RetryAt.Time
+		if s := payment.Plan(p, pol, payment.Facts{}, retry); s.Action != payment.Query {
+			t.Fatalf("after a lookup without an answer: %s (%s), want the lookup again, not the capture", s.Action, s.Why)
+		}
+		p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusAuthorized), false, retry))
+		markedAgainThenCalled(t, p, pol, retry.Add(payment.MinWait), payment.CallCapture)
+	})
 	t.Run("a capture whose answer was lost is looked up, then repeated with the same key", func(t *testing.T) {
 		p := annotate(authorizedPay("lost", v1alpha1.CaptureManual), v1alpha1.AnnotationCapture, "all")
 		p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)

@@ -446,6 +446,17 @@ func (m *machine) refund() {
 		m.decide(Stale, "refunded total %d is not above %d", total.Value, m.st.AmountRefunded.Value)
 		return
 	}
+	if lowered := m.st.RefundsLoweredAt; lowered != nil && m.obs.EventID != "" && !m.obs.OccurredAt.IsZero() &&
+		m.obs.OccurredAt.Unix() <= lowered.Unix() {
+		// The event is older than the read that found a refund taken back:
+		// its higher total is what the provider reported before that.
+		// (Event times have whole seconds: one in the read's second is
+		// taken as older too; a refund made then is read again when its
+		// Refund settles, RefundsUncounted.)
+		m.decide(Stale, "refunded total %d reported at %s, before the read at %s that found a refund taken back",
+			total.Value, m.obs.OccurredAt.UTC().Format(time.RFC3339), lowered.UTC().Format(time.RFC3339))
+		return
+	}
 	m.st.AmountRefunded = &total
 	// Everything is refunded once the refunds reach what the payment
 	// received: a partial capture received less than was ordered, and the
@@ -474,6 +485,8 @@ func (m *machine) lowerRefunded(total v1alpha1.Money) {
 			to = v1alpha1.PhaseRefunded
 		}
 	}
+	t := metav1.NewTime(m.now)
+	m.st.RefundsLoweredAt = &t
 	msg := fmt.Sprintf("a refund failed after it succeeded: refunded %s, not %s any more",
 		v1alpha1.FormatAmount(total.Value, total.Currency), v1alpha1.FormatAmount(was.Value, was.Currency))
 	m.warn(v1alpha1.ReasonRefundReversed, msg)

@@ -244,12 +244,14 @@ func planOperation(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) 
 	// after the call may have gone out: the marker's time is stored to the
 	// second, so only a query in a later second is surely after it, and it
 	// must follow the last attempt too. A lookup due within the marker's own
-	// second waits for the next one.
+	// second waits for the next one. And it must have been answered: a query
+	// that got none (a timeout, a 500) moves query.lastTime too, and says
+	// nothing about the call (an answer clears query.lastError).
 	since := op.RequestedAt.Time.Truncate(time.Second).Add(time.Second)
 	if a := op.LastAttemptAt; a != nil && a.Time.After(since) {
 		since = a.Time
 	}
-	if last := st.Query.LastTime; last == nil || last.Time.Before(since) {
+	if last := st.Query.LastTime; last == nil || last.Time.Before(since) || st.Query.LastError != "" {
 		if now.Before(since) {
 			return Step{Action: Wait, At: since, Why: "the " + strings.ToLower(string(op.Kind)) + "'s lookup must come after its marker's second"}, true
 		}

@@ -10,7 +10,9 @@ import (
 	"math/rand"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -504,8 +506,22 @@ func checkStep(p *v1alpha1.Payment, obs payment.Observation, now time.Time) (v1a
 			fail("refunded %d of %d received ended %s", next.AmountRefunded.Value, received.Value, to)
 		}
 	}
+	// (j) Every step is in the transition table explored from the machine
+	// (AllowedTransitions, what the chaos soak checks histories against),
+	// except an operator's: a resolve may settle anything under review.
+	if obs.Source != v1alpha1.SourceManual {
+		allowed := allowedTransitions()
+		for _, h := range next.History[min(len(prev.History), len(next.History)):] {
+			if !slices.Contains(allowed[h.From], h.To) {
+				fail("step %q -> %q (%s) is not in AllowedTransitions: the exploration misses a rule", h.From, h.To, res.Reason)
+			}
+		}
+	}
 	return res.Status, errors.Join(errs...)
 }
+
+// allowedTransitions is payment.AllowedTransitions, explored once per test binary.
+var allowedTransitions = sync.OnceValue(payment.AllowedTransitions)
 
 // sameStatus is equality.Semantic.DeepEqual with a fast path: statuses that
 // are equal field by field are semantically equal too, and comparing them

@@ -3,7 +3,9 @@ package payment_test
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -313,6 +315,10 @@ func FuzzRefundSequence(f *testing.F) {
 	})
 }
 
+// allowedRefundTransitions is payment.AllowedRefundTransitions, explored once
+// per test binary.
+var allowedRefundTransitions = sync.OnceValue(payment.AllowedRefundTransitions)
+
 func checkRefundSequence(c chooser, steps int) error {
 	observed := []payment.Observed{payment.ObservedPending, payment.ObservedProcessing, payment.ObservedSucceeded, payment.ObservedSucceeded, payment.ObservedFailed, payment.ObservedUnknown}
 	reviews := []string{"", v1alpha1.ReasonRetriesExhausted, v1alpha1.ReasonCreateOutcomeUnknown, v1alpha1.ReasonProviderUnreachable}
@@ -350,6 +356,15 @@ func checkRefundSequence(c chooser, steps int) error {
 			return fmt.Errorf("step %d: final with a schedule", i)
 		case from != to && res.Transition == nil:
 			return fmt.Errorf("step %d: moved without a transition", i)
+		}
+		if obs.Source != v1alpha1.SourceManual {
+			// Every step is in the table explored from the machine.
+			allowed := allowedRefundTransitions()
+			for _, h := range res.Status.History[min(len(r.Status.History), len(res.Status.History)):] {
+				if !slices.Contains(allowed[v1alpha1.RefundPhase(h.From)], v1alpha1.RefundPhase(h.To)) {
+					return fmt.Errorf("step %d: %q -> %q is not in AllowedRefundTransitions: the exploration misses a rule", i, h.From, h.To)
+				}
+			}
 		}
 		again := payment.ApplyRefund(&v1alpha1.Refund{ObjectMeta: r.ObjectMeta, Spec: r.Spec, Status: res.Status}, obs, now)
 		if again.Decision == payment.Applied && obs.Source != v1alpha1.SourceManual {

@@ -191,6 +191,20 @@ func TestScenarioARefundReversedLowersItsPaymentsTotal(t *testing.T) {
 	if last := p.Status.History[len(p.Status.History)-1]; !strings.HasPrefix(last.Reason, v1alpha1.ReasonRefundReversed) {
 		t.Errorf("history %+v, want the reversal recorded", last)
 	}
+	// An event from before that read (delivered late, or found by the
+	// backfill) still carries the total the provider has since taken back:
+	// stale, though higher. A refund made after the read raises the total.
+	readAt := now.Add(-time.Hour)
+	before := payment.Observation{Source: v1alpha1.SourceBackfill, Observed: payment.ObservedRefund, EventID: "evt-before",
+		OccurredAt: readAt.Add(-10 * time.Minute), RefundedTotal: &v1alpha1.Money{Value: 800, Currency: orderCurrency}}
+	if res := payment.Apply(p, before, now); res.Decision != payment.Stale || res.Status.AmountRefunded.Value != 500 {
+		t.Fatalf("an event from before the reversal's read: %s %+v, want Stale at 500", res.Decision, res.Status.AmountRefunded)
+	}
+	after := payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedRefund, EventID: "evt-after",
+		OccurredAt: readAt.Add(10 * time.Minute), RefundedTotal: &v1alpha1.Money{Value: 900, Currency: orderCurrency}}
+	if res := payment.Apply(p, after, now); res.Decision != payment.Applied || res.Status.AmountRefunded.Value != 900 {
+		t.Fatalf("a refund after the reversal's read: %s %+v, want Applied at 900", res.Decision, res.Status.AmountRefunded)
+	}
 	// "five" fails too: nothing is refunded any more.
 	read(payment.Facts{ReversedRefunds: []types.UID{"three", "five"}}, 0)
 	if p.Status.Phase != v1alpha1.PhaseSucceeded || p.Status.AmountRefunded != nil || p.Status.AmountRefundedDisplay != "" {

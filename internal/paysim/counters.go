@@ -39,13 +39,15 @@ type Counters struct {
 	ActionRequests int            `json:"actionRequests"`
 	ActionsByKey   map[string]int `json:"actionsByKey"`
 	// CapturesByPayment counts captures that took effect through the capture API
-	// (PayPal order or authorization capture, KukoPay capture), per payment id:
+	// (PayPal order or authorization capture, KukoPay capture, Stripe PaymentIntent
+	// capture), per payment id:
 	// "captured exactly once" is CapturesByPayment[id] == 1. Charges made without a
 	// capture call (automatic capture, scripted outcomes) are not captures.
 	CapturesByPayment map[string]int `json:"capturesByPayment"`
 	// AuthorizationsByPayment counts authorizations created, per payment id.
 	AuthorizationsByPayment map[string]int `json:"authorizationsByPayment"`
-	// VoidsByPayment counts PayPal voids and KukoPay cancels that took effect.
+	// VoidsByPayment counts PayPal voids, KukoPay cancels and Stripe PaymentIntent
+	// cancels (the merchant's) that took effect.
 	VoidsByPayment map[string]int `json:"voidsByPayment"`
 	// RefundsByPayment counts refunds created (API and control calls), per payment id.
 	RefundsByPayment map[string]int `json:"refundsByPayment"`

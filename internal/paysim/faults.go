@@ -28,6 +28,12 @@ type Faults struct {
 	// GarbledBody, when set, is the body a garbled answer carries instead of the cut
 	// one: e.g. "{}", well-formed JSON without the object.
 	GarbledBody string
+	// FrontServerErrors: the ServerErrorRate 500s come from in front of the
+	// provider's endpoints (a load balancer), before any request started
+	// executing, so Stripe stores none of them under the idempotency key. Without
+	// it a Stripe 500 is its endpoint's own, stored and replayed for the whole
+	// idempotency window as Stripe does. The other providers store no 500s.
+	FrontServerErrors bool
 	// Operations limits the API faults above to these operations (empty: every
 	// endpoint), so e.g. only a refund's answer is lost. Names: Operations().
 	Operations []string
@@ -75,6 +81,7 @@ type faultsJSON struct {
 	LostResponseRate    float64  `json:"lostResponseRate,omitempty"`
 	GarbledAnswerRate   float64  `json:"garbledAnswerRate,omitempty"`
 	GarbledBody         string   `json:"garbledBody,omitempty"`
+	FrontServerErrors   bool     `json:"frontServerErrors,omitempty"`
 	Operations          []string `json:"operations,omitempty"`
 	DropRate            float64  `json:"dropRate,omitempty"`
 	DuplicateRate       float64  `json:"duplicateRate,omitempty"`
@@ -94,7 +101,7 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(faultsJSON{
 		f.ServerErrorRate, f.TooManyRequestsRate, d(f.RetryAfter), f.SlowRate, d(f.SlowDelay), f.LostResponseRate,
-		f.GarbledAnswerRate, f.GarbledBody, f.Operations,
+		f.GarbledAnswerRate, f.GarbledBody, f.FrontServerErrors, f.Operations,
 		f.DropRate, f.DuplicateRate, f.ReorderRate, f.DelayRate, d(f.WebhookDelay), d(f.ReorderHold),
 	})
 }
@@ -108,6 +115,7 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 	var out Faults
 	out.ServerErrorRate, out.TooManyRequestsRate, out.SlowRate, out.LostResponseRate = j.ServerErrorRate, j.TooManyRequestsRate, j.SlowRate, j.LostResponseRate
 	out.GarbledAnswerRate, out.GarbledBody = j.GarbledAnswerRate, j.GarbledBody
+	out.FrontServerErrors = j.FrontServerErrors
 	out.DropRate, out.DuplicateRate, out.ReorderRate, out.DelayRate = j.DropRate, j.DuplicateRate, j.ReorderRate, j.DelayRate
 	for _, op := range j.Operations {
 		if !knownOperation(op) {

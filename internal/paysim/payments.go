@@ -117,7 +117,7 @@ type PaymentView struct {
 	State             string    `json:"state"`
 	Received          int64     `json:"received"`
 	Refunded          int64     `json:"refunded"`
-	Script            Script    `json:"script"`
+	Script            Script    `json:"script,omitzero"`
 	Created           time.Time `json:"created"`
 	Queries           int       `json:"queries"`
 
@@ -167,6 +167,9 @@ func (s *Sim) viewLocked(p *payment) PaymentView {
 	}
 	for _, r := range p.refunds {
 		v.Refunds = append(v.Refunds, RefundView{ID: r.id, Amount: r.amount, Status: r.status, Reference: r.reference, Reason: r.reason})
+	}
+	if p.provider == Stripe {
+		s.stripeViewLocked(&v)
 	}
 	return v
 }

@@ -40,7 +40,10 @@ var stripeRetrySchedule = []time.Duration{
 // StripeCounters counts what only the Stripe mode does. The shared Counters count
 // its creates per key ("stripe/<key>"), payments created (sessions and server-side
 // PaymentIntents: the intent Checkout makes for a session is the same payment),
-// queries, searches, event list calls, rejected credentials, faults and webhooks.
+// queries, searches, event list calls, rejected credentials, faults and webhooks,
+// and, per PaymentIntent as for the other providers, its captures, merchant cancels
+// and refunds (CapturesByPayment, VoidsByPayment, RefundsByPayment) and its other
+// POSTs with their idempotency keys (ActionRequests, ActionsByKey).
 type StripeCounters struct {
 	SessionsCreated int `json:"sessionsCreated"`
 	// IntentsCreated counts every PaymentIntent, those Checkout made included.
@@ -577,6 +580,7 @@ func (s *Sim) stripeCaptureLocked(pi *stripeIntent, amount int64) {
 	pi.charge.captured = amount
 	pi.gen++
 	s.stripe.counters.Captures++
+	s.counters.CapturesByPayment[pi.id]++
 	s.stripeMirrorLocked(pi)
 	s.stripeEmitLocked(stripego.EventTypePaymentIntentSucceeded, pi.id, s.stripeIntentJSON(pi, nil))
 }
@@ -605,6 +609,7 @@ func (s *Sim) stripeRefundLocked(pi *stripeIntent, amount int64, reason stripego
 	}
 	s.stripe.refunds[rf.id] = rf
 	s.stripe.counters.RefundsCreated++
+	s.counters.RefundsByPayment[pi.id]++
 	pi.refunds = append(pi.refunds, rf.id)
 	pi.charge.refunded += amount
 	s.stripeMirrorLocked(pi)
@@ -646,6 +651,39 @@ func (s *Sim) stripeMirrorLocked(pi *stripeIntent) {
 	}
 	if pi.lastError != nil {
 		p.failureCode, p.failureMsg = string(pi.lastError.DeclineCode), pi.lastError.Msg
+	}
+}
+
+// stripeViewLocked adds what the shared record does not keep to the control API's
+// view of a PaymentIntent: its script, its card authorization (manual capture: the amount the
+// charge reserved; CREATED while capturable, then CAPTURED or VOIDED, as the other
+// providers' views say it), the charge id and its refunds with paywarden's
+// reference (metadata) and Stripe's status (pending, succeeded, failed).
+func (s *Sim) stripeViewLocked(v *PaymentView) {
+	pi := s.stripe.intents[v.ID]
+	if pi == nil {
+		return
+	}
+	v.Script = pi.script
+	v.ManualCapture = pi.captureMethod == stripego.PaymentIntentCaptureMethodManual
+	if c := pi.charge; c != nil {
+		v.CaptureID = c.id
+		if v.ManualCapture && c.status == stripego.ChargeStatusSucceeded {
+			a := &AuthorizationView{ID: c.id, Amount: c.amount, Status: "CREATED", ExpiresAt: c.captureBefore}
+			switch {
+			case c.captured > 0:
+				a.Status = "CAPTURED"
+			case pi.status == stripego.PaymentIntentStatusCanceled:
+				a.Status = "VOIDED"
+			}
+			v.Authorization = a
+		}
+	}
+	for _, id := range pi.refunds {
+		if rf := s.stripe.refunds[id]; rf != nil {
+			v.Refunds = append(v.Refunds, RefundView{ID: rf.id, Amount: rf.amount, Status: string(rf.status),
+				Reference: rf.metadata[stripeadapter.MetadataRefundReference], Reason: string(rf.reason)})
+		}
 	}
 }
 

@@ -122,6 +122,13 @@ func (s *Sim) stripeAPI(op string, create bool, allowed []string, h stripeHandle
 				t.Stop()
 			}
 		}
+		if serverErr && f.FrontServerErrors {
+			// In front of the endpoint: nothing started executing, nothing is
+			// stored under the key.
+			stripeError(w, http.StatusInternalServerError, stripego.Error{Type: stripego.ErrorTypeAPI,
+				Msg: "An unknown error occurred (paysim injected server error, in front of the API)."}, nil)
+			return
+		}
 		if tooMany && !serverErr {
 			secs := max(int64(math.Ceil(f.RetryAfter.Seconds())), 1)
 			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
@@ -156,6 +163,16 @@ func (s *Sim) stripeAPI(op string, create bool, allowed []string, h stripeHandle
 		if r.Method == http.MethodPost {
 			key = r.Header.Get("Idempotency-Key")
 			w.Header().Set("Idempotency-Key", key)
+			if !create {
+				// A capture, cancel, expiry or refund: counted like the other
+				// providers' money-moving calls, replays and refusals included.
+				s.mu.Lock()
+				s.counters.ActionRequests++
+				if key != "" {
+					s.counters.ActionsByKey[Stripe+"/"+key]++
+				}
+				s.mu.Unlock()
+			}
 		}
 		var fp [32]byte
 		if key != "" {
@@ -653,6 +670,7 @@ func (s *Sim) stripeIntentCancel(w http.ResponseWriter, r *http.Request, f url.V
 		return
 	}
 	s.stripe.counters.Cancels++
+	s.counters.VoidsByPayment[pi.id]++
 	s.stripeCancelLocked(pi, reason)
 	writeRaw(w, http.StatusOK, "application/json", s.stripeIntentJSON(pi, formList(f, "expand")))
 }

@@ -439,3 +439,70 @@ func TestStripeEventsGoBackThirtyDays(t *testing.T) {
 		t.Fatalf("a cursor past the 30 days: %d %s", code, body)
 	}
 }
+
+// Stripe's captures, cancels and refunds are counted per PaymentIntent like the
+// other providers' (capturesByPayment, voidsByPayment, refundsByPayment, and the
+// calls per idempotency key), and the control API's view shows the
+// authorization, the charge and the refunds with paywarden's reference.
+func TestStripeCountersAndViewPerPayment(t *testing.T) {
+	e := startStripe(t, paysim.Options{})
+	manual := func(ref string) stripego.PaymentIntent {
+		f := intentForm("1000", ref)
+		f.Set("capture_method", "manual")
+		code, _, body := e.do(t, "POST", "/v1/payment_intents", "create-"+ref, f)
+		var pi stripego.PaymentIntent
+		if code != 200 || json.Unmarshal(body, &pi) != nil || pi.Status != stripego.PaymentIntentStatusRequiresCapture {
+			t.Fatalf("create %s: %d %s", ref, code, body)
+		}
+		return pi
+	}
+	captured, voided := manual("ORD-CAP"), manual("ORD-VOID")
+	if v, _ := e.sim.Payment(paysim.Stripe, captured.ID); v.Authorization == nil || v.Authorization.Amount != 1000 || v.Authorization.Status != "CREATED" || !v.ManualCapture {
+		t.Fatalf("authorized intent's view: %+v", v)
+	}
+	for i := 0; i < 2; i++ { // the second is replayed, not captured again
+		if code, _, body := e.do(t, "POST", "/v1/payment_intents/"+captured.ID+"/capture", "capture-1", url.Values{"amount_to_capture": {"600"}}); code != 200 {
+			t.Fatalf("capture: %d %s", code, body)
+		}
+	}
+	if code, _, body := e.do(t, "POST", "/v1/payment_intents/"+voided.ID+"/cancel", "cancel-1", nil); code != 200 {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	refund := url.Values{"payment_intent": {captured.ID}, "amount": {"200"}, "metadata[reference]": {"shop/r1/uid-1"}}
+	for i := 0; i < 2; i++ {
+		if code, _, body := e.do(t, "POST", "/v1/refunds", "refund-1", refund); code != 200 {
+			t.Fatalf("refund: %d %s", code, body)
+		}
+	}
+	c := e.sim.Counters()
+	if c.CapturesByPayment[captured.ID] != 1 || c.VoidsByPayment[voided.ID] != 1 || c.RefundsByPayment[captured.ID] != 1 ||
+		c.CapturesByPayment[voided.ID] != 0 || c.ActionsByKey["stripe/capture-1"] != 2 || c.ActionsByKey["stripe/refund-1"] != 2 ||
+		c.ActionsByKey["stripe/cancel-1"] != 1 || c.ActionsByKey["stripe/create-ORD-CAP"] != 0 {
+		t.Errorf("counters: captures %v, voids %v, refunds %v, actions %v", c.CapturesByPayment, c.VoidsByPayment, c.RefundsByPayment, c.ActionsByKey)
+	}
+	v, _ := e.sim.Payment(paysim.Stripe, captured.ID)
+	if v.Received != 600 || v.Refunded != 200 || v.Authorization == nil || v.Authorization.Status != "CAPTURED" || v.CaptureID == "" ||
+		len(v.Refunds) != 1 || v.Refunds[0].Reference != "shop/r1/uid-1" || v.Refunds[0].Status != "succeeded" || v.Refunds[0].Amount != 200 {
+		t.Errorf("captured intent's view: %+v", v)
+	}
+	if err := e.sim.StripeFailRefund(v.Refunds[0].ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := e.sim.Payment(paysim.Stripe, captured.ID); v.Refunded != 0 || v.Refunds[0].Status != "failed" {
+		t.Errorf("after the refund failed: %+v", v)
+	}
+	if v, _ := e.sim.Payment(paysim.Stripe, voided.ID); v.State != "canceled" || v.Authorization == nil || v.Authorization.Status != "VOIDED" {
+		t.Errorf("canceled intent's view: %+v", v)
+	}
+	// The control API's list reads back into PaymentViews (a client of it
+	// checks the scripts it decodes).
+	resp, err := http.Get(e.srv.URL + "/_paysim/payments/stripe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var views []paysim.PaymentView
+	if err := json.NewDecoder(resp.Body).Decode(&views); err != nil || len(views) != 2 {
+		t.Errorf("GET /_paysim/payments/stripe: %d views, %v", len(views), err)
+	}
+}

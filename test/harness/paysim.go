@@ -90,6 +90,12 @@ func (s Paysim) SetOutcome(ctx context.Context, provider, id string, sc paysim.S
 	return s.do(ctx, http.MethodPost, "/_paysim/payments/"+provider+"/"+id+"/outcome", sc, nil)
 }
 
+// StripeFailRefund makes a Stripe refund fail after it succeeded, with
+// failure_reason reason ("" is Stripe's "unknown").
+func (s Paysim) StripeFailRefund(ctx context.Context, refundID, reason string) error {
+	return s.do(ctx, http.MethodPost, "/_paysim/stripe/refunds/"+refundID+"/fail", map[string]string{"reason": reason}, nil)
+}
+
 // Event is one recorded provider event.
 type Event struct {
 	paysim.EventRecord

@@ -28,8 +28,12 @@ type Options struct {
 	Assets string
 	// PaysimArgs are extra paysim flags (faults, time factor, ...).
 	PaysimArgs []string
-	// ManagerArgs and ReceiverArgs are extra flags of the two processes.
+	// ManagerArgs and ReceiverArgs are extra flags of the processes.
 	ManagerArgs, ReceiverArgs []string
+	// Managers is how many manager processes run (default 1): more than one
+	// only makes sense with --leader-election in ManagerArgs, as replicas of
+	// a Deployment would.
+	Managers int
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -44,16 +48,21 @@ type Stack struct {
 	CP  *ControlPlane
 	Sim Paysim
 
-	Paysim   *Proc
+	Paysim *Proc
+	// Manager is the first manager; Managers are all of them (named
+	// manager, manager-2, ...), each with its own metrics and probe port.
 	Manager  *Proc
+	Managers []*Proc
 	Receiver *Proc
 
 	// ReceiverURL serves /webhooks/; ManagerMetrics and ReceiverMetrics are
-	// the /metrics URLs.
+	// the /metrics URLs (ManagerMetrics the first manager's, ManagersMetrics
+	// every manager's, in the order of Managers).
 	ReceiverURL     string
 	ManagerMetrics  string
+	ManagersMetrics []string
 	ReceiverMetrics string
-	managerProbe    string
+	managerProbes   []string
 
 	opts Options
 }
@@ -106,24 +115,33 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := s.CP.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SystemNamespace}}); err != nil {
 		return nil, fmt.Errorf("create namespace %s: %w", SystemNamespace, err)
 	}
-	ports, err := localnet.FreePorts(5)
+	managers := max(opts.Managers, 1)
+	ports, err := localnet.FreePorts(3 + 2*managers)
 	if err != nil {
 		return nil, err
 	}
 	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
-	simAddr, receiverAddr, receiverMetrics, managerMetrics, managerProbe := addr(0), addr(1), addr(2), addr(3), addr(4)
+	simAddr, receiverAddr, receiverMetrics := addr(0), addr(1), addr(2)
 	s.Sim = Paysim{URL: "http://" + simAddr}
 	s.ReceiverURL = "http://" + receiverAddr
 	s.ReceiverMetrics = "http://" + receiverMetrics + "/metrics"
-	s.ManagerMetrics = "http://" + managerMetrics + "/metrics"
-	s.managerProbe = "http://" + managerProbe
 	kube := []string{"KUBECONFIG=" + s.CP.Kubeconfig}
 	s.Paysim = &Proc{Name: "paysim", Bin: filepath.Join(toolDir, "paysim"), Log: filepath.Join(logDir, "paysim.log"),
 		Args: append([]string{"--addr", simAddr, "--log-level", "warn"}, opts.PaysimArgs...)}
 	s.Receiver = &Proc{Name: "receiver", Bin: filepath.Join(binDir, "receiver"), Log: filepath.Join(logDir, "receiver.log"), Env: kube,
 		Args: append([]string{"--bind-address", receiverAddr, "--metrics-bind-address", receiverMetrics}, opts.ReceiverArgs...)}
-	s.Manager = &Proc{Name: "manager", Bin: filepath.Join(binDir, "manager"), Log: filepath.Join(logDir, "manager.log"), Env: kube,
-		Args: append([]string{"--metrics-bind-address", managerMetrics, "--health-probe-bind-address", managerProbe}, opts.ManagerArgs...)}
+	for i := range managers {
+		name := "manager"
+		if i > 0 {
+			name = fmt.Sprintf("manager-%d", i+1)
+		}
+		metrics, probe := addr(3+2*i), addr(4+2*i)
+		s.Managers = append(s.Managers, &Proc{Name: name, Bin: filepath.Join(binDir, "manager"), Log: filepath.Join(logDir, name+".log"), Env: kube,
+			Args: append([]string{"--metrics-bind-address", metrics, "--health-probe-bind-address", probe}, opts.ManagerArgs...)})
+		s.ManagersMetrics = append(s.ManagersMetrics, "http://"+metrics+"/metrics")
+		s.managerProbes = append(s.managerProbes, "http://"+probe)
+	}
+	s.Manager, s.ManagerMetrics = s.Managers[0], s.ManagersMetrics[0]
 	if err := s.Paysim.Start(); err != nil {
 		return nil, err
 	}
@@ -137,13 +155,29 @@ func (s *Stack) logf(format string, args ...any) {
 	fmt.Fprintf(s.opts.Log, "harness: "+format+"\n", args...)
 }
 
-// StartManager starts (or restarts) the manager and waits for /readyz.
+// StartManager starts (or restarts) the (first) manager and waits for /readyz.
 func (s *Stack) StartManager(ctx context.Context) error {
-	if err := s.Manager.Start(); err != nil {
+	return s.startManager(ctx, 0)
+}
+
+// StartManagers starts every manager and waits until each is ready (with
+// leader election, one of them leads and the others wait).
+func (s *Stack) StartManagers(ctx context.Context) error {
+	for i := range s.Managers {
+		if err := s.startManager(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Stack) startManager(ctx context.Context, i int) error {
+	m := s.Managers[i]
+	if err := m.Start(); err != nil {
 		return err
 	}
-	if err := localnet.WaitHTTP(ctx, s.managerProbe+"/readyz", 60*time.Second); err != nil {
-		return fmt.Errorf("manager not ready: %w (log %s)", err, s.Manager.Log)
+	if err := localnet.WaitHTTP(ctx, s.managerProbes[i]+"/readyz", 60*time.Second); err != nil {
+		return fmt.Errorf("%s not ready: %w (log %s)", m.Name, err, m.Log)
 	}
 	return nil
 }
@@ -162,7 +196,8 @@ func (s *Stack) StartReceiver(ctx context.Context) error {
 
 // Stop stops the processes in reverse order of start, then the control plane.
 func (s *Stack) Stop() {
-	for _, p := range []*Proc{s.Manager, s.Receiver, s.Paysim} {
+	procs := append(append([]*Proc(nil), s.Managers...), s.Receiver, s.Paysim)
+	for _, p := range procs {
 		if p != nil {
 			p.Stop(15 * time.Second)
 		}

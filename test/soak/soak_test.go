@@ -18,15 +18,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/provider/stripe"
 	"github.com/paywarden/paywarden/internal/testenv"
 	"github.com/paywarden/paywarden/test/harness"
 )
 
 // Knobs, from the environment (make soak N=...).
 const (
-	defaultN = 150 // CI-sized: a few minutes on two cores
+	defaultN = 150 // CI-sized: about four minutes on two cores
 	// timeFactor compresses paysim's simulated time: KukoPay's 2h webhook
 	// retry takes 144 s, its 30 s retry 0.6 s.
 	timeFactor = 0.02
@@ -36,32 +36,47 @@ const (
 	qps   = v1alpha1.DefaultQPS
 	burst = v1alpha1.DefaultBurst
 	// reapplyEvery: one in so many payments of a provider whose story ends
-	// in a final phase (succeed, fail, expire, processing-then-succeed) is
-	// deleted once settled and applied again from its manifest, during the
-	// chaos (15 of 150: 10 % of all payments, 17 % of those in a final phase).
+	// in a final phase is deleted once settled and applied again from its
+	// manifest, during the chaos.
 	reapplyEvery = 6
 	// reapplyBefore: only payments created in the first part of the window
 	// are re-applied, so that they settle while the chaos still plays.
 	reapplyBefore = 0.85
+	// stuckBefore: a refund stuck at the provider needs its whole status
+	// query schedule before the Refund that only it prevents is created, so
+	// only payments created early get that story.
+	stuckBefore = 0.5
+	// managers run with leader election; every kill is aimed at the leader.
+	managers = 2
+	// The leader election's timings: a leader killed without releasing the
+	// Lease is replaced within leaseDuration + retryPeriod.
+	leaseDuration, renewDeadline, retryPeriod = 6 * time.Second, 4 * time.Second, time.Second
 )
 
 // schedule is the providers' status-query schedule: short, so an "unknown"
-// outcome exhausts it within the soak (about two minutes of answers).
-var schedule = []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second}
+// outcome (and a refund stuck at the provider) exhausts it within the soak
+// (about a minute of answers).
+var schedule = []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second, 30 * time.Second}
 
 // providers are the provider types the soak covers (paysim's modes).
-var providers = []string{paysim.KukoPay, paysim.PayPal, paysim.Generic}
+var providers = []string{paysim.KukoPay, paysim.PayPal, paysim.Generic, paysim.Stripe}
+
+// manualCapture: the providers whose payments can be captured by hand and
+// canceled (the generic async-job API charges at once).
+var manualCapture = map[string]bool{paysim.KukoPay: true, paysim.PayPal: true, paysim.Stripe: true}
 
 var signing = map[string]string{
 	paysim.KukoPay: "soak-kukopay-signing-secret",
 	paysim.PayPal:  "soak-paypal-signing-secret",
 	paysim.Generic: "whsec_c29hay1nZW5lcmljLXNpZ25pbmctc2VjcmV0", // base64("soak-generic-signing-secret")
+	paysim.Stripe:  "whsec_soak_stripe_signing_secret",
 }
 
 // Story is the scripted fate of a payment.
 type Story string
 
-// The stories: what the provider decides, and so what paywarden must end with.
+// The stories: what the provider decides (and, for the manual ones, what the
+// merchant asks), and so what paywarden must end with.
 const (
 	Succeed               Story = "succeed"
 	Fail                  Story = "fail"
@@ -69,13 +84,41 @@ const (
 	Mismatch              Story = "amount mismatch"
 	ProcessingThenSucceed Story = "processing, then succeed"
 	Unknown               Story = "unknown"
+	CaptureAll            Story = "manual capture, all"
+	CapturePartial        Story = "manual capture, partial"
+	CaptureAtKill         Story = "manual capture as the leader is killed"
+	Cancel                Story = "cancel before capture"
+	CancelRacesCapture    Story = "cancel racing a capture"
 )
 
-// stories with their weights in the mix (slots in a cycle of 20).
+// stories with their weights in the mix (slots in a cycle); the manual ones
+// only at providers that capture by hand.
 var stories = []struct {
 	story  Story
 	weight int
-}{{Succeed, 6}, {Fail, 3}, {Expire, 3}, {Mismatch, 2}, {ProcessingThenSucceed, 3}, {Unknown, 3}}
+	manual bool
+}{
+	{Succeed, 5, false}, {Fail, 2, false}, {Expire, 2, false}, {Mismatch, 1, false}, {ProcessingThenSucceed, 2, false}, {Unknown, 2, false},
+	{CaptureAll, 2, true}, {CapturePartial, 2, true}, {CaptureAtKill, 2, true}, {Cancel, 1, true}, {CancelRacesCapture, 1, true},
+}
+
+func (s Story) manual() bool {
+	for _, x := range stories {
+		if x.story == s {
+			return x.manual
+		}
+	}
+	return false
+}
+
+// takesMoney: the story ends with the payer's money taken (refunds follow).
+func (s Story) takesMoney() bool {
+	switch s {
+	case Succeed, ProcessingThenSucceed, CaptureAll, CapturePartial, CaptureAtKill:
+		return true
+	}
+	return false
+}
 
 // planned is one payment of the workload.
 type planned struct {
@@ -85,7 +128,9 @@ type planned struct {
 	Delay    time.Duration // real time from create to the provider's decision
 	Amount   int64
 	Currency string
-	Created  time.Time // when the Payment was created (first successful create)
+	// Capture is what a partial capture takes (CapturePartial).
+	Capture int64
+	Created time.Time // when the Payment was created (first successful create)
 
 	// Reapply marks a payment that is deleted once settled and applied
 	// again from its manifest (same name, same spec, no status). The fields
@@ -98,6 +143,29 @@ type planned struct {
 	Deleted, Reapplied time.Time
 	// ReapplyErr says why the re-apply did not happen.
 	ReapplyErr string
+
+	// Annotated is when the capture or cancel annotation was stored
+	// (written by the manual loop or the kill hook).
+	Annotated time.Time
+	// AtKill says what became of a capture made as its leader was killed:
+	// "executed" (the call reached the provider after the manager died),
+	// "lost" (it never did), or "" (it met no kill).
+	AtKill string
+
+	// Refunds is the payment's refund story (RefundPlan) and its Refunds.
+	RefundPlan RefundStory
+	Refunds    []*plannedRefund
+	// StuckRefunds: paysim leaves this payment's refunds pending for ever.
+	StuckRefunds bool
+}
+
+// received is what the payment takes from the payer (refunds are bounded by
+// it).
+func (p *planned) received() int64 {
+	if p.Story == CapturePartial {
+		return p.Capture
+	}
+	return p.Amount
 }
 
 // endsFinal reports whether the story ends in a final phase (not Unknown
@@ -109,7 +177,7 @@ func (p *planned) endsFinal() bool {
 
 // manifest is the Payment as applied: spec only, no status.
 func (p *planned) manifest() *v1alpha1.Payment {
-	return &v1alpha1.Payment{
+	pay := &v1alpha1.Payment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: p.Name},
 		Spec: v1alpha1.PaymentSpec{
 			ProviderRef:       v1alpha1.LocalObjectReference{Name: p.Provider},
@@ -118,9 +186,22 @@ func (p *planned) manifest() *v1alpha1.Payment {
 			Description:       string(p.Story),
 		},
 	}
+	if p.Story.manual() {
+		pay.Spec.CaptureMethod = v1alpha1.CaptureManual
+	}
+	if p.Provider == paysim.Stripe && p.Story != Expire {
+		// A server-side charge of a stored card, confirmed off-session: it is
+		// processing until the scripted outcome applies (an asynchronous
+		// debit). An expiring one is left for the payer, who never comes.
+		pay.Spec.PaymentMethod = &v1alpha1.PaymentMethodRef{Customer: "cus_soak", PaymentMethod: "pm_card_soak"}
+	}
+	return pay
 }
 
-// expected is the phase and review reason a story must end in.
+// expected is the phase and review reason a story must end in, before its
+// refunds (a payment that took money ends Succeeded, PartiallyRefunded or
+// Refunded as paysim's refunded total says). A cancel racing a capture ends
+// as whichever the provider did.
 func (p *planned) expected() (v1alpha1.PaymentPhase, string) {
 	switch p.Story {
 	case Fail:
@@ -131,6 +212,8 @@ func (p *planned) expected() (v1alpha1.PaymentPhase, string) {
 		return v1alpha1.PhaseUnknown, v1alpha1.ReasonAmountMismatch
 	case Unknown:
 		return v1alpha1.PhaseUnknown, v1alpha1.ReasonRetriesExhausted
+	case Cancel:
+		return v1alpha1.PhaseCanceled, ""
 	default:
 		return v1alpha1.PhaseSucceeded, ""
 	}
@@ -143,8 +226,8 @@ func TestSoak(t *testing.T) {
 	n := defaultN
 	if v := os.Getenv("SOAK_N"); v != "" {
 		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < len(providers) {
-			t.Fatalf("SOAK_N=%q: want a number >= %d", v, len(providers))
+		if n, err = strconv.Atoi(v); err != nil || n < 2*len(providers) {
+			t.Fatalf("SOAK_N=%q: want a number >= %d", v, 2*len(providers))
 		}
 	}
 	seed := uint64(7)
@@ -167,7 +250,8 @@ func TestSoak(t *testing.T) {
 	wall := s.start
 	defer func() { t.Logf("soak wall time %s (set-up included)", time.Since(wall).Round(time.Second)) }()
 	// The creation window: long enough for every chaos action, longer for
-	// large N (about 8 payments a second).
+	// large N (about 8 payments a second); the chaos is placed in fractions
+	// of it.
 	s.window = max(90*time.Second, time.Duration(n)*time.Second/8)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -201,9 +285,18 @@ type soak struct {
 	outage     []window // provider outages (every call answered 500)
 	apiDown    []window
 	// waves tells the re-apply loop to delete what has settled now: the
-	// chaos sends it just before it kills the manager or stops the API
-	// server, and when the API server is back (the manager restarting).
+	// chaos sends it just before it kills the leader or stops the API
+	// server, and when the API server is back (the managers restarting).
 	waves chan string
+	// leaders is every Lease holder seen, in order, with the manager that
+	// said it led; kills the leader kills.
+	leaders []leaderTerm
+	kills   []kill
+	// killsDone: the last leader kill is over; captures still waiting for
+	// one are asked for at once.
+	killsDone bool
+	// gated counts what the targeted gates did (figures).
+	gated gateFigures
 }
 
 type window struct{ from, to time.Time }
@@ -214,8 +307,12 @@ func (s *soak) logf(format string, args ...any) {
 }
 
 // background are the faults injected the whole time (rates per call or event).
+// The 500s come from in front of the providers' APIs: Stripe stores its
+// endpoints' own 500s under the idempotency key and replays them for the
+// key's whole window (24 h), and paywarden, which can only ask again with the
+// same key, waits that long (docs/soak.md).
 var background = paysim.Faults{
-	ServerErrorRate: 0.03, TooManyRequestsRate: 0.03, RetryAfter: time.Second,
+	ServerErrorRate: 0.03, FrontServerErrors: true, TooManyRequestsRate: 0.03, RetryAfter: time.Second,
 	SlowRate: 0.02, SlowDelay: 4 * time.Second, LostResponseRate: 0.03,
 	DropRate: 0.1, DuplicateRate: 0.2, ReorderRate: 0.2, DelayRate: 0.1,
 	WebhookDelay: 5 * time.Minute, ReorderHold: 5 * time.Minute, // simulated: 6 s real
@@ -224,14 +321,18 @@ var background = paysim.Faults{
 func (s *soak) setUp(ctx context.Context, root string) {
 	t := s.t
 	var err error
+	d := func(x time.Duration) string { return x.String() }
 	s.st, err = harness.Start(ctx, harness.Options{
 		Root: root, Dir: s.dir, Log: testLog{t},
 		PaysimArgs: []string{"--time-factor", strconv.FormatFloat(timeFactor, 'f', -1, 64), "--seed", strconv.FormatUint(s.seed, 10)},
 		// Verbose enough to explain a violation, quiet enough for N=1000.
 		// The ledger of settled payments lives in the bundle namespace
-		// (the harness creates it); named here so the soak does not depend
-		// on the default.
-		ManagerArgs:  []string{"--zap-log-level", "info", "--bundle-namespace", harness.SystemNamespace},
+		// (the harness creates it), and so does the leader's Lease.
+		Managers: managers,
+		ManagerArgs: []string{"--zap-log-level", "info", "--bundle-namespace", harness.SystemNamespace,
+			"--leader-elect", "--leader-election-namespace", harness.SystemNamespace,
+			"--leader-election-lease-duration", d(leaseDuration), "--leader-election-renew-deadline", d(renewDeadline),
+			"--leader-election-retry-period", d(retryPeriod)},
 		ReceiverArgs: []string{"--zap-log-level", "info"},
 	})
 	if err != nil {
@@ -243,6 +344,11 @@ func (s *soak) setUp(ctx context.Context, root string) {
 	if s.hookRec, err = harness.NewRecorder(s.st.ReceiverURL, true); err != nil {
 		t.Fatal(err)
 	}
+	// Which process made each provider call: the managers (one leads) and
+	// the receiver (PayPal's webhook verification).
+	provAddr := s.provRec.URL[len("http://"):]
+	callers := append(append([]*harness.Proc(nil), s.st.Managers...), s.st.Receiver)
+	s.provRec.SetOwner(func(remote string) string { return harness.SocketOwner(remote, provAddr, callers...) })
 	c := s.st.CP.Client
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
@@ -256,31 +362,33 @@ func (s *soak) setUp(ctx context.Context, root string) {
 	if err := s.st.StartReceiver(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.st.StartManager(ctx); err != nil {
+	if err := s.st.StartManagers(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// From here on both are restarted whenever they die, like pods.
+	// From here on they are restarted whenever they die, like pods.
 	procCtx, stop := context.WithCancel(ctx)
 	s.stopProc = stop
-	s.st.Manager.Supervise(procCtx, time.Second)
+	for _, m := range s.st.Managers {
+		m.Supervise(procCtx, time.Second)
+	}
 	s.st.Receiver.Supervise(procCtx, time.Second)
 	if err := s.st.Sim.SetFaults(ctx, background); err != nil {
 		t.Fatal(err)
 	}
-	s.logf("soak: %d payments over %s, seed %d, logs in %s", s.n, s.window, s.seed, filepath.Join(s.dir, "logs"))
+	s.logf("soak: %d payments over %s, seed %d, %d managers, logs in %s", s.n, s.window, s.seed, managers, filepath.Join(s.dir, "logs"))
 }
 
 func (s *soak) tearDown() {
 	if s.stopProc != nil {
 		s.stopProc()
 	}
-	if s.st != nil {
-		s.st.Stop()
-	}
 	for _, r := range []*harness.Recorder{s.provRec, s.hookRec} {
 		if r != nil {
 			r.Close()
 		}
+	}
+	if s.st != nil {
+		s.st.Stop()
 	}
 }
 
@@ -288,6 +396,9 @@ func (s *soak) createProvider(ctx context.Context, name string) {
 	c := s.st.CP.Client
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-credentials"},
 		StringData: map[string]string{"apiKey": "sk_soak", "clientID": "soak-client", "clientSecret": "soak-secret", "token": "soak-token"}}
+	if name == paysim.Stripe {
+		creds.StringData = map[string]string{stripe.CredentialSecretKey: "sk_test_paysim"}
+	}
 	hooks := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-webhook"},
 		StringData: map[string]string{"current": signing[name]}}
 	q, b := int32(qps), int32(burst)
@@ -314,7 +425,7 @@ func (s *soak) createProvider(ctx context.Context, name string) {
 		prov.Spec.StatusQuery.Schedule = append(prov.Spec.StatusQuery.Schedule, metav1.Duration{Duration: x})
 	}
 	if name != paysim.PayPal {
-		// The events API (KukoPay, generic) recovers dropped webhooks.
+		// The events API (KukoPay, generic, Stripe) recovers dropped webhooks.
 		prov.Spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: d(20 * time.Second), Overlap: d(2 * time.Minute)}
 	}
 	for _, o := range []client.Object{creds, hooks, prov} {
@@ -325,56 +436,78 @@ func (s *soak) createProvider(ctx context.Context, name string) {
 }
 
 // run creates the workload while the chaos plays, then waits for every
-// payment to settle.
+// payment and refund to settle.
 func (s *soak) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); s.createPayments(ctx) }()
 	go func() { defer wg.Done(); s.playChaos(ctx) }()
 	go func() { defer wg.Done(); s.reapply(ctx) }()
-	rescriptCtx, stopRescript := context.WithCancel(ctx)
-	go s.rescript(rescriptCtx)
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	var loops sync.WaitGroup
+	for _, loop := range []func(context.Context){s.rescript, s.watchLeader, s.manualActions, s.refunds} {
+		loops.Add(1)
+		go func() { defer loops.Done(); loop(loopCtx) }()
+	}
 	wg.Wait()
-	s.logf("workload created and chaos over; faults off, waiting for every payment to settle")
+	s.logf("workload created and chaos over; faults off, waiting for every payment and refund to settle")
 	if err := s.st.Sim.SetFaults(ctx, paysim.Faults{}); err != nil {
 		s.t.Fatal(err)
 	}
 	s.waitSettled(ctx, 8*time.Minute)
-	stopRescript()
+	stopLoops()
+	loops.Wait()
 }
 
 // createPayments creates the N payments evenly over the window, scripting
 // each one's fate in paysim first (a rule on its merchant reference).
 func (s *soak) createPayments(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(s.seed, 0x50a4))
-	var slots []Story
-	for _, x := range stories {
-		for range x.weight {
-			slots = append(slots, x.story)
+	// Every provider cycles through its stories (the manual ones only where
+	// it can capture by hand) and through the refund stories.
+	slots := map[string][]Story{}
+	for _, prov := range providers {
+		for _, x := range stories {
+			if x.manual && !manualCapture[prov] {
+				continue
+			}
+			for range x.weight {
+				slots[prov] = append(slots[prov], x.story)
+			}
 		}
+		rng.Shuffle(len(slots[prov]), func(i, j int) { slots[prov][i], slots[prov][j] = slots[prov][j], slots[prov][i] })
 	}
-	rng.Shuffle(len(slots), func(i, j int) { slots[i], slots[j] = slots[j], slots[i] })
+	refundSlots := refundCycle(rng)
 	interval := s.window / time.Duration(s.n)
+	count := map[string]int{}  // per provider, payments so far
 	finals := map[string]int{} // per provider, payments so far whose story ends in a final phase
+	paid := map[string]int{}   // per provider, payments so far that get refunds
 	for i := range s.n {
 		if d := time.Until(s.start.Add(time.Duration(i) * interval)); d > 0 {
 			time.Sleep(d)
 		}
-		// Every provider cycles through every story: provider i%3, slot i/3.
-		story := slots[(i/len(providers))%len(slots)]
+		prov := providers[i%len(providers)]
+		story := slots[prov][count[prov]%len(slots[prov])]
+		count[prov]++
 		p := &planned{
-			Name: fmt.Sprintf("pay-%04d", i), Provider: providers[i%len(providers)], Story: story,
+			Name: fmt.Sprintf("pay-%04d", i), Provider: prov, Story: story,
 			Delay:  time.Duration(1000+rng.IntN(7000)) * time.Millisecond,
 			Amount: int64(500 + rng.IntN(50000)), Currency: "USD",
 		}
+		if story == CapturePartial {
+			p.Capture = p.Amount/4 + rng.Int64N(p.Amount/2)
+		}
 		if p.endsFinal() {
-			p.Reapply = finals[p.Provider]%reapplyEvery == reapplyEvery/2 && float64(i) < reapplyBefore*float64(s.n)
-			finals[p.Provider]++
+			p.Reapply = finals[prov]%reapplyEvery == reapplyEvery/2 && float64(i) < reapplyBefore*float64(s.n)
+			finals[prov]++
+		}
+		if story.takesMoney() && !p.Reapply {
+			plan := refundSlots[paid[prov]%len(refundSlots)]
+			paid[prov]++
+			s.planRefunds(p, plan, float64(i) < stuckBefore*float64(s.n), rng)
 		}
 		sc := paysim.Script{After: simulated(p.Delay)}
 		switch story {
-		case Succeed:
-			sc.Outcome = paysim.OutcomeSucceed
 		case Fail:
 			sc.Outcome, sc.FailureCode = paysim.OutcomeFail, "card_declined"
 		case Expire:
@@ -385,6 +518,12 @@ func (s *soak) createPayments(ctx context.Context) {
 			sc.Outcome = paysim.OutcomeProcessing
 		case Unknown:
 			sc.Outcome = paysim.OutcomeUnknown
+		default:
+			// Succeed, and the manual stories: the authorization.
+			sc.Outcome = paysim.OutcomeSucceed
+		}
+		if p.StuckRefunds {
+			sc.RefundOutcome = paysim.OutcomePending
 		}
 		if err := s.st.Sim.Script(ctx, paysim.Rule{Provider: p.Provider, MerchantReference: p.Name, Script: sc}); err != nil {
 			s.t.Errorf("script %s: %v", p.Name, err)
@@ -392,15 +531,8 @@ func (s *soak) createPayments(ctx context.Context) {
 		}
 		// The API server may be down: retry until the create is stored (an
 		// AlreadyExists after a lost answer means it was).
-		for {
-			err := s.st.CP.Client.Create(ctx, p.manifest())
-			if err == nil || isAlreadyExists(err) {
-				break
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			time.Sleep(500 * time.Millisecond)
+		if !s.createRetrying(ctx, p.manifest()) {
+			return
 		}
 		p.Created = time.Now()
 		s.mu.Lock()
@@ -409,173 +541,23 @@ func (s *soak) createPayments(ctx context.Context) {
 	}
 }
 
-func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
-
-// reapply deletes the payments marked Reapply that have settled in a final
-// phase and, once an object is gone (remembered in the ledger, the finalizer
-// removed), creates it again from the same manifest: what a GitOps re-sync or
-// a person does after a delete. Deletes come in waves, each just before a
-// chaos action that concerns them (a kill of the manager, the API server
-// stopped, the API server back with the manager restarting) so that deletes,
-// ledger writes, re-creates and adoptions meet them; after the last wave
-// (the manager's kill at the end of the window) every candidate is deleted
-// as soon as it has settled. A re-apply counts as done once the create was
-// stored.
-func (s *soak) reapply(ctx context.Context) {
-	c := s.st.CP.Client
-	deadline := s.start.Add(s.window + 90*time.Second)
-	deleting := false // a wave is on: delete what has settled
-	lastWave := s.start.Add(s.window - time.Second)
-	for ctx.Err() == nil {
-		s.mu.Lock()
-		all := len(s.payments) == s.n
-		var todo []*planned
-		for _, p := range s.payments {
-			if p.Reapply && p.Reapplied.IsZero() && p.ReapplyErr == "" {
-				todo = append(todo, p)
-			}
+// createRetrying creates obj, retrying while the API server is away; an
+// AlreadyExists after a lost answer means it was stored.
+func (s *soak) createRetrying(ctx context.Context, obj client.Object) bool {
+	for {
+		err := s.st.CP.Client.Create(ctx, obj.DeepCopyObject().(client.Object))
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return true
 		}
-		s.mu.Unlock()
-		if all && len(todo) == 0 {
-			return
+		if ctx.Err() != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			for _, p := range todo {
-				p.ReapplyErr = fmt.Sprintf("not re-applied by %s (deleted: %v)", deadline.Sub(s.start).Round(time.Second), !p.Deleted.IsZero())
-			}
-			s.logf("re-apply: %d payments not re-applied before the deadline", len(todo))
-			return
-		}
-		for _, p := range todo {
-			key := client.ObjectKey{Namespace: namespace, Name: p.Name}
-			obj := &v1alpha1.Payment{}
-			err := c.Get(ctx, key, obj)
-			if p.Deleted.IsZero() {
-				if !deleting && time.Now().Before(lastWave) {
-					continue
-				}
-				switch {
-				case err == nil && obj.DeletionTimestamp != nil:
-					// The delete was stored and its answer lost.
-				case err == nil:
-					if !payment.Settled(obj) {
-						continue
-					}
-					p.First = obj.DeepCopy()
-					uid := obj.UID
-					if err := c.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-						continue // the API server may be away: again next round
-					}
-				case apierrors.IsNotFound(err) && p.First != nil:
-					// Deleted and already let go; the answer was lost.
-				default:
-					continue
-				}
-				p.Deleted = time.Now()
-				s.logf("re-apply: deleted %s (%s, %s, provider id %s)", p.Name, p.Provider, p.First.Status.Phase, p.First.Status.ProviderPaymentID)
-				continue
-			}
-			if !apierrors.IsNotFound(err) {
-				continue // still held by its finalizer, or the API server is away
-			}
-			if err := c.Create(ctx, p.manifest()); err != nil && !isAlreadyExists(err) {
-				continue
-			}
-			p.Reapplied = time.Now()
-			s.logf("re-apply: %s applied again from its manifest, %.1fs after its delete", p.Name, p.Reapplied.Sub(p.Deleted).Seconds())
-		}
-		deleting = false
-		select {
-		case <-ctx.Done():
-		case why := <-s.waves:
-			s.logf("re-apply: deleting the settled ones now (%s)", why)
-			deleting = true
-		case <-time.After(time.Second):
-		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
 func simulated(real time.Duration) time.Duration {
 	return time.Duration(float64(real) / timeFactor)
-}
-
-// playChaos runs the chaos timeline, scaled to the window: kills while
-// payments are being created and settled, the API server away for 30 s, a
-// provider outage with kills in the middle of it, and kills at the end.
-func (s *soak) playChaos(ctx context.Context) {
-	at := func(frac float64) {
-		if d := time.Until(s.start.Add(time.Duration(frac * float64(s.window)))); d > 0 {
-			time.Sleep(d)
-		}
-	}
-	kill := func(procs ...*harness.Proc) {
-		for _, p := range procs {
-			// A process in a crash loop (its API server was away) is killed
-			// once it runs again.
-			for i := 0; i < 100 && p.PID() == 0; i++ {
-				time.Sleep(100 * time.Millisecond)
-			}
-			pid := p.PID()
-			if err := p.Kill(); err != nil {
-				s.t.Errorf("kill %s: %v", p.Name, err)
-			}
-			s.note("kill -9 %s (pid %d); its supervisor restarts it after 1s", p.Name, pid)
-		}
-	}
-	// wave lets the re-apply loop delete its settled payments half a second
-	// before the chaos action at frac.
-	wave := func(frac float64, why string) {
-		at(frac - 0.5/s.window.Seconds())
-		select {
-		case s.waves <- why:
-		default:
-		}
-		at(frac)
-	}
-	wave(0.08, "manager kill in 0.5s")
-	kill(s.st.Manager)
-	at(0.16)
-	kill(s.st.Receiver)
-	wave(0.22, "kube-apiserver stop in 0.5s")
-	s.note("kube-apiserver stopped for 30s (etcd keeps running)")
-	from := time.Now()
-	if err := s.st.CP.RestartAPIServer(ctx, 30*time.Second); err != nil {
-		s.t.Errorf("restart kube-apiserver: %v", err)
-	} else {
-		s.note("kube-apiserver ready again, %s after it was stopped", time.Since(from).Round(100*time.Millisecond))
-		s.waves <- "kube-apiserver back, the manager restarting"
-	}
-	s.mu.Lock()
-	s.apiDown = append(s.apiDown, window{from, time.Now()})
-	s.mu.Unlock()
-	at(0.65)
-	s.note("provider outage: every API call answered 500 for 20s")
-	out := background
-	out.ServerErrorRate, out.TooManyRequestsRate, out.LostResponseRate, out.SlowRate = 1, 0, 0, 0
-	from = time.Now()
-	if err := s.st.Sim.SetFaults(ctx, out); err != nil {
-		s.t.Error(err)
-	}
-	time.Sleep(4500 * time.Millisecond)
-	select {
-	case s.waves <- "manager and receiver kill in 0.5s":
-	default:
-	}
-	time.Sleep(500 * time.Millisecond)
-	kill(s.st.Manager, s.st.Receiver)
-	time.Sleep(15 * time.Second)
-	if err := s.st.Sim.SetFaults(ctx, background); err != nil {
-		s.t.Error(err)
-	}
-	s.mu.Lock()
-	s.outage = append(s.outage, window{from, time.Now()})
-	s.mu.Unlock()
-	s.note("provider outage over")
-	at(0.90)
-	kill(s.st.Receiver)
-	wave(1.00, "manager kill in 0.5s; from now on as soon as they settle")
-	kill(s.st.Manager)
-	time.Sleep(10 * time.Second)
 }
 
 func (s *soak) note(format string, args ...any) {
@@ -586,6 +568,13 @@ func (s *soak) note(format string, args ...any) {
 	s.t.Log("chaos: " + msg)
 }
 
+// snapshot is the planned payments so far.
+func (s *soak) snapshot() []*planned {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*planned(nil), s.payments...)
+}
+
 // rescript tells paysim to settle every processing-then-succeed payment once
 // the provider shows it processing (2 s later, in real time).
 func (s *soak) rescript(ctx context.Context) {
@@ -593,14 +582,12 @@ func (s *soak) rescript(ctx context.Context) {
 	s.rescripted = map[string]bool{}
 	s.mu.Unlock()
 	for ctx.Err() == nil {
-		s.mu.Lock()
-		want := map[string]bool{}
-		for _, p := range s.payments {
+		want := map[string]*planned{}
+		for _, p := range s.snapshot() {
 			if p.Story == ProcessingThenSucceed {
-				want[p.Name] = true
+				want[p.Name] = p
 			}
 		}
-		s.mu.Unlock()
 		for _, prov := range providers {
 			views, err := s.st.Sim.Payments(ctx, prov)
 			if err != nil {
@@ -610,44 +597,71 @@ func (s *soak) rescript(ctx context.Context) {
 				s.mu.Lock()
 				done := s.rescripted[v.ID]
 				s.mu.Unlock()
-				if !want[v.MerchantReference] || done || v.State != "processing" {
+				p := want[v.MerchantReference]
+				if p == nil || done || v.State != "processing" {
 					continue
 				}
-				if err := s.st.Sim.SetOutcome(ctx, prov, v.ID, paysim.Script{Outcome: paysim.OutcomeSucceed, After: simulated(2 * time.Second)}); err == nil {
+				// The new script replaces the whole one: a payment whose
+				// refunds stay pending keeps that.
+				sc := paysim.Script{Outcome: paysim.OutcomeSucceed, After: simulated(2 * time.Second)}
+				if p.StuckRefunds {
+					sc.RefundOutcome = paysim.OutcomePending
+				}
+				if err := s.st.Sim.SetOutcome(ctx, prov, v.ID, sc); err == nil {
 					s.mu.Lock()
 					s.rescripted[v.ID] = true
 					s.mu.Unlock()
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
+		sleep(ctx, time.Second)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
 	}
 }
 
 // settled: a final phase, or Unknown waiting for a human.
 func settled(p *v1alpha1.Payment) bool {
-	return p.Status.Phase.IsFinal() || (p.Status.Phase == v1alpha1.PhaseUnknown && reviewReason(p) != "")
+	return p.Status.Phase.IsFinal() || (p.Status.Phase == v1alpha1.PhaseUnknown && reviewReason(p.Status.Conditions) != "")
 }
 
-// waitSettled waits until every payment has settled and every stored event
-// is finished, then a little longer for late deliveries.
+// refundSettled: a final phase, or Unknown waiting for a human.
+func refundSettled(r *v1alpha1.Refund) bool {
+	return r.Status.Phase.IsFinal() || (r.Status.Phase == v1alpha1.RefundUnknown && reviewReason(r.Status.Conditions) != "")
+}
+
+// waitSettled waits until every payment and refund has settled, every refund
+// story has played out and every stored event is finished, then a little
+// longer for late deliveries.
 func (s *soak) waitSettled(ctx context.Context, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for {
 		var ps v1alpha1.PaymentList
+		var rs v1alpha1.RefundList
 		var evs v1alpha1.WebhookEventList
 		err := s.st.CP.Client.List(ctx, &ps, client.InNamespace(namespace))
 		if err == nil {
+			err = s.st.CP.Client.List(ctx, &rs, client.InNamespace(namespace))
+		}
+		if err == nil {
 			err = s.st.CP.Client.List(ctx, &evs, client.InNamespace(namespace))
 		}
-		open, pending := 0, 0
+		var open, refunds []string
+		pending, stories := 0, s.refundStoriesOpen()
 		if err == nil {
 			for i := range ps.Items {
 				if !settled(&ps.Items[i]) {
-					open++
+					open = append(open, ps.Items[i].Name)
+				}
+			}
+			for i := range rs.Items {
+				if !refundSettled(&rs.Items[i]) {
+					refunds = append(refunds, rs.Items[i].Name)
 				}
 			}
 			for _, e := range evs.Items {
@@ -655,14 +669,15 @@ func (s *soak) waitSettled(ctx context.Context, timeout time.Duration) {
 					pending++
 				}
 			}
-			if len(ps.Items) == s.n && open == 0 && pending == 0 {
-				s.logf("every payment settled, every event finished")
+			if len(ps.Items) == s.n && len(open) == 0 && len(refunds) == 0 && len(stories) == 0 && pending == 0 {
+				s.logf("every payment and refund settled, every refund story played, every event finished")
 				time.Sleep(10 * time.Second)
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			s.logf("not settled after %s: %d of %d payments open, %d events not finished (%v)", timeout, open, s.n, pending, err)
+			s.logf("not settled after %s: %d of %d payments open %v, Refunds open %v, refund stories unfinished %v, %d events not finished (%v)",
+				timeout, len(open), s.n, open, refunds, stories, pending, err)
 			return
 		}
 		time.Sleep(2 * time.Second)
@@ -676,8 +691,8 @@ func (w testLog) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func reviewReason(p *v1alpha1.Payment) string {
-	for _, c := range p.Status.Conditions {
+func reviewReason(conds []metav1.Condition) string {
+	for _, c := range conds {
 		if c.Type == v1alpha1.ConditionNeedsReview && c.Status == metav1.ConditionTrue {
 			return c.Reason
 		}
