@@ -505,7 +505,7 @@ func TestARefundWaitsWhileTheProviderTotalMayCountOneInFlight(t *testing.T) {
 	if err := s.Script(paysim.Rule{Provider: paysim.KukoPay, Amount: 2999, Script: paysim.Script{Outcome: paysim.OutcomeSucceed, RefundOutcome: paysim.OutcomePending}}); err != nil {
 		t.Fatal(err)
 	}
-	refundManager(t, ns)
+	m := refundManager(t, ns)
 	p := paidPayment(t, ns, "kukopay", "order", 2999)
 	first := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "first", Payment: p.Name, Amount: 2000})
 	first = fixture.WaitRefund(t, env.Client, first, "in flight at the provider", func(r *v1alpha1.Refund) bool {
@@ -522,6 +522,13 @@ func TestARefundWaitsWhileTheProviderTotalMayCountOneInFlight(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// The manager decides on its cache: the second Refund comes once the
+	// cache holds that figure (as a Refund applied after the event would).
+	fixture.Eventually(t, fixture.Timeout, "the manager's cache to hold the provider's figure", func() bool {
+		pay := &v1alpha1.Payment{}
+		err := m.Client().Get(context.Background(), client.ObjectKeyFromObject(p), pay)
+		return err == nil && pay.Status.AmountRefunded != nil && pay.Status.AmountRefunded.Value == 2000
+	})
 
 	second := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "second", Payment: p.Name, Amount: 500})
 	got := fixture.WaitRefund(t, env.Client, second, "waiting for the first", func(r *v1alpha1.Refund) bool {
