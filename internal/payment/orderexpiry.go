@@ -81,12 +81,14 @@ func orderExpiredObservation(p *v1alpha1.Payment, pol Policy, source v1alpha1.Ob
 // more before it is given up on: after its order would have been deleted
 // (with a tenth of the lifetime to spare), so that the provider's "not
 // found" settles it Expired instead of RetriesExhausted. ok is false when no
-// such read is due.
+// such read is due, and when that read is further away than two of the
+// schedule's last steps: a schedule far shorter than the order's life gives
+// up as it says (RetriesExhausted), it is not stretched by hours.
 func orderExpiryQuery(p *v1alpha1.Payment, pol Policy, now time.Time) (time.Time, bool) {
 	at, ok := orderExpiresAt(p, pol)
 	if !ok {
 		return time.Time{}, false
 	}
 	at = at.Add(pol.Lifecycle.OrderLifetime / 10)
-	return at, now.Before(at)
+	return at, now.Before(at) && at.Sub(now) <= 2*lastStep(pol, string(p.UID))
 }
