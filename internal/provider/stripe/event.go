@@ -87,7 +87,7 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		// endpoints: api_version"); in another version the same fields can
 		// mean other things. It is recorded, not acted on: the status
 		// queries (sent in paywarden's version) settle the payment.
-		ev.Supported = false
+		ev.Status, ev.Supported = "", false
 		ev.NotActedOn = fmt.Sprintf("stripe event rendered in API version %s; paywarden reads %s: set the webhook endpoint's api_version to %s (docs/providers.md)",
 			e.APIVersion, stripego.APIVersion, stripego.APIVersion)
 		return ev, nil
