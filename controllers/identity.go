@@ -33,10 +33,26 @@ type Ledger interface {
 // is conditional on the version read, and obj is updated to what the API
 // server stored.
 func holdMoney(ctx context.Context, c client.Client, obj client.Object, annotations map[string]string) error {
-	if controllerutil.ContainsFinalizer(obj, v1alpha1.FinalizerMoneyInFlight) && obj.GetAnnotations()[v1alpha1.AnnotationMoneyUID] == string(obj.GetUID()) {
+	if held(obj) {
 		return nil
 	}
 	base := obj.DeepCopyObject().(client.Object)
+	hold(obj, annotations)
+	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("add finalizer %s: %w", v1alpha1.FinalizerMoneyInFlight, err)
+	}
+	return nil
+}
+
+// held reports whether obj carries the money-in-flight finalizer for
+// itself (not for an object it was restored from).
+func held(obj client.Object) bool {
+	return controllerutil.ContainsFinalizer(obj, v1alpha1.FinalizerMoneyInFlight) && obj.GetAnnotations()[v1alpha1.AnnotationMoneyUID] == string(obj.GetUID())
+}
+
+// hold puts the money-in-flight finalizer and the money-uid annotation (and
+// any others given) on obj, in memory.
+func hold(obj client.Object, annotations map[string]string) {
 	controllerutil.AddFinalizer(obj, v1alpha1.FinalizerMoneyInFlight)
 	a := obj.GetAnnotations()
 	if a == nil {
@@ -45,10 +61,6 @@ func holdMoney(ctx context.Context, c client.Client, obj client.Object, annotati
 	maps.Copy(a, annotations)
 	a[v1alpha1.AnnotationMoneyUID] = string(obj.GetUID())
 	obj.SetAnnotations(a)
-	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("add finalizer %s: %w", v1alpha1.FinalizerMoneyInFlight, err)
-	}
-	return nil
 }
 
 // letGo records a settled, deleted object in the ledger (when it has a

@@ -123,10 +123,10 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Events != nil {
 		b = b.WatchesRawSource(r.Events.Source(handler.EnqueueRequestsFromMapFunc(r.paymentsOfProvider)))
 	}
-	// A Refund that succeeded (or stopped counting) wakes its payment: the
-	// payment's own reconcile brings its refunded total to the provider's
-	// figure (payment.RefundsUncounted).
-	b = b.Watches(&v1alpha1.Refund{}, handler.EnqueueRequestsFromMapFunc(paymentOfRefund), builder.WithPredicates(refundSettles{}))
+	// A Refund that settled (or stopped counting) or went wakes its
+	// payment: the payment's own reconcile brings its refunded total to the
+	// provider's figure (payment.RefundsUncounted) and lists its Refunds.
+	b = b.Watches(&v1alpha1.Refund{}, handler.EnqueueRequestsFromMapFunc(paymentOfRefund), builder.WithPredicates(refundSettlesOrGoes{}))
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Named("payment").
 		Complete(r)
@@ -160,25 +160,25 @@ func (f paymentNews) Update(e event.UpdateEvent) bool {
 		!n.DeletionTimestamp.IsZero()
 }
 
-// refundSettles lets through the Refunds whose success may move their
-// payment's refunded total: one that succeeded, or stopped being Succeeded,
-// and every Succeeded one the cache lists at start.
-type refundSettles struct{ predicate.Funcs }
+// refundSettlesOrGoes lets through the Refunds that change what their payment
+// shows: one that settled or stopped being settled (its success may move the
+// refunded total; payment.RefundsUncounted), one deleted (it leaves
+// status.refunds), and every settled one the cache lists at start.
+type refundSettlesOrGoes struct{ predicate.Funcs }
 
-func (refundSettles) Create(e event.CreateEvent) bool {
+func (refundSettlesOrGoes) Create(e event.CreateEvent) bool {
 	rf, ok := e.Object.(*v1alpha1.Refund)
-	return ok && rf.Status.Phase == v1alpha1.RefundSucceeded
+	return ok && rf.Status.Phase.IsFinal()
 }
 
-func (refundSettles) Update(e event.UpdateEvent) bool {
+func (refundSettlesOrGoes) Update(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*v1alpha1.Refund)
 	n, ok2 := e.ObjectNew.(*v1alpha1.Refund)
-	return ok1 && ok2 && o.Status.Phase != n.Status.Phase &&
-		(o.Status.Phase == v1alpha1.RefundSucceeded || n.Status.Phase == v1alpha1.RefundSucceeded)
+	return ok1 && ok2 && o.Status.Phase != n.Status.Phase && (o.Status.Phase.IsFinal() || n.Status.Phase.IsFinal())
 }
 
-func (refundSettles) Delete(event.DeleteEvent) bool   { return false }
-func (refundSettles) Generic(event.GenericEvent) bool { return false }
+func (refundSettlesOrGoes) Delete(event.DeleteEvent) bool   { return true }
+func (refundSettlesOrGoes) Generic(event.GenericEvent) bool { return false }
 
 func paymentOfRefund(_ context.Context, o client.Object) []reconcile.Request {
 	rf, ok := o.(*v1alpha1.Refund)
@@ -247,7 +247,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			r.unstored.drop(uid)
 			return ctrl.Result{}, nil // replaced: the new object gets its own reconcile
 		}
-		if _, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
+		if _, err := r.store(ctx, p, payment.Facts{}, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
 			return ctrl.Result{}, err
 		}
 		r.unstored.drop(uid)
@@ -320,7 +320,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 				r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
 			}
 			announced := payment.Nothing // by the outcome stored (after a conflict, planned again)
-			stored, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome {
+			stored, err := r.store(ctx, p, facts, func(p *v1alpha1.Payment) payment.Outcome {
 				if s := payment.Plan(p, pol, facts, now); s.Action == payment.Write {
 					announced = s.Announces
 					return s.Outcome
@@ -404,7 +404,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			logger.Info("provider "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
 		}
 		u := unstored{action: step.Action, call: call, closeOut: step.CloseOut, read: step.Read, at: at}
-		if _, err := r.store(ctx, p, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
+		if _, err := r.store(ctx, p, facts, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
 			// Keep the answer: the next attempt (after the controller's
 			// per-payment backoff) stores it without calling again.
 			r.unstored.put(uid, u)
@@ -437,11 +437,13 @@ func (r *PaymentReconciler) provider(ctx context.Context, p *v1alpha1.Payment) (
 // user-set idempotency key. When that cannot be read, nothing is created.
 func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (payment.Facts, error) {
 	var facts payment.Facts
+	refunds, err := listRefunds(ctx, r.Client, p.Namespace, p.Name)
+	if err != nil {
+		return payment.Facts{}, err
+	}
+	facts.RefundsListed, facts.RefundLines = true, payment.RefundLines(refunds)
 	if p.Status.Phase.TookMoney() {
-		var err error
-		if facts.SucceededRefunds, facts.ReversedRefunds, err = settledRefunds(ctx, r.Client, p); err != nil {
-			return payment.Facts{}, err
-		}
+		facts.SucceededRefunds, facts.ReversedRefunds = settledRefunds(refunds)
 	}
 	if payment.ProviderID(p) != "" || p.Status.CreateRequestedAt != nil {
 		return facts, nil
@@ -468,13 +470,9 @@ func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (pay
 	return facts, nil
 }
 
-// settledRefunds are the UIDs of p's Refunds that succeeded and that were
+// settledRefunds are the UIDs of the Refunds that succeeded and that were
 // reversed (payment.Facts.SucceededRefunds, ReversedRefunds).
-func settledRefunds(ctx context.Context, c client.Reader, p *v1alpha1.Payment) (succeeded, reversed []types.UID, err error) {
-	all, err := listRefunds(ctx, c, p.Namespace, p.Name)
-	if err != nil {
-		return nil, nil, err
-	}
+func settledRefunds(all []v1alpha1.Refund) (succeeded, reversed []types.UID) {
 	for i := range all {
 		rf := &all[i]
 		switch {
@@ -484,7 +482,7 @@ func settledRefunds(ctx context.Context, c client.Reader, p *v1alpha1.Payment) (
 			reversed = append(reversed, rf.UID)
 		}
 	}
-	return succeeded, reversed, nil
+	return succeeded, reversed
 }
 
 // idempotencyKeyKeys is the index key of a Payment's user-set idempotency key.
@@ -658,8 +656,11 @@ func createRequest(p *v1alpha1.Payment) provider.CreateRequest {
 }
 
 // store writes what decide makes of the payment and publishes the outcome.
-func (r *PaymentReconciler) store(ctx context.Context, p *v1alpha1.Payment, decide func(*v1alpha1.Payment) payment.Outcome) (bool, error) {
-	out, wrote, err := payment.Store(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, p, decide)
+// Every write carries the payment's list of its Refunds as facts has it.
+func (r *PaymentReconciler) store(ctx context.Context, p *v1alpha1.Payment, facts payment.Facts, decide func(*v1alpha1.Payment) payment.Outcome) (bool, error) {
+	out, wrote, err := payment.Store(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, p, func(p *v1alpha1.Payment) payment.Outcome {
+		return payment.WithRefundLines(decide(p), facts)
+	})
 	if err != nil {
 		return false, err
 	}

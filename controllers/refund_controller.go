@@ -34,10 +34,10 @@ import (
 
 // RefundReconciler drives a Refund to the provider's final answer (SPEC
 // §11.7): I/O only, around payment.PlanRefund and the After* functions. It
-// makes each Refund owned by its Payment (garbage-collected with it), keeps
-// the Payment's list of Refunds (status.refunds) current, and once a refund
-// settles reads the payment back from the provider, whose cumulative
-// refunded figure is the one the Payment shows.
+// makes each Refund owned by its Payment (garbage-collected with it) and
+// writes nothing else of the Payment: the Payment's own reconcile lists its
+// Refunds (status.refunds) and reads the provider's cumulative refunded
+// figure once a Refund settles.
 type RefundReconciler struct {
 	// Ledger, when set, remembers settled Refunds after their objects are
 	// deleted, and is read before a refund is sent (SPEC §12.1).
@@ -209,12 +209,7 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		p = nil
 	}
 	if p != nil && rf.DeletionTimestamp.IsZero() && !metav1.IsControlledBy(rf, p) && !ownedBy(rf, p) {
-		// Owned by its Payment: deleted with it, and never left behind.
-		patch := client.MergeFrom(rf.DeepCopy())
-		if err := controllerutil.SetOwnerReference(p, rf, r.Scheme, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := r.Client.Patch(ctx, rf, patch); err != nil {
+		if err := r.ownBy(ctx, rf, p); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -300,10 +295,10 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 					return ctrl.Result{}, err
 				}
 			}
-			return ctrl.Result{}, r.noteOnPayment(ctx, rf, p)
+			return ctrl.Result{}, nil
 		case payment.Wait:
 			release(entry, uid)
-			return requeueAt(step.At, now, wrote), r.noteOnPayment(ctx, rf, p)
+			return requeueAt(step.At, now, wrote), nil
 		case payment.Write:
 			if step.Outcome.Status.CreateRequestedAt != nil && rf.Status.CreateRequestedAt == nil ||
 				step.Outcome.Status.AdoptedAt != nil && rf.Status.AdoptedAt == nil {
@@ -402,11 +397,30 @@ func (r *RefundReconciler) ledgerFacts(ctx context.Context, rf *v1alpha1.Refund,
 // ledger identity it will be remembered under (its Payment may be gone by
 // the time it is let go).
 func (r *RefundReconciler) holdMoney(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) error {
-	var a map[string]string
-	if p != nil && rf.Annotations[v1alpha1.AnnotationLedgerIdentity] == "" {
-		a = map[string]string{v1alpha1.AnnotationLedgerIdentity: v1alpha1.RefundIdentity(p, rf.Name)}
+	return holdMoney(ctx, r.Client, rf, ledgerIdentity(rf, p))
+}
+
+// ledgerIdentity is the annotation that remembers rf's order (its payment's)
+// when its Payment is gone.
+func ledgerIdentity(rf *v1alpha1.Refund, p *v1alpha1.Payment) map[string]string {
+	if p == nil || rf.Annotations[v1alpha1.AnnotationLedgerIdentity] != "" {
+		return nil
 	}
-	return holdMoney(ctx, r.Client, rf, a)
+	return map[string]string{v1alpha1.AnnotationLedgerIdentity: v1alpha1.RefundIdentity(p, rf.Name)}
+}
+
+// ownBy makes rf owned by its Payment: deleted with it, and never left
+// behind. A Refund that may still move money is held in the same write
+// (holdMoney), so its first reconcile costs one object write, not two.
+func (r *RefundReconciler) ownBy(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) error {
+	base := rf.DeepCopy()
+	if err := controllerutil.SetOwnerReference(p, rf, r.Scheme, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
+		return err
+	}
+	if !rf.Status.Phase.IsFinal() && !held(rf) {
+		hold(rf, ledgerIdentity(rf, p))
+	}
+	return r.Client.Patch(ctx, rf, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 // confirmGone confirms with the API server (not a cache that may not have
@@ -491,21 +505,6 @@ func (r *RefundReconciler) store(ctx context.Context, rf *v1alpha1.Refund, p *v1
 		payment.RecordRefund(r.Recorder, rf, p, out)
 	}
 	return wrote, nil
-}
-
-// noteOnPayment keeps the Payment's list of its Refunds current (shown by
-// kubectl describe payment).
-func (r *RefundReconciler) noteOnPayment(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) error {
-	if p == nil {
-		return nil
-	}
-	_, _, err := payment.Store(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, p.DeepCopy(), func(p *v1alpha1.Payment) payment.Outcome {
-		return payment.NoteRefund(p, rf)
-	})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
 }
 
 // admitWait is the reconcilers' way through the gateway: a short wait for

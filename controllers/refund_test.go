@@ -137,6 +137,8 @@ type refundCost struct {
 	refundStatus, refundObject        int
 	paymentStatus, reconciles         int
 	paymentConflicts, refundConflicts int
+	// paymentOwn are the Payment's status writes by its own controller.
+	paymentOwn int
 }
 
 func (c refundCost) String() string {
@@ -144,8 +146,8 @@ func (c refundCost) String() string {
 	for _, x := range c.calls {
 		calls = append(calls, fmt.Sprintf("%s %s -> %d", x.Method, x.Path, x.Status))
 	}
-	return fmt.Sprintf("%d provider calls [%s]; Refund: %d status writes, %d object writes, %d reconciles; Payment: %d status writes by the refund controller; 409s: Payment %d, Refund %d",
-		len(c.calls), strings.Join(calls, ", "), c.refundStatus, c.refundObject, c.reconciles, c.paymentStatus, c.paymentConflicts, c.refundConflicts)
+	return fmt.Sprintf("%d provider calls [%s]; Refund: %d status writes, %d object writes, %d reconciles; Payment: %d status writes by the refund controller, %d by its own; 409s: Payment %d, Refund %d",
+		len(c.calls), strings.Join(calls, ", "), c.refundStatus, c.refundObject, c.reconciles, c.paymentStatus, c.paymentOwn, c.paymentConflicts, c.refundConflicts)
 }
 
 // conflicts counts write conflicts (409) per kind under a manager's writes.
@@ -207,12 +209,14 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 					refundStatus:     fixture.CountWrites(ws, rf, true),
 					refundObject:     fixture.CountWrites(ws, rf, false),
 					paymentStatus:    fixture.CountWrites(ws, p, true) - before.paymentStatus,
+					paymentOwn:       fixture.CountWrites(m.WritesBy(controllers.ControllerPayment), p, true) - before.paymentOwn,
 					reconciles:       m.ReconcilesOf(controllers.ControllerRefund, rf),
 					paymentConflicts: pc - before.paymentConflicts, refundConflicts: rc - before.refundConflicts,
 				}
 			}
 
 			since := time.Now()
+			first := refundCost{paymentOwn: fixture.CountWrites(m.WritesBy(controllers.ControllerPayment), p, true)}
 			part := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "part", Payment: p.Name, Amount: 500, Reason: "damaged in transit"})
 			got := fixture.WaitRefundPhase(t, env.Client, part, v1alpha1.RefundSucceeded)
 			if !amountIs(got.Status.Amount, 500, "USD") || got.Status.AmountDisplay != "5.00 USD" || got.Status.ProviderRefundID == "" ||
@@ -224,7 +228,7 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 			pay = waitListed(t, pay, v1alpha1.RefundSummary{Name: "part", Amount: "5.00 USD", Phase: v1alpha1.RefundSucceeded})
 			owned := fixture.WaitRefund(t, env.Client, part, "owned", func(r *v1alpha1.Refund) bool { return len(r.OwnerReferences) > 0 })
 			checkOwned(t, owned, pay)
-			cost1 := measure(part, got, since, refundCost{})
+			cost1 := measure(part, got, since, first)
 			if n, total := fixture.SimRefunds(t, s, typ, id); n != 1 || total != 500 {
 				t.Errorf("paysim made %d refunds totalling %d, want 1 of 500", n, total)
 			}
@@ -233,7 +237,8 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 			}
 
 			since = time.Now()
-			before := refundCost{paymentStatus: fixture.CountWrites(m.WritesBy(controllers.ControllerRefund), p, true)}
+			before := refundCost{paymentStatus: fixture.CountWrites(m.WritesBy(controllers.ControllerRefund), p, true),
+				paymentOwn: fixture.CountWrites(m.WritesBy(controllers.ControllerPayment), p, true)}
 			before.paymentConflicts, before.refundConflicts = conf.get()
 			rest := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "rest", Payment: p.Name})
 			got = fixture.WaitRefundPhase(t, env.Client, rest, v1alpha1.RefundSucceeded)
@@ -253,18 +258,33 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 			t.Logf("%s partial refund: %s", typ, cost1)
 			t.Logf("%s refund of the rest: %s", typ, cost2)
 			// A refund is one refund call and one read of the payment back
-			// (PayPal reads the order for its capture id first), and two
-			// status writes of the Refund: the marker before the call, the
-			// answer after it.
+			// (PayPal reads the order for its capture id first), two status
+			// writes of the Refund (the marker before the call, the answer
+			// after it) and one of the Payment, by its own controller (the
+			// refunded total read back, with the Refund listed): the
+			// Payment has one writer. The Refund's object is written once:
+			// owned by its Payment and held (money-in-flight) together.
 			calls := 2
 			if typ == v1alpha1.ProviderPayPal {
 				calls = 3
 			}
 			for _, c := range []refundCost{cost1, cost2} {
-				if len(c.calls) != calls || c.refundStatus != 2 {
-					t.Errorf("a refund cost %s; want %d provider calls and 2 Refund status writes", c, calls)
+				if len(c.calls) != calls || c.refundStatus != 2 || c.refundObject != 1 || c.paymentStatus != 0 || c.paymentOwn != 1 {
+					t.Errorf("a refund cost %s; want %d provider calls, 1 Refund object write (owned and held at once), 2 Refund status writes and 1 Payment status write, by the payment controller", c, calls)
 				}
 			}
+
+			// A settled Refund deleted leaves the payment's list; what the
+			// provider refunded stays the payment's figure.
+			if err := env.Client.Delete(context.Background(), fixture.GetRefund(t, env.Client, part)); err != nil {
+				t.Fatalf("delete Refund part: %v", err)
+			}
+			fixture.Eventually(t, fixture.Timeout, "the deleted Refund to leave status.refunds", func() (bool, string) {
+				got := fixture.GetPayment(t, env.Client, p)
+				st := got.Status
+				return len(st.Refunds) == 1 && st.Refunds[0].Name == "rest" && st.Phase == v1alpha1.PhaseRefunded && amountIs(st.AmountRefunded, 1999, "USD"),
+					"status:\n" + fixture.Dump(st)
+			})
 		})
 	}
 }

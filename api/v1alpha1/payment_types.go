@@ -552,8 +552,10 @@ type PaymentStatus struct {
 	// +optional
 	AmountRefundedDisplay string `json:"amountRefundedDisplay,omitempty"`
 
-	// refunds are this payment's Refunds as last seen (at most 20; the
-	// oldest settled ones are dropped first).
+	// refunds are this payment's Refunds as of its last status write (at
+	// most 20, oldest first; the oldest settled ones are dropped first): a
+	// settled Refund is listed at once, one on its way with the payment's
+	// next write.
 	// +kubebuilder:validation:MaxItems=20
 	// +listType=atomic
 	// +optional

@@ -98,6 +98,11 @@ type Facts struct {
 	// has not been read since (status.refundsCounted, refundsReversed) makes
 	// the provider's cumulative figure be read (RefundsUncounted).
 	SucceededRefunds, ReversedRefunds []types.UID
+	// RefundsListed is true when the payment's Refunds were read;
+	// RefundLines (RefundLines of them) is then what status.refunds must
+	// say (WithRefundLines).
+	RefundsListed bool
+	RefundLines   []v1alpha1.RefundSummary
 }
 
 // RefundRead is a read of a settled payment's refunded total (Step.Read):
@@ -207,6 +212,10 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 			return Step{Action: Wait, At: due, Why: "refunded total behind its Refunds: next read not due"}
 		}
 		return Step{Action: Query, Read: &read, Why: "a Refund settled that the refunded total may not count yet: read the provider's cumulative figure"}
+	}
+	if facts.RefundsListed && refundLinesNews(st.Refunds, facts.RefundLines) {
+		out := Outcome{Status: *st.DeepCopy()}
+		return Step{Action: Write, Outcome: WithRefundLines(out, facts), Why: "a Refund settled or went: list the payment's Refunds"}
 	}
 	if st.Phase.IsFinal() {
 		if st.Query.NextTime != nil || st.Query.UnansweredSince != nil || st.Operation != nil {

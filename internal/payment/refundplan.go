@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -577,27 +578,62 @@ func refundRequery(r *v1alpha1.Refund, now time.Time) (RefundOutcome, bool) {
 // MaxRefundSummaries bounds Payment.status.refunds.
 const MaxRefundSummaries = 20
 
-// NoteRefund keeps a Refund's line in its Payment's status.refunds current.
-// When the list is full, the oldest settled line makes room.
-func NoteRefund(p *v1alpha1.Payment, r *v1alpha1.Refund) Outcome {
-	st := p.Status.DeepCopy()
-	line := v1alpha1.RefundSummary{Name: r.Name, Amount: r.Status.AmountDisplay, Phase: r.Status.Phase}
-	for i := range st.Refunds {
-		if st.Refunds[i].Name == r.Name {
-			st.Refunds[i] = line
-			return Outcome{Status: *st}
+// RefundLines is what a Payment's status.refunds says of its Refunds: one
+// line each, oldest first (by creation, then name). When there are more
+// than MaxRefundSummaries, the oldest settled lines make room.
+func RefundLines(refunds []v1alpha1.Refund) []v1alpha1.RefundSummary {
+	sorted := slices.Clone(refunds)
+	slices.SortStableFunc(sorted, func(a, b v1alpha1.Refund) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
 		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	lines := make([]v1alpha1.RefundSummary, 0, len(sorted))
+	for i := range sorted {
+		r := &sorted[i]
+		lines = append(lines, v1alpha1.RefundSummary{Name: r.Name, Amount: r.Status.AmountDisplay, Phase: r.Status.Phase})
 	}
-	st.Refunds = append(st.Refunds, line)
-	for len(st.Refunds) > MaxRefundSummaries {
+	for len(lines) > MaxRefundSummaries {
 		drop := 0
-		for i, s := range st.Refunds {
-			if s.Phase.IsFinal() {
+		for i, l := range lines {
+			if l.Phase.IsFinal() {
 				drop = i
 				break
 			}
 		}
-		st.Refunds = append(st.Refunds[:drop], st.Refunds[drop+1:]...)
+		lines = slices.Delete(lines, drop, drop+1)
 	}
-	return Outcome{Status: *st}
+	if len(lines) == 0 {
+		return nil
+	}
+	return lines
+}
+
+// refundLinesNews reports whether status.refunds must be written on its
+// own: a Refund settled (or its settlement changed) since the list was
+// written, or a listed Refund is gone. A Refund on its way is shown with the
+// payment's next write for another reason: it is not worth one of its own.
+func refundLinesNews(listed, lines []v1alpha1.RefundSummary) bool {
+	was := make(map[string]v1alpha1.RefundSummary, len(listed))
+	for _, l := range listed {
+		was[l.Name] = l
+	}
+	for _, l := range lines {
+		old, ok := was[l.Name]
+		delete(was, l.Name)
+		if l != old && (l.Phase.IsFinal() || ok && old.Phase.IsFinal()) {
+			return true
+		}
+	}
+	return len(was) > 0
+}
+
+// WithRefundLines is out with the payment's Refunds listed (status.refunds)
+// as facts has them: every write of the payment carries the list.
+func WithRefundLines(out Outcome, facts Facts) Outcome {
+	if facts.RefundsListed {
+		out.Status.Refunds = facts.RefundLines
+	}
+	return out
 }
