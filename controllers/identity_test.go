@@ -298,3 +298,35 @@ func TestANamespaceDeletedWithMoneyInFlightDoesNotHang(t *testing.T) {
 		t.Errorf("paysim created %d payments, want 1", n)
 	}
 }
+
+// TestRestoredRefundCopyIsNeverSentAgain: a Refund restored from a backup
+// (the finalizer and the money-uid annotation of the object that made the
+// refund, no status, no owner reference, a new UID) that the ledger does
+// not know is parked for a human: the refund may have been made, so none is
+// sent again. Owning it by its Payment on its first reconcile must not take
+// it for an object of its own.
+func TestRestoredRefundCopyIsNeverSentAgain(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "identity")
+	s := fixture.StartSim(t, paysim.Options{})
+	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	m := refundManager(t, ns) // no ledger
+	p := paidPayment(t, ns, "kukopay", "backed-up", 1999)
+	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: p.Name, Amount: 500})
+	done := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
+	deleteAndWaitGone(t, done.DeepCopy())
+
+	restored := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: done.Name, Annotations: done.Annotations, Finalizers: done.Finalizers}, Spec: done.Spec}
+	if err := env.Client.Create(context.Background(), restored); err != nil {
+		t.Fatal(err)
+	}
+	got := fixture.WaitRefund(t, env.Client, restored, "parked for a human", func(r *v1alpha1.Refund) bool { return r.Status.Phase == v1alpha1.RefundUnknown })
+	if !strings.Contains(fixture.Dump(got.Status), "restored without status") {
+		t.Errorf("restored Refund: %s", fixture.Dump(got.Status))
+	}
+	if n := len(m.Requests.Calls(fixture.IsRefundCreate)); n != 1 {
+		t.Errorf("%d refund calls, want 1 (none for the restored copy)", n)
+	}
+	if got.Annotations[v1alpha1.AnnotationMoneyUID] != done.Annotations[v1alpha1.AnnotationMoneyUID] {
+		t.Errorf("the restored copy's money-uid changed to %q, was %q", got.Annotations[v1alpha1.AnnotationMoneyUID], done.Annotations[v1alpha1.AnnotationMoneyUID])
+	}
+}

@@ -411,13 +411,16 @@ func ledgerIdentity(rf *v1alpha1.Refund, p *v1alpha1.Payment) map[string]string 
 
 // ownBy makes rf owned by its Payment: deleted with it, and never left
 // behind. A Refund that may still move money is held in the same write
-// (holdMoney), so its first reconcile costs one object write, not two.
+// (holdMoney), so its first reconcile costs one object write, not two. One
+// that carries a money-uid annotation already is not: it may be a copy
+// restored from a backup of the object that made its refund
+// (payment.RestoredRefund), which the plan must see as such.
 func (r *RefundReconciler) ownBy(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) error {
 	base := rf.DeepCopy()
 	if err := controllerutil.SetOwnerReference(p, rf, r.Scheme, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
 		return err
 	}
-	if !rf.Status.Phase.IsFinal() && !held(rf) {
+	if _, marked := rf.Annotations[v1alpha1.AnnotationMoneyUID]; !marked && !rf.Status.Phase.IsFinal() {
 		hold(rf, ledgerIdentity(rf, p))
 	}
 	return r.Client.Patch(ctx, rf, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
