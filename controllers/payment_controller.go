@@ -271,6 +271,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 		facts.ConfigAccepted = entry != nil && entry.ConfigProblem() == ""
+		facts.ProviderUnusable = entry == nil
 		facts.FreshOperation = r.marked.uncalled(uid, p.Status.Operation)
 		facts.FreshCreate = marked
 		step := payment.Plan(p, pol, facts, now)

@@ -410,20 +410,15 @@ func ledgerIdentity(rf *v1alpha1.Refund, p *v1alpha1.Payment) map[string]string 
 }
 
 // ownBy makes rf owned by its Payment: deleted with it, and never left
-// behind. A Refund that may still move money is held in the same write
-// (holdMoney), so its first reconcile costs one object write, not two. One
-// that carries a money-uid annotation already is not: it may be a copy
-// restored from a backup of the object that made its refund
-// (payment.RestoredRefund), which the plan must see as such.
+// behind. It is held (holdMoney) only right before its marker: a Refund that
+// never sends anything carries no money-uid, so a copy of it applied again
+// is not taken for a restored one that sent its refund.
 func (r *RefundReconciler) ownBy(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) error {
 	base := rf.DeepCopy()
 	if err := controllerutil.SetOwnerReference(p, rf, r.Scheme, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
 		return err
 	}
-	if _, marked := rf.Annotations[v1alpha1.AnnotationMoneyUID]; !marked && !rf.Status.Phase.IsFinal() {
-		hold(rf, ledgerIdentity(rf, p))
-	}
-	return r.Client.Patch(ctx, rf, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	return r.Client.Patch(ctx, rf, client.MergeFrom(base))
 }
 
 // confirmGone confirms with the API server (not a cache that may not have

@@ -103,6 +103,9 @@ type Facts struct {
 	// say (WithRefundLines).
 	RefundsListed bool
 	RefundLines   []v1alpha1.RefundSummary
+	// ProviderUnusable is true when the provider cannot be called now (no
+	// usable PaymentProvider): what needs no call is not held back for it.
+	ProviderUnusable bool
 }
 
 // RefundRead is a read of a settled payment's refunded total (Step.Read):
@@ -207,13 +210,15 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 		return Step{Action: Write, Outcome: out, Why: "the provider no longer guarantees the authorized funds"}
 	}
 	st := &p.Status
-	if read, ok := RefundsUncounted(p, facts); ok {
+	linesNews := facts.RefundsListed && refundLinesNews(st.Refunds, facts.RefundLines)
+	if read, ok := RefundsUncounted(p, facts); ok && !(linesNews && facts.ProviderUnusable) {
 		if due := refundReadDue(p, pol); now.Before(due) {
 			return Step{Action: Wait, At: due, Why: "refunded total behind its Refunds: next read not due"}
 		}
 		return Step{Action: Query, Read: &read, Why: "a Refund settled that the refunded total may not count yet: read the provider's cumulative figure"}
 	}
-	if facts.RefundsListed && refundLinesNews(st.Refunds, facts.RefundLines) {
+	if linesNews {
+		// Written with the read of the refunded total when there is one.
 		out := Outcome{Status: *st.DeepCopy()}
 		return Step{Action: Write, Outcome: WithRefundLines(out, facts), Why: "a Refund settled or went: list the payment's Refunds"}
 	}
@@ -247,6 +252,11 @@ func configFixed(st *v1alpha1.PaymentStatus, facts Facts) bool {
 func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 	st := &p.Status
 	marked := st.CreateRequestedAt != nil
+	if !marked && !p.DeletionTimestamp.IsZero() {
+		// Decided on the API server's copy too (a write that conflicts with
+		// the deletion is planned again on it): nothing is created.
+		return Step{Action: Nothing, Why: "deleted before its create was sent: nothing may start now"}
+	}
 	if !marked && facts.ReferenceOwner != "" {
 		return Step{Action: Write, Outcome: referenceTaken(p, facts.ReferenceOwner, now), Why: "merchant reference already in use"}
 	}

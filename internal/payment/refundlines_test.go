@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
@@ -108,5 +109,65 @@ func TestEveryPaymentWriteCarriesItsRefunds(t *testing.T) {
 	out = payment.WithRefundLines(payment.Outcome{Status: p.Status}, payment.Facts{})
 	if !slices.Equal(out.Status.Refunds, lines) {
 		t.Errorf("with the Refunds not read, the list changed to %+v", out.Status.Refunds)
+	}
+}
+
+// Nothing starts for an object deleted before its money call was marked,
+// whichever copy the plan is made on: the reconcile's, or the API server's
+// after a write that conflicted with the deletion. One marked before it was
+// deleted is driven on until it settles.
+func TestNothingStartsForADeletedObject(t *testing.T) {
+	deleted := metav1.NewTime(t0)
+	pol := testPolicy()
+
+	p := newPay("gone")
+	if s := payment.Plan(p, pol, payment.Facts{}, t0); s.Action != payment.Write || s.Outcome.Status.CreateRequestedAt == nil {
+		t.Fatalf("a new payment: %s (%s), want its create marker", s.Action, s.Why)
+	}
+	p.DeletionTimestamp = &deleted
+	if s := payment.Plan(p, pol, payment.Facts{}, t0); s.Action != payment.Nothing {
+		t.Errorf("a payment deleted before its create: %s (%s), want nothing", s.Action, s.Why)
+	}
+	marked := store(newPay("marked"), payment.Plan(newPay("marked"), pol, payment.Facts{}, t0).Outcome)
+	marked.DeletionTimestamp = &deleted
+	if s := payment.Plan(marked, pol, payment.Facts{FreshCreate: true}, t0); s.Action != payment.Create {
+		t.Errorf("a payment deleted after its create marker: %s (%s), want the create it announced", s.Action, s.Why)
+	}
+
+	paid := paidPayment(0)
+	rf := newRefund("r", 500, t0)
+	if s := payment.PlanRefund(rf, pol, payment.RefundFacts{Payment: paid}, t0); s.Action != payment.Write || s.Outcome.Status.CreateRequestedAt == nil {
+		t.Fatalf("a new Refund: %s (%s), want its marker", s.Action, s.Why)
+	}
+	rf.DeletionTimestamp = &deleted
+	if s := payment.PlanRefund(rf, pol, payment.RefundFacts{Payment: paid}, t0); s.Action != payment.Nothing {
+		t.Errorf("a Refund deleted before its marker: %s (%s), want nothing", s.Action, s.Why)
+	}
+	sent := newRefund("sent", 500, t0)
+	sent.Status.CreateRequestedAt = ptrTime(t0)
+	sent.Status.Phase = v1alpha1.RefundPending
+	sent.DeletionTimestamp = &deleted
+	if s := payment.PlanRefund(sent, pol, payment.RefundFacts{Payment: paid}, t0); s.Action == payment.Nothing {
+		t.Errorf("a Refund deleted after its marker is left (%s); its refund may be on its way", s.Why)
+	}
+}
+
+// A Refund that settled is listed even while the provider cannot be read:
+// the list needs no call, so it does not wait for the refunded total's read.
+func TestRefundLinesDoNotWaitForAnImpossibleRead(t *testing.T) {
+	p := succeededPayment()
+	lines := []v1alpha1.RefundSummary{line("r1", v1alpha1.RefundSucceeded, "5.00 USD")}
+	facts := payment.Facts{RefundsListed: true, RefundLines: lines, SucceededRefunds: []types.UID{"uid-r1"}}
+	if s := payment.Plan(p, testPolicy(), facts, t0.Add(time.Hour)); s.Action != payment.Query || s.Read == nil {
+		t.Fatalf("provider usable: %s (%s), want the read (the list rides along with its answer)", s.Action, s.Why)
+	}
+	facts.ProviderUnusable = true
+	s := payment.Plan(p, testPolicy(), facts, t0.Add(time.Hour))
+	if s.Action != payment.Write || !slices.Equal(s.Outcome.Status.Refunds, lines) {
+		t.Fatalf("provider unusable: %s (%s), want the list written", s.Action, s.Why)
+	}
+	p.Status.Refunds = lines
+	if s := payment.Plan(p, testPolicy(), facts, t0.Add(time.Hour)); s.Action != payment.Query || s.Read == nil {
+		t.Errorf("listed, provider unusable: %s (%s), want the read still asked for", s.Action, s.Why)
 	}
 }

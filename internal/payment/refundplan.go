@@ -122,6 +122,11 @@ func PlanRefund(r *v1alpha1.Refund, pol Policy, facts RefundFacts, now time.Time
 		return RefundStep{Action: Nothing, Why: "waiting for a final answer or an operator"}
 	}
 	if st.ProviderRefundID == "" && st.CreateRequestedAt == nil {
+		if !r.DeletionTimestamp.IsZero() {
+			// Decided on the API server's copy too (a write that conflicts
+			// with the deletion is planned again on it): nothing is sent.
+			return RefundStep{Action: Nothing, Why: "deleted before its refund was sent: nothing may start now"}
+		}
 		if len(facts.Ledger) > 0 {
 			if out, ok := AdoptRefund(r, facts.Ledger, now); ok {
 				return RefundStep{Action: Write, Outcome: out, Why: "the refund was settled by an earlier object: adopt, do not refund again"}
