@@ -60,11 +60,23 @@ if [[ -n $unformatted ]]; then
   status=1
 fi
 # No tracked file over 1 MiB: a committed binary or data dump is carried by
-# every clone for ever.
-large=$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$1 > 1048576 { print $2 " (" $1 " bytes)" }')
+# every clone for ever. (A tracked file deleted in the work tree is not
+# measured: it is on its way out.)
+large=$(git ls-files -z | { xargs -0 -r stat --printf '%s\t%n\n' 2>/dev/null || true; } |
+  awk -F'\t' '$1 > 1048576 { printf "  %s (%.1f MiB)\n", $2, $1 / 1048576 }')
 if [[ -n $large ]]; then
-  echo "verify: tracked files larger than 1 MiB (remove them, add them to .gitignore):" >&2
+  echo "verify: tracked files larger than 1 MiB (git rm --cached them, and ignore them in .gitignore if they are built):" >&2
   echo "$large" >&2
+  status=1
+fi
+# Every command's binary is ignored where `go build` and `make build` leave it.
+unignored=$(go list -e -f '{{if eq .Name "main"}}{{.Dir}}{{end}}' ./... | while read -r dir; do
+  [[ -n $dir ]] || continue
+  for f in "${dir##*/}" "bin/${dir##*/}"; do git check-ignore -q --no-index "$f" || echo "  $f"; done
+done)
+if [[ -n $unignored ]]; then
+  echo "verify: .gitignore does not ignore these built binaries:" >&2
+  echo "$unignored" >&2
   status=1
 fi
 exit $status

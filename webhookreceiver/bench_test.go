@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 )
 
 // Ack latency of the real receiver over loopback HTTP against the envtest
@@ -38,13 +38,13 @@ func BenchmarkReceiverNewEvent(b *testing.B) {
 			var last *v1alpha1.Payment
 			for i := range bodies {
 				ref := fmt.Sprintf("bench-%d", i)
-				last = inboxtest.CreatePayment(b, env.Client, k.ns, ref, k.name, ref, "pay_"+ref, 1000, "USD")
-				ev := inboxtest.KukoPayEvent{ID: "evt_" + ref, Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_" + ref, MerchantRef: ref, Amount: 1000, Currency: "USD"}
+				last = fixture.CreatePayment(b, env.Client, fixture.Payment{Namespace: k.ns, Name: ref, Provider: k.name, MerchantReference: ref, ProviderPaymentID: "pay_" + ref, Amount: 1000, Currency: "USD"})
+				ev := fixture.KukoPayEvent{ID: "evt_" + ref, Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_" + ref, MerchantRef: ref, Amount: 1000, Currency: "USD"}
 				bodies[i] = ev.Body(b)
 			}
 			// The receiver must see every payment before the clock starts;
 			// payments are cached in creation order.
-			inboxtest.WaitCached(b, rcv.Cache, last)
+			fixture.WaitCached(b, rcv.Cache, last)
 			lat := measure(b, k, workers, func(i int) []byte { return bodies[i] })
 			report(b, lat)
 		})
@@ -57,7 +57,7 @@ func BenchmarkReceiverDuplicate(b *testing.B) {
 	for _, workers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("senders=%d", workers), func(b *testing.B) {
 			k := benchProvider(b)
-			ev := inboxtest.KukoPayEvent{ID: "evt_dup", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_dup", MerchantRef: "dup", Amount: 1000, Currency: "USD"}
+			ev := fixture.KukoPayEvent{ID: "evt_dup", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_dup", MerchantRef: "dup", Amount: 1000, Currency: "USD"}
 			body := ev.Body(b)
 			if r := post(b, k, body); r != http.StatusOK {
 				b.Fatalf("first delivery: %d", r)
@@ -70,11 +70,11 @@ func BenchmarkReceiverDuplicate(b *testing.B) {
 
 func benchProvider(b *testing.B) kukoPay {
 	b.Helper()
-	k := kukoPay{ns: inboxtest.Namespace(b, env.Client, "bench"), name: "kukopay", secret: "bench-secret"}
-	k.prov = inboxtest.CreateProvider(b, env.Client, inboxtest.Provider{
+	k := kukoPay{ns: fixture.Namespace(b, env.Client, "bench"), name: "kukopay", secret: "bench-secret"}
+	k.prov = fixture.CreateProvider(b, env.Client, fixture.Provider{
 		Namespace: k.ns, Name: k.name, Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"current": k.secret},
 	})
-	inboxtest.WaitCached(b, rcv.Cache, k.prov)
+	fixture.WaitCached(b, rcv.Cache, k.prov)
 	// One warm-up request builds the adapter and opens the connection.
 	post(b, k, []byte(`{}`))
 	return k
@@ -86,7 +86,7 @@ func post(b *testing.B, k kukoPay, body []byte) int {
 		b.Fatal(err)
 	}
 	// Signed per request, as every provider retry is.
-	req.Header = inboxtest.KukoPayHeader(body, time.Now(), k.secret)
+	req.Header = fixture.KukoPayHeader(body, time.Now(), k.secret)
 	resp, err := benchClient.Do(req)
 	if err != nil {
 		b.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 )
 
 // TestAnEventAboutAnotherProviderPaymentIsADuplicatePaymentReview: a signed
@@ -35,11 +35,11 @@ func TestAnEventAboutAnotherProviderPaymentIsADuplicatePaymentReview(t *testing.
 	wantCode(t, k.deliver(t, failed), http.StatusOK)
 
 	for _, id := range []string{"evt_b", "evt_c"} {
-		if e := inboxtest.WaitResult(t, env.Client, k.ns, k.name, id); e == nil || e.Status.Result == v1alpha1.ResultStale {
+		if e := fixture.WaitEventResult(t, env.Client, k.ns, k.name, id, "", fixture.Timeout); e == nil || e.Status.Result == v1alpha1.ResultStale {
 			t.Errorf("event %s recorded as %+v, want stored and not passed off as stale", id, e)
 		}
 	}
-	got := inboxtest.GetPayment(t, env.Client, p)
+	got := fixture.GetPayment(t, env.Client, p)
 	if got.Status.Phase != v1alpha1.PhaseSucceeded || got.Status.ProviderPaymentID != "pay_A" {
 		t.Fatalf("payment %s with provider payment %q, want still Succeeded with pay_A", got.Status.Phase, got.Status.ProviderPaymentID)
 	}
@@ -51,7 +51,7 @@ func TestAnEventAboutAnotherProviderPaymentIsADuplicatePaymentReview(t *testing.
 		!strings.Contains(c.Message, "pay_B") || !strings.Contains(c.Message, "pay_C") {
 		t.Fatalf("review %+v, want DuplicatePayment naming pay_A, pay_B and pay_C (the failed pay_C never hides the paid pay_B)", c)
 	}
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "a Warning Event DuplicatePayment", func() (bool, string) {
 		var l eventsv1.EventList
 		if err := env.Client.List(context.Background(), &l, client.InNamespace(k.ns)); err != nil {
 			return false, err.Error()

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/webhookreceiver"
 )
 
@@ -47,17 +47,17 @@ func TestSlowBodiesToOneProviderDoNotShedAnother(t *testing.T) {
 	start := time.Now()
 	conns := holdConns(t, base, "/webhooks/"+a.ns+"/"+a.name, slow, 1000, "{")
 	// Every one of them is past its first body byte: holding a slot or shed.
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "every slow request to hold a slot or be shed", func() (bool, string) {
 		held := gathered(t, reg, "paywarden_webhook_requests_in_flight", "")
 		shed := shedTotal() - shedBefore
 		return held+shed == slow, fmt.Sprintf("%v slow requests hold a slot and %v were shed, want %d together", held, shed, slow)
 	})
 
 	wantCode(t, b.deliverTo(t, base, b.event("evt_other_tenant", "payment.succeeded", "succeeded", payB)), http.StatusOK)
-	if got := inboxtest.GetPayment(t, env.Client, payB); got.Status.Phase != v1alpha1.PhaseSucceeded {
+	if got := fixture.GetPayment(t, env.Client, payB); got.Status.Phase != v1alpha1.PhaseSucceeded {
 		t.Fatalf("other tenant's payment %s, want its delivery applied", got.Status.Phase)
 	}
-	if e := inboxtest.WaitResult(t, env.Client, b.ns, b.name, "evt_other_tenant"); e == nil {
+	if e := fixture.WaitEventResult(t, env.Client, b.ns, b.name, "evt_other_tenant", "", fixture.Timeout); e == nil {
 		t.Fatal("other tenant's event not stored")
 	}
 	// Acknowledged while the slow requests still held their slots, not
@@ -77,7 +77,7 @@ func TestSlowBodiesToOneProviderDoNotShedAnother(t *testing.T) {
 	// and the connection is closed.
 	codes := map[int]int{}
 	for i, c := range conns {
-		code, closed, err := answerOn(c, inboxtest.Timeout)
+		code, closed, err := answerOn(c, fixture.Timeout)
 		if err != nil {
 			t.Fatalf("slow connection %d: %v", i, err)
 		}
@@ -97,14 +97,14 @@ func TestSlowBodiesToOneProviderDoNotShedAnother(t *testing.T) {
 	if cut > bodyTimeout+15*time.Second {
 		t.Errorf("slow bodies were cut after %s, want about the body deadline %s", cut, bodyTimeout)
 	}
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "no request in flight", func() (bool, string) {
 		n := gathered(t, reg, "paywarden_webhook_requests_in_flight", "")
 		return n == 0, fmt.Sprintf("%v requests in flight after the slow ones were cut, want 0", n)
 	})
 
 	// The provider redelivers and is acknowledged.
 	wantCode(t, a.deliverTo(t, base, a.event("evt_flooded", "payment.succeeded", "succeeded", payA)), http.StatusOK)
-	if got := inboxtest.GetPayment(t, env.Client, payA); got.Status.Phase != v1alpha1.PhaseSucceeded {
+	if got := fixture.GetPayment(t, env.Client, payA); got.Status.Phase != v1alpha1.PhaseSucceeded {
 		t.Fatalf("flooded provider's payment %s, want its redelivery applied", got.Status.Phase)
 	}
 }

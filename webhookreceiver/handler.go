@@ -130,7 +130,7 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, req, "provider adapter unavailable")
 		return
 	}
-	scheme, err := s.verifySignature(ctx, entry.Provider, prov, r.Header, body, secrets)
+	scheme, err := s.verifySignature(ctx, entry, prov, r.Header, body, secrets)
 	if errors.Is(err, errVerifyBudget) {
 		s.shed(w, req, shedVerifyRate, "signature verification busy")
 		return

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/webhookreceiver"
 )
 
@@ -36,7 +36,7 @@ func startServer(t *testing.T, opts webhookreceiver.Options) string {
 	}
 	opts.Reader, opts.APIReader = rcv.Cache, env.Client
 	if opts.BundleNamespace == "" {
-		opts.BundleNamespace = inboxtest.BundleNamespace // rcv's
+		opts.BundleNamespace = fixture.BundleNamespace // rcv's
 	}
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 2 * time.Second
@@ -105,10 +105,10 @@ func heapAfterGC() runtime.MemStats {
 }
 
 // deliverTo sends a correctly signed event of k to another receiver.
-func (k kukoPay) deliverTo(t *testing.T, base string, ev inboxtest.KukoPayEvent) inboxtest.Response {
+func (k kukoPay) deliverTo(t *testing.T, base string, ev fixture.KukoPayEvent) fixture.Response {
 	t.Helper()
 	body := ev.Body(t)
-	return inboxtest.Send(t, "POST", base+"/webhooks/"+k.ns+"/"+k.name, body, inboxtest.KukoPayHeader(body, time.Now(), k.secret))
+	return fixture.Send(t, "POST", base+"/webhooks/"+k.ns+"/"+k.name, body, fixture.KukoPayHeader(body, time.Now(), k.secret))
 }
 
 // 1000 connections that declare a 16 MiB body (the largest maxBodyBytes)
@@ -123,7 +123,7 @@ func TestHeaderOnlyConnectionsCostLittleAndDoNotStarveDeliveries(t *testing.T) {
 		heapBound = 64 << 20
 		declared  = 16 << 20
 	)
-	k := newKukoPay(t, func(p *inboxtest.Provider) { p.MaxBodyBytes = declared })
+	k := newKukoPay(t, func(p *fixture.Provider) { p.MaxBodyBytes = declared })
 	// ReadTimeout is long so the connections are held for the whole test.
 	base := startServer(t, webhookreceiver.Options{ReadTimeout: 2 * time.Minute})
 	p := k.payment(t, "order-load", "order-load", "pay_load", 100)
@@ -135,14 +135,14 @@ func TestHeaderOnlyConnectionsCostLittleAndDoNotStarveDeliveries(t *testing.T) {
 	held := holdConns(t, base, "/webhooks/"+k.ns+"/"+k.name, conns, declared, "")
 	// One server goroutine per connection, each past its headers and
 	// waiting for the body.
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "every connection to be served", func() (bool, string) {
 		n := runtime.NumGoroutine() - goroutines
 		return n >= conns, fmt.Sprintf("%d of %d connections being served", n, conns)
 	})
 
 	r := k.deliverTo(t, base, k.event("evt_load", "payment.succeeded", "succeeded", p))
 	wantCode(t, r, http.StatusOK)
-	if got := inboxtest.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseSucceeded {
+	if got := fixture.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseSucceeded {
 		t.Fatalf("payment %s, want the delivery applied while %d connections are held", got.Status.Phase, conns)
 	}
 	unanswered(t, held)
@@ -199,10 +199,10 @@ func TestConcurrencyBoundShedsWithoutReadingTheBody(t *testing.T) {
 
 	answered := make(chan int, 1)
 	go func() {
-		ev := inboxtest.KukoPayEvent{ID: "evt_slot", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_slot", MerchantRef: "order-slot", Amount: 1, Currency: "USD"}
+		ev := fixture.KukoPayEvent{ID: "evt_slot", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_slot", MerchantRef: "order-slot", Amount: 1, Currency: "USD"}
 		body := ev.Body(t)
 		req, _ := http.NewRequest("POST", base+path, strings.NewReader(string(body)))
-		req.Header = inboxtest.KukoPayHeader(body, time.Now(), k.secret)
+		req.Header = fixture.KukoPayHeader(body, time.Now(), k.secret)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			answered <- 0
@@ -213,7 +213,7 @@ func TestConcurrencyBoundShedsWithoutReadingTheBody(t *testing.T) {
 	}()
 	select {
 	case <-hold.entered:
-	case <-time.After(inboxtest.Timeout):
+	case <-time.After(fixture.Timeout):
 		t.Fatal("the first delivery never reached the store; the stalled connections must not hold the only slot")
 	}
 
@@ -221,7 +221,7 @@ func TestConcurrencyBoundShedsWithoutReadingTheBody(t *testing.T) {
 	// The second request declares a body it never finishes sending: if the
 	// receiver read it, the answer would wait for the read timeout.
 	over := holdConns(t, base, path, 1, 4096, `{"id":"evt_over"`)[0]
-	_ = over.SetReadDeadline(time.Now().Add(inboxtest.Timeout))
+	_ = over.SetReadDeadline(time.Now().Add(fixture.Timeout))
 	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
 	if err != nil {
 		t.Fatalf("no prompt answer beyond the bound: %v", err)
@@ -245,7 +245,7 @@ func TestConcurrencyBoundShedsWithoutReadingTheBody(t *testing.T) {
 		t.Fatalf("request holding the slot got %d, want 200", code)
 	}
 	// The slot is free again.
-	ev := inboxtest.KukoPayEvent{ID: "evt_after_slot", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_slot2", MerchantRef: "order-slot2", Amount: 1, Currency: "USD"}
+	ev := fixture.KukoPayEvent{ID: "evt_after_slot", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_slot2", MerchantRef: "order-slot2", Amount: 1, Currency: "USD"}
 	wantCode(t, k.deliverTo(t, base, ev), http.StatusOK)
 	unanswered(t, stalled)
 }
@@ -274,13 +274,13 @@ func TestSlowBodyIsCutAtItsDeadline(t *testing.T) {
 			slow := holdConns(t, base, "/webhooks/"+k.ns+"/"+k.name, 1, 1000, `{"id":"evt_slow",`)[0]
 
 			// Past its first body byte, the slow request holds the only slot.
-			inboxtest.Eventually(t, tc.cut, func() (bool, string) {
+			fixture.Eventually(t, tc.cut, "the slow request to hold the only slot", func() (bool, string) {
 				n := gathered(t, reg, "paywarden_webhook_requests_in_flight", "")
 				return n == 1, fmt.Sprintf("%v requests in flight, want the slow one", n)
 			})
 
 			// Without a deadline the request would wait for its body for ever.
-			_ = slow.SetReadDeadline(time.Now().Add(inboxtest.Timeout))
+			_ = slow.SetReadDeadline(time.Now().Add(fixture.Timeout))
 			resp, err := http.ReadResponse(bufio.NewReader(slow), nil)
 			if err != nil {
 				t.Fatalf("slow body not answered: %v", err)
@@ -297,7 +297,7 @@ func TestSlowBodyIsCutAtItsDeadline(t *testing.T) {
 			if n := gathered(t, reg, "paywarden_webhook_requests_in_flight", ""); n != 0 {
 				t.Errorf("%v requests in flight after the slow one was cut, want 0", n)
 			}
-			ev := inboxtest.KukoPayEvent{ID: "evt_after_slow", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_after_slow", MerchantRef: "order-after-slow", Amount: 1, Currency: "USD"}
+			ev := fixture.KukoPayEvent{ID: "evt_after_slow", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_after_slow", MerchantRef: "order-after-slow", Amount: 1, Currency: "USD"}
 			wantCode(t, k.deliverTo(t, base, ev), http.StatusOK)
 		})
 	}
@@ -309,9 +309,9 @@ func TestOversizedHeadersAreRefused(t *testing.T) {
 	k := newKukoPay(t)
 	base := startServer(t, webhookreceiver.Options{MaxHeaderBytes: 4 << 10})
 	body := []byte(`{}`)
-	h := inboxtest.KukoPayHeader(body, time.Now(), k.secret)
+	h := fixture.KukoPayHeader(body, time.Now(), k.secret)
 	h.Set("X-Padding", strings.Repeat("p", 16<<10))
-	r := inboxtest.Send(t, "POST", base+"/webhooks/"+k.ns+"/"+k.name, body, h)
+	r := fixture.Send(t, "POST", base+"/webhooks/"+k.ns+"/"+k.name, body, h)
 	wantCode(t, r, http.StatusRequestHeaderFieldsTooLarge)
 	wantNoEvents(t, k.ns)
 }

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/testenv"
 )
@@ -22,7 +22,7 @@ import (
 // in production); every test works in namespaces of its own.
 var (
 	env *testenv.Env
-	rcv *inboxtest.Receiver
+	rcv *fixture.Receiver
 )
 
 func TestMain(m *testing.M) {
@@ -44,7 +44,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
-	rcv, err = inboxtest.StartReceiver(env.Config, env.Scheme, inboxtest.ReceiverOptions{})
+	rcv, err = fixture.NewReceiver(env.Config, env.Scheme, fixture.ReceiverOptions{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -61,14 +61,14 @@ type kukoPay struct {
 	prov   *v1alpha1.PaymentProvider
 }
 
-func newKukoPay(t *testing.T, mods ...func(*inboxtest.Provider)) kukoPay {
+func newKukoPay(t *testing.T, mods ...func(*fixture.Provider)) kukoPay {
 	t.Helper()
-	k := kukoPay{ns: inboxtest.Namespace(t, env.Client, "recv"), name: "kukopay", secret: "whsec-current"}
-	p := inboxtest.Provider{Namespace: k.ns, Name: k.name, Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"current": k.secret}}
+	k := kukoPay{ns: fixture.Namespace(t, env.Client, "recv"), name: "kukopay", secret: "whsec-current"}
+	p := fixture.Provider{Namespace: k.ns, Name: k.name, Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"current": k.secret}}
 	for _, m := range mods {
 		m(&p)
 	}
-	k.prov = inboxtest.CreateProvider(t, env.Client, p)
+	k.prov = fixture.CreateProvider(t, env.Client, p)
 	waitProviderCached(t, k.prov)
 	return k
 }
@@ -78,7 +78,7 @@ func newKukoPay(t *testing.T, mods ...func(*inboxtest.Provider)) kukoPay {
 // judged on its secrets.
 func waitProviderCached(t *testing.T, prov *v1alpha1.PaymentProvider) {
 	t.Helper()
-	inboxtest.WaitCached(t, rcv.Cache, prov)
+	fixture.WaitCached(t, rcv.Cache, prov)
 }
 
 func (k kukoPay) url() string { return rcv.WebhookURL(k.ns, k.name) }
@@ -86,24 +86,24 @@ func (k kukoPay) url() string { return rcv.WebhookURL(k.ns, k.name) }
 // payment creates a tracked payment and waits for the receiver to see it.
 func (k kukoPay) payment(t *testing.T, name, ref, providerID string, amount int64) *v1alpha1.Payment {
 	t.Helper()
-	p := inboxtest.CreatePayment(t, env.Client, k.ns, name, k.name, ref, providerID, amount, "USD")
-	inboxtest.WaitCached(t, rcv.Cache, p)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: k.ns, Name: name, Provider: k.name, MerchantReference: ref, ProviderPaymentID: providerID, Amount: amount, Currency: "USD"})
+	fixture.WaitCached(t, rcv.Cache, p)
 	return p
 }
 
 // event is a KukoPay event about a payment of this provider.
-func (k kukoPay) event(id, typ, status string, p *v1alpha1.Payment) inboxtest.KukoPayEvent {
-	return inboxtest.KukoPayEvent{
+func (k kukoPay) event(id, typ, status string, p *v1alpha1.Payment) fixture.KukoPayEvent {
+	return fixture.KukoPayEvent{
 		ID: id, Type: typ, Status: status, PaymentID: p.Spec.ProviderPaymentID, MerchantRef: p.Spec.MerchantReference,
 		Amount: p.Spec.Amount.Value, Currency: p.Spec.Amount.Currency,
 	}
 }
 
 // deliver sends a correctly signed event now.
-func (k kukoPay) deliver(t *testing.T, ev inboxtest.KukoPayEvent) inboxtest.Response {
+func (k kukoPay) deliver(t *testing.T, ev fixture.KukoPayEvent) fixture.Response {
 	t.Helper()
 	body := ev.Body(t)
-	return inboxtest.Send(t, "POST", k.url(), body, inboxtest.KukoPayHeader(body, time.Now(), k.secret))
+	return fixture.Send(t, "POST", k.url(), body, fixture.KukoPayHeader(body, time.Now(), k.secret))
 }
 
 // webhookCount reads paywarden_webhooks_total{namespace,provider,result}.
@@ -121,7 +121,7 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
-func wantCode(t *testing.T, r inboxtest.Response, code int) {
+func wantCode(t *testing.T, r fixture.Response, code int) {
 	t.Helper()
 	if r.Code != code {
 		t.Fatalf("status %d (%s), want %d", r.Code, r.Body, code)
@@ -130,7 +130,7 @@ func wantCode(t *testing.T, r inboxtest.Response, code int) {
 
 func wantNoEvents(t *testing.T, ns string) {
 	t.Helper()
-	if evs := inboxtest.Events(t, env.Client, ns); len(evs) != 0 {
+	if evs := fixture.WebhookEvents(t, env.Client, ns); len(evs) != 0 {
 		t.Fatalf("%d WebhookEvents written for rejected requests, want none (first: %s result %q)", len(evs), evs[0].Name, evs[0].Status.Result)
 	}
 }

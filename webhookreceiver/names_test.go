@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 )
 
 // The longest provider name admission allows is routable (the path's name is
@@ -14,11 +14,11 @@ import (
 // limit, are stored.
 func TestLongestProviderNameReceivesWebhooks(t *testing.T) {
 	name := strings.Repeat("k", v1alpha1.MaxPaymentProviderNameLength)
-	k := newKukoPay(t, func(p *inboxtest.Provider) { p.Name = name })
+	k := newKukoPay(t, func(p *fixture.Provider) { p.Name = name })
 	k.name = name
 	p := k.payment(t, "order-long", "order-long", "pay_long", 100)
 	wantCode(t, k.deliver(t, k.event("evt_long", "payment.succeeded", "succeeded", p)), http.StatusOK)
-	e := inboxtest.WaitResult(t, env.Client, k.ns, name, "evt_long")
+	e := fixture.WaitEventResult(t, env.Client, k.ns, name, "evt_long", "", fixture.Timeout)
 	if e == nil || len(e.Name) != 253 || e.Status.Result != v1alpha1.ResultApplied {
 		t.Fatalf("event %+v, want stored under a 253-character name and applied", e)
 	}

@@ -16,7 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
 	"github.com/paywarden/paywarden/webhookreceiver"
@@ -33,7 +33,7 @@ type payPal struct {
 func newPayPal(t *testing.T) payPal {
 	t.Helper()
 	ctx := context.Background()
-	p := payPal{ns: inboxtest.Namespace(t, env.Client, "paypal"), name: "paypal", secret: []byte("paypal-sim-secret")}
+	p := payPal{ns: fixture.Namespace(t, env.Client, "paypal"), name: "paypal", secret: []byte("paypal-sim-secret")}
 	p.sim = paysim.New(paysim.Options{})
 	srv := httptest.NewServer(p.sim.Handler())
 	t.Cleanup(func() { srv.Close(); p.sim.Close() })
@@ -60,7 +60,7 @@ func newPayPal(t *testing.T) payPal {
 	}
 	// The provider and its bundle, which carries the credentials PayPal's
 	// verification needs: the receiver reads no tenant Secret.
-	inboxtest.WaitCached(t, rcv.Cache, prov)
+	fixture.WaitCached(t, rcv.Cache, prov)
 	return p
 }
 
@@ -132,7 +132,7 @@ func TestForgedPayPalRequestsCostAtMostTheVerifyBudget(t *testing.T) {
 
 	t.Run("a forgery's verdict is remembered", func(t *testing.T) {
 		for i := range 10 {
-			wantCode(t, inboxtest.Send(t, "POST", url, forgedBody, forgery), http.StatusUnauthorized)
+			wantCode(t, fixture.Send(t, "POST", url, forgedBody, forgery), http.StatusUnauthorized)
 			want := 0
 			if i == 0 {
 				want = 1
@@ -143,16 +143,16 @@ func TestForgedPayPalRequestsCostAtMostTheVerifyBudget(t *testing.T) {
 		}
 	})
 	t.Run("a forgery with a genuine transmission id does not poison it", func(t *testing.T) {
-		r := inboxtest.Send(t, "POST", url, genuineBody, genuine)
+		r := fixture.Send(t, "POST", url, genuineBody, genuine)
 		wantCode(t, r, http.StatusOK)
 		if n := callsSince(); n != 1 {
 			t.Fatalf("%d verify calls for the genuine transmission, want its own 1", n)
 		}
-		if e := inboxtest.EventFor(t, env.Client, p.ns, p.name, "WH-GENUINE-1"); e == nil {
+		if e := fixture.WebhookEventFor(t, env.Client, p.ns, p.name, "WH-GENUINE-1"); e == nil {
 			t.Fatal("genuine event not stored")
 		}
 		// PayPal redelivers the same transmission: the verdict is remembered.
-		r = inboxtest.Send(t, "POST", url, genuineBody, genuine)
+		r = fixture.Send(t, "POST", url, genuineBody, genuine)
 		wantCode(t, r, http.StatusOK)
 		if n := callsSince(); n != 0 {
 			t.Fatalf("%d verify calls for a redelivered transmission, want 0", n)
@@ -170,7 +170,7 @@ func TestForgedPayPalRequestsCostAtMostTheVerifyBudget(t *testing.T) {
 				defer wg.Done()
 				for i := range work {
 					body := p.event(t, fmt.Sprintf("WH-FORGED-%d", i))
-					codes[i] = inboxtest.Send(t, "POST", url, body, p.headers(fmt.Sprintf("tx-forged-%d", i), clk.Now(), body, attacker)).Code
+					codes[i] = fixture.Send(t, "POST", url, body, p.headers(fmt.Sprintf("tx-forged-%d", i), clk.Now(), body, attacker)).Code
 				}
 			}()
 		}
@@ -197,24 +197,24 @@ func TestForgedPayPalRequestsCostAtMostTheVerifyBudget(t *testing.T) {
 	t.Run("a genuine delivery after the flood", func(t *testing.T) {
 		body := p.event(t, "WH-GENUINE-2")
 		h := p.headers("tx-genuine-2", clk.Now(), body, p.secret)
-		r := inboxtest.Send(t, "POST", url, body, h)
+		r := fixture.Send(t, "POST", url, body, h)
 		if r.Code != http.StatusServiceUnavailable || r.Header.Get("Retry-After") != "3" {
 			t.Fatalf("with the bucket empty: %d, Retry-After %q; want 503 with Retry-After 3", r.Code, r.Header.Get("Retry-After"))
 		}
 		// PayPal delivers again later; by then the bucket has a token.
 		clk.SetTime(clk.Now().Add(time.Second / qps))
-		wantCode(t, inboxtest.Send(t, "POST", url, body, h), http.StatusOK)
+		wantCode(t, fixture.Send(t, "POST", url, body, h), http.StatusOK)
 		if n := callsSince(); n != 1 {
 			t.Errorf("%d verify calls, want 1", n)
 		}
-		if e := inboxtest.EventFor(t, env.Client, p.ns, p.name, "WH-GENUINE-2"); e == nil {
+		if e := fixture.WebhookEventFor(t, env.Client, p.ns, p.name, "WH-GENUINE-2"); e == nil {
 			t.Fatal("genuine event not stored")
 		}
 	})
 
 	t.Run("a remembered verdict does not outlive the tolerance", func(t *testing.T) {
 		clk.SetTime(clk.Now().Add(6 * time.Minute))
-		wantCode(t, inboxtest.Send(t, "POST", url, genuineBody, genuine), http.StatusUnauthorized)
+		wantCode(t, fixture.Send(t, "POST", url, genuineBody, genuine), http.StatusUnauthorized)
 		if n := callsSince(); n != 0 {
 			t.Errorf("%d verify calls for a transmission outside the tolerance, want 0", n)
 		}
@@ -227,7 +227,7 @@ func wantNoEventsExcept(t *testing.T, ns string, eventIDs ...string) {
 	for _, id := range eventIDs {
 		allowed[id] = true
 	}
-	for _, e := range inboxtest.Events(t, env.Client, ns) {
+	for _, e := range fixture.WebhookEvents(t, env.Client, ns) {
 		if !allowed[e.Spec.EventID] {
 			t.Errorf("event %s stored for a rejected request", e.Spec.EventID)
 		}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
@@ -42,7 +42,7 @@ func shipped(t *testing.T) (receiver, manager *rest.Config, as client.Client) {
 		t.Fatal(err)
 	}
 	// RBAC takes effect asynchronously in the authorizer's cache.
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "the receiver's RBAC to take effect", func() (bool, string) {
 		err := as.List(context.Background(), &v1alpha1.PaymentList{})
 		return err == nil, "receiver identity cannot list payments yet: " + errString(err)
 	})
@@ -51,9 +51,9 @@ func shipped(t *testing.T) (receiver, manager *rest.Config, as client.Client) {
 
 // startShipped runs a receiver as its ServiceAccount next to the manager's
 // bundle controller as the manager's, both with the shipped RBAC only.
-func startShipped(t *testing.T, receiver, manager *rest.Config) *inboxtest.Receiver {
+func startShipped(t *testing.T, receiver, manager *rest.Config) *fixture.Receiver {
 	t.Helper()
-	r, err := inboxtest.StartReceiver(receiver, env.Scheme, inboxtest.ReceiverOptions{BundleConfig: manager})
+	r, err := fixture.NewReceiver(receiver, env.Scheme, fixture.ReceiverOptions{BundleConfig: manager})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,25 +70,25 @@ func TestShippedRBACIsEnoughAndNoMore(t *testing.T) {
 	receiver, manager, as := shipped(t)
 	r := startShipped(t, receiver, manager)
 
-	k := kukoPay{ns: inboxtest.Namespace(t, env.Client, "rbac"), name: "kukopay", secret: "rbac-secret"}
-	k.prov = inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+	k := kukoPay{ns: fixture.Namespace(t, env.Client, "rbac"), name: "kukopay", secret: "rbac-secret"}
+	k.prov = fixture.CreateProvider(t, env.Client, fixture.Provider{
 		Namespace: k.ns, Name: k.name, Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"current": k.secret},
 	})
-	inboxtest.WaitCached(t, r.Cache, k.prov)
-	p := inboxtest.CreatePayment(t, env.Client, k.ns, "order-rbac", k.name, "order-rbac", "pay_rbac", 100, "USD")
-	inboxtest.WaitCached(t, r.Cache, p)
+	fixture.WaitCached(t, r.Cache, k.prov)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: k.ns, Name: "order-rbac", Provider: k.name, MerchantReference: "order-rbac", ProviderPaymentID: "pay_rbac", Amount: 100, Currency: "USD"})
+	fixture.WaitCached(t, r.Cache, p)
 
 	ev := k.event("evt_rbac", "payment.failed", "failed", p)
 	body := ev.Body(t)
-	resp := inboxtest.Send(t, "POST", r.WebhookURL(k.ns, k.name), body, inboxtest.KukoPayHeader(body, time.Now(), k.secret))
+	resp := fixture.Send(t, "POST", r.WebhookURL(k.ns, k.name), body, fixture.KukoPayHeader(body, time.Now(), k.secret))
 	wantCode(t, resp, http.StatusOK)
-	if e := inboxtest.WaitResult(t, env.Client, k.ns, k.name, "evt_rbac"); e == nil || e.Status.Result != v1alpha1.ResultApplied {
+	if e := fixture.WaitEventResult(t, env.Client, k.ns, k.name, "evt_rbac", "", fixture.Timeout); e == nil || e.Status.Result != v1alpha1.ResultApplied {
 		t.Fatalf("event %+v, want Applied by a receiver running with the shipped RBAC", e)
 	}
-	if got := inboxtest.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseFailed {
+	if got := fixture.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseFailed {
 		t.Fatalf("payment %s, want Failed", got.Status.Phase)
 	}
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "a Kubernetes Event for the transition", func() (bool, string) {
 		var l eventsv1.EventList
 		if err := env.Client.List(context.Background(), &l, client.InNamespace(k.ns)); err != nil {
 			return false, err.Error()
@@ -107,24 +107,24 @@ func TestShippedRBACIsEnoughAndNoMore(t *testing.T) {
 	if err := env.Client.Create(ctx, unrelated); err != nil {
 		t.Fatal(err)
 	}
-	bundleKey := types.NamespacedName{Namespace: inboxtest.BundleNamespace, Name: webhookbundle.Name(k.ns, k.name)}
+	bundleKey := types.NamespacedName{Namespace: fixture.BundleNamespace, Name: webhookbundle.Name(k.ns, k.name)}
 	bundle := &corev1.Secret{}
 	if err := env.Client.Get(ctx, bundleKey, bundle); err != nil {
 		t.Fatal(err)
 	}
-	evt := inboxtest.EventFor(t, env.Client, k.ns, k.name, "evt_rbac")
+	evt := fixture.WebhookEventFor(t, env.Client, k.ns, k.name, "evt_rbac")
 	for name, err := range map[string]error{
 		"get an unrelated Secret in a tenant namespace": as.Get(ctx, client.ObjectKeyFromObject(unrelated), &corev1.Secret{}),
 		"get the provider's own signing Secret":         as.Get(ctx, types.NamespacedName{Namespace: k.ns, Name: k.prov.Spec.Webhook.SigningSecretRef.Name}, &corev1.Secret{}),
 		"list Secrets in a tenant namespace":            as.List(ctx, &corev1.SecretList{}, client.InNamespace(k.ns)),
 		"list Secrets cluster-wide":                     as.List(ctx, &corev1.SecretList{}),
 		"change a bundle":                               as.Update(ctx, bundle.DeepCopy()),
-		"create a Secret in its own namespace": as.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: inboxtest.BundleNamespace, Name: "forged"},
+		"create a Secret in its own namespace": as.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: fixture.BundleNamespace, Name: "forged"},
 			StringData: map[string]string{"k": "v"}}),
 		"delete a bundle":       as.Delete(ctx, bundle.DeepCopy()),
 		"delete a WebhookEvent": as.Delete(ctx, evt),
 		"delete a Payment":      as.Delete(ctx, p.DeepCopy()),
-		"update a Payment spec": as.Update(ctx, inboxtest.GetPayment(t, env.Client, p)),
+		"update a Payment spec": as.Update(ctx, fixture.GetPayment(t, env.Client, p)),
 		"create a Payment": as.Create(ctx, &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: k.ns, Name: "forged"},
 			Spec: v1alpha1.PaymentSpec{ProviderRef: v1alpha1.LocalObjectReference{Name: k.name}, Amount: v1alpha1.Amount{Value: 1, Currency: "USD"}}}),
 		"update a PaymentProvider": as.Update(ctx, k.prov.DeepCopy()),
@@ -147,18 +147,18 @@ func TestRotationReachesTheReceiverThroughTheManager(t *testing.T) {
 	receiver, manager, _ := shipped(t)
 	r := startShipped(t, receiver, manager)
 
-	ns := inboxtest.Namespace(t, env.Client, "rotate")
-	prov := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+	ns := fixture.Namespace(t, env.Client, "rotate")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{
 		Namespace: ns, Name: "kukopay", Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"old": "secret-old"},
 	})
-	inboxtest.WaitCached(t, r.Cache, prov)
+	fixture.WaitCached(t, r.Cache, prov)
 	n := 0
 	send := func(secret string) int {
 		n++
-		ev := inboxtest.KukoPayEvent{ID: "evt_rotate_" + string(rune('a'+n)), Type: "payment.succeeded", Status: "succeeded",
+		ev := fixture.KukoPayEvent{ID: "evt_rotate_" + string(rune('a'+n)), Type: "payment.succeeded", Status: "succeeded",
 			PaymentID: "pay_rotate", MerchantRef: "order-rotate", Amount: 1, Currency: "USD"}
 		body := ev.Body(t)
-		return inboxtest.Send(t, "POST", r.WebhookURL(ns, prov.Name), body, inboxtest.KukoPayHeader(body, time.Now(), secret)).Code
+		return fixture.Send(t, "POST", r.WebhookURL(ns, prov.Name), body, fixture.KukoPayHeader(body, time.Now(), secret)).Code
 	}
 	ctx := context.Background()
 	rotate := func(data map[string]string) {
@@ -180,7 +180,7 @@ func TestRotationReachesTheReceiverThroughTheManager(t *testing.T) {
 		t.Fatalf("old secret before the rotation: %d, want 200", code)
 	}
 	rotate(map[string]string{"old": "secret-old", "new": "secret-new"})
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "the added secret to be accepted", func() (bool, string) {
 		code := send("secret-new")
 		return code == http.StatusOK, "new secret after it was added: " + http.StatusText(code)
 	})
@@ -188,14 +188,14 @@ func TestRotationReachesTheReceiverThroughTheManager(t *testing.T) {
 		t.Errorf("old secret while both are active: %d, want 200", code)
 	}
 	rotate(map[string]string{"new": "secret-new"})
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "the removed secret to be refused", func() (bool, string) {
 		code := send("secret-old")
 		return code == http.StatusUnauthorized, "removed secret: " + http.StatusText(code)
 	})
 	if code := send("secret-new"); code != http.StatusOK {
 		t.Errorf("new secret after the rotation: %d, want 200", code)
 	}
-	if evs := inboxtest.Events(t, env.Client, ns); len(evs) == 0 {
+	if evs := fixture.WebhookEvents(t, env.Client, ns); len(evs) == 0 {
 		t.Errorf("no WebhookEvent stored")
 	}
 }
@@ -213,10 +213,10 @@ func TestPayPalVerifiesWithBundledCredentials(t *testing.T) {
 	t.Cleanup(simSrv.Close)
 	t.Cleanup(sim.Close)
 
-	ns := inboxtest.Namespace(t, env.Client, "paypal")
+	ns := fixture.Namespace(t, env.Client, "paypal")
 	ctx := context.Background()
 	creds := map[string]string{paypal.CredentialClientID: "client-id", paypal.CredentialClientSecret: "client-secret", "unrelated": "not for the receiver"}
-	prov := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{
 		Namespace: ns, Name: "paypal", Type: v1alpha1.ProviderPayPal, APIURL: simSrv.URL + "/paypal", Credentials: creds,
 		SigningSecrets: map[string]string{},
 	})
@@ -224,12 +224,12 @@ func TestPayPalVerifiesWithBundledCredentials(t *testing.T) {
 	if err := env.Client.Update(ctx, prov); err != nil {
 		t.Fatal(err)
 	}
-	inboxtest.WaitCached(t, r.Cache, prov)
+	fixture.WaitCached(t, r.Cache, prov)
 	if err := as.Get(ctx, types.NamespacedName{Namespace: ns, Name: prov.Spec.CredentialsSecretRef.Name}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("receiver reads the tenant's credentials Secret: %v, want Forbidden", err)
 	}
 	bundle := &corev1.Secret{}
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: inboxtest.BundleNamespace, Name: webhookbundle.Name(ns, prov.Name)}, bundle); err != nil {
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: fixture.BundleNamespace, Name: webhookbundle.Name(ns, prov.Name)}, bundle); err != nil {
 		t.Fatal(err)
 	}
 	if got := slices.Sorted(maps.Keys(bundle.Data)); !slices.Equal(got, []string{"credentials.clientID", "credentials.clientSecret"}) {
@@ -248,8 +248,8 @@ func TestPayPalVerifiesWithBundledCredentials(t *testing.T) {
 		Metadata: map[string]string{paysim.MetaOutcome: string(paysim.OutcomeSucceed)}}); err != nil {
 		t.Fatal(err)
 	}
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
-		for _, e := range inboxtest.Events(t, env.Client, ns) {
+	fixture.Eventually(t, fixture.Timeout, "a PayPal webhook verified and stored", func() (bool, string) {
+		for _, e := range fixture.WebhookEvents(t, env.Client, ns) {
 			if e.Spec.SignatureScheme == provider.SchemePayPal {
 				return true, ""
 			}
@@ -257,10 +257,10 @@ func TestPayPalVerifiesWithBundledCredentials(t *testing.T) {
 		return false, "no PayPal webhook verified and stored"
 	})
 
-	k := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{Namespace: ns, Name: "kukopay", Type: v1alpha1.ProviderKukoPay,
+	k := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Type: v1alpha1.ProviderKukoPay,
 		SigningSecrets: map[string]string{"a": "secret-a"}})
-	inboxtest.WaitCached(t, r.Cache, k)
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: inboxtest.BundleNamespace, Name: webhookbundle.Name(ns, k.Name)}, bundle); err != nil {
+	fixture.WaitCached(t, r.Cache, k)
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: fixture.BundleNamespace, Name: webhookbundle.Name(ns, k.Name)}, bundle); err != nil {
 		t.Fatal(err)
 	}
 	if got := slices.Sorted(maps.Keys(bundle.Data)); !slices.Equal(got, []string{"signing.a"}) {

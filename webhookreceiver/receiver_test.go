@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/provider"
 )
@@ -32,11 +32,11 @@ func TestVerifiedEventIsStoredOnceAndMovesThePayment(t *testing.T) {
 
 	// The 200 means "stored and applied": the payment moved before the
 	// answer. The result on the record follows the answer.
-	if got := inboxtest.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseSucceeded {
+	if got := fixture.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseSucceeded {
 		t.Fatalf("acknowledged before the payment moved: phase %q", got.Status.Phase)
 	}
-	inboxtest.WaitResult(t, env.Client, k.ns, k.name, "evt_1")
-	evs := inboxtest.Events(t, env.Client, k.ns)
+	fixture.WaitEventResult(t, env.Client, k.ns, k.name, "evt_1", "", fixture.Timeout)
+	evs := fixture.WebhookEvents(t, env.Client, k.ns)
 	if len(evs) != 1 {
 		t.Fatalf("%d WebhookEvents, want 1", len(evs))
 	}
@@ -55,9 +55,9 @@ func TestVerifiedEventIsStoredOnceAndMovesThePayment(t *testing.T) {
 		t.Errorf("payload not stored whole with its sha256: truncated=%v sha=%q", e.Spec.PayloadTruncated, e.Spec.PayloadSHA256)
 	}
 
-	got := inboxtest.GetPayment(t, env.Client, p)
-	if got.Status.Phase != v1alpha1.PhaseSucceeded || inboxtest.Transitions(got) != 1 {
-		t.Fatalf("payment %s with %d transitions, want Succeeded after 1", got.Status.Phase, inboxtest.Transitions(got))
+	got := fixture.GetPayment(t, env.Client, p)
+	if got.Status.Phase != v1alpha1.PhaseSucceeded || fixture.Transitions(got) != 1 {
+		t.Fatalf("payment %s with %d transitions, want Succeeded after 1", got.Status.Phase, fixture.Transitions(got))
 	}
 	if got.Status.LastEvent == nil || got.Status.LastEvent.ID != "evt_1" || got.Status.LastEvent.Source != v1alpha1.SourceWebhook {
 		t.Errorf("lastEvent %+v, want evt_1 via Webhook", got.Status.LastEvent)
@@ -93,12 +93,12 @@ func TestRepeatedDeliveriesStoreAndApplyOnce(t *testing.T) {
 		// Every copy carries its own fresh signature, as a provider's
 		// retries do; the dedup must not depend on identical requests.
 		var wg sync.WaitGroup
-		answers := make([]inboxtest.Response, 20)
+		answers := make([]fixture.Response, 20)
 		for i := range answers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				answers[i] = inboxtest.Send(t, "POST", k.url(), body, inboxtest.KukoPayHeader(body, time.Now(), k.secret))
+				answers[i] = fixture.Send(t, "POST", k.url(), body, fixture.KukoPayHeader(body, time.Now(), k.secret))
 			}()
 		}
 		wg.Wait()
@@ -119,7 +119,7 @@ func TestRepeatedDeliveriesStoreAndApplyOnce(t *testing.T) {
 func assertOnce(t *testing.T, k kukoPay, p *v1alpha1.Payment, eventID string) {
 	t.Helper()
 	n := 0
-	for _, e := range inboxtest.Events(t, env.Client, k.ns) {
+	for _, e := range fixture.WebhookEvents(t, env.Client, k.ns) {
 		if e.Spec.EventID == eventID {
 			n++
 		}
@@ -127,42 +127,42 @@ func assertOnce(t *testing.T, k kukoPay, p *v1alpha1.Payment, eventID string) {
 	if n != 1 {
 		t.Errorf("%d WebhookEvents for %s, want 1", n, eventID)
 	}
-	got := inboxtest.GetPayment(t, env.Client, p)
-	if got.Status.Phase != v1alpha1.PhaseSucceeded || inboxtest.Transitions(got) != 1 || len(got.Status.History) != 1 {
+	got := fixture.GetPayment(t, env.Client, p)
+	if got.Status.Phase != v1alpha1.PhaseSucceeded || fixture.Transitions(got) != 1 || len(got.Status.History) != 1 {
 		t.Errorf("payment %s with history %+v, want Succeeded after exactly one transition", got.Status.Phase, got.Status.History)
 	}
 }
 
 // Issue 5, test 3. KukoPay sends no processing events; the generic provider does.
 func TestProcessingAfterSucceededIsStale(t *testing.T) {
-	ns := inboxtest.Namespace(t, env.Client, "recv")
+	ns := fixture.Namespace(t, env.Client, "recv")
 	secret := "whsec_" + "c3RhbGUtdGVzdC1zZWNyZXQ=" // base64("stale-test-secret")
-	prov := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{
 		Namespace: ns, Name: "jobs", Type: v1alpha1.ProviderGeneric, SigningSecrets: map[string]string{"current": secret},
 	})
 	waitProviderCached(t, prov)
-	p := inboxtest.CreatePayment(t, env.Client, ns, "order-3", "jobs", "order-3", "job_3", 1200, "EUR")
-	inboxtest.WaitCached(t, rcv.Cache, p)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order-3", Provider: "jobs", MerchantReference: "order-3", ProviderPaymentID: "job_3", Amount: 1200, Currency: "EUR"})
+	fixture.WaitCached(t, rcv.Cache, p)
 	url := rcv.WebhookURL(ns, "jobs")
-	send := func(ev inboxtest.GenericEvent) inboxtest.Response {
+	send := func(ev fixture.GenericEvent) fixture.Response {
 		body := ev.Body(t)
-		return inboxtest.Send(t, "POST", url, body, inboxtest.GenericHeader(t, ev.ID, body, time.Now(), secret))
+		return fixture.Send(t, "POST", url, body, fixture.GenericHeader(t, ev.ID, body, time.Now(), secret))
 	}
 	now := time.Now()
-	succeeded := inboxtest.GenericEvent{ID: "msg_succeeded", Type: "job.succeeded", JobID: "job_3", CorrelationID: "order-3", JobStatus: "succeeded", Amount: 1200, Currency: "EUR", Timestamp: now}
-	processing := inboxtest.GenericEvent{ID: "msg_processing", Type: "job.processing", JobID: "job_3", CorrelationID: "order-3", JobStatus: "processing", Amount: 1200, Currency: "EUR", Timestamp: now.Add(-time.Minute)}
+	succeeded := fixture.GenericEvent{ID: "msg_succeeded", Type: "job.succeeded", JobID: "job_3", CorrelationID: "order-3", JobStatus: "succeeded", Amount: 1200, Currency: "EUR", Timestamp: now}
+	processing := fixture.GenericEvent{ID: "msg_processing", Type: "job.processing", JobID: "job_3", CorrelationID: "order-3", JobStatus: "processing", Amount: 1200, Currency: "EUR", Timestamp: now.Add(-time.Minute)}
 
 	wantCode(t, send(succeeded), http.StatusOK)
 	wantCode(t, send(processing), http.StatusOK)
 
-	got := inboxtest.GetPayment(t, env.Client, p)
-	if got.Status.Phase != v1alpha1.PhaseSucceeded || inboxtest.Transitions(got) != 1 {
-		t.Fatalf("payment %s after %d transitions, want to stay Succeeded after 1", got.Status.Phase, inboxtest.Transitions(got))
+	got := fixture.GetPayment(t, env.Client, p)
+	if got.Status.Phase != v1alpha1.PhaseSucceeded || fixture.Transitions(got) != 1 {
+		t.Fatalf("payment %s after %d transitions, want to stay Succeeded after 1", got.Status.Phase, fixture.Transitions(got))
 	}
-	if e := inboxtest.WaitResult(t, env.Client, ns, "jobs", "msg_processing"); e == nil || e.Status.Result != v1alpha1.ResultStale {
+	if e := fixture.WaitEventResult(t, env.Client, ns, "jobs", "msg_processing", "", fixture.Timeout); e == nil || e.Status.Result != v1alpha1.ResultStale {
 		t.Fatalf("late processing event %+v, want result Stale", e)
 	}
-	if e := inboxtest.WaitResult(t, env.Client, ns, "jobs", "msg_succeeded"); e == nil || e.Status.Result != v1alpha1.ResultApplied {
+	if e := fixture.WaitEventResult(t, env.Client, ns, "jobs", "msg_succeeded", "", fixture.Timeout); e == nil || e.Status.Result != v1alpha1.ResultApplied {
 		t.Fatalf("succeeded event %+v, want result Applied", e)
 	}
 }
@@ -178,13 +178,13 @@ func TestInvalidSignaturesAreRejectedAndNothingIsWritten(t *testing.T) {
 		body   func(body []byte) []byte
 	}{
 		{name: "signed with a secret that is not configured", header: func(b []byte) http.Header {
-			return inboxtest.KukoPayHeader(b, time.Now(), "not-the-secret")
+			return fixture.KukoPayHeader(b, time.Now(), "not-the-secret")
 		}},
 		{name: "timestamp six minutes old", header: func(b []byte) http.Header {
-			return inboxtest.KukoPayHeader(b, time.Now().Add(-6*time.Minute), k.secret)
+			return fixture.KukoPayHeader(b, time.Now().Add(-6*time.Minute), k.secret)
 		}},
 		{name: "timestamp six minutes ahead", header: func(b []byte) http.Header {
-			return inboxtest.KukoPayHeader(b, time.Now().Add(6*time.Minute), k.secret)
+			return fixture.KukoPayHeader(b, time.Now().Add(6*time.Minute), k.secret)
 		}},
 		{name: "signature header missing", header: func([]byte) http.Header { return http.Header{"Content-Type": {"application/json"}} }},
 		{name: "signature header malformed", header: func([]byte) http.Header {
@@ -194,7 +194,7 @@ func TestInvalidSignaturesAreRejectedAndNothingIsWritten(t *testing.T) {
 			return http.Header{"X-Kukopay-Signature": {"t=" + time.Now().Format("20060102")}}
 		}},
 		{name: "body changed after signing", header: func(b []byte) http.Header {
-			return inboxtest.KukoPayHeader(b, time.Now(), k.secret)
+			return fixture.KukoPayHeader(b, time.Now(), k.secret)
 		}, body: func(b []byte) []byte { return bytes.Replace(b, []byte(`"amount":900`), []byte(`"amount":9`), 1) }},
 	}
 	for i, tc := range cases {
@@ -205,12 +205,12 @@ func TestInvalidSignaturesAreRejectedAndNothingIsWritten(t *testing.T) {
 			if tc.body != nil {
 				body = tc.body(body)
 			}
-			r := inboxtest.Send(t, "POST", k.url(), body, h)
+			r := fixture.Send(t, "POST", k.url(), body, h)
 			wantCode(t, r, http.StatusUnauthorized)
 		})
 	}
 	wantNoEvents(t, k.ns)
-	if got := inboxtest.GetPayment(t, env.Client, p); got.Status.Phase != "" || got.ResourceVersion != p.ResourceVersion {
+	if got := fixture.GetPayment(t, env.Client, p); got.Status.Phase != "" || got.ResourceVersion != p.ResourceVersion {
 		t.Errorf("payment changed by rejected requests: phase %q", got.Status.Phase)
 	}
 	if d := webhookCount(t, k.ns, k.name, metrics.WebhookInvalidSignature) - before; d != float64(len(cases)) {
@@ -220,15 +220,15 @@ func TestInvalidSignaturesAreRejectedAndNothingIsWritten(t *testing.T) {
 
 // Issue 5, test 5.
 func TestRejectedRequestsWriteNothing(t *testing.T) {
-	k := newKukoPay(t, func(p *inboxtest.Provider) { p.MaxBodyBytes = 1024 })
+	k := newKukoPay(t, func(p *fixture.Provider) { p.MaxBodyBytes = 1024 })
 	p := k.payment(t, "order-5", "order-5", "pay_5", 900)
 	big := bytes.Repeat([]byte("x"), 2048)
-	signed := func(body []byte) http.Header { return inboxtest.KukoPayHeader(body, time.Now(), k.secret) }
+	signed := func(body []byte) http.Header { return fixture.KukoPayHeader(body, time.Now(), k.secret) }
 	// Signed, well-formed events that can never be stored (the record's
 	// schema refuses them): 400, so the provider stops; 503 would make it
 	// retry for days.
-	longID := inboxtest.KukoPayEvent{ID: strings.Repeat("e", 513), Type: "payment.succeeded", PaymentID: "pay_5", MerchantRef: "order-5", Status: "succeeded", Amount: 900, Currency: "USD"}.Body(t)
-	longRef := inboxtest.KukoPayEvent{ID: "evt_longref", Type: "payment.succeeded", PaymentID: "pay_5", MerchantRef: strings.Repeat("r", 256), Status: "succeeded", Amount: 900, Currency: "USD"}.Body(t)
+	longID := fixture.KukoPayEvent{ID: strings.Repeat("e", 513), Type: "payment.succeeded", PaymentID: "pay_5", MerchantRef: "order-5", Status: "succeeded", Amount: 900, Currency: "USD"}.Body(t)
+	longRef := fixture.KukoPayEvent{ID: "evt_longref", Type: "payment.succeeded", PaymentID: "pay_5", MerchantRef: strings.Repeat("r", 256), Status: "succeeded", Amount: 900, Currency: "USD"}.Body(t)
 	cases := []struct {
 		name   string
 		method string
@@ -259,11 +259,11 @@ func TestRejectedRequestsWriteNothing(t *testing.T) {
 			if tc.path != "" {
 				url = rcv.URL + tc.path
 			}
-			var r inboxtest.Response
+			var r fixture.Response
 			if tc.chunked {
 				r = sendChunked(t, url, tc.body, tc.header)
 			} else {
-				r = inboxtest.Send(t, tc.method, url, tc.body, tc.header)
+				r = fixture.Send(t, tc.method, url, tc.body, tc.header)
 			}
 			wantCode(t, r, tc.code)
 			if tc.code == http.StatusMethodNotAllowed && r.Header.Get("Allow") != "POST" {
@@ -272,13 +272,13 @@ func TestRejectedRequestsWriteNothing(t *testing.T) {
 		})
 	}
 	wantNoEvents(t, k.ns)
-	if got := inboxtest.GetPayment(t, env.Client, p); got.ResourceVersion != p.ResourceVersion {
+	if got := fixture.GetPayment(t, env.Client, p); got.ResourceVersion != p.ResourceVersion {
 		t.Errorf("payment written by rejected requests")
 	}
 }
 
 // sendChunked posts body without a Content-Length.
-func sendChunked(t *testing.T, url string, body []byte, h http.Header) inboxtest.Response {
+func sendChunked(t *testing.T, url string, body []byte, h http.Header) fixture.Response {
 	t.Helper()
 	req, err := http.NewRequest("POST", url, struct{ *bytes.Reader }{bytes.NewReader(body)})
 	if err != nil {
@@ -293,7 +293,7 @@ func sendChunked(t *testing.T, url string, body []byte, h http.Header) inboxtest
 	if req.ContentLength > 0 {
 		t.Fatalf("request had a length; the chunked path was not exercised")
 	}
-	return inboxtest.Response{Code: resp.StatusCode, Header: resp.Header}
+	return fixture.Response{Code: resp.StatusCode, Header: resp.Header}
 }
 
 // Issue 5, test 6.
@@ -308,50 +308,50 @@ func TestUnsupportedEventTypeIsAcknowledgedAndIgnored(t *testing.T) {
 			if !strings.Contains(r.Body, metrics.WebhookIgnored) {
 				t.Errorf("answer %q, want ignored", r.Body)
 			}
-			e := inboxtest.WaitResult(t, env.Client, k.ns, k.name, ev.ID)
+			e := fixture.WaitEventResult(t, env.Client, k.ns, k.name, ev.ID, "", fixture.Timeout)
 			if e == nil || e.Status.Result != v1alpha1.ResultIgnored {
 				t.Fatalf("event %+v, want stored with result Ignored", e)
 			}
 		})
 	}
-	if got := inboxtest.GetPayment(t, env.Client, p); got.ResourceVersion != p.ResourceVersion {
+	if got := fixture.GetPayment(t, env.Client, p); got.ResourceVersion != p.ResourceVersion {
 		t.Errorf("an ignored event changed the payment (phase %q)", got.Status.Phase)
 	}
 }
 
 // Issue 5, test 10.
 func TestProvidersOnlyTouchTheirOwnNamespace(t *testing.T) {
-	a := newKukoPay(t, func(p *inboxtest.Provider) { p.SigningSecrets = map[string]string{"k": "secret-of-a"} })
+	a := newKukoPay(t, func(p *fixture.Provider) { p.SigningSecrets = map[string]string{"k": "secret-of-a"} })
 	a.secret = "secret-of-a"
-	b := newKukoPay(t, func(p *inboxtest.Provider) { p.SigningSecrets = map[string]string{"k": "secret-of-b"} })
+	b := newKukoPay(t, func(p *fixture.Provider) { p.SigningSecrets = map[string]string{"k": "secret-of-b"} })
 	b.secret = "secret-of-b"
 	// Same provider name, merchant reference and provider payment id in both.
 	pa := a.payment(t, "order", "order-10", "pay_same", 1000)
 	pb := b.payment(t, "order", "order-10", "pay_same", 1000)
 
 	// A second provider in namespace a, whose events carry the same ids.
-	other := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+	other := fixture.CreateProvider(t, env.Client, fixture.Provider{
 		Namespace: a.ns, Name: "other", Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"k": "secret-of-other"},
 	})
 	waitProviderCached(t, other)
 
 	wantCode(t, a.deliver(t, a.event("evt_a", "payment.succeeded", "succeeded", pa)), http.StatusOK)
-	if got := inboxtest.GetPayment(t, env.Client, pb); got.ResourceVersion != pb.ResourceVersion {
+	if got := fixture.GetPayment(t, env.Client, pb); got.ResourceVersion != pb.ResourceVersion {
 		t.Fatalf("provider a's event touched namespace b's payment (phase %q)", got.Status.Phase)
 	}
 	wantCode(t, b.deliver(t, b.event("evt_b", "payment.failed", "failed", pb)), http.StatusOK)
-	ga, gb := inboxtest.GetPayment(t, env.Client, pa), inboxtest.GetPayment(t, env.Client, pb)
+	ga, gb := fixture.GetPayment(t, env.Client, pa), fixture.GetPayment(t, env.Client, pb)
 	if ga.Status.Phase != v1alpha1.PhaseSucceeded || gb.Status.Phase != v1alpha1.PhaseFailed {
 		t.Fatalf("phases a=%s b=%s, want a Succeeded and b Failed (no cross-talk)", ga.Status.Phase, gb.Status.Phase)
 	}
-	if inboxtest.Transitions(ga) != 1 || inboxtest.Transitions(gb) != 1 {
-		t.Fatalf("transitions a=%d b=%d, want 1 each", inboxtest.Transitions(ga), inboxtest.Transitions(gb))
+	if fixture.Transitions(ga) != 1 || fixture.Transitions(gb) != 1 {
+		t.Fatalf("transitions a=%d b=%d, want 1 each", fixture.Transitions(ga), fixture.Transitions(gb))
 	}
 
 	t.Run("the same event id is a separate event per tenant", func(t *testing.T) {
 		for _, k := range []kukoPay{a, b} {
 			wantCode(t, k.deliver(t, k.event("evt_shared", "dispute.created", "succeeded", pa)), http.StatusOK)
-			if e := inboxtest.EventFor(t, env.Client, k.ns, k.name, "evt_shared"); e == nil || e.Status.Result == v1alpha1.ResultDuplicate {
+			if e := fixture.WebhookEventFor(t, env.Client, k.ns, k.name, "evt_shared"); e == nil || e.Status.Result == v1alpha1.ResultDuplicate {
 				t.Errorf("namespace %s: event %+v, want its own record", k.ns, e)
 			}
 		}
@@ -360,18 +360,18 @@ func TestProvidersOnlyTouchTheirOwnNamespace(t *testing.T) {
 	t.Run("a's signature is not valid at b", func(t *testing.T) {
 		ev := a.event("evt_cross", "payment.succeeded", "succeeded", pb)
 		body := ev.Body(t)
-		wantCode(t, inboxtest.Send(t, "POST", b.url(), body, inboxtest.KukoPayHeader(body, time.Now(), a.secret)), http.StatusUnauthorized)
+		wantCode(t, fixture.Send(t, "POST", b.url(), body, fixture.KukoPayHeader(body, time.Now(), a.secret)), http.StatusUnauthorized)
 	})
 
 	t.Run("another provider's event does not match a's payment", func(t *testing.T) {
 		ev := a.event("evt_other", "payment.failed", "failed", pa)
 		body := ev.Body(t)
-		r := inboxtest.Send(t, "POST", rcv.WebhookURL(a.ns, "other"), body, inboxtest.KukoPayHeader(body, time.Now(), "secret-of-other"))
+		r := fixture.Send(t, "POST", rcv.WebhookURL(a.ns, "other"), body, fixture.KukoPayHeader(body, time.Now(), "secret-of-other"))
 		wantCode(t, r, http.StatusOK)
-		if e := inboxtest.WaitResult(t, env.Client, a.ns, "other", "evt_other"); e == nil || e.Status.Result != v1alpha1.ResultOrphaned {
+		if e := fixture.WaitEventResult(t, env.Client, a.ns, "other", "evt_other", "", fixture.Timeout); e == nil || e.Status.Result != v1alpha1.ResultOrphaned {
 			t.Fatalf("event %+v, want Orphaned: payment %s references provider kukopay, not other", e, pa.Name)
 		}
-		if got := inboxtest.GetPayment(t, env.Client, pa); got.Status.Phase != v1alpha1.PhaseSucceeded || hasReview(got) {
+		if got := fixture.GetPayment(t, env.Client, pa); got.Status.Phase != v1alpha1.PhaseSucceeded || hasReview(got) {
 			t.Fatalf("provider other's event reached payment %s: phase %s, conditions %+v", pa.Name, got.Status.Phase, got.Status.Conditions)
 		}
 	})
@@ -388,14 +388,14 @@ func hasReview(p *v1alpha1.Payment) bool {
 
 // Issue 5, test 11.
 func TestSecretRotation(t *testing.T) {
-	k := newKukoPay(t, func(p *inboxtest.Provider) { p.SigningSecrets = map[string]string{"old": "secret-old"} })
+	k := newKukoPay(t, func(p *fixture.Provider) { p.SigningSecrets = map[string]string{"old": "secret-old"} })
 	ctx := context.Background()
 	n := 0
 	send := func(secrets ...string) int {
 		n++
-		ev := inboxtest.KukoPayEvent{ID: "evt_rot_" + string(rune('a'+n)), Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_rot", MerchantRef: "order-rot", Amount: 1, Currency: "USD"}
+		ev := fixture.KukoPayEvent{ID: "evt_rot_" + string(rune('a'+n)), Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_rot", MerchantRef: "order-rot", Amount: 1, Currency: "USD"}
 		body := ev.Body(t)
-		return inboxtest.Send(t, "POST", k.url(), body, inboxtest.KukoPayHeader(body, time.Now(), secrets...)).Code
+		return fixture.Send(t, "POST", k.url(), body, fixture.KukoPayHeader(body, time.Now(), secrets...)).Code
 	}
 	secret := &corev1.Secret{}
 	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: k.ns, Name: k.prov.Spec.Webhook.SigningSecretRef.Name}, secret); err != nil {
@@ -417,7 +417,7 @@ func TestSecretRotation(t *testing.T) {
 		for _, v := range data {
 			values = append(values, v)
 		}
-		inboxtest.WaitBundleSecrets(t, rcv.Cache, k.prov, values...)
+		fixture.WaitBundleSecrets(t, rcv.Cache, k.prov, values...)
 	}
 
 	if code := send("secret-old"); code != http.StatusOK {

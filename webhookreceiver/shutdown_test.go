@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/webhookreceiver"
 )
 
@@ -40,7 +40,7 @@ func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := webhookreceiver.New(webhookreceiver.Options{Client: g, Reader: rcv.Cache, APIReader: env.Client, BundleNamespace: inboxtest.BundleNamespace,
+	srv, err := webhookreceiver.New(webhookreceiver.Options{Client: g, Reader: rcv.Cache, APIReader: env.Client, BundleNamespace: fixture.BundleNamespace,
 		Listener: ln, ShutdownTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	answered := make(chan int, 1)
 	go func() {
 		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/webhooks/"+k.ns+"/"+k.name, bytes.NewReader(body))
-		req.Header = inboxtest.KukoPayHeader(body, time.Now(), k.secret)
+		req.Header = fixture.KukoPayHeader(body, time.Now(), k.secret)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			answered <- 0
@@ -66,7 +66,7 @@ func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	<-g.entered
 	stop()
 	// New connections are refused once shutdown began.
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "the listener to refuse new connections", func() (bool, string) {
 		c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
 		if err == nil {
 			c.Close()
@@ -81,7 +81,7 @@ func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if got := inboxtest.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseSucceeded {
+	if got := fixture.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseSucceeded {
 		t.Fatalf("payment %s, want the drained request applied", got.Status.Phase)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
@@ -52,7 +52,7 @@ func (o *outage) Create(ctx context.Context, obj client.Object, opts ...client.C
 // the recovery is stored and applied exactly once.
 func TestAPIServerUnavailable(t *testing.T) {
 	var broken *outage
-	r2, err := inboxtest.StartReceiver(env.Config, env.Scheme, inboxtest.ReceiverOptions{
+	r2, err := fixture.NewReceiver(env.Config, env.Scheme, fixture.ReceiverOptions{
 		Options: webhookreceiver.Options{StoreTimeout: 300 * time.Millisecond, RetryAfter: 7 * time.Second},
 		WrapClient: func(c client.Client) client.Client {
 			broken = &outage{Client: c}
@@ -73,12 +73,12 @@ func TestAPIServerUnavailable(t *testing.T) {
 	t.Cleanup(simSrv.Close)
 	t.Cleanup(sim.Close)
 
-	ns := inboxtest.Namespace(t, env.Client, "outage")
-	prov := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+	ns := fixture.Namespace(t, env.Client, "outage")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{
 		Namespace: ns, Name: "kukopay", Type: v1alpha1.ProviderKukoPay, APIURL: simSrv.URL + "/kukopay",
 		SigningSecrets: map[string]string{"current": secret},
 	})
-	inboxtest.WaitCached(t, r2.Cache, prov)
+	fixture.WaitCached(t, r2.Cache, prov)
 	url := r2.WebhookURL(ns, prov.Name)
 
 	for _, mode := range []struct {
@@ -88,9 +88,9 @@ func TestAPIServerUnavailable(t *testing.T) {
 		t.Run("direct delivery while "+mode.name, func(t *testing.T) {
 			broken.mode.Store(mode.mode)
 			before := webhookCount(t, prov.Namespace, prov.Name, metrics.WebhookUnavailable)
-			ev := inboxtest.KukoPayEvent{ID: "evt_direct_" + strconv.Itoa(int(mode.mode)), Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_x", MerchantRef: "order-x", Amount: 1, Currency: "USD"}
+			ev := fixture.KukoPayEvent{ID: "evt_direct_" + strconv.Itoa(int(mode.mode)), Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_x", MerchantRef: "order-x", Amount: 1, Currency: "USD"}
 			body := ev.Body(t)
-			resp := inboxtest.Send(t, "POST", url, body, inboxtest.KukoPayHeader(body, time.Now(), secret))
+			resp := fixture.Send(t, "POST", url, body, fixture.KukoPayHeader(body, time.Now(), secret))
 			wantCode(t, resp, http.StatusServiceUnavailable)
 			if got := resp.Header.Get("Retry-After"); got != "7" {
 				t.Errorf("Retry-After %q, want 7", got)
@@ -118,38 +118,38 @@ func TestAPIServerUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := inboxtest.CreatePayment(t, env.Client, ns, "order-8", prov.Name, "order-8", created.ID, 800, "USD")
-	inboxtest.WaitCached(t, r2.Cache, p)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order-8", Provider: prov.Name, MerchantReference: "order-8", ProviderPaymentID: created.ID, Amount: 800, Currency: "USD"})
+	fixture.WaitCached(t, r2.Cache, p)
 
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "paysim to see a failed delivery", func() (bool, string) {
 		c := sim.Counters().WebhooksByProvider[paysim.KukoPay]
 		return c.Failed >= 1, "paysim has not seen a failed delivery yet"
 	})
 	wantNoEvents(t, ns)
 	broken.mode.Store(up)
 
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
-		got := inboxtest.GetPayment(t, env.Client, p)
+	fixture.Eventually(t, fixture.Timeout, "the payment to succeed", func() (bool, string) {
+		got := fixture.GetPayment(t, env.Client, p)
 		return got.Status.Phase == v1alpha1.PhaseSucceeded, "payment is " + string(got.Status.Phase)
 	})
 	// paysim counts the delivery once it has read the answer, just after
 	// the payment moved.
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "paysim to count the delivery", func() (bool, string) {
 		return sim.Counters().WebhooksByProvider[paysim.KukoPay].Delivered >= 1, "paysim has not counted the delivery"
 	})
 	c := sim.Counters().WebhooksByProvider[paysim.KukoPay]
 	if c.Delivered != 1 || c.Exhausted != 0 || c.Failed < 1 {
 		t.Errorf("paysim deliveries %+v, want failures then exactly one delivery", c)
 	}
-	evs := inboxtest.Events(t, env.Client, ns)
+	evs := fixture.WebhookEvents(t, env.Client, ns)
 	if len(evs) == 1 {
-		inboxtest.WaitResult(t, env.Client, ns, evs[0].Spec.Provider, evs[0].Spec.EventID)
-		evs = inboxtest.Events(t, env.Client, ns)
+		fixture.WaitEventResult(t, env.Client, ns, evs[0].Spec.Provider, evs[0].Spec.EventID, "", fixture.Timeout)
+		evs = fixture.WebhookEvents(t, env.Client, ns)
 	}
 	if len(evs) != 1 || evs[0].Status.Result != v1alpha1.ResultApplied || evs[0].Status.Attempts != 1 {
 		t.Fatalf("events %+v, want exactly one, Applied on its first attempt", evs)
 	}
-	if got := inboxtest.GetPayment(t, env.Client, p); inboxtest.Transitions(got) != 1 {
-		t.Errorf("%d transitions, want 1", inboxtest.Transitions(got))
+	if got := fixture.GetPayment(t, env.Client, p); fixture.Transitions(got) != 1 {
+		t.Errorf("%d transitions, want 1", fixture.Transitions(got))
 	}
 }

@@ -2,8 +2,6 @@ package webhookreceiver
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"net/http"
 	"sync"
@@ -15,8 +13,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/provider"
-	"github.com/paywarden/paywarden/internal/provider/paypal"
 )
 
 // errVerifyBudget means the request needs a call to the provider's
@@ -26,13 +24,14 @@ var errVerifyBudget = errors.New("provider signature verification budget exhaust
 
 // verifySignature checks a webhook's signature with the provider's adapter.
 // Local checks (HMAC) are cheap and go straight to the adapter; a
-// verification that calls the provider's API goes through apiVerification.
-func (s *Server) verifySignature(ctx context.Context, p provider.Provider, prov *v1alpha1.PaymentProvider, h http.Header, body []byte, secrets [][]byte) (string, error) {
+// verification that calls the provider's API (the adapter is a
+// provider.RemoteVerifier) goes through apiVerification.
+func (s *Server) verifySignature(ctx context.Context, adapter *gateway.Entry, prov *v1alpha1.PaymentProvider, h http.Header, body []byte, secrets [][]byte) (string, error) {
 	tolerance, now := prov.Spec.WebhookTolerance(), s.clock.Now()
-	if !p.Capabilities().Verification.Credentials {
-		return p.VerifyWebhook(ctx, h, body, secrets, tolerance, now)
+	if adapter.RemoteVerifier == nil {
+		return adapter.Provider.VerifyWebhook(ctx, h, body, secrets, tolerance, now)
 	}
-	return s.verify.do(ctx, p, prov, h, body, secrets, tolerance, now)
+	return s.verify.do(ctx, adapter.Provider, adapter.RemoteVerifier, prov, h, body, secrets, tolerance, now)
 }
 
 // apiVerification guards the verifications that cost a call to the provider
@@ -41,12 +40,14 @@ func (s *Server) verifySignature(ctx context.Context, p provider.Provider, prov 
 // credentials, spending the account's API quota. Two things stand in front
 // of the call:
 //
-//   - a verdict cache: the verdict (valid or not) on one exact transmission
-//     is remembered while its transmission time is within the tolerance, so
-//     a replayed or redelivered request costs no second call. The key covers
-//     the provider, its webhook id, every transmission header and the body,
-//     so a forgery that reuses a genuine transmission id has a key of its
-//     own and cannot poison the genuine request's verdict;
+//   - a verdict cache: the verdict (valid or not) on one exact request is
+//     remembered while the time it was sent is within the tolerance, so a
+//     replayed or redelivered request costs no second call. The key is the
+//     provider and the adapter's VerificationKey, which covers everything
+//     the adapter sends the provider to verify (for PayPal its webhook id,
+//     every transmission header and the body), so a forgery that reuses a
+//     genuine transmission id has a key of its own and cannot poison the
+//     genuine request's verdict;
 //   - a token bucket per provider: a request that needs a call when the
 //     bucket is empty gets errVerifyBudget.
 type apiVerification struct {
@@ -74,15 +75,21 @@ func newAPIVerification(qps float64, burst, size int, clk clock.PassiveClock) *a
 	}
 }
 
-func (a *apiVerification) do(ctx context.Context, p provider.Provider, prov *v1alpha1.PaymentProvider, h http.Header, body []byte, secrets [][]byte, tolerance time.Duration, now time.Time) (string, error) {
-	t, err := paypal.ParseTransmissionHeaders(h)
-	if err != nil || !provider.WithinTolerance(t.At, now, tolerance) {
+// verdictKey identifies one exact request to one provider.
+type verdictKey struct {
+	provider types.NamespacedName
+	request  string // the adapter's VerificationKey
+}
+
+func (a *apiVerification) do(ctx context.Context, p provider.Provider, rv provider.RemoteVerifier, prov *v1alpha1.PaymentProvider, h http.Header, body []byte, secrets [][]byte, tolerance time.Duration, now time.Time) (string, error) {
+	request, sentAt, err := rv.VerificationKey(h, body)
+	if err != nil || !provider.WithinTolerance(sentAt, now, tolerance) {
 		// The adapter rejects these itself without a call. Out-of-window
 		// requests are never looked up either: a remembered verdict must not
 		// outlive the tolerance of the request it was given to.
 		return p.VerifyWebhook(ctx, h, body, secrets, tolerance, now)
 	}
-	key := verdictKey(prov, t, body)
+	key := verdictKey{provider: types.NamespacedName{Namespace: prov.Namespace, Name: prov.Name}, request: request}
 	if v, ok := a.verdicts.Get(key); ok {
 		verifyAPI.WithLabelValues(prov.Name, verifyCached).Inc()
 		v := v.(verdict)
@@ -90,14 +97,14 @@ func (a *apiVerification) do(ctx context.Context, p provider.Provider, prov *v1a
 	}
 	if !a.limiter(prov).AllowN(now, 1) {
 		verifyAPI.WithLabelValues(prov.Name, verifyRateLimited).Inc()
-		return provider.SchemePayPal, errVerifyBudget
+		return "", errVerifyBudget
 	}
 	verifyAPI.WithLabelValues(prov.Name, verifyCalled).Inc()
 	scheme, err := p.VerifyWebhook(ctx, h, body, secrets, tolerance, now)
 	if err == nil || errors.Is(err, provider.ErrInvalidSignature) {
-		// Kept until the transmission time leaves the window, after which
+		// Kept until the time it was sent leaves the window, after which
 		// the adapter rejects the request without a call anyway.
-		if ttl := t.At.Add(tolerance).Sub(now); ttl > 0 {
+		if ttl := sentAt.Add(tolerance).Sub(now); ttl > 0 {
 			a.verdicts.Add(key, verdict{scheme: scheme, err: err}, ttl)
 		}
 	}
@@ -116,18 +123,4 @@ func (a *apiVerification) limiter(prov *v1alpha1.PaymentProvider) *rate.Limiter 
 		a.limiters[key] = l
 	}
 	return l
-}
-
-// verdictKey identifies one exact transmission to one provider.
-func verdictKey(prov *v1alpha1.PaymentProvider, t paypal.Transmission, body []byte) [sha256.Size]byte {
-	d := sha256.New()
-	for _, f := range []string{prov.Namespace, prov.Name, prov.Spec.Webhook.PayPalWebhookID, t.ID, t.Time, t.Sig, t.CertURL, t.AuthAlgo} {
-		// Length-prefixed, so no two field lists hash the same bytes.
-		_ = binary.Write(d, binary.BigEndian, uint32(len(f)))
-		d.Write([]byte(f))
-	}
-	d.Write(body)
-	var k [sha256.Size]byte
-	d.Sum(k[:0])
-	return k
 }

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/paywarden/paywarden/internal/testenv"
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/test/bench"
 )
 
@@ -28,7 +28,7 @@ func main() {
 }
 
 func run() error {
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		return err
 	}

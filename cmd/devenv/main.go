@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/internal/devenv"
-	"github.com/paywarden/paywarden/internal/testenv"
 )
 
 func main() {
@@ -29,7 +29,7 @@ func main() {
 }
 
 func run(dir string, factor float64, pause time.Duration) error {
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		return err
 	}

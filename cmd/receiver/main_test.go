@@ -20,7 +20,6 @@ import (
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/fixture"
-	"github.com/paywarden/paywarden/internal/inbox/inboxtest"
 	"github.com/paywarden/paywarden/internal/testenv"
 )
 
@@ -74,7 +73,7 @@ func TestReceiverMain(t *testing.T) {
 		})
 	}()
 	base := "http://" + addr
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "the receiver to be ready", func() (bool, string) {
 		select {
 		case err := <-done:
 			t.Fatalf("receiver exited: %v", err)
@@ -88,21 +87,21 @@ func TestReceiverMain(t *testing.T) {
 		return resp.StatusCode == http.StatusOK, "readyz " + resp.Status
 	})
 
-	ns := inboxtest.Namespace(t, env.Client, "main")
-	prov := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+	ns := fixture.Namespace(t, env.Client, "main")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{
 		Namespace: ns, Name: "kukopay", Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"k": "main-secret"},
 	})
-	ev := inboxtest.KukoPayEvent{ID: "evt_main", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_main", MerchantRef: "order-main", Amount: 100, Currency: "USD"}
+	ev := fixture.KukoPayEvent{ID: "evt_main", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_main", MerchantRef: "order-main", Amount: 100, Currency: "USD"}
 	body := ev.Body(t)
 	url := base + "/webhooks/" + ns + "/" + prov.Name
 	// The provider reaches the receiver's cache shortly after its creation,
 	// its bundle shortly after that; until then the answer is 404 or 503 and
 	// nothing is written.
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
-		r := inboxtest.Send(t, "POST", url, body, inboxtest.KukoPayHeader(body, time.Now(), "main-secret"))
+	fixture.Eventually(t, fixture.Timeout, "the event to be accepted", func() (bool, string) {
+		r := fixture.Send(t, "POST", url, body, fixture.KukoPayHeader(body, time.Now(), "main-secret"))
 		return r.Code == http.StatusOK && strings.Contains(r.Body, "accepted"), "answer " + r.Body
 	})
-	if e := inboxtest.EventFor(t, env.Client, ns, prov.Name, "evt_main"); e == nil || e.Status.Result != v1alpha1.ResultOrphaned {
+	if e := fixture.WebhookEventFor(t, env.Client, ns, prov.Name, "evt_main"); e == nil || e.Status.Result != v1alpha1.ResultOrphaned {
 		t.Fatalf("event %+v, want stored (Orphaned: there is no payment)", e)
 	}
 
@@ -115,7 +114,7 @@ func TestReceiverMain(t *testing.T) {
 	if !strings.Contains(string(m), `paywarden_webhooks_total{namespace="`+ns+`",provider="kukopay",result="accepted"} 1`) {
 		t.Errorf("metrics server does not show the accepted webhook")
 	}
-	if r := inboxtest.Send(t, "GET", base+"/metrics", nil, nil); r.Code != http.StatusNotFound {
+	if r := fixture.Send(t, "GET", base+"/metrics", nil, nil); r.Code != http.StatusNotFound {
 		t.Errorf("/metrics on the webhook port: %d, want 404 when a metrics address is set", r.Code)
 	}
 
@@ -226,7 +225,7 @@ func startRun(t *testing.T, kubeconfig string, extra ...string) (string, func() 
 	}
 	t.Cleanup(func() { _ = stop() })
 	base := "http://" + addr
-	inboxtest.Eventually(t, inboxtest.Timeout, func() (bool, string) {
+	fixture.Eventually(t, fixture.Timeout, "the receiver to be live", func() (bool, string) {
 		select {
 		case err := <-done:
 			t.Fatalf("receiver exited: %v", err)
@@ -262,18 +261,18 @@ func TestReceiverServesBeforeTheAPIServerIsReachable(t *testing.T) {
 	proxy := startAPIProxy(t)
 	base, stop := startRun(t, writeKubeconfig(t, proxy.url()), "--retry-after=3s", "--bundle-namespace="+fixture.BundleNamespace)
 
-	ns := inboxtest.Namespace(t, env.Client, "apidown")
-	prov := inboxtest.CreateProvider(t, env.Client, inboxtest.Provider{
+	ns := fixture.Namespace(t, env.Client, "apidown")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{
 		Namespace: ns, Name: "kukopay-down", Type: v1alpha1.ProviderKukoPay, SigningSecrets: map[string]string{"k": "down-secret"},
 	})
 	// The manager has published the provider's bundle: what the receiver
 	// lacks is the API server, nothing else.
 	fixture.WaitBundle(t, env.Client, prov)
-	ev := inboxtest.KukoPayEvent{ID: "evt_apidown", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_apidown", MerchantRef: "order-apidown", Amount: 100, Currency: "USD"}
+	ev := fixture.KukoPayEvent{ID: "evt_apidown", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_apidown", MerchantRef: "order-apidown", Amount: 100, Currency: "USD"}
 	body := ev.Body(t)
 	url := base + "/webhooks/" + ns + "/" + prov.Name
-	send := func() inboxtest.Response {
-		return inboxtest.Send(t, "POST", url, body, inboxtest.KukoPayHeader(body, time.Now(), "down-secret"))
+	send := func() fixture.Response {
+		return fixture.Send(t, "POST", url, body, fixture.KukoPayHeader(body, time.Now(), "down-secret"))
 	}
 
 	for i := range 3 {
@@ -288,13 +287,13 @@ func TestReceiverServesBeforeTheAPIServerIsReachable(t *testing.T) {
 			t.Fatalf("/healthz %d with the API server down, want 200", code)
 		}
 	}
-	if evs := inboxtest.Events(t, env.Client, ns); len(evs) != 0 {
+	if evs := fixture.WebhookEvents(t, env.Client, ns); len(evs) != 0 {
 		t.Fatalf("%d events stored while the receiver could not reach the API server", len(evs))
 	}
 
 	proxy.up.Store(true)
 	// The informers retry with client-go's backoff (at most 30s apart).
-	inboxtest.Eventually(t, 90*time.Second, func() (bool, string) {
+	fixture.Eventually(t, 90*time.Second, "the receiver to be ready again", func() (bool, string) {
 		code := status(t, base+"/readyz")
 		return code == http.StatusOK, fmt.Sprintf("/readyz %d after the API server became reachable", code)
 	})
@@ -305,7 +304,7 @@ func TestReceiverServesBeforeTheAPIServerIsReachable(t *testing.T) {
 	if r := send(); r.Code != http.StatusOK || !strings.Contains(r.Body, "duplicate") {
 		t.Fatalf("redelivery: %d %s, want 200 duplicate", r.Code, r.Body)
 	}
-	if evs := inboxtest.Events(t, env.Client, ns); len(evs) != 1 || evs[0].Spec.EventID != "evt_apidown" {
+	if evs := fixture.WebhookEvents(t, env.Client, ns); len(evs) != 1 || evs[0].Spec.EventID != "evt_apidown" {
 		t.Fatalf("events %+v, want exactly one, for evt_apidown", evs)
 	}
 	if err := stop(); err != nil {

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/internal/localnet"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/scheme"
@@ -131,27 +132,16 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		return nil, fmt.Errorf("go build: %w\n%s", err, out)
 	}
 
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(opts.Root, "bin", "k8s")
-	}
+	assets := controlplane.Assets(opts.Root)
 	e.logf("starting the control plane (kube-apiserver and etcd from %s)", assets)
-	e.cp = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(opts.Root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		Scheme:                scheme.New(),
-	}
-	cfg, err := e.cp.Start()
-	if err != nil {
-		e.cp = nil
-		return nil, fmt.Errorf("start control plane (run `make envtest` first): %w", err)
+	if e.cp, err = controlplane.Start(assets, controlplane.CRDs(opts.Root)); err != nil {
+		return nil, err
 	}
 	e.Kubeconfig = filepath.Join(opts.Dir, "kubeconfig")
 	if err := os.WriteFile(e.Kubeconfig, e.cp.KubeConfig, 0o600); err != nil {
 		return nil, err
 	}
-	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
+	if e.Client, err = client.New(e.cp.Config, client.Options{Scheme: scheme.New()}); err != nil {
 		return nil, err
 	}
 

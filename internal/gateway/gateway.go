@@ -75,8 +75,12 @@ type Entry struct {
 	Key      types.NamespacedName
 	Provider provider.Provider
 	Caps     provider.Capabilities
-	Limiter  *rate.Limiter
-	Breaker  *Breaker
+	// RemoteVerifier is the adapter when its VerifyWebhook asks the
+	// provider's API, else nil: Provider measures API calls and so hides
+	// what else the adapter implements.
+	RemoteVerifier provider.RemoteVerifier
+	Limiter        *rate.Limiter
+	Breaker        *Breaker
 
 	gw      *Gateway
 	version string
@@ -164,6 +168,7 @@ func (g *Gateway) For(ctx context.Context, prov *v1alpha1.PaymentProvider) (*Ent
 		Key: key, Provider: instrumented{Provider: adapter, key: key}, Caps: caps,
 		gw: g, version: version,
 	}
+	next.RemoteVerifier, _ = adapter.(provider.RemoteVerifier)
 	if e == nil {
 		next.Limiter = rate.NewLimiter(rate.Limit(qps), int(burst))
 		next.Breaker = NewBreaker(failures, openFor)

@@ -21,12 +21,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/internal/image"
-	"github.com/paywarden/paywarden/internal/testenv"
 )
 
 func options(t *testing.T) image.Options {
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func checkStatic(t *testing.T, bin string) {
 // The Dockerfile builds the same programs, to the same paths, with the same
 // flags as `make image`.
 func TestDockerfileBuildsTheSameBinaries(t *testing.T) {
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

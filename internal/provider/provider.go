@@ -293,6 +293,22 @@ type Provider interface {
 	FindRefund(ctx context.Context, paymentID, reference string) (Refund, error)
 }
 
+// RemoteVerifier is implemented by an adapter whose VerifyWebhook asks the provider's
+// API (Verification.Credentials: PayPal's verify-webhook-signature), so that every
+// verification spends the merchant's API quota. The receiver remembers the provider's
+// verdict on one exact request while the request is within its tolerance, so a
+// redelivery or a replay costs no second call; VerificationKey says what "one exact
+// request" is, which only the adapter knows.
+type RemoteVerifier interface {
+	// VerificationKey identifies the request that h and rawBody make to this adapter:
+	// two requests have the same key exactly when VerifyWebhook would ask the provider
+	// the same question (every header it forwards, the body, the account's webhook
+	// id), so a forgery that reuses a genuine request's id has a key of its own. The
+	// key is a digest, small enough to keep many. sentAt is the time the request says
+	// it was sent. An error means VerifyWebhook rejects the request without a call.
+	VerificationKey(h http.Header, rawBody []byte) (key string, sentAt time.Time, err error)
+}
+
 // Capabilities is what an adapter type needs and can do; controllers read it instead of
 // switching on the type.
 type Capabilities struct {

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/testenv"
+	"github.com/paywarden/paywarden/internal/controlplane"
 )
 
 // renderedCRDs are the CustomResourceDefinitions a kustomize directory renders,
@@ -35,7 +35,7 @@ func renderedCRDs(t *testing.T, dir string) map[string]apiextensionsv1.CustomRes
 // config/crd/kustomization.yaml installs a manager whose informer for that
 // kind never syncs (the Refund CRD was missing once).
 func TestEveryGeneratedCRDIsShipped(t *testing.T) {
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/internal/scheme"
-	"github.com/paywarden/paywarden/internal/testenv"
 )
 
 // cacheGauges are the series the manager computes from its cache at scrape
@@ -81,7 +81,7 @@ func TestCacheGaugesOnlyOnTheLeaderAndTheAlertsFire(t *testing.T) {
 		}
 	}
 
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,14 +9,14 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/paywarden/paywarden/internal/testenv"
+	"github.com/paywarden/paywarden/internal/controlplane"
 )
 
 // TestKrewManifest: plugins/paywarden.yaml installs kubectl-paywarden on
 // linux and darwin, amd64 and arm64, from the release of its version, each
 // archive with a sha256 of the right form (placeholders until a release).
 func TestKrewManifest(t *testing.T) {
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,12 +18,12 @@ import (
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/paywarden/paywarden/internal/testenv"
+	"github.com/paywarden/paywarden/internal/controlplane"
 )
 
 func render(t *testing.T, dir string) resmap.ResMap {
 	t.Helper()
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

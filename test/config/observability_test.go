@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/scheme"
-	"github.com/paywarden/paywarden/internal/testenv"
 )
 
 // describing records the name and labels of every metric registered
@@ -100,7 +100,7 @@ func series(name string) string {
 // A dashboard or alert on a metric nobody exports, or grouping by a label
 // the metric does not have, is silently empty: the worst kind of monitoring.
 func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

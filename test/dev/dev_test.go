@@ -17,12 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/internal/devenv"
-	"github.com/paywarden/paywarden/internal/testenv"
 )
 
 func TestDevEnvironmentSettlesEveryStory(t *testing.T) {
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

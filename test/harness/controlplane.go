@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/internal/localnet"
 	"github.com/paywarden/paywarden/internal/scheme"
 )
@@ -56,26 +57,15 @@ type ControlPlane struct {
 // holding both binaries), installs the CRDs in crdDir and writes the admin
 // kubeconfig into dir.
 func StartControlPlane(crdDir, assets, dir string) (*ControlPlane, error) {
-	for _, bin := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
-			return nil, fmt.Errorf("control plane binaries not found in %s (%v): set KUBEBUILDER_ASSETS or run `make envtest`", assets, err)
-		}
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{crdDir},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		Scheme:                scheme.New(),
-	}
-	cfg, err := env.Start()
+	env, err := controlplane.Start(assets, crdDir)
 	if err != nil {
-		return nil, fmt.Errorf("start control plane from %s: %w", assets, err)
+		return nil, err
 	}
 	cp := &ControlPlane{env: env, dir: dir}
-	cfg = rest.CopyConfig(cfg)
+	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = -1, 0
 	cp.Config = cfg
 	if cp.Client, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/internal/localnet"
 )
 
@@ -84,10 +85,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		opts.Log = io.Discard
 	}
 	if opts.Assets == "" {
-		opts.Assets = os.Getenv("KUBEBUILDER_ASSETS")
-	}
-	if opts.Assets == "" {
-		opts.Assets = filepath.Join(opts.Root, "bin", "k8s")
+		opts.Assets = controlplane.Assets(opts.Root)
 	}
 	s = &Stack{opts: opts}
 	defer func() {
@@ -107,7 +105,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		return nil, err
 	}
 	s.logf("starting the control plane (%s)", opts.Assets)
-	if s.CP, err = StartControlPlane(filepath.Join(opts.Src, "config", "crd", "bases"), opts.Assets, opts.Dir); err != nil {
+	if s.CP, err = StartControlPlane(controlplane.CRDs(opts.Src), opts.Assets, opts.Dir); err != nil {
 		return nil, err
 	}
 	// The manager keeps the receiver's webhook verification bundles in its

@@ -18,13 +18,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/internal/testenv"
 	"github.com/paywarden/paywarden/test/deploy"
 )
 
 func root(t *testing.T) string {
 	t.Helper()
-	r, err := testenv.ModuleRoot()
+	r, err := controlplane.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/testenv"
 )
@@ -52,7 +53,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		return 1, err
 	}
@@ -98,10 +99,7 @@ func findKubectl(root string) (string, error) {
 	if k := os.Getenv("KUBECTL"); k != "" {
 		return k, nil
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "k8s")
-	}
+	assets := controlplane.Assets(root)
 	if k := filepath.Join(assets, "kubectl"); isExecutable(k) {
 		return k, nil
 	}

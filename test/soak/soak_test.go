@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/controlplane"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider/stripe"
-	"github.com/paywarden/paywarden/internal/testenv"
 	"github.com/paywarden/paywarden/test/harness"
 )
 
@@ -238,7 +238,7 @@ func TestSoak(t *testing.T) {
 		}
 		seed = s
 	}
-	root, err := testenv.ModuleRoot()
+	root, err := controlplane.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

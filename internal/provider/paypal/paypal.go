@@ -52,7 +52,10 @@ type Adapter struct {
 	tokens    *tokenSource
 }
 
-var _ provider.Provider = (*Adapter)(nil)
+var (
+	_ provider.Provider       = (*Adapter)(nil)
+	_ provider.RemoteVerifier = (*Adapter)(nil)
+)
 
 // Type is the PaymentProvider type of this adapter.
 const Type = "paypal"

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +51,25 @@ func ParseTransmissionHeaders(h http.Header) (Transmission, error) {
 	}
 	t.At = at
 	return t, nil
+}
+
+// VerificationKey implements provider.RemoteVerifier: a SHA-256 over everything
+// VerifyWebhook sends PayPal (the webhook id, the five transmission headers, the body),
+// so a forgery that reuses a genuine transmission id has a key of its own and cannot
+// poison the genuine request's remembered verdict.
+func (a *Adapter) VerificationKey(h http.Header, rawBody []byte) (string, time.Time, error) {
+	t, err := ParseTransmissionHeaders(h)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	d := sha256.New()
+	for _, f := range []string{a.webhookID, t.ID, t.Time, t.Sig, t.CertURL, t.AuthAlgo} {
+		// Length-prefixed, so no two field lists hash the same bytes.
+		_ = binary.Write(d, binary.BigEndian, uint32(len(f)))
+		d.Write([]byte(f))
+	}
+	d.Write(rawBody)
+	return string(d.Sum(nil)), t.At, nil
 }
 
 // VerifyWebhook implements provider.Provider by asking PayPal. secrets are not used:

@@ -165,3 +165,24 @@ func TestUnknownTypeNamesTheTypeAndTheProvider(t *testing.T) {
 		}
 	}
 }
+
+// An adapter that verifies webhooks through its provider's API
+// (Verification.Credentials) must say what one exact request is, or the
+// receiver would call the provider for every copy of every forgery; one that
+// verifies locally has nothing to remember.
+func TestAdaptersThatVerifyThroughTheAPIAreRemoteVerifiers(t *testing.T) {
+	for _, typ := range providers.Types() {
+		caps, _ := providers.Lookup(typ)
+		creds := map[string][]byte{}
+		for _, k := range caps.CredentialKeys {
+			creds[k] = []byte("value-of-" + k)
+		}
+		p, err := providers.New(typ, cfgWith(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := p.(provider.RemoteVerifier); ok != caps.Verification.Credentials {
+			t.Errorf("%s: implements provider.RemoteVerifier: %v; Verification.Credentials: %v", typ, ok, caps.Verification.Credentials)
+		}
+	}
+}

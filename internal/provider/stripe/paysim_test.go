@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/stripe"
@@ -104,7 +105,7 @@ func (s *webhookSink) snapshot() []provider.Event {
 // waitTypes waits until every type has arrived at least once.
 func (s *webhookSink) waitTypes(types ...string) []provider.Event {
 	s.t.Helper()
-	eventually(s.t, "webhooks "+strings.Join(types, ", "), func() bool {
+	fixture.Eventually(s.t, fixture.Timeout, "webhooks "+strings.Join(types, ", "), func() bool {
 		seen := map[string]bool{}
 		for _, ev := range s.snapshot() {
 			seen[ev.Type] = true
@@ -126,17 +127,6 @@ func byType(evs []provider.Event, typ string) provider.Event {
 		}
 	}
 	return provider.Event{}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func checkoutReq(key, ref string, amount int64) provider.CreateRequest {
@@ -245,7 +235,7 @@ func TestPaysimDuplicateAndReorderedWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink.waitTypes("payment_intent.succeeded", "checkout.session.completed")
-	eventually(t, "duplicates", func() bool { return len(sink.snapshot()) >= 4 })
+	fixture.Eventually(t, fixture.Timeout, "duplicates", func() bool { return len(sink.snapshot()) >= 4 })
 	evs := sink.snapshot()
 	ids := map[string]int{}
 	for _, ev := range evs {
@@ -628,7 +618,7 @@ func TestPaysimWebhookRetriedUntilAcknowledged(t *testing.T) {
 	if _, err := e.a.Create(ctx, offSessionReq("key-retry", "ORD-RETRY", 1000, provider.CaptureAutomatic)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "delivery", func() bool { return e.sim.Counters().WebhooksByProvider[paysim.Stripe].Delivered == 1 })
+	fixture.Eventually(t, fixture.Timeout, "delivery", func() bool { return e.sim.Counters().WebhooksByProvider[paysim.Stripe].Delivered == 1 })
 	if w := e.sim.Counters().WebhooksByProvider[paysim.Stripe]; w.Attempts != 4 || w.Failed != 3 {
 		t.Fatalf("webhook counters %+v", w)
 	}
@@ -678,7 +668,7 @@ func TestPaysimRefunds(t *testing.T) {
 	_, err = e.a.CreateRefund(ctx, provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: "key-rf/refund-3", Reference: "RF-3", Amount: 600, Currency: "EUR"})
 	assertClass(t, err, provider.ErrNonRetryable)
 
-	eventually(t, "both charge.refunded", func() bool {
+	fixture.Eventually(t, fixture.Timeout, "both charge.refunded", func() bool {
 		n := 0
 		for _, ev := range sink.snapshot() {
 			if ev.Type == "charge.refunded" {
