@@ -41,11 +41,7 @@ func TestRefundDeletedBeforeItsMarkerIsNeverSent(t *testing.T) {
 				deleted.CompareAndSwap(false, true) {
 				// The user deletes the Refund now: after it was owned, before
 				// any marker.
-				victim := &v1alpha1.Refund{}
-				victim.Namespace, victim.Name = rf.Namespace, rf.Name
-				if derr := env.Client.Delete(context.Background(), victim); derr != nil {
-					t.Errorf("delete the Refund: %v", derr)
-				}
+				userDeletes(t, rf)
 			}
 			return err
 		})
@@ -64,6 +60,16 @@ func TestRefundDeletedBeforeItsMarkerIsNeverSent(t *testing.T) {
 	}
 	if n, total := fixture.SimRefunds(t, s, v1alpha1.ProviderKukoPay, p.Status.ProviderPaymentID); n != 0 {
 		t.Errorf("paysim made %d refund(s) totalling %d for a Refund deleted before anything went out", n, total)
+	}
+}
+
+// userDeletes deletes rf as its user would, by name, whatever copy the
+// manager holds.
+func userDeletes(t *testing.T, rf *v1alpha1.Refund) {
+	victim := &v1alpha1.Refund{}
+	victim.Namespace, victim.Name = rf.Namespace, rf.Name
+	if err := env.Client.Delete(context.Background(), victim); err != nil {
+		t.Errorf("delete the Refund: %v", err)
 	}
 }
 
@@ -93,11 +99,7 @@ func TestWaitingRefundDeletedAsItsPaymentSucceedsIsNeverSent(t *testing.T) {
 			rf, ok := obj.(*v1alpha1.Refund)
 			if err == nil && ok && paid.Load() && rf.DeletionTimestamp.IsZero() && paymentTookMoney(rf) && rf.Status.WaitingFor == v1alpha1.ReasonPaymentNotSucceeded &&
 				deleted.CompareAndSwap(false, true) {
-				victim := &v1alpha1.Refund{}
-				victim.Namespace, victim.Name = rf.Namespace, rf.Name
-				if derr := env.Client.Delete(context.Background(), victim); derr != nil {
-					t.Errorf("delete the Refund: %v", derr)
-				}
+				userDeletes(t, rf)
 			}
 			return err
 		}})
