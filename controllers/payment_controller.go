@@ -233,186 +233,244 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if entry != nil {
 		pol = pol.WithCapabilities(&prov.Spec, entry.Caps)
 	}
-	uid := string(p.UID)
-
-	// An answer whose write failed is stored before anything else: the
-	// provider is not asked again for what it already said.
-	if u, ok := r.unstored.get(uid, r.Clock.Now()); ok {
-		// Decided on the payment as the API server has it: the cache may not
-		// hold the marker stored before the call yet.
-		if err := r.APIReader.Get(ctx, req.NamespacedName, p); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		if string(p.UID) != uid {
-			r.unstored.drop(uid)
-			return ctrl.Result{}, nil // replaced: the new object gets its own reconcile
-		}
-		if _, err := r.store(ctx, p, payment.Facts{}, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
-			return ctrl.Result{}, err
-		}
-		r.unstored.drop(uid)
-	}
-
-	// admitted: a token taken and not used yet (the one of the call a marker
-	// announced, taken before the marker was stored); the next call goes
-	// out with it.
-	// marked: this reconcile stored the create marker and has made no call
-	// since, so the create has not left the process.
-	wrote, called, fresh, admitted, marked := false, false, false, false, false
+	x := &paymentPass{r: r, key: req.NamespacedName, p: p, prov: prov, entry: entry, perr: perr, pol: pol, uid: string(p.UID)}
 	defer func() {
-		if admitted {
+		if x.admitted {
 			entry.Forgo()
 		}
 	}()
+	if done, err := x.storeUnstored(ctx); done || err != nil {
+		return ctrl.Result{}, err
+	}
 	for {
 		now := r.Clock.Now()
-		facts, err := r.facts(ctx, p)
+		facts, err := x.facts(ctx)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		facts.ConfigAccepted = entry != nil && entry.ConfigProblem() == ""
-		facts.ProviderUnusable = entry == nil
-		facts.FreshOperation = r.marked.uncalled(uid, p.Status.Operation)
-		facts.FreshCreate = marked
-		step := payment.Plan(p, pol, facts, now)
+		step := payment.Plan(x.p, pol, facts, now)
+		var (
+			res  ctrl.Result
+			done bool
+		)
 		switch step.Action {
 		case payment.Nothing:
-			release(entry, uid)
-			if !p.DeletionTimestamp.IsZero() {
+			release(entry, x.uid)
+			if !x.p.DeletionTimestamp.IsZero() {
 				// Deleted and now settled (or waiting for a human): let it go,
 				// or say again what it waits for.
-				_, err := r.finalize(ctx, p)
+				_, err := r.finalize(ctx, x.p)
 				return ctrl.Result{}, err
 			}
 			return ctrl.Result{}, nil
 		case payment.Wait:
-			release(entry, uid)
-			return requeueAt(step.At, now, wrote), nil
+			release(entry, x.uid)
+			return requeueAt(step.At, now, x.wrote), nil
 		case payment.Write:
-			opBefore := p.Status.Operation.DeepCopy()
-			if marks(p, step.Outcome) {
-				if !p.DeletionTimestamp.IsZero() && (step.Outcome.Status.CreateRequestedAt != nil && p.Status.CreateRequestedAt == nil ||
-					!controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight)) {
-					// Deleted before its create went out (or never held):
-					// nothing may start now. (An operator's cancel or capture
-					// of a deleted payment that holds money still goes: it is
-					// how its money is settled.)
-					release(entry, uid)
-					return ctrl.Result{}, nil
-				}
-				if step.Announces != payment.Nothing && !admitted {
-					// A create waiting for the rate limit is not marked:
-					// unmarked, it is known not to have left.
-					if entry == nil {
-						logger.Info("provider not usable; waiting", "reason", perr.Error())
-						return ctrl.Result{RequeueAfter: providerRetry}, nil
-					}
-					adm := r.admit(ctx, entry, uid, callPriority(step.Announces, false))
-					if !adm.OK {
-						metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
-						return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
-					}
-					admitted = true
-				}
-				// The object must outlive the call the marker announces.
-				if err := holdMoney(ctx, r.Client, p, nil); err != nil {
-					return ctrl.Result{}, err
-				}
-				r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
-			}
-			announced := payment.Nothing // by the outcome stored (after a conflict, planned again)
-			stored, err := r.store(ctx, p, facts, func(p *v1alpha1.Payment) payment.Outcome {
-				if s := payment.Plan(p, pol, facts, now); s.Action == payment.Write {
-					announced = s.Announces
-					return s.Outcome
-				}
-				announced = payment.Nothing
-				return payment.Outcome{Status: p.Status}
-			})
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			if !stored {
-				// The plan wanted a write that the fresh state no longer
-				// needs; planning again on it cannot loop.
-				return requeueAt(now.Add(minIdleRequeue), now, wrote), nil
-			}
-			wrote = true
-			marked = marked || announced == payment.Create
-			// An operation marked just now has not been called yet: this
-			// process knows until it calls; a new one looks it up.
-			if op := p.Status.Operation; op != nil && (opBefore == nil || markKey(opBefore) != markKey(op)) {
-				r.marked.set(uid, op)
-			}
-			continue
+			res, done, err = x.write(ctx, step, facts, now)
+		default:
+			res, done, err = x.callDue(ctx, step, facts, now)
 		}
-
-		// A provider call is due.
-		if called {
-			return requeueAt(now, now, wrote), nil
+		if done || err != nil {
+			return res, err
 		}
-		if entry == nil {
-			logger.Info("provider not usable; waiting", "reason", perr.Error())
-			return ctrl.Result{RequeueAfter: providerRetry}, nil
-		}
-		if (step.Action == payment.Create || step.Action == payment.Lookup) && !wrote && !fresh {
-			// A create may already have gone out, or been recorded by a write
-			// the cache has not caught up with: decide from the API server.
-			fresh = true
-			latest := &v1alpha1.Payment{}
-			if err := r.APIReader.Get(ctx, req.NamespacedName, latest); err != nil {
-				return ctrl.Result{}, client.IgnoreNotFound(err)
-			}
-			if latest.UID != p.UID {
-				// Deleted and created again under the same name: the new
-				// object gets its own reconcile.
-				return ctrl.Result{}, nil
-			}
-			if latest.ResourceVersion != p.ResourceVersion {
-				p = latest
-				continue
-			}
-		}
-		if !admitted {
-			prio := callPriority(step.Action, step.Scheduled)
-			if step.Read != nil {
-				prio = gateway.Read // a read a settled Refund asked for
-			}
-			adm := r.admit(ctx, entry, uid, prio)
-			if !adm.OK {
-				metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, "deferred_"+string(adm.Reason)).Inc()
-				return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
-			}
-			admitted = true
-		}
-		if seen, ok := r.settledMeanwhile(ctx, p, step); ok {
-			// Settled (a webhook) while the query waited for its token:
-			// nothing is asked about a settled payment.
-			p = seen
-			continue
-		}
-		admitted, marked = false, false // spent on the call below
-		r.marked.drop(uid)              // from here on a call may have gone out
-		call := r.call(ctx, entry, p, step.Action)
-		// Waits (Retry-After, the next step) count from the answer.
-		at := r.Clock.Now()
-		called = true
-		entry.Done(ctx, call.Err)
-		if step.Action == payment.Query {
-			metrics.StatusQueries.WithLabelValues(prov.Namespace, prov.Name, queryResult(call.Err)).Inc()
-		}
-		if call.Err != nil {
-			logger.Info("provider "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
-		}
-		u := unstored{action: step.Action, call: call, closeOut: step.CloseOut, read: step.Read, at: at}
-		if _, err := r.store(ctx, p, facts, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, pol) }); err != nil {
-			// Keep the answer: the next attempt (after the controller's
-			// per-payment backoff) stores it without calling again.
-			r.unstored.put(uid, u)
-			return ctrl.Result{}, err
-		}
-		wrote = true
 	}
+}
+
+// paymentPass is one reconcile of a payment: the payment as last read or
+// stored, its provider, and what the reconcile has done so far.
+type paymentPass struct {
+	r     *PaymentReconciler
+	key   types.NamespacedName
+	p     *v1alpha1.Payment
+	prov  *v1alpha1.PaymentProvider
+	entry *gateway.Entry
+	perr  error
+	pol   payment.Policy
+	uid   string
+	// admitted: a token taken and not used yet (the one of the call a
+	// marker announced, taken before the marker was stored); the next call
+	// goes out with it.
+	// marked: this reconcile stored the create marker and has made no call
+	// since, so the create has not left the process.
+	wrote, called, fresh, admitted, marked bool
+}
+
+// storeUnstored stores an answer whose write failed before anything else:
+// the provider is not asked again for what it already said. done: the
+// reconcile has nothing more to do (the object was replaced).
+func (x *paymentPass) storeUnstored(ctx context.Context) (done bool, err error) {
+	u, ok := x.r.unstored.get(x.uid, x.r.Clock.Now())
+	if !ok {
+		return false, nil
+	}
+	// Decided on the payment as the API server has it: the cache may not
+	// hold the marker stored before the call yet.
+	if err := x.r.APIReader.Get(ctx, x.key, x.p); err != nil {
+		return true, client.IgnoreNotFound(err)
+	}
+	if string(x.p.UID) != x.uid {
+		x.r.unstored.drop(x.uid)
+		return true, nil // replaced: the new object gets its own reconcile
+	}
+	if _, err := x.r.store(ctx, x.p, payment.Facts{}, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, x.pol) }); err != nil {
+		return true, err
+	}
+	x.r.unstored.drop(x.uid)
+	return false, nil
+}
+
+// facts are the payment's facts (PaymentReconciler.facts) with what this
+// reconcile knows of its provider and its own calls.
+func (x *paymentPass) facts(ctx context.Context) (payment.Facts, error) {
+	facts, err := x.r.facts(ctx, x.p)
+	if err != nil {
+		return facts, err
+	}
+	facts.ConfigAccepted = x.entry != nil && x.entry.ConfigProblem() == ""
+	facts.ProviderUnusable = x.entry == nil
+	facts.FreshOperation = x.r.marked.uncalled(x.uid, x.p.Status.Operation)
+	facts.FreshCreate = x.marked
+	return facts, nil
+}
+
+// write stores what the plan decided. A marker of a money-moving call is
+// stored only with the call's token in hand and the object held.
+func (x *paymentPass) write(ctx context.Context, step payment.Step, facts payment.Facts, now time.Time) (ctrl.Result, bool, error) {
+	r, p := x.r, x.p
+	opBefore := p.Status.Operation.DeepCopy()
+	if marks(p, step.Outcome) {
+		if !p.DeletionTimestamp.IsZero() && (step.Outcome.Status.CreateRequestedAt != nil && p.Status.CreateRequestedAt == nil ||
+			!controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight)) {
+			// Deleted before its create went out (or never held): nothing
+			// may start now. (An operator's cancel or capture of a deleted
+			// payment that holds money still goes: it is how its money is
+			// settled.)
+			release(x.entry, x.uid)
+			return ctrl.Result{}, true, nil
+		}
+		if step.Announces != payment.Nothing && !x.admitted {
+			// A create waiting for the rate limit is not marked: unmarked,
+			// it is known not to have left.
+			if res, ok := x.admit(ctx, callPriority(step.Announces, false)); !ok {
+				return res, true, nil
+			}
+		}
+		// The object must outlive the call the marker announces.
+		if err := holdMoney(ctx, r.Client, p, nil); err != nil {
+			return ctrl.Result{}, true, err
+		}
+		r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
+	}
+	announced := payment.Nothing // by the outcome stored (after a conflict, planned again)
+	stored, err := r.store(ctx, p, facts, func(p *v1alpha1.Payment) payment.Outcome {
+		if s := payment.Plan(p, x.pol, facts, now); s.Action == payment.Write {
+			announced = s.Announces
+			return s.Outcome
+		}
+		announced = payment.Nothing
+		return payment.Outcome{Status: p.Status}
+	})
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if !stored {
+		// The plan wanted a write that the fresh state no longer needs;
+		// planning again on it cannot loop.
+		return requeueAt(now.Add(minIdleRequeue), now, x.wrote), true, nil
+	}
+	x.wrote = true
+	x.marked = x.marked || announced == payment.Create
+	// An operation marked just now has not been called yet: this process
+	// knows until it calls; a new one looks it up.
+	if op := p.Status.Operation; op != nil && (opBefore == nil || markKey(opBefore) != markKey(op)) {
+		r.marked.set(x.uid, op)
+	}
+	return ctrl.Result{}, false, nil
+}
+
+// admit takes the provider's token for a call of prio; without it the
+// payment goes back to the queue (res).
+func (x *paymentPass) admit(ctx context.Context, prio gateway.Priority) (ctrl.Result, bool) {
+	if x.entry == nil {
+		log.FromContext(ctx).Info("provider not usable; waiting", "reason", x.perr.Error())
+		return ctrl.Result{RequeueAfter: providerRetry}, false
+	}
+	adm := x.r.admit(ctx, x.entry, x.uid, prio)
+	if !adm.OK {
+		metrics.StatusQueries.WithLabelValues(x.prov.Namespace, x.prov.Name, "deferred_"+string(adm.Reason)).Inc()
+		return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, false
+	}
+	x.admitted = true
+	return ctrl.Result{}, true
+}
+
+// callDue makes the provider call the plan asked for, at most one per
+// reconcile, and stores the core's decision on its answer.
+func (x *paymentPass) callDue(ctx context.Context, step payment.Step, facts payment.Facts, now time.Time) (ctrl.Result, bool, error) {
+	r, p := x.r, x.p
+	if x.called {
+		return requeueAt(now, now, x.wrote), true, nil
+	}
+	if x.entry == nil {
+		log.FromContext(ctx).Info("provider not usable; waiting", "reason", x.perr.Error())
+		return ctrl.Result{RequeueAfter: providerRetry}, true, nil
+	}
+	if (step.Action == payment.Create || step.Action == payment.Lookup) && !x.wrote && !x.fresh {
+		// A create may already have gone out, or been recorded by a write
+		// the cache has not caught up with: decide from the API server.
+		x.fresh = true
+		latest := &v1alpha1.Payment{}
+		if err := r.APIReader.Get(ctx, x.key, latest); err != nil {
+			return ctrl.Result{}, true, client.IgnoreNotFound(err)
+		}
+		if latest.UID != p.UID {
+			// Deleted and created again under the same name: the new
+			// object gets its own reconcile.
+			return ctrl.Result{}, true, nil
+		}
+		if latest.ResourceVersion != p.ResourceVersion {
+			x.p = latest
+			return ctrl.Result{}, false, nil
+		}
+	}
+	if !x.admitted {
+		prio := callPriority(step.Action, step.Scheduled)
+		if step.Read != nil {
+			prio = gateway.Read // a read a settled Refund asked for
+		}
+		if res, ok := x.admit(ctx, prio); !ok {
+			return res, true, nil
+		}
+	}
+	if seen, ok := r.settledMeanwhile(ctx, p, step); ok {
+		// Settled (a webhook) while the query waited for its token:
+		// nothing is asked about a settled payment.
+		x.p = seen
+		return ctrl.Result{}, false, nil
+	}
+	x.admitted, x.marked = false, false // spent on the call below
+	r.marked.drop(x.uid)                // from here on a call may have gone out
+	call := r.call(ctx, x.entry, p, step.Action)
+	// Waits (Retry-After, the next step) count from the answer.
+	at := r.Clock.Now()
+	x.called = true
+	x.entry.Done(ctx, call.Err)
+	if step.Action == payment.Query {
+		metrics.StatusQueries.WithLabelValues(x.prov.Namespace, x.prov.Name, queryResult(call.Err)).Inc()
+	}
+	if call.Err != nil {
+		log.FromContext(ctx).Info("provider "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
+	}
+	u := unstored{action: step.Action, call: call, closeOut: step.CloseOut, read: step.Read, at: at}
+	if _, err := r.store(ctx, p, facts, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, x.pol) }); err != nil {
+		// Keep the answer: the next attempt (after the controller's
+		// per-payment backoff) stores it without calling again.
+		r.unstored.put(x.uid, u)
+		return ctrl.Result{}, true, err
+	}
+	x.wrote = true
+	return ctrl.Result{}, false, nil
 }
 
 // provider resolves the payment's PaymentProvider and its gateway entry. The

@@ -200,7 +200,6 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		// Money may be moving: the refund is driven on until it settles.
 	}
-
 	p := &v1alpha1.Payment{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: rf.Namespace, Name: rf.Spec.PaymentRef.Name}, p); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -213,170 +212,230 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
-	var siblings []v1alpha1.Refund
-	admitted := func() {}
-	defer func() { admitted() }()
-	if p != nil {
-		reader := client.Reader(r.Client)
-		if rf.Status.CreateRequestedAt == nil && rf.Status.ProviderRefundID == "" && !rf.Status.Phase.IsFinal() {
-			// Deciding how much this Refund may take: one decision per
-			// payment at a time, on the other Refunds as the API server has
-			// them (the cache may not hold a marker stored a moment ago).
-			admitted = r.admission.lock(string(p.UID))
-			reader = r.APIReader
-		}
-		all, err := listRefunds(ctx, reader, rf.Namespace, p.Name)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		for _, s := range all {
-			if s.UID != rf.UID {
-				siblings = append(siblings, s)
-			}
-		}
+	x := &refundPass{r: r, key: req.NamespacedName, rf: rf, p: p, uid: string(rf.UID), decided: func() {}}
+	defer func() { x.decided() }()
+	if err := x.readSiblings(ctx); err != nil {
+		return ctrl.Result{}, err
 	}
-	var entry *gateway.Entry
-	pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{})
-	providerGone := p == nil
-	if p != nil {
-		prov := &v1alpha1.PaymentProvider{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}, prov)
-		providerGone = apierrors.IsNotFound(err)
-		if err == nil {
-			pol = payment.PolicyFor(&prov.Spec)
-			if entry, err = r.Gateway.For(ctx, prov); err == nil {
-				pol.Lifecycle, pol.LifecycleKnown = entry.Caps.Lifecycle, true
-			} else {
-				logger.Info("provider not usable; waiting", "reason", err.Error())
-			}
-		}
-	}
-
-	if providerGone && !rf.DeletionTimestamp.IsZero() && r.confirmGone(ctx, rf, p) {
+	if providerGone := x.readProvider(ctx); providerGone && !rf.DeletionTimestamp.IsZero() && r.confirmGone(ctx, rf, p) {
 		// Deleted with its payment or provider gone (a namespace being
 		// deleted): nothing can settle it any more. It goes, remembered as
 		// unsettled, so that a Refund of the same name waits for a human.
 		return ctrl.Result{}, r.abandon(ctx, rf)
 	}
-	wrote, called, fresh := false, false, false
-	uid := string(rf.UID)
-	// An answer whose write failed is stored before anything else: the
-	// provider is not asked again for what it already said.
-	if u, ok := r.unstored.get(uid, r.Clock.Now()); ok {
-		// Decided on the Refund as the API server has it: the cache may not
-		// hold the marker stored before the call yet.
-		if err := r.APIReader.Get(ctx, req.NamespacedName, rf); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		if string(rf.UID) != uid {
-			r.unstored.drop(uid)
-			return ctrl.Result{}, nil // replaced: the new object gets its own reconcile
-		}
-		if _, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome { return u.decide(rf, pol) }); err != nil {
-			return ctrl.Result{}, err
-		}
-		r.unstored.drop(uid)
-		wrote = true
+	if done, err := x.storeUnstored(ctx); done || err != nil {
+		return ctrl.Result{}, err
 	}
 	for {
 		now := r.Clock.Now()
-		facts := payment.RefundFacts{Payment: p, Siblings: siblings, ConfigAccepted: entry != nil && entry.ConfigProblem() == ""}
-		recs, err := r.ledgerFacts(ctx, rf, p)
+		facts := payment.RefundFacts{Payment: p, Siblings: x.siblings, ConfigAccepted: x.entry != nil && x.entry.ConfigProblem() == ""}
+		recs, err := r.ledgerFacts(ctx, x.rf, p)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		facts.Ledger = recs
-		step := payment.PlanRefund(rf, pol, facts, now)
+		step := payment.PlanRefund(x.rf, x.pol, facts, now)
+		var (
+			res  ctrl.Result
+			done bool
+		)
 		switch step.Action {
 		case payment.Nothing:
-			release(entry, uid)
-			if !rf.DeletionTimestamp.IsZero() {
-				if _, err := r.finalize(ctx, rf); err != nil {
+			release(x.entry, x.uid)
+			if !x.rf.DeletionTimestamp.IsZero() {
+				if _, err := r.finalize(ctx, x.rf); err != nil {
 					return ctrl.Result{}, err
 				}
 			}
 			return ctrl.Result{}, nil
 		case payment.Wait:
-			release(entry, uid)
-			return requeueAt(step.At, now, wrote), nil
+			release(x.entry, x.uid)
+			return requeueAt(step.At, now, x.wrote), nil
 		case payment.Write:
-			if step.Outcome.Status.CreateRequestedAt != nil && rf.Status.CreateRequestedAt == nil ||
-				step.Outcome.Status.AdoptedAt != nil && rf.Status.AdoptedAt == nil {
-				if step.Outcome.Status.CreateRequestedAt != nil && (!rf.DeletionTimestamp.IsZero() || p != nil && !p.DeletionTimestamp.IsZero()) ||
-					!rf.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(rf, v1alpha1.FinalizerMoneyInFlight) {
-					// Deleted (or its payment is) before anything went out:
-					// nothing may start now.
-					release(entry, uid)
-					return ctrl.Result{}, nil
-				}
-				// The Refund must outlive the call its marker announces, and
-				// remember its order when its Payment is gone.
-				if err := r.holdMoney(ctx, rf, p); err != nil {
-					return ctrl.Result{}, err
-				}
-			}
-			stored, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome {
-				if s := payment.PlanRefund(rf, pol, facts, now); s.Action == payment.Write {
-					return s.Outcome
-				}
-				return payment.RefundOutcome{Status: rf.Status}
-			})
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			if !stored {
-				return requeueAt(now.Add(minIdleRequeue), now, wrote), nil
-			}
-			wrote = true
-			if rf.Status.CreateRequestedAt != nil || rf.Status.Phase.IsFinal() {
-				// Decided and stored: the next Refund of the payment may decide.
-				admitted()
-				admitted = func() {}
-			}
-			continue
+			res, done, err = x.write(ctx, step, facts, now)
+		default:
+			res, done, err = x.callDue(ctx, step, now)
 		}
-		if called {
-			return requeueAt(now, now, wrote), nil
+		if done || err != nil {
+			return res, err
 		}
-		if entry == nil {
-			return ctrl.Result{RequeueAfter: providerRetry}, nil
-		}
-		if step.Action != payment.Query && !wrote && !fresh {
-			// A refund may already have gone out, recorded by a write the
-			// cache has not caught up with: decide from the API server.
-			fresh = true
-			latest := &v1alpha1.Refund{}
-			if err := r.APIReader.Get(ctx, req.NamespacedName, latest); err != nil {
-				return ctrl.Result{}, client.IgnoreNotFound(err)
-			}
-			if latest.UID != rf.UID {
-				return ctrl.Result{}, nil
-			}
-			if latest.ResourceVersion != rf.ResourceVersion {
-				rf = latest
-				continue
-			}
-		}
-		adm := admitWait(ctx, r.Clock, entry, uid, callPriority(step.Action, step.Scheduled))
-		if !adm.OK {
-			return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, nil
-		}
-		call := r.call(ctx, entry, rf, p, step.Action)
-		at := r.Clock.Now()
-		called = true
-		entry.Done(ctx, call.Err)
-		if call.Err != nil {
-			logger.Info("provider refund "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
-		}
-		u := refundAnswer{action: step.Action, call: call, at: at}
-		if _, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome { return u.decide(rf, pol) }); err != nil {
-			// Keep the answer: the retry (after the controller's backoff)
-			// stores it without calling again.
-			r.unstored.put(uid, u)
-			return ctrl.Result{}, err
-		}
-		wrote = true
 	}
+}
+
+// refundPass is one reconcile of a Refund: the Refund as last read or
+// stored, its payment (nil when gone), the other Refunds of the payment, its
+// provider, and what the reconcile has done so far.
+type refundPass struct {
+	r        *RefundReconciler
+	key      types.NamespacedName
+	rf       *v1alpha1.Refund
+	p        *v1alpha1.Payment
+	siblings []v1alpha1.Refund
+	entry    *gateway.Entry
+	pol      payment.Policy
+	uid      string
+	// decided releases the payment's admission lock, held while this
+	// Refund decides how much it may take.
+	decided              func()
+	wrote, called, fresh bool
+}
+
+// readSiblings reads the other Refunds of the payment. Deciding how much
+// this Refund may take is one decision per payment at a time, on the other
+// Refunds as the API server has them (the cache may not hold a marker stored
+// a moment ago).
+func (x *refundPass) readSiblings(ctx context.Context) error {
+	if x.p == nil {
+		return nil
+	}
+	reader := client.Reader(x.r.Client)
+	if st := &x.rf.Status; st.CreateRequestedAt == nil && st.ProviderRefundID == "" && !st.Phase.IsFinal() {
+		x.decided = x.r.admission.lock(string(x.p.UID))
+		reader = x.r.APIReader
+	}
+	all, err := listRefunds(ctx, reader, x.rf.Namespace, x.p.Name)
+	if err != nil {
+		return err
+	}
+	for _, s := range all {
+		if s.UID != x.rf.UID {
+			x.siblings = append(x.siblings, s)
+		}
+	}
+	return nil
+}
+
+// readProvider resolves the payment's provider, its policy and gateway
+// entry, and reports whether the payment or its provider is gone.
+func (x *refundPass) readProvider(ctx context.Context) (gone bool) {
+	x.pol = payment.PolicyFor(&v1alpha1.PaymentProviderSpec{})
+	if x.p == nil {
+		return true
+	}
+	prov := &v1alpha1.PaymentProvider{}
+	err := x.r.Client.Get(ctx, types.NamespacedName{Namespace: x.p.Namespace, Name: x.p.Spec.ProviderRef.Name}, prov)
+	if err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	x.pol = payment.PolicyFor(&prov.Spec)
+	if x.entry, err = x.r.Gateway.For(ctx, prov); err == nil {
+		x.pol.Lifecycle, x.pol.LifecycleKnown = x.entry.Caps.Lifecycle, true
+	} else {
+		log.FromContext(ctx).Info("provider not usable; waiting", "reason", err.Error())
+	}
+	return false
+}
+
+// storeUnstored stores an answer whose write failed before anything else:
+// the provider is not asked again for what it already said. done: the
+// reconcile has nothing more to do (the object was replaced).
+func (x *refundPass) storeUnstored(ctx context.Context) (done bool, err error) {
+	u, ok := x.r.unstored.get(x.uid, x.r.Clock.Now())
+	if !ok {
+		return false, nil
+	}
+	// Decided on the Refund as the API server has it: the cache may not
+	// hold the marker stored before the call yet.
+	if err := x.r.APIReader.Get(ctx, x.key, x.rf); err != nil {
+		return true, client.IgnoreNotFound(err)
+	}
+	if string(x.rf.UID) != x.uid {
+		x.r.unstored.drop(x.uid)
+		return true, nil // replaced: the new object gets its own reconcile
+	}
+	if _, err := x.r.store(ctx, x.rf, x.p, func(rf *v1alpha1.Refund) payment.RefundOutcome { return u.decide(rf, x.pol) }); err != nil {
+		return true, err
+	}
+	x.r.unstored.drop(x.uid)
+	x.wrote = true
+	return false, nil
+}
+
+// write stores what the plan decided; a marker only on a Refund held.
+func (x *refundPass) write(ctx context.Context, step payment.RefundStep, facts payment.RefundFacts, now time.Time) (ctrl.Result, bool, error) {
+	r, rf, p := x.r, x.rf, x.p
+	if step.Outcome.Status.CreateRequestedAt != nil && rf.Status.CreateRequestedAt == nil ||
+		step.Outcome.Status.AdoptedAt != nil && rf.Status.AdoptedAt == nil {
+		if step.Outcome.Status.CreateRequestedAt != nil && (!rf.DeletionTimestamp.IsZero() || p != nil && !p.DeletionTimestamp.IsZero()) ||
+			!rf.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(rf, v1alpha1.FinalizerMoneyInFlight) {
+			// Deleted (or its payment is) before anything went out:
+			// nothing may start now.
+			release(x.entry, x.uid)
+			return ctrl.Result{}, true, nil
+		}
+		// The Refund must outlive the call its marker announces, and
+		// remember its order when its Payment is gone.
+		if err := r.holdMoney(ctx, rf, p); err != nil {
+			return ctrl.Result{}, true, err
+		}
+	}
+	stored, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome {
+		if s := payment.PlanRefund(rf, x.pol, facts, now); s.Action == payment.Write {
+			return s.Outcome
+		}
+		return payment.RefundOutcome{Status: rf.Status}
+	})
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	if !stored {
+		return requeueAt(now.Add(minIdleRequeue), now, x.wrote), true, nil
+	}
+	x.wrote = true
+	if rf.Status.CreateRequestedAt != nil || rf.Status.Phase.IsFinal() {
+		// Decided and stored: the next Refund of the payment may decide.
+		x.decided()
+		x.decided = func() {}
+	}
+	return ctrl.Result{}, false, nil
+}
+
+// callDue makes the provider call the plan asked for, at most one per
+// reconcile, and stores the core's decision on its answer.
+func (x *refundPass) callDue(ctx context.Context, step payment.RefundStep, now time.Time) (ctrl.Result, bool, error) {
+	r := x.r
+	if x.called {
+		return requeueAt(now, now, x.wrote), true, nil
+	}
+	if x.entry == nil {
+		return ctrl.Result{RequeueAfter: providerRetry}, true, nil
+	}
+	if step.Action != payment.Query && !x.wrote && !x.fresh {
+		// A refund may already have gone out, recorded by a write the
+		// cache has not caught up with: decide from the API server.
+		x.fresh = true
+		latest := &v1alpha1.Refund{}
+		if err := r.APIReader.Get(ctx, x.key, latest); err != nil {
+			return ctrl.Result{}, true, client.IgnoreNotFound(err)
+		}
+		if latest.UID != x.rf.UID {
+			return ctrl.Result{}, true, nil
+		}
+		if latest.ResourceVersion != x.rf.ResourceVersion {
+			x.rf = latest
+			return ctrl.Result{}, false, nil
+		}
+	}
+	adm := admitWait(ctx, r.Clock, x.entry, x.uid, callPriority(step.Action, step.Scheduled))
+	if !adm.OK {
+		return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, true, nil
+	}
+	call := r.call(ctx, x.entry, x.rf, x.p, step.Action)
+	at := r.Clock.Now()
+	x.called = true
+	x.entry.Done(ctx, call.Err)
+	if call.Err != nil {
+		log.FromContext(ctx).Info("provider refund "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
+	}
+	u := refundAnswer{action: step.Action, call: call, at: at}
+	if _, err := r.store(ctx, x.rf, x.p, func(rf *v1alpha1.Refund) payment.RefundOutcome { return u.decide(rf, x.pol) }); err != nil {
+		// Keep the answer: the retry (after the controller's backoff)
+		// stores it without calling again.
+		r.unstored.put(x.uid, u)
+		return ctrl.Result{}, true, err
+	}
+	x.wrote = true
+	return ctrl.Result{}, false, nil
 }
 
 // ledgerFacts reads the ledger's records of a Refund of the same name of
