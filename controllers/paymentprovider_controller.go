@@ -299,30 +299,9 @@ func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1
 			credName, strings.Join(missing, ", "), spec.Type, strings.Join(required, ", ")), nil
 	}
 
-	webhooks := "no webhook.signingSecretRef: webhooks cannot be verified and are rejected; status queries and backfill still settle payments"
-	if !caps.Verification.SigningSecret {
-		webhooks = "webhooks verified through the provider's verification API for webhook id " + spec.Webhook.PayPalWebhookID
-	}
-	if ref := spec.Webhook.SigningSecretRef; ref != nil {
-		signing, err := r.secret(ctx, prov.Namespace, ref.Name)
-		if err != nil {
-			return verdict{}, err
-		}
-		if signing == nil {
-			return notReady(ReasonSecretNotFound, "signing Secret %q not found in namespace %s", ref.Name, prov.Namespace), nil
-		}
-		keys := activeKeys(signing)
-		if len(keys) == 0 {
-			return notReady(ReasonSecretKeyMissing, "signing Secret %q has no keys: every key is an active signing secret, so add at least one", ref.Name), nil
-		}
-		if check := caps.Verification.CheckSecret; check != nil {
-			for _, k := range keys {
-				if err := check(signing.Data[k]); err != nil {
-					return notReady(ReasonInvalidConfig, "signing Secret %q key %q: %v", ref.Name, k, err), nil
-				}
-			}
-		}
-		webhooks = fmt.Sprintf("signing Secret %q has %d active key(s) (%s)", ref.Name, len(keys), strings.Join(keys, ", "))
+	webhooks, bad, err := r.validateSigning(ctx, prov, caps)
+	if err != nil || bad != nil {
+		return derefVerdict(bad), err
 	}
 
 	// The adapter has the last word on its config. A throwaway one is built:
@@ -348,6 +327,50 @@ func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1
 		message: fmt.Sprintf("credentials Secret %q has %s; %s; webhooks are received at %s",
 			credName, strings.Join(required, ", "), webhooks, WebhookPath(prov.Namespace, prov.Name)),
 	}, nil
+}
+
+// validateSigning checks the webhook signing Secret, and says how webhooks
+// are verified; bad is the verdict when the Secret is unusable.
+func (r *PaymentProviderReconciler) validateSigning(ctx context.Context, prov *v1alpha1.PaymentProvider, caps provider.Capabilities) (webhooks string, bad *verdict, err error) {
+	spec := &prov.Spec
+	webhooks = "no webhook.signingSecretRef: webhooks cannot be verified and are rejected; status queries and backfill still settle payments"
+	if !caps.Verification.SigningSecret {
+		webhooks = "webhooks verified through the provider's verification API for webhook id " + spec.Webhook.PayPalWebhookID
+	}
+	ref := spec.Webhook.SigningSecretRef
+	if ref == nil {
+		return webhooks, nil, nil
+	}
+	signing, err := r.secret(ctx, prov.Namespace, ref.Name)
+	if err != nil {
+		return "", nil, err
+	}
+	not := func(reason, format string, args ...any) (string, *verdict, error) {
+		v := notReady(reason, format, args...)
+		return "", &v, nil
+	}
+	if signing == nil {
+		return not(ReasonSecretNotFound, "signing Secret %q not found in namespace %s", ref.Name, prov.Namespace)
+	}
+	keys := activeKeys(signing)
+	if len(keys) == 0 {
+		return not(ReasonSecretKeyMissing, "signing Secret %q has no keys: every key is an active signing secret, so add at least one", ref.Name)
+	}
+	if check := caps.Verification.CheckSecret; check != nil {
+		for _, k := range keys {
+			if err := check(signing.Data[k]); err != nil {
+				return not(ReasonInvalidConfig, "signing Secret %q key %q: %v", ref.Name, k, err)
+			}
+		}
+	}
+	return fmt.Sprintf("signing Secret %q has %d active key(s) (%s)", ref.Name, len(keys), strings.Join(keys, ", ")), nil, nil
+}
+
+func derefVerdict(v *verdict) verdict {
+	if v == nil {
+		return verdict{}
+	}
+	return *v
 }
 
 // secret reads a Secret by name; nil when it does not exist.

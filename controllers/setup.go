@@ -119,6 +119,38 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 		}
 	}
 	runs := func(c Controller) bool { return slices.Contains(picked, c) }
+	w, err := wire(mgr, o, runs(ControllerSweep))
+	if err != nil {
+		return nil, err
+	}
+	// The inbox's Payment indexes serve the inbox processor and the backfill.
+	if err := inbox.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("inbox indexes: %w", err)
+	}
+	setups := map[Controller]func(ctrl.Manager) error{
+		ControllerSweep:     w.Sweep.SetupWithManager,
+		ControllerPayment:   w.Payments.SetupWithManager,
+		ControllerInbox:     w.Inbox.SetupWithManager,
+		ControllerProvider:  w.Providers.SetupWithManager,
+		ControllerBackfill:  w.Backfill.SetupWithManager,
+		ControllerRetention: w.Retention.SetupWithManager,
+		ControllerBundles:   w.Bundles.SetupWithManager,
+		ControllerRefund:    w.Refunds.SetupWithManager,
+	}
+	for _, c := range AllControllers {
+		if !runs(c) || c == ControllerBundles && o.BundleNamespace == "" {
+			continue
+		}
+		if err := setups[c](mgr); err != nil {
+			return nil, fmt.Errorf("%s controller: %w", c, err)
+		}
+	}
+	return w, nil
+}
+
+// wire builds every reconciler over one client, clock, recorder and gateway;
+// sweep says whether the sweep hands overdue payments to the reconciler.
+func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 	clk := o.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
@@ -159,7 +191,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 		Clock: clk, Gateway: w.Gateway, MaxConcurrentReconciles: o.MaxConcurrentReconciles, Events: w.ProviderEvents,
 		Ledger: led,
 	}
-	if runs(ControllerSweep) {
+	if sweep {
 		w.Payments.OverdueSource = w.Sweep.Source()
 	}
 	w.Inbox = &WebhookEventReconciler{
@@ -181,29 +213,6 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 	w.Refunds = &RefundReconciler{
 		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, Ledger: led,
-	}
-
-	// The inbox's Payment indexes serve the inbox processor and the backfill.
-	if err := inbox.SetupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		return nil, fmt.Errorf("inbox indexes: %w", err)
-	}
-	setups := map[Controller]func(ctrl.Manager) error{
-		ControllerSweep:     w.Sweep.SetupWithManager,
-		ControllerPayment:   w.Payments.SetupWithManager,
-		ControllerInbox:     w.Inbox.SetupWithManager,
-		ControllerProvider:  w.Providers.SetupWithManager,
-		ControllerBackfill:  w.Backfill.SetupWithManager,
-		ControllerRetention: w.Retention.SetupWithManager,
-		ControllerBundles:   w.Bundles.SetupWithManager,
-		ControllerRefund:    w.Refunds.SetupWithManager,
-	}
-	for _, c := range AllControllers {
-		if !runs(c) || c == ControllerBundles && o.BundleNamespace == "" {
-			continue
-		}
-		if err := setups[c](mgr); err != nil {
-			return nil, fmt.Errorf("%s controller: %w", c, err)
-		}
 	}
 	return w, nil
 }
