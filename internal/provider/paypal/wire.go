@@ -58,6 +58,7 @@ const (
 	RelPayerAction = "payer-action" // where the payer approves (orders created with a payment_source)
 	RelApprove     = "approve"      // the same for orders created without one
 	RelUp          = "up"           // the parent resource (a capture's order or authorization)
+	RelNext        = "next"         // the next page of a list
 )
 
 // PurchaseUnitRequest is one purchase unit of a create request.
@@ -227,6 +228,15 @@ type WebhookEvent struct {
 	EventType    string          `json:"event_type"`
 	Summary      string          `json:"summary,omitempty"`
 	Resource     json.RawMessage `json:"resource"`
+}
+
+// EventList is the answer of GET /v1/notifications/webhooks-events (Webhooks
+// Management API v1, "List event notifications"): webhook event objects, how
+// many, and the link to the next page (rel "next") when there is one.
+type EventList struct {
+	Events []json.RawMessage `json:"events"`
+	Count  int               `json:"count"`
+	Links  []Link            `json:"links,omitempty"`
 }
 
 // VerifyRequest is the body of POST /v1/notifications/verify-webhook-signature.
