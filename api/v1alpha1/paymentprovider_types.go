@@ -133,7 +133,8 @@ type SweepConfig struct {
 	OverdueAfter *metav1.Duration `json:"overdueAfter,omitempty"`
 }
 
-// BackfillConfig shapes the events-API backfill (kukopay, generic and stripe).
+// BackfillConfig shapes the events-API backfill (every provider type: kukopay,
+// generic, stripe and paypal).
 type BackfillConfig struct {
 	// enabled turns the backfill on.
 	// +optional
@@ -281,9 +282,9 @@ type BackfillStatus struct {
 	// eventsSeen counts events read by backfill runs.
 	// +optional
 	EventsSeen int64 `json:"eventsSeen,omitempty"`
-	// progress is a run of a newest-first events API (Stripe) that has not read
-	// every page yet: the next run resumes it, and the cursor moves only once it
-	// has read its last page.
+	// progress is a run of a newest-first events API (Stripe, PayPal) that has
+	// not read every page yet: the next run resumes it, and the cursor moves
+	// only once it has read its last page.
 	// +optional
 	Progress *BackfillProgress `json:"progress,omitempty"`
 }
