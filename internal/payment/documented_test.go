@@ -491,3 +491,46 @@ func TestApprovalReversedIsExpired(t *testing.T) {
 		})
 	}
 }
+
+// TestPayPalDisputeResolvedIsItsOutcome: PayPal ends a dispute with
+// CUSTOMER.DISPUTE.RESOLVED and its dispute_outcome.outcome_code (Customer
+// Disputes API v1). Decided as Stripe's dispute outcomes are: the seller's
+// favour (or the buyer canceling) clears Disputed (DisputeWon); the buyer's
+// favour, an accepted claim or a code that does not say the money stayed is
+// DisputeLost with NeedsReview=DisputeLost; the paid phase is kept.
+func TestPayPalDisputeResolvedIsItsOutcome(t *testing.T) {
+	event := func(id, typ, outcome string) payment.Observation {
+		t.Helper()
+		res := `{"dispute_id":"PP-D-1","dispute_amount":{"currency_code":"USD","value":"19.99"},"disputed_transactions":[{"invoice_number":"shop.synced"}]`
+		if outcome != "" {
+			res += `,"status":"RESOLVED","dispute_outcome":{"outcome_code":"` + outcome + `"}`
+		}
+		ev, err := paypal.ParseEvent([]byte(`{"id":"` + id + `","create_time":"2026-09-21T12:00:00Z","event_type":"` + typ + `","resource":` + res + `}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return payment.FromEvent(ev, v1alpha1.ViaWebhook)
+	}
+	paid := succeededPayment()
+	opened := store(paid, payment.ApplyEvent(paid, event("WH-OPEN", "CUSTOMER.DISPUTE.CREATED", ""), t0.Add(time.Hour)))
+	if c := meta.FindStatusCondition(opened.Status.Conditions, v1alpha1.ConditionDisputed); c == nil || c.Reason != v1alpha1.ReasonDisputeOpened {
+		t.Fatalf("the dispute opened: %+v", c)
+	}
+	for code, want := range map[string]string{
+		paypal.OutcomeSellerFavour: v1alpha1.ReasonDisputeWon, paypal.OutcomeCanceled: v1alpha1.ReasonDisputeWon,
+		paypal.OutcomeBuyerFavour: v1alpha1.ReasonDisputeLost, paypal.OutcomeAccepted: v1alpha1.ReasonDisputeLost,
+		paypal.OutcomeWithPayout: v1alpha1.ReasonDisputeLost,
+	} {
+		t.Run(code, func(t *testing.T) {
+			res := payment.Apply(opened, event("WH-"+code, "CUSTOMER.DISPUTE.RESOLVED", code), t0.Add(40*24*time.Hour))
+			c := meta.FindStatusCondition(res.Status.Conditions, v1alpha1.ConditionDisputed)
+			if res.Decision != payment.Applied || res.Status.Phase != v1alpha1.PhaseSucceeded || c == nil || c.Status != metav1.ConditionFalse || c.Reason != want {
+				t.Fatalf("%s %s Disputed %+v; want Succeeded, Disputed=False/%s", res.Decision, res.Status.Phase, c, want)
+			}
+			wantReview := map[string]string{v1alpha1.ReasonDisputeWon: "", v1alpha1.ReasonDisputeLost: v1alpha1.ReasonDisputeLost}[want]
+			if got := review(&v1alpha1.Payment{Status: res.Status}); got != wantReview {
+				t.Fatalf("review %q, want %q", got, wantReview)
+			}
+		})
+	}
+}

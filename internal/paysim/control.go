@@ -114,6 +114,20 @@ func (s *Sim) controlRoutes(m *http.ServeMux) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	m.HandleFunc("POST /_paysim/payments/paypal/{id}/dispute/resolve", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Outcome string `json:"outcome"`
+		}
+		if err := readJSON(w, r, &body); err != nil {
+			controlError(w, http.StatusBadRequest, err)
+			return
+		}
+		if err := s.PayPalResolveDispute(r.PathValue("id"), body.Outcome); err != nil {
+			controlError(w, http.StatusConflict, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	m.HandleFunc("POST /_paysim/payments/{provider}/{id}/approve", func(w http.ResponseWriter, r *http.Request) {
 		err := s.Approve(r.PathValue("provider"), r.PathValue("id"))
 		switch {

@@ -3,6 +3,7 @@ package paysim_test
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -375,4 +376,68 @@ func recordOf(evs []paysim.EventRecord, id string) *paysim.EventRecord {
 		}
 	}
 	return nil
+}
+
+// TestPayPalDisputeIsResolvedWithItsOutcome: a PayPal dispute ends with
+// CUSTOMER.DISPUTE.RESOLVED ("A dispute is resolved", PayPal developer docs,
+// "Subscribe to disputes webhooks"), the dispute RESOLVED with its
+// dispute_outcome.outcome_code (Customer Disputes API v1, definition
+// dispute_outcome); the buyer's favour refunds the disputed amount.
+func TestPayPalDisputeIsResolvedWithItsOutcome(t *testing.T) {
+	e := start(t, paysim.Options{DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
+	p := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000})
+	if err := e.sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.PayPalResolveDispute(p.ID, "RESOLVED_SELLER_FAVOUR"); err == nil {
+		t.Fatal("a payment without a dispute had one resolved")
+	}
+	if _, err := e.p[paysim.PayPal].Capture(bg, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.Dispute(paysim.PayPal, p.ID, "MERCHANDISE_OR_SERVICE_NOT_RECEIVED"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.PayPalResolveDispute(p.ID, "LOST"); err == nil {
+		t.Fatal("an outcome code PayPal does not list was accepted")
+	}
+	// The control API's way, as the dev environment scripts it.
+	resp, err := http.Post(e.srv.URL+"/_paysim/payments/paypal/"+p.ID+"/dispute/resolve", "application/json", strings.NewReader(`{"outcome":"RESOLVED_BUYER_FAVOUR"}`))
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("resolve through the control API: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if err := e.sim.PayPalResolveDispute(p.ID, "RESOLVED_SELLER_FAVOUR"); err == nil {
+		t.Fatal("a resolved dispute was resolved again")
+	}
+	type dispute struct {
+		DisputeID      string `json:"dispute_id"`
+		Status         string `json:"status"`
+		DisputeOutcome *struct {
+			OutcomeCode    string `json:"outcome_code"`
+			AmountRefunded *struct {
+				Value string `json:"value"`
+			} `json:"amount_refunded"`
+		} `json:"dispute_outcome"`
+		DisputedTransactions []struct {
+			InvoiceNumber string `json:"invoice_number"`
+		} `json:"disputed_transactions"`
+	}
+	evs := e.sim.Events(paysim.PayPal)
+	var created, resolved struct {
+		EventType    string  `json:"event_type"`
+		ResourceType string  `json:"resource_type"`
+		Resource     dispute `json:"resource"`
+	}
+	if err := json.Unmarshal(evs[len(evs)-2].Raw, &created); err != nil || created.EventType != "CUSTOMER.DISPUTE.CREATED" || created.Resource.Status != "OPEN" || created.Resource.DisputeOutcome != nil {
+		t.Fatalf("the dispute opened: %s (%v)", evs[len(evs)-2].Raw, err)
+	}
+	if err := json.Unmarshal(evs[len(evs)-1].Raw, &resolved); err != nil || resolved.EventType != "CUSTOMER.DISPUTE.RESOLVED" || resolved.ResourceType != "dispute" {
+		t.Fatalf("the dispute resolved: %s (%v)", evs[len(evs)-1].Raw, err)
+	}
+	r := resolved.Resource
+	if r.DisputeID != created.Resource.DisputeID || r.Status != "RESOLVED" || r.DisputeOutcome == nil || r.DisputeOutcome.OutcomeCode != "RESOLVED_BUYER_FAVOUR" ||
+		r.DisputeOutcome.AmountRefunded == nil || r.DisputeOutcome.AmountRefunded.Value != "10.00" || len(r.DisputedTransactions) != 1 || r.DisputedTransactions[0].InvoiceNumber != "r" {
+		t.Fatalf("resolved dispute %s, want dispute %s RESOLVED in the buyer's favour, 10.00 refunded", evs[len(evs)-1].Raw, created.Resource.DisputeID)
+	}
 }

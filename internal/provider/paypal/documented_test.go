@@ -283,3 +283,51 @@ func TestListEventsFollowsTheNextLinkOnTheAPIURL(t *testing.T) {
 		t.Fatalf("requests %q, want %q", queries, want)
 	}
 }
+
+// TestDisputeResolvedSaysHowItEnded: CUSTOMER.DISPUTE.RESOLVED ("A dispute is
+// resolved", "Subscribe to disputes webhooks") is a Dispute event whose
+// DisputeOutcome is won for the outcome codes that leave the money with the
+// merchant (the seller's favour, the buyer canceling) and lost for every
+// other code PayPal lists (Customer Disputes API v1, dispute_outcome) or none:
+// PayPal defines none of them, and a lost outcome only asks a human to look.
+// The dispute's opening stays an open dispute.
+func TestDisputeResolvedSaysHowItEnded(t *testing.T) {
+	want := map[string]string{
+		"RESOLVED_SELLER_FAVOUR": provider.DisputeWon, "CANCELED_BY_BUYER": provider.DisputeWon,
+		"RESOLVED_BUYER_FAVOUR": provider.DisputeLost, "ACCEPTED": provider.DisputeLost, "RESOLVED_WITH_PAYOUT": provider.DisputeLost,
+		"DENIED": provider.DisputeLost, "NONE": provider.DisputeLost, "": provider.DisputeLost,
+	}
+	if len(want) != len(paypal.DisputeOutcomeCodes())+1 {
+		t.Fatalf("the test covers %d codes, PayPal lists %v", len(want)-1, paypal.DisputeOutcomeCodes())
+	}
+	for code, outcome := range want {
+		t.Run(code+" is "+outcome, func(t *testing.T) {
+			res := `{"dispute_id":"PP-D-1","status":"RESOLVED","dispute_amount":{"currency_code":"USD","value":"19.99"},"disputed_transactions":[{"invoice_number":"ref-1"}]`
+			if code != "" {
+				res += `,"dispute_outcome":{"outcome_code":"` + code + `"}`
+			}
+			ev, err := paypal.ParseEvent([]byte(`{"id":"WH-R","create_time":"2026-09-21T12:00:00Z","event_type":"CUSTOMER.DISPUTE.RESOLVED","resource":` + res + `}}`))
+			if err != nil || !ev.Supported || ev.Status != provider.StatusDispute || ev.DisputeOutcome != outcome || ev.MerchantReference != "ref-1" || ev.Amount != 1999 {
+				t.Fatalf("%+v %v", ev, err)
+			}
+		})
+	}
+
+	t.Run("paysim's dispute, opened and resolved", func(t *testing.T) {
+		srv, a := simAdapter(t, paysim.Options{})
+		p := capturedOrder(t, srv, a, 1999)
+		if err := srv.Sim.Dispute(paysim.PayPal, p.ID, "MERCHANDISE_OR_SERVICE_NOT_RECEIVED"); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Sim.PayPalResolveDispute(p.ID, paypal.OutcomeBuyerFavour); err != nil {
+			t.Fatal(err)
+		}
+		evs := srv.Sim.Events(paysim.PayPal)
+		for i, outcome := range map[int]string{len(evs) - 2: "", len(evs) - 1: provider.DisputeLost} {
+			ev, err := a.ParseEvent(evs[i].Raw)
+			if err != nil || ev.Status != provider.StatusDispute || ev.DisputeOutcome != outcome || ev.MerchantReference != "ref-1" {
+				t.Fatalf("%s: %+v %v; want outcome %q", evs[i].Type, ev, err, outcome)
+			}
+		}
+	})
+}

@@ -210,6 +210,31 @@ type Dispute struct {
 	DisputedTransactions  []DisputedTransaction `json:"disputed_transactions,omitempty"`
 	CreateTime            string                `json:"create_time,omitempty"`
 	DisputeLifeCycleStage string                `json:"dispute_life_cycle_stage,omitempty"`
+	DisputeOutcome        *DisputeOutcome       `json:"dispute_outcome,omitempty"`
+}
+
+// DisputeOutcome is how a resolved dispute ended (Customer Disputes API v1,
+// definition dispute_outcome).
+type DisputeOutcome struct {
+	OutcomeCode    string `json:"outcome_code"`
+	AmountRefunded *Money `json:"amount_refunded,omitempty"`
+}
+
+// The dispute_outcome.outcome_code values PayPal lists (Customer Disputes
+// API v1, definition dispute_outcome); the reference defines none of them.
+const (
+	OutcomeBuyerFavour  = "RESOLVED_BUYER_FAVOUR"
+	OutcomeSellerFavour = "RESOLVED_SELLER_FAVOUR"
+	OutcomeWithPayout   = "RESOLVED_WITH_PAYOUT"
+	OutcomeCanceled     = "CANCELED_BY_BUYER"
+	OutcomeAccepted     = "ACCEPTED"
+	OutcomeDenied       = "DENIED"
+	OutcomeNone         = "NONE"
+)
+
+// DisputeOutcomeCodes lists every documented outcome_code.
+func DisputeOutcomeCodes() []string {
+	return []string{OutcomeBuyerFavour, OutcomeSellerFavour, OutcomeWithPayout, OutcomeCanceled, OutcomeAccepted, OutcomeDenied, OutcomeNone}
 }
 
 // DisputedTransaction names the seller transaction a dispute is about.
