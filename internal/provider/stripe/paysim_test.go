@@ -723,6 +723,51 @@ func TestPaysimRefunds(t *testing.T) {
 	})
 }
 
+// TestPaysimRefundOfAnotherPaymentIsNotThisOnes: GetRefund reads a refund of
+// the payment paywarden recorded; a refund of another PaymentIntent is never
+// that payment's (issue 22 point 14): ErrNotFound, whether the payment is
+// recorded by its PaymentIntent or by its Checkout Session, so the Refund is
+// never settled with someone else's money.
+func TestPaysimRefundOfAnotherPaymentIsNotThisOnes(t *testing.T) {
+	e := startSim(t, paysim.Options{})
+	session, err := e.a.Create(ctx, checkoutReq("key-own", "ORD-OWN", 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.StripePayer(session.ID, paysim.PayerPays, ""); err != nil {
+		t.Fatal(err)
+	}
+	paid, err := e.a.Get(ctx, session.ID)
+	if err != nil || paid.Status != provider.StatusSucceeded {
+		t.Fatalf("%+v %v", paid, err)
+	}
+	other, err := e.a.Create(ctx, offSessionReq("key-other", "ORD-OTHER", 1000, provider.CaptureAutomatic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund := func(paymentID, ref string) provider.Refund {
+		t.Helper()
+		r, err := e.a.CreateRefund(ctx, provider.RefundRequest{PaymentID: paymentID, IdempotencyKey: "key-" + ref, Reference: ref, Amount: 100, Currency: "EUR"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	own, foreign := refund(session.ID, "RF-OWN"), refund(other.ID, "RF-OTHER")
+	for name, id := range map[string]string{"recorded by its session": session.ID, "recorded by its PaymentIntent": paid.ID} {
+		t.Run(name, func(t *testing.T) {
+			if got, err := e.a.GetRefund(ctx, id, own.ID); err != nil || got.ID != own.ID || got.Status != provider.RefundSucceeded {
+				t.Fatalf("its own refund: %+v %v", got, err)
+			}
+			got, err := e.a.GetRefund(ctx, id, foreign.ID)
+			assertClass(t, err, provider.ErrNotFound)
+			if got != (provider.Refund{}) {
+				t.Fatalf("another payment's refund was answered: %+v", got)
+			}
+		})
+	}
+}
+
 func TestPaysimDispute(t *testing.T) {
 	e := startSim(t, paysim.Options{})
 	sink := e.sink(t, []byte("whsec_paysim"))
