@@ -229,6 +229,17 @@ type PaymentProviderSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	IdempotencyWindow *metav1.Duration `json:"idempotencyWindow,omitempty"`
+	// orderLifetime is how long the provider keeps a payment nobody completed
+	// (paypal: an order not approved, or approved and neither captured nor
+	// authorized) before it deletes it; a "not found" for such a payment after
+	// it is the provider's word that it expired unpaid (Expired, reason
+	// OrderExpired). Unset: what the provider type documents (paypal: 3h, the
+	// default PayPal names); set it when the account keeps orders for another
+	// time. Ignored by types that keep such payments.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	OrderLifetime *metav1.Duration `json:"orderLifetime,omitempty"`
 	// idempotencyWindowMargin is the safety margin, in percent of
 	// idempotencyWindow, before the window ends at which paywarden stops
 	// repeating a create and looks the payment up instead: a late retry from a

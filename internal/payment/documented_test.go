@@ -163,6 +163,34 @@ func TestOrderNobodyCompletedExpiresAtTheProvider(t *testing.T) {
 	}
 }
 
+// TestOrderLifetimeIsTheAccounts: PayPal names 3 hours as the default time an
+// order nobody completed is kept ("the default is 3 hours", paypal.OrderLifetime
+// cites it), so an account whose orders live another time says so in
+// spec.orderLifetime, and a "not found" is the order's expiry after that time.
+// A type that keeps such payments ignores it.
+func TestOrderLifetimeIsTheAccounts(t *testing.T) {
+	minute := &metav1.Duration{Duration: time.Minute}
+	for _, tc := range []struct {
+		name  string
+		spec  *metav1.Duration
+		caps  provider.Capabilities
+		phase v1alpha1.PaymentPhase
+	}{
+		{name: "paypal, 1m set: not found after 1m is Expired", spec: minute, caps: paypal.Capabilities(), phase: v1alpha1.PhaseExpired},
+		{name: "paypal, unset: not found after 1m is no verdict", caps: paypal.Capabilities(), phase: v1alpha1.PhaseUnknown},
+		{name: "a type that keeps its payments, 1m set: no verdict", spec: minute, caps: provider.Capabilities{Type: "kukopay"}, phase: v1alpha1.PhaseUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &v1alpha1.PaymentProviderSpec{OrderLifetime: tc.spec}
+			pol := testPolicy().WithCapabilities(spec, tc.caps)
+			out := payment.AfterQuery(created("waiting"), pol, fails(errOrderNotFound), false, t0.Add(time.Minute))
+			if out.Status.Phase != tc.phase {
+				t.Fatalf("phase %s, want %s (history %s)", out.Status.Phase, tc.phase, dumpHistory(out.Status.History))
+			}
+		})
+	}
+}
+
 // allEventReasons are the reasons of every Event an outcome records: the
 // state machine's and the core's own.
 func allEventReasons(out payment.Outcome) []string {
