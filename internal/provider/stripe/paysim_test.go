@@ -139,6 +139,23 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// paidCheckout is a Checkout Session of 10.00 EUR its payer paid, and the
+// payment read after it (its PaymentIntent).
+func (e *simEnv) paidCheckout(t *testing.T, key, ref string) (session, paid provider.Payment) {
+	t.Helper()
+	session, err := e.a.Create(ctx, checkoutReq(key, ref, 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.StripePayer(session.ID, paysim.PayerPays, ""); err != nil {
+		t.Fatal(err)
+	}
+	if paid, err = e.a.Get(ctx, session.ID); err != nil || paid.Status != provider.StatusSucceeded {
+		t.Fatalf("the paid session reads %+v %v", paid, err)
+	}
+	return session, paid
+}
+
 func checkoutReq(key, ref string, amount int64) provider.CreateRequest {
 	return provider.CreateRequest{
 		IdempotencyKey: key, MerchantReference: ref, Amount: amount, Currency: "EUR", Description: "Order " + ref,
@@ -730,17 +747,7 @@ func TestPaysimRefunds(t *testing.T) {
 // never settled with someone else's money.
 func TestPaysimRefundOfAnotherPaymentIsNotThisOnes(t *testing.T) {
 	e := startSim(t, paysim.Options{})
-	session, err := e.a.Create(ctx, checkoutReq("key-own", "ORD-OWN", 1000))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.sim.StripePayer(session.ID, paysim.PayerPays, ""); err != nil {
-		t.Fatal(err)
-	}
-	paid, err := e.a.Get(ctx, session.ID)
-	if err != nil || paid.Status != provider.StatusSucceeded {
-		t.Fatalf("%+v %v", paid, err)
-	}
+	session, paid := e.paidCheckout(t, "key-own", "ORD-OWN")
 	other, err := e.a.Create(ctx, offSessionReq("key-other", "ORD-OTHER", 1000, provider.CaptureAutomatic))
 	if err != nil {
 		t.Fatal(err)
