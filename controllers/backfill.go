@@ -68,17 +68,17 @@ const DefaultBackfillApplyBudget = 5 * time.Second
 const maxAdmitWait = 5 * time.Second
 
 // Backfill replays provider events from the events API (kukopay, generic,
-// stripe; SPEC §3, §5): every spec.backfill.interval it pages through the events
-// since status.backfill.cursor minus overlap (never further back than
-// maxLookback, nor than the provider keeps events), stores each one through the
-// inbox as a WebhookEvent with via=Backfill (the deterministic name makes it
-// dedup against the webhook copy) and lets the inbox apply it through the state
-// machine. Where a run reads and what a stored page lets it write are decided by
-// payment.PlanBackfill and payment.AfterBackfillPage: the cursor never passes a
-// page that is not durably stored, and at a provider that lists newest first it
-// moves only after the run's last page, the unfinished run being kept in
-// status.backfill.progress and resumed, so a failed page is neither skipped nor
-// the whole window read again.
+// stripe, paypal; SPEC §3, §5): every spec.backfill.interval it pages through
+// the events since status.backfill.cursor minus overlap (never further back
+// than maxLookback, nor than the provider keeps events), stores each one
+// through the inbox as a WebhookEvent with via=Backfill (the deterministic name
+// makes it dedup against the webhook copy) and lets the inbox apply it through
+// the state machine. Where a run reads and what a stored page lets it write are
+// decided by payment.PlanBackfill and payment.AfterBackfillPage: the cursor
+// never passes a page that is not durably stored, and at a provider that lists
+// newest first (stripe, paypal) it moves only after the run's last page, the
+// unfinished run being kept in status.backfill.progress and resumed, so a
+// failed page is neither skipped nor the whole window read again.
 //
 // A PaymentProvider annotated backfill-from=<RFC 3339> gets a one-off replay
 // from that time (not bounded by maxLookback: the operator asked for it).

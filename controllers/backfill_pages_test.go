@@ -29,13 +29,16 @@ import (
 // first (Stripe API reference, Events, "List all events"), so its first page
 // holds the newest events: a cursor moved after page 1 lost the 150 older ones
 // (issue 22 point 2). There the next run resumes where the failed one stopped
-// instead of reading page 1 again. KukoPay and the generic API list oldest
-// first: their cursor may follow each stored page.
+// instead of reading page 1 again. PayPal's list is taken as newest first too
+// (issue 22 point 8: its order is not documented; see paypal.ListEvents).
+// KukoPay and the generic API list oldest first: their cursor may follow each
+// stored page.
 func TestBackfillReadsEveryPageAfterALaterPageFails(t *testing.T) {
 	const total = 250
-	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderStripe, v1alpha1.ProviderKukoPay, v1alpha1.ProviderGeneric} {
+	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderStripe, v1alpha1.ProviderPayPal, v1alpha1.ProviderKukoPay, v1alpha1.ProviderGeneric} {
 		t.Run(string(typ), func(t *testing.T) {
-			newestFirst := typ == v1alpha1.ProviderStripe
+			caps, _ := providers.Lookup(string(typ))
+			newestFirst := caps.EventsNewestFirst
 			base := time.Now().Add(-time.Hour).Truncate(time.Second)
 			clk := clocktesting.NewFakeClock(base)
 			s := fixture.StartSim(t, paysim.Options{Now: clk.Now})
@@ -56,13 +59,14 @@ func TestBackfillReadsEveryPageAfterALaterPageFails(t *testing.T) {
 			// answered 429, once.
 			front := s.FaultOnce(t, paysim.Faults{TooManyRequestsRate: 1, Operations: []string{paysim.OpEvents}}, func(r *http.Request) bool {
 				q := r.URL.Query()
-				return strings.HasSuffix(r.URL.Path, "/events") && (q.Get("starting_after") != "" || q.Get("cursor") != "")
+				return strings.HasSuffix(r.URL.Path, "events") && (q.Get("starting_after") != "" || q.Get("cursor") != "" || q.Get("move_to") != "")
 			})
 			ns := fixture.Namespace(t, env.Client, "backfill")
 			prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "acct", Type: typ, Sim: front, Credentials: creds, Quiet: true,
 				Spec: func(spec *v1alpha1.PaymentProviderSpec) {
 					// Every Reconcile below is a due run; nothing runs in the background.
 					spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: fixture.Duration("1ms")}
+					spec.Webhook.PayPalWebhookID = paysim.DefaultPayPalWebhookID
 				}})
 			m := fixture.StartManager(t, env, ns, fixture.Run())
 			fixture.WaitCached(t, m.Client(), prov)

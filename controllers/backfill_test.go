@@ -335,7 +335,8 @@ func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
 
 // TestBackfillFromAnnotationRunsOnce: backfill-from replays from the given
 // time once (even with the periodic backfill off), is recorded as done, and a
-// new value replays again; PayPal, without an events API, says so instead.
+// new value replays again. PayPal's events list (issue 22 point 8) is read
+// the same way.
 func TestBackfillFromAnnotationRunsOnce(t *testing.T) {
 	base := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
 	clk := clocktesting.NewFakeClock(base)
@@ -389,7 +390,7 @@ func TestBackfillFromAnnotationRunsOnce(t *testing.T) {
 	fixture.Annotate(t, env.Client, paypalProv, controllers.AnnotationBackfillFrom, base.UTC().Format(time.RFC3339))
 	fixture.Eventually(t, 10*time.Second, "the PayPal request to be answered", func() bool { return done(paypalProv.Name) != "" })
 	c := meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, paypalProv.Name).Status.Conditions, controllers.ConditionBackfill)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controllers.ReasonBackfillUnsupported {
-		t.Errorf("PayPal Backfill condition: %s", fixture.Dump(c))
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != controllers.ReasonBackfillSynced || len(m.Events.About(paypalProv.Name, "BackfillCompleted")) != 1 {
+		t.Errorf("PayPal Backfill condition: %s; Events %+v", fixture.Dump(c), m.Events.All())
 	}
 }

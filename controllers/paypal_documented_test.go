@@ -259,3 +259,80 @@ func TestPayPalApprovalReversedEndsExpired(t *testing.T) {
 	wantHistoryTo(t, got, v1alpha1.PhaseExpired, v1alpha1.SourceWebhook, paypal.FailureApprovalReversed)
 	wantNoReview(t, got)
 }
+
+// TestPayPalBackfillRecoversLostWebhooks: PayPal lists its webhook events
+// (Webhooks Management API v1, "List event notifications"), so captures and
+// refunds whose webhooks were all lost are recovered by the backfill alone
+// (the one status query of a tracked order sees it unpaid, the next is an
+// hour away): the captured payments settle Succeeded, the refunded one —
+// final, no longer queried — ends with PayPal's refunded total, each event
+// applied once.
+func TestPayPalBackfillRecoversLostWebhooks(t *testing.T) {
+	s := fixture.StartSim(t, paysim.Options{Faults: paysim.Faults{DropRate: 1}, DefaultScript: &paysim.Script{Outcome: paysim.OutcomePending}})
+	if err := s.SetWebhookTarget(paysim.PayPal, "http://receiver.invalid/webhooks"); err != nil {
+		t.Fatal(err)
+	}
+	ns := fixture.Namespace(t, env.Client, "ppbackfill")
+	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Quiet: true,
+		Spec: func(spec *v1alpha1.PaymentProviderSpec) {
+			spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: fixture.Duration("200ms")}
+		}})
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox, controllers.ControllerBackfill))
+
+	// Orders paid at PayPal once their first status query saw them unpaid
+	// (PAYMENT.CAPTURE.COMPLETED lost).
+	captured := fixture.TrackedPayment(t, env.Client, s, prov, "captured", paysim.OutcomePending)
+	refunded := fixture.TrackedPayment(t, env.Client, s, prov, "refunded", paysim.OutcomePending)
+	for _, p := range []*v1alpha1.Payment{captured, refunded} {
+		fixture.WaitPayment(t, env.Client, p, "to be read unpaid", func(p *v1alpha1.Payment) bool { return p.Status.Query.Attempts == 1 })
+		if err := s.SetOutcome(paysim.PayPal, p.Spec.ProviderPaymentID, paysim.Script{Outcome: paysim.OutcomeSucceed}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []*v1alpha1.Payment{captured, refunded} {
+		fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, fixture.Timeout)
+	}
+	// Refunded at PayPal in two steps (PAYMENT.CAPTURE.REFUNDED lost twice).
+	id := refunded.Spec.ProviderPaymentID
+	if err := s.Refund(paysim.PayPal, id, 500); err != nil {
+		t.Fatal(err)
+	}
+	got := fixture.WaitPayment(t, env.Client, refunded, "to read the first refund", func(p *v1alpha1.Payment) bool {
+		return p.Status.Phase == v1alpha1.PhasePartiallyRefunded
+	})
+	if a := got.Status.AmountRefunded; a == nil || a.Value != 500 {
+		t.Fatalf("refunded %+v after PayPal refunded 5.00", a)
+	}
+	if err := s.Refund(paysim.PayPal, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	got = fixture.WaitPhase(t, env.Client, refunded, v1alpha1.PhaseRefunded, fixture.Timeout)
+	if a := got.Status.AmountRefunded; a == nil || a.Value != 1999 || a.Currency != "USD" {
+		t.Fatalf("refunded %+v after PayPal refunded all 19.99 USD", a)
+	}
+	m.Stop()
+
+	c := s.Counters()
+	if w := c.WebhooksByProvider[paysim.PayPal]; w.Delivered != 0 || w.Dropped != 4 {
+		t.Errorf("deliveries %+v; want all 4 events lost", w)
+	}
+	stored := map[string]v1alpha1.WebhookEvent{}
+	for _, e := range fixture.WebhookEvents(t, env.Client, ns) {
+		stored[e.Spec.EventID] = e
+	}
+	for _, ev := range s.Events(paysim.PayPal) {
+		e, ok := stored[ev.ID]
+		if !ok || e.Spec.Via != v1alpha1.ViaBackfill {
+			t.Errorf("event %s (%s): stored %v via %q; want it read by the backfill", ev.ID, ev.Type, ok, e.Spec.Via)
+		}
+		p := map[string]*v1alpha1.Payment{captured.Spec.ProviderPaymentID: captured, id: refunded}[ev.PaymentID]
+		if h := fixture.HistoryOf(fixture.GetPayment(t, env.Client, p), ev.ID); len(h) != 1 || h[0].Source != v1alpha1.SourceBackfill {
+			t.Errorf("%s by event %s (%s): %s; want one transition from Backfill", p.Name, ev.ID, ev.Type, fixture.Dump(h))
+		}
+	}
+	for _, p := range []*v1alpha1.Payment{captured, refunded} {
+		if q := c.QueriesByPayment[p.Spec.ProviderPaymentID]; q != 1 {
+			t.Errorf("%s was queried %d times; want once, before it was paid: the backfill alone must settle it", p.Name, q)
+		}
+	}
+}

@@ -133,7 +133,8 @@ type SweepConfig struct {
 	OverdueAfter *metav1.Duration `json:"overdueAfter,omitempty"`
 }
 
-// BackfillConfig shapes the events-API backfill (kukopay, generic and stripe).
+// BackfillConfig shapes the events-API backfill (every provider type: kukopay,
+// generic, stripe and paypal).
 type BackfillConfig struct {
 	// enabled turns the backfill on.
 	// +optional
@@ -228,6 +229,17 @@ type PaymentProviderSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	IdempotencyWindow *metav1.Duration `json:"idempotencyWindow,omitempty"`
+	// orderLifetime is how long the provider keeps a payment nobody completed
+	// (paypal: an order not approved, or approved and neither captured nor
+	// authorized) before it deletes it; a "not found" for such a payment after
+	// it is the provider's word that it expired unpaid (Expired, reason
+	// OrderExpired). Unset: what the provider type documents (paypal: 3h, the
+	// default PayPal names); set it when the account keeps orders for another
+	// time. Ignored by types that keep such payments.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	OrderLifetime *metav1.Duration `json:"orderLifetime,omitempty"`
 	// idempotencyWindowMargin is the safety margin, in percent of
 	// idempotencyWindow, before the window ends at which paywarden stops
 	// repeating a create and looks the payment up instead: a late retry from a
@@ -281,9 +293,9 @@ type BackfillStatus struct {
 	// eventsSeen counts events read by backfill runs.
 	// +optional
 	EventsSeen int64 `json:"eventsSeen,omitempty"`
-	// progress is a run of a newest-first events API (Stripe) that has not read
-	// every page yet: the next run resumes it, and the cursor moves only once it
-	// has read its last page.
+	// progress is a run of a newest-first events API (Stripe, PayPal) that has
+	// not read every page yet: the next run resumes it, and the cursor moves
+	// only once it has read its last page.
 	// +optional
 	Progress *BackfillProgress `json:"progress,omitempty"`
 }

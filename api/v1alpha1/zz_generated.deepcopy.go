@@ -465,6 +465,11 @@ func (in *PaymentProviderSpec) DeepCopyInto(out *PaymentProviderSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.OrderLifetime != nil {
+		in, out := &in.OrderLifetime, &out.OrderLifetime
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.IdempotencyWindowMargin != nil {
 		in, out := &in.IdempotencyWindowMargin, &out.IdempotencyWindowMargin
 		*out = new(int32)

@@ -4,7 +4,8 @@
 // processes, and a demo namespace whose Payments tell the interesting stories
 // (webhook on time, webhook lost, duplicates and reordering, declined, amount
 // mismatch, unpaid, a payer who approves, a manual capture, a cancel, an
-// abandoned checkout, Stripe with lost webhooks, refunds). A director plays
+// abandoned checkout, a PayPal order PayPal deletes, Stripe with lost webhooks,
+// refunds). A director plays
 // the payer and the operator in those stories. `make dev` runs it for a
 // person; the dev smoke test runs the same flow headless and checks every
 // story's final phase.
@@ -91,6 +92,12 @@ var signingSecrets = map[string]string{
 	"stripe":  "whsec_demo_stripe_signing_secret",
 }
 
+// demoOrderLifetime is how long the demo's PayPal keeps an order nobody
+// completed (PayPal's default is 3 hours): paysim deletes such orders after
+// it, and the PayPal PaymentProvider says so in spec.orderLifetime, so the
+// paypal-order-expired story ends within the demo.
+const demoOrderLifetime = 50 * time.Second
+
 var providerTypes = map[string]v1alpha1.ProviderType{
 	"kukopay": v1alpha1.ProviderKukoPay, "paypal": v1alpha1.ProviderPayPal, "generic": v1alpha1.ProviderGeneric,
 	"stripe": v1alpha1.ProviderStripe,
@@ -171,8 +178,10 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		case "paypal":
 			// Every PayPal webhook is sent twice and held back behind the
 			// next one: the state machine must sort it out.
+			// Its orders live demoOrderLifetime (paysim scales the flag).
 			args = append(args, "--paypal-webhook-url", e.ReceiverURL+"/webhooks/"+Namespace+"/paypal",
-				"--fault-webhook-duplicate", "1", "--fault-webhook-reorder", "0.5")
+				"--fault-webhook-duplicate", "1", "--fault-webhook-reorder", "0.5",
+				"--paypal-order-lifetime", time.Duration(float64(demoOrderLifetime)/opts.TimeFactor).String())
 		case "generic":
 			// No webhook URL: every event is lost; status queries recover.
 		case "stripe":
@@ -305,10 +314,13 @@ func (e *Env) applyDemo(ctx context.Context, sims map[string]int) error {
 				StatusQuery: v1alpha1.StatusQueryConfig{Schedule: schedule},
 			},
 		}
-		if name == "stripe" {
+		switch name {
+		case "stripe":
 			// Every Stripe webhook is lost: the events-API backfill is what
 			// tells paywarden a refund failed after it succeeded.
 			prov.Spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: &metav1.Duration{Duration: 5 * time.Second}}
+		case "paypal":
+			prov.Spec.OrderLifetime = &metav1.Duration{Duration: demoOrderLifetime}
 		}
 		for _, o := range []client.Object{creds, signing, prov} {
 			if err := c.Create(ctx, o); err != nil {

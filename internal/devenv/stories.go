@@ -40,6 +40,9 @@ type Story struct {
 	Acts        []Act
 	Expect      v1alpha1.PaymentPhase
 	NeedsReview string // expected NeedsReview reason, if any
+	// Failure is the expected status.failure.code, if any: why the payment
+	// ended as it did, where the phase alone does not tell the story.
+	Failure string
 }
 
 // Cue is what the payment must show before an act.
@@ -130,6 +133,9 @@ var Stories = []Story{
 		}, Expect: v1alpha1.PhaseCanceled},
 	{Name: "abandoned-checkout", Provider: "paypal", Title: "payer never approves: closed out as Expired",
 		Script: paysim.Script{Outcome: paysim.OutcomeAbandon}, Amount: 800, Currency: "USD", Checkout: true, ExpiresIn: "40s", Expect: v1alpha1.PhaseExpired},
+	{Name: "paypal-order-expired", Provider: "paypal", Title: "PayPal: payer never approves; PayPal deletes the order",
+		Script: paysim.Script{Outcome: paysim.OutcomeAbandon}, Amount: 1100, Currency: "USD", Checkout: true,
+		Expect: v1alpha1.PhaseExpired, Failure: v1alpha1.ReasonOrderExpired},
 	{Name: "stripe-checkout", Provider: "stripe", Title: "Stripe: payer pays, webhook lost, a query settles it",
 		Script: paysim.Script{Outcome: paysim.OutcomePending}, Amount: 2900, Currency: "EUR", Checkout: true,
 		Acts: []Act{{When: Cue{PayerLink: true}, Payer: "approve"}}, Expect: v1alpha1.PhaseSucceeded},

@@ -16,7 +16,8 @@ import (
 // it depends on the order the provider lists events in:
 //   - oldest first (KukoPay, generic): each stored page is a prefix of the
 //     window, so the cursor follows the newest event of each page;
-//   - newest first (Stripe: "List all events", Stripe API reference, Events):
+//   - newest first (Stripe: "List all events", Stripe API reference, Events;
+//     PayPal, whose order is undocumented and read so, paypal.ListEvents):
 //     the first page holds the newest events and the older ones come after, so
 //     the cursor moves only when the run has read its last page. Until then
 //     status.backfill.progress keeps the run's window, the cursor of its next

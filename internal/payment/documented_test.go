@@ -163,6 +163,34 @@ func TestOrderNobodyCompletedExpiresAtTheProvider(t *testing.T) {
 	}
 }
 
+// TestOrderLifetimeIsTheAccounts: PayPal names 3 hours as the default time an
+// order nobody completed is kept ("the default is 3 hours", paypal.OrderLifetime
+// cites it), so an account whose orders live another time says so in
+// spec.orderLifetime, and a "not found" is the order's expiry after that time.
+// A type that keeps such payments ignores it.
+func TestOrderLifetimeIsTheAccounts(t *testing.T) {
+	minute := &metav1.Duration{Duration: time.Minute}
+	for _, tc := range []struct {
+		name  string
+		spec  *metav1.Duration
+		caps  provider.Capabilities
+		phase v1alpha1.PaymentPhase
+	}{
+		{name: "paypal, 1m set: not found after 1m is Expired", spec: minute, caps: paypal.Capabilities(), phase: v1alpha1.PhaseExpired},
+		{name: "paypal, unset: not found after 1m is no verdict", caps: paypal.Capabilities(), phase: v1alpha1.PhaseUnknown},
+		{name: "a type that keeps its payments, 1m set: no verdict", spec: minute, caps: provider.Capabilities{Type: "kukopay"}, phase: v1alpha1.PhaseUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := &v1alpha1.PaymentProviderSpec{OrderLifetime: tc.spec}
+			pol := testPolicy().WithCapabilities(spec, tc.caps)
+			out := payment.AfterQuery(created("waiting"), pol, fails(errOrderNotFound), false, t0.Add(time.Minute))
+			if out.Status.Phase != tc.phase {
+				t.Fatalf("phase %s, want %s (history %s)", out.Status.Phase, tc.phase, dumpHistory(out.Status.History))
+			}
+		})
+	}
+}
+
 // allEventReasons are the reasons of every Event an outcome records: the
 // state machine's and the core's own.
 func allEventReasons(out payment.Outcome) []string {
@@ -487,6 +515,49 @@ func TestApprovalReversedIsExpired(t *testing.T) {
 			}
 			if st.Failure == nil || st.Failure.Code != paypal.FailureApprovalReversed || review(&v1alpha1.Payment{Status: st}) != "" {
 				t.Fatalf("failure %+v review %q", st.Failure, review(&v1alpha1.Payment{Status: st}))
+			}
+		})
+	}
+}
+
+// TestPayPalDisputeResolvedIsItsOutcome: PayPal ends a dispute with
+// CUSTOMER.DISPUTE.RESOLVED and its dispute_outcome.outcome_code (Customer
+// Disputes API v1). Decided as Stripe's dispute outcomes are: the seller's
+// favour (or the buyer canceling) clears Disputed (DisputeWon); the buyer's
+// favour, an accepted claim or a code that does not say the money stayed is
+// DisputeLost with NeedsReview=DisputeLost; the paid phase is kept.
+func TestPayPalDisputeResolvedIsItsOutcome(t *testing.T) {
+	event := func(id, typ, outcome string) payment.Observation {
+		t.Helper()
+		res := `{"dispute_id":"PP-D-1","dispute_amount":{"currency_code":"USD","value":"19.99"},"disputed_transactions":[{"invoice_number":"shop.synced"}]`
+		if outcome != "" {
+			res += `,"status":"RESOLVED","dispute_outcome":{"outcome_code":"` + outcome + `"}`
+		}
+		ev, err := paypal.ParseEvent([]byte(`{"id":"` + id + `","create_time":"2026-09-21T12:00:00Z","event_type":"` + typ + `","resource":` + res + `}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return payment.FromEvent(ev, v1alpha1.ViaWebhook)
+	}
+	paid := succeededPayment()
+	opened := store(paid, payment.ApplyEvent(paid, event("WH-OPEN", "CUSTOMER.DISPUTE.CREATED", ""), t0.Add(time.Hour)))
+	if c := meta.FindStatusCondition(opened.Status.Conditions, v1alpha1.ConditionDisputed); c == nil || c.Reason != v1alpha1.ReasonDisputeOpened {
+		t.Fatalf("the dispute opened: %+v", c)
+	}
+	for code, want := range map[string]string{
+		paypal.OutcomeSellerFavour: v1alpha1.ReasonDisputeWon, paypal.OutcomeCanceled: v1alpha1.ReasonDisputeWon,
+		paypal.OutcomeBuyerFavour: v1alpha1.ReasonDisputeLost, paypal.OutcomeAccepted: v1alpha1.ReasonDisputeLost,
+		paypal.OutcomeWithPayout: v1alpha1.ReasonDisputeLost,
+	} {
+		t.Run(code, func(t *testing.T) {
+			res := payment.Apply(opened, event("WH-"+code, "CUSTOMER.DISPUTE.RESOLVED", code), t0.Add(40*24*time.Hour))
+			c := meta.FindStatusCondition(res.Status.Conditions, v1alpha1.ConditionDisputed)
+			if res.Decision != payment.Applied || res.Status.Phase != v1alpha1.PhaseSucceeded || c == nil || c.Status != metav1.ConditionFalse || c.Reason != want {
+				t.Fatalf("%s %s Disputed %+v; want Succeeded, Disputed=False/%s", res.Decision, res.Status.Phase, c, want)
+			}
+			wantReview := map[string]string{v1alpha1.ReasonDisputeWon: "", v1alpha1.ReasonDisputeLost: v1alpha1.ReasonDisputeLost}[want]
+			if got := review(&v1alpha1.Payment{Status: res.Status}); got != wantReview {
+				t.Fatalf("review %q, want %q", got, wantReview)
 			}
 		})
 	}

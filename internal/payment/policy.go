@@ -58,12 +58,17 @@ func PolicyFor(spec *v1alpha1.PaymentProviderSpec) Policy {
 // reference, and the provider's documented create key window where
 // spec.idempotencyWindow sets none (PayPal keeps a create's PayPal-Request-Id
 // for 6 hours, not the 24 hours other providers keep their keys: repeating a
-// create with the key after 6 hours would make a second order).
+// create with the key after 6 hours would make a second order). The
+// account's spec.orderLifetime replaces the type's documented order lifetime
+// where the type has one.
 func (pol Policy) WithCapabilities(spec *v1alpha1.PaymentProviderSpec, caps provider.Capabilities) Policy {
 	pol.Lifecycle, pol.LifecycleKnown = caps.Lifecycle, true
 	pol.LookupByReference = caps.LookupByReference
 	if spec.IdempotencyWindow == nil && caps.CreateKeyWindow > 0 {
 		pol.KeyWindow = caps.CreateKeyWindow
+	}
+	if spec.OrderLifetime != nil && caps.Lifecycle.OrderLifetime > 0 {
+		pol.Lifecycle.OrderLifetime = spec.OrderLifetime.Duration
 	}
 	return pol
 }

@@ -45,6 +45,7 @@ func (s *Sim) routes() *http.ServeMux {
 	m.HandleFunc("POST /paypal/v2/payments/captures/{id}/refund", s.api(PayPal, OpRefund, s.paypalRefundCapture))
 	m.HandleFunc("GET /paypal/v2/payments/refunds/{id}", s.api(PayPal, OpGetRefund, s.paypalGetRefund))
 	m.HandleFunc("POST /paypal/v1/notifications/verify-webhook-signature", s.api(PayPal, OpVerify, s.paypalVerify))
+	m.HandleFunc("GET /paypal"+paypalEventsPath, s.api(PayPal, OpEvents, s.paypalEvents))
 	// Generic async-job API
 	m.HandleFunc("POST /generic/jobs", s.api(Generic, OpCreate, s.genericCreate))
 	m.HandleFunc("GET /generic/jobs/{id}", s.api(Generic, OpGet, s.genericGet))

@@ -86,33 +86,19 @@ func (s *Sim) controlRoutes(m *http.ServeMux) {
 		var body struct {
 			Amount int64 `json:"amount"`
 		}
-		if r.ContentLength != 0 {
-			if err := readJSON(w, r, &body); err != nil {
-				controlError(w, http.StatusBadRequest, err)
-				return
-			}
-		}
-		if err := s.Refund(r.PathValue("provider"), r.PathValue("id"), body.Amount); err != nil {
-			controlError(w, http.StatusConflict, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		controlCall(w, r, &body, true, http.StatusConflict, func() error { return s.Refund(r.PathValue("provider"), r.PathValue("id"), body.Amount) })
 	})
 	m.HandleFunc("POST /_paysim/payments/{provider}/{id}/dispute", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Reason string `json:"reason"`
 		}
-		if r.ContentLength != 0 {
-			if err := readJSON(w, r, &body); err != nil {
-				controlError(w, http.StatusBadRequest, err)
-				return
-			}
+		controlCall(w, r, &body, true, http.StatusNotFound, func() error { return s.Dispute(r.PathValue("provider"), r.PathValue("id"), body.Reason) })
+	})
+	m.HandleFunc("POST /_paysim/payments/paypal/{id}/dispute/resolve", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Outcome string `json:"outcome"`
 		}
-		if err := s.Dispute(r.PathValue("provider"), r.PathValue("id"), body.Reason); err != nil {
-			controlError(w, http.StatusNotFound, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		controlCall(w, r, &body, false, http.StatusConflict, func() error { return s.PayPalResolveDispute(r.PathValue("id"), body.Outcome) })
 	})
 	m.HandleFunc("POST /_paysim/payments/{provider}/{id}/approve", func(w http.ResponseWriter, r *http.Request) {
 		err := s.Approve(r.PathValue("provider"), r.PathValue("id"))
@@ -136,15 +122,7 @@ func (s *Sim) controlRoutes(m *http.ServeMux) {
 		var body struct {
 			Outcome Outcome `json:"outcome"`
 		}
-		if err := readJSON(w, r, &body); err != nil {
-			controlError(w, http.StatusBadRequest, err)
-			return
-		}
-		if err := s.SettleRefund(r.PathValue("provider"), r.PathValue("id"), body.Outcome); err != nil {
-			controlError(w, http.StatusConflict, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		controlCall(w, r, &body, false, http.StatusConflict, func() error { return s.SettleRefund(r.PathValue("provider"), r.PathValue("id"), body.Outcome) })
 	})
 	m.HandleFunc("GET /_paysim/events/{provider}", func(w http.ResponseWriter, r *http.Request) {
 		type ev struct {
@@ -157,6 +135,23 @@ func (s *Sim) controlRoutes(m *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, out)
 	})
+}
+
+// controlCall answers a control call: the JSON body decoded into in (400 when
+// it is not JSON; an empty body is fine when optional), then do: 204, or do's
+// error with code.
+func controlCall(w http.ResponseWriter, r *http.Request, in any, optional bool, code int, do func() error) {
+	if !optional || r.ContentLength != 0 {
+		if err := readJSON(w, r, in); err != nil {
+			controlError(w, http.StatusBadRequest, err)
+			return
+		}
+	}
+	if err := do(); err != nil {
+		controlError(w, code, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func controlError(w http.ResponseWriter, code int, err error) {

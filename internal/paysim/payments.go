@@ -3,6 +3,7 @@ package paysim
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/paywarden/paywarden/internal/provider/generic"
@@ -40,6 +41,11 @@ type payment struct {
 	captureID               string
 	refunds                 []*refund
 	disputeReason           string
+	// disputeID, disputeCreated and disputeOutcome (PayPal) are the
+	// payment's dispute and, once it is resolved, its
+	// dispute_outcome.outcome_code.
+	disputeID, disputeOutcome string
+	disputeCreated            time.Time
 
 	manual                  bool   // capture_method manual (KukoPay), intent AUTHORIZE (PayPal)
 	checkout                bool   // PayPal: created with a payment_source, so PAYER_ACTION_REQUIRED
@@ -429,6 +435,30 @@ func (s *Sim) Dispute(provider, id, reason string) error {
 	return nil
 }
 
+// PayPalResolveDispute resolves the open dispute of PayPal order id with
+// outcome, one of paypal.DisputeOutcomeCodes (Customer Disputes API v1,
+// definition dispute_outcome, outcome_code), and sends
+// CUSTOMER.DISPUTE.RESOLVED ("A dispute is resolved", PayPal developer docs,
+// "Subscribe to disputes webhooks") with the dispute RESOLVED and its
+// dispute_outcome.
+func (s *Sim) PayPalResolveDispute(id, outcome string) error {
+	if !slices.Contains(paypal.DisputeOutcomeCodes(), outcome) {
+		return fmt.Errorf("paysim: %q is not a PayPal dispute outcome code (%v)", outcome, paypal.DisputeOutcomeCodes())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.payments[PayPal][id]
+	switch {
+	case !ok:
+		return fmt.Errorf("paysim: no paypal payment %q", id)
+	case p.disputeID == "" || p.disputeOutcome != "":
+		return fmt.Errorf("paysim: payment %s has no open dispute", id)
+	}
+	p.disputeOutcome = outcome
+	s.emitLocked(p, evDisputeResolved, nil)
+	return nil
+}
+
 // --- rendering in each provider's vocabulary ---
 
 func (s *Sim) kukopayObject(p *payment) kukopay.PaymentObject {
@@ -633,6 +663,28 @@ func (s *Sim) paypalOrder(p *payment) paypal.Order {
 	return o
 }
 
+// paypalDispute renders p's dispute (Customer Disputes API v1, "dispute"):
+// OPEN, or RESOLVED with its dispute_outcome; the buyer's favour refunds the
+// disputed amount.
+func (s *Sim) paypalDispute(p *payment, now time.Time) paypal.Dispute {
+	if p.disputeID == "" {
+		p.disputeID, p.disputeCreated = s.newID("PP-D-", 8, "0123456789"), now
+	}
+	amount := paypal.Money{CurrencyCode: p.currency, Value: paypal.FormatAmount(p.received, p.currency)}
+	d := paypal.Dispute{
+		DisputeID: p.disputeID, Reason: p.disputeReason, Status: "OPEN", DisputeAmount: amount,
+		DisputedTransactions: []paypal.DisputedTransaction{{SellerTransactionID: p.captureID, InvoiceNumber: p.ref, Custom: p.ref}},
+		CreateTime:           ts(p.disputeCreated),
+	}
+	if p.disputeOutcome != "" {
+		d.Status, d.DisputeOutcome = "RESOLVED", &paypal.DisputeOutcome{OutcomeCode: p.disputeOutcome}
+		if p.disputeOutcome == paypal.OutcomeBuyerFavour {
+			d.DisputeOutcome.AmountRefunded = &amount
+		}
+	}
+	return d
+}
+
 func (s *Sim) genericJob(p *payment) generic.Job {
 	j := generic.Job{
 		JobID: p.id, CorrelationID: p.ref, Amount: generic.Amount{Value: p.amount, Currency: p.currency},
@@ -704,6 +756,7 @@ const (
 	evAuthorized
 	evCanceled
 	evApprovalReversed
+	evDisputeResolved
 )
 
 var eventTypes = map[string]map[eventKind]string{
@@ -716,7 +769,7 @@ var eventTypes = map[string]map[eventKind]string{
 		evSucceeded: "PAYMENT.CAPTURE.COMPLETED", evFailed: "PAYMENT.CAPTURE.DENIED", evProcessing: "PAYMENT.CAPTURE.PENDING",
 		evRefunded: "PAYMENT.CAPTURE.REFUNDED", evDisputed: "CUSTOMER.DISPUTE.CREATED", evApproved: "CHECKOUT.ORDER.APPROVED",
 		evAuthorized: "PAYMENT.AUTHORIZATION.CREATED", evCanceled: "PAYMENT.AUTHORIZATION.VOIDED",
-		evApprovalReversed: "CHECKOUT.PAYMENT-APPROVAL.REVERSED",
+		evApprovalReversed: "CHECKOUT.PAYMENT-APPROVAL.REVERSED", evDisputeResolved: "CUSTOMER.DISPUTE.RESOLVED",
 	},
 	Generic: {
 		evSucceeded: "job.succeeded", evFailed: "job.failed", evExpired: "job.expired", evProcessing: "job.processing",
@@ -772,14 +825,8 @@ func (s *Sim) emitAtLocked(p *payment, k eventKind, r *refund, now time.Time) {
 		case evApprovalReversed:
 			resType, summary = "checkout-order", "A payment has been reversed after approval."
 			res = paypal.ApprovalReversal{OrderID: p.id, PurchaseUnits: s.paypalOrder(p).PurchaseUnits}
-		case evDisputed:
-			resType = "dispute"
-			res = paypal.Dispute{
-				DisputeID: s.newID("PP-D-", 8, "0123456789"), Reason: p.disputeReason, Status: "OPEN",
-				DisputeAmount:        paypal.Money{CurrencyCode: p.currency, Value: paypal.FormatAmount(p.received, p.currency)},
-				DisputedTransactions: []paypal.DisputedTransaction{{SellerTransactionID: p.captureID, InvoiceNumber: p.ref, Custom: p.ref}},
-				CreateTime:           ts(now),
-			}
+		case evDisputed, evDisputeResolved:
+			resType, res = "dispute", s.paypalDispute(p, now)
 		}
 		var data []byte
 		if data, err = json.Marshal(res); err == nil {

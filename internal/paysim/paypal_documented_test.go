@@ -3,6 +3,9 @@ package paysim_test
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +257,187 @@ func TestPayPalApprovalReversedCancelsTheOrder(t *testing.T) {
 	}
 	if _, err := e.p[paysim.PayPal].Capture(bg, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "c"}); !errors.Is(err, provider.ErrNonRetryable) {
 		t.Fatalf("capture of a reversed order: %v", err)
+	}
+}
+
+// TestPayPalEventsAreListedNewestFirst: PayPal lists its webhook events
+// (Webhooks Management API v1, "List event notifications"): page_size
+// (default 10), start_time and end_time (created on or after / on or before),
+// event_type; {events, count, links} with the next page behind the link rel
+// "next". paysim lists every event it recorded, delivered or lost, newest
+// first, byte for byte as delivered, and none older than 30 days.
+func TestPayPalEventsAreListedNewestFirst(t *testing.T) {
+	t0 := time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
+	clk := &fakeClock{t: t0}
+	e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}, Faults: paysim.Faults{DropRate: 1}})
+	sink := newReceiver(t, e.p[paysim.PayPal], nil, nil)
+	if err := e.sim.SetWebhookTarget(paysim.PayPal, sink.srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	// Twelve approvals a minute apart, the last two with one create_time.
+	for i := range 12 {
+		p := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k" + strconv.Itoa(i), MerchantReference: "r" + strconv.Itoa(i), Amount: 1000})
+		if err := e.sim.Approve(paysim.PayPal, p.ID); err != nil {
+			t.Fatal(err)
+		}
+		if i < 10 {
+			clk.Add(time.Minute)
+		}
+	}
+	recorded := e.sim.Events(paysim.PayPal)
+	if len(recorded) != 12 || e.sim.Counters().WebhooksByProvider[paysim.PayPal].Dropped != 12 {
+		t.Fatalf("%d events recorded, counters %+v; want 12, every delivery lost", len(recorded), e.sim.Counters().WebhooksByProvider[paysim.PayPal])
+	}
+	newestFirst := func(evs []paysim.EventRecord) []string {
+		var ids []string
+		for i := len(evs) - 1; i >= 0; i-- {
+			ids = append(ids, evs[i].ID)
+		}
+		return ids
+	}
+
+	list := func(query string) (ids []string, next string) {
+		t.Helper()
+		code, _, body := e.rawCall(t, paysim.PayPal, "GET", "/v1/notifications/webhooks-events"+query, "", "")
+		var l struct {
+			Events []json.RawMessage `json:"events"`
+			Count  int               `json:"count"`
+			Links  []struct{ Href, Rel string }
+		}
+		if code != 200 || json.Unmarshal(body, &l) != nil || l.Count != len(l.Events) {
+			t.Fatalf("list %s: %d %s", query, code, body)
+		}
+		for _, raw := range l.Events {
+			var ev struct{ ID string }
+			_ = json.Unmarshal(raw, &ev)
+			if rec := recordOf(e.sim.Events(paysim.PayPal), ev.ID); rec == nil || string(rec.Raw) != string(raw) {
+				t.Fatalf("listed event %s is not the one delivered: %s", ev.ID, raw)
+			}
+			ids = append(ids, ev.ID)
+		}
+		for _, l := range l.Links {
+			if l.Rel == "next" {
+				next = strings.TrimPrefix(l.Href, e.srv.URL+"/"+paysim.PayPal+"/v1/notifications/webhooks-events")
+			}
+		}
+		return ids, next
+	}
+	all := func(query string) []string {
+		t.Helper()
+		var ids []string
+		for query != "" {
+			page, next := list(query)
+			ids = append(ids, page...)
+			query = next
+		}
+		return ids
+	}
+
+	if first, next := list(""); !slices.Equal(first, newestFirst(recorded)[:10]) || next == "" {
+		t.Errorf("first page without page_size: %v (next %q); want the 10 newest, newest first", first, next)
+	}
+	since := "?page_size=3&start_time=" + t0.Add(2*time.Minute).Format(time.RFC3339)
+	if got, want := all(since), newestFirst(recorded[2:]); !slices.Equal(got, want) {
+		t.Errorf("paged from start_time:\n got %v\nwant %v", got, want)
+	}
+	window := "?page_size=2&start_time=" + t0.Add(2*time.Minute).Format(time.RFC3339) + "&end_time=" + t0.Add(5*time.Minute).Format(time.RFC3339)
+	if got, want := all(window), newestFirst(recorded[2:6]); !slices.Equal(got, want) {
+		t.Errorf("start_time to end_time:\n got %v\nwant %v", got, want)
+	}
+	if got := all("?event_type=PAYMENT.CAPTURE.COMPLETED"); len(got) != 0 {
+		t.Errorf("event_type filter: %v", got)
+	}
+	if code, _, body := e.rawCall(t, paysim.PayPal, "GET", "/v1/notifications/webhooks-events?transaction_id=X", "", ""); code != 400 {
+		t.Errorf("transaction_id, not modelled: %d %s", code, body)
+	}
+
+	// A page's link still leads on after newer events arrive.
+	_, next := list("?page_size=4")
+	clk.Add(time.Minute)
+	newer := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k-new", MerchantReference: "r-new", Amount: 1000})
+	if err := e.sim.Approve(paysim.PayPal, newer.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := all(next); !slices.Equal(got, newestFirst(recorded)[4:]) {
+		t.Errorf("the rest after a newer event: %v", got)
+	}
+
+	// 30 days on, the first events are gone from the list.
+	clk.Add(30*24*time.Hour - 2*time.Minute) // 30 days after the 10th approval
+	if got := all("?page_size=100"); len(got) != 4 || got[0] != e.sim.Events(paysim.PayPal)[12].ID {
+		t.Errorf("after 30 days: %v; want the 4 events of the last 30 days", got)
+	}
+}
+
+func recordOf(evs []paysim.EventRecord, id string) *paysim.EventRecord {
+	for i := range evs {
+		if evs[i].ID == id {
+			return &evs[i]
+		}
+	}
+	return nil
+}
+
+// TestPayPalDisputeIsResolvedWithItsOutcome: a PayPal dispute ends with
+// CUSTOMER.DISPUTE.RESOLVED ("A dispute is resolved", PayPal developer docs,
+// "Subscribe to disputes webhooks"), the dispute RESOLVED with its
+// dispute_outcome.outcome_code (Customer Disputes API v1, definition
+// dispute_outcome); the buyer's favour refunds the disputed amount.
+func TestPayPalDisputeIsResolvedWithItsOutcome(t *testing.T) {
+	e := start(t, paysim.Options{DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
+	p := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000})
+	if err := e.sim.Approve(paysim.PayPal, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.PayPalResolveDispute(p.ID, "RESOLVED_SELLER_FAVOUR"); err == nil {
+		t.Fatal("a payment without a dispute had one resolved")
+	}
+	if _, err := e.p[paysim.PayPal].Capture(bg, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.Dispute(paysim.PayPal, p.ID, "MERCHANDISE_OR_SERVICE_NOT_RECEIVED"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.PayPalResolveDispute(p.ID, "LOST"); err == nil {
+		t.Fatal("an outcome code PayPal does not list was accepted")
+	}
+	// The control API's way, as the dev environment scripts it.
+	resp, err := http.Post(e.srv.URL+"/_paysim/payments/paypal/"+p.ID+"/dispute/resolve", "application/json", strings.NewReader(`{"outcome":"RESOLVED_BUYER_FAVOUR"}`))
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("resolve through the control API: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if err := e.sim.PayPalResolveDispute(p.ID, "RESOLVED_SELLER_FAVOUR"); err == nil {
+		t.Fatal("a resolved dispute was resolved again")
+	}
+	type dispute struct {
+		DisputeID      string `json:"dispute_id"`
+		Status         string `json:"status"`
+		DisputeOutcome *struct {
+			OutcomeCode    string `json:"outcome_code"`
+			AmountRefunded *struct {
+				Value string `json:"value"`
+			} `json:"amount_refunded"`
+		} `json:"dispute_outcome"`
+		DisputedTransactions []struct {
+			InvoiceNumber string `json:"invoice_number"`
+		} `json:"disputed_transactions"`
+	}
+	evs := e.sim.Events(paysim.PayPal)
+	var created, resolved struct {
+		EventType    string  `json:"event_type"`
+		ResourceType string  `json:"resource_type"`
+		Resource     dispute `json:"resource"`
+	}
+	if err := json.Unmarshal(evs[len(evs)-2].Raw, &created); err != nil || created.EventType != "CUSTOMER.DISPUTE.CREATED" || created.Resource.Status != "OPEN" || created.Resource.DisputeOutcome != nil {
+		t.Fatalf("the dispute opened: %s (%v)", evs[len(evs)-2].Raw, err)
+	}
+	if err := json.Unmarshal(evs[len(evs)-1].Raw, &resolved); err != nil || resolved.EventType != "CUSTOMER.DISPUTE.RESOLVED" || resolved.ResourceType != "dispute" {
+		t.Fatalf("the dispute resolved: %s (%v)", evs[len(evs)-1].Raw, err)
+	}
+	r := resolved.Resource
+	if r.DisputeID != created.Resource.DisputeID || r.Status != "RESOLVED" || r.DisputeOutcome == nil || r.DisputeOutcome.OutcomeCode != "RESOLVED_BUYER_FAVOUR" ||
+		r.DisputeOutcome.AmountRefunded == nil || r.DisputeOutcome.AmountRefunded.Value != "10.00" || len(r.DisputedTransactions) != 1 || r.DisputedTransactions[0].InvoiceNumber != "r" {
+		t.Fatalf("resolved dispute %s, want dispute %s RESOLVED in the buyer's favour, 10.00 refunded", evs[len(evs)-1].Raw, created.Resource.DisputeID)
 	}
 }

@@ -522,9 +522,6 @@ func TestFindByMerchantReference(t *testing.T) {
 	if _, err := e.p[paysim.PayPal].FindByMerchantReference(context.Background(), "x"); !errors.Is(err, provider.ErrUnsupported) {
 		t.Errorf("paypal: %v", err)
 	}
-	if _, err := e.p[paysim.PayPal].ListEvents(context.Background(), time.Time{}, ""); !errors.Is(err, provider.ErrUnsupported) {
-		t.Errorf("paypal events: %v", err)
-	}
 }
 
 func TestListEventsPagesAndFiltersBySince(t *testing.T) {

@@ -886,33 +886,15 @@ func (s *Sim) stripeControlRoutes(m *http.ServeMux) {
 		var body struct {
 			DeclineCode string `json:"declineCode"`
 		}
-		if r.ContentLength != 0 {
-			if err := readJSON(w, r, &body); err != nil {
-				controlError(w, http.StatusBadRequest, err)
-				return
-			}
-		}
-		if err := s.StripePayer(r.PathValue("id"), r.PathValue("action"), body.DeclineCode); err != nil {
-			controlError(w, http.StatusConflict, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		controlCall(w, r, &body, true, http.StatusConflict, func() error {
+			return s.StripePayer(r.PathValue("id"), r.PathValue("action"), body.DeclineCode)
+		})
 	})
 	m.HandleFunc("POST /_paysim/stripe/refunds/{id}/fail", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Reason string `json:"reason"`
 		}
-		if r.ContentLength != 0 {
-			if err := readJSON(w, r, &body); err != nil {
-				controlError(w, http.StatusBadRequest, err)
-				return
-			}
-		}
-		if err := s.StripeFailRefund(r.PathValue("id"), body.Reason); err != nil {
-			controlError(w, http.StatusNotFound, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		controlCall(w, r, &body, true, http.StatusNotFound, func() error { return s.StripeFailRefund(r.PathValue("id"), body.Reason) })
 	})
 	m.HandleFunc("PUT /_paysim/stripe/search-lag", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {

@@ -258,7 +258,8 @@ type Provider interface {
 	// provider has no such search.
 	FindByMerchantReference(ctx context.Context, ref string) (Payment, error)
 	// ListEvents pages through events created at or after since; cursor "" = first
-	// page. ErrUnsupported for providers without an events API (paypal).
+	// page. ErrUnsupported for providers without an events API
+	// (Capabilities.EventsAPI false).
 	ListEvents(ctx context.Context, since time.Time, cursor string) (EventPage, error)
 	// VerifyWebhook checks the signature on the raw body and returns the scheme name
 	// used ("kukopay-hmac-sha256", "paypal-verify-api", "standard-webhooks").
@@ -319,7 +320,7 @@ type Capabilities struct {
 	Verification      Verification // what VerifyWebhook needs
 	Lifecycle         Lifecycle    // what a checkout can do beyond create and read
 	// EventsNewestFirst: ListEvents pages from the newest event towards older ones
-	// (Stripe), so a run has read its whole window only after its last page; else
+	// (Stripe, PayPal), so a run has read its whole window only after its last page; else
 	// oldest first, where every stored page is a prefix of the window.
 	EventsNewestFirst bool
 	// EventsRetention is how far back ListEvents reaches (0: no documented limit);

@@ -44,7 +44,7 @@ func TestDevEnvironmentSettlesEveryStory(t *testing.T) {
 					p := &v1alpha1.Payment{}
 					_ = env.Client.Get(ctx, client.ObjectKey{Namespace: devenv.Namespace, Name: s.Name}, p)
 					b, _ := json.MarshalIndent(p.Status, "", "  ")
-					t.Errorf("%s (%s) did not reach %s with every Refund final as told; status:\n%s", s.Name, s.Title, s.Expect, b)
+					t.Errorf("%s (%s) did not reach %s (failure %q) with every Refund final as told; status:\n%s", s.Name, s.Title, s.Expect, s.Failure, b)
 					for _, ra := range s.Refunds() {
 						r := &v1alpha1.Refund{}
 						_ = env.Client.Get(ctx, client.ObjectKey{Namespace: devenv.Namespace, Name: ra.Name}, r)
@@ -65,6 +65,9 @@ func TestDevEnvironmentSettlesEveryStory(t *testing.T) {
 				t.Fatal(err)
 			}
 			if p.Status.Phase != s.Expect {
+				continue
+			}
+			if s.Failure != "" && (p.Status.Failure == nil || p.Status.Failure.Code != s.Failure) {
 				continue
 			}
 			if s.NeedsReview != "" {

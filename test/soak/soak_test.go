@@ -425,7 +425,8 @@ func (s *soak) createProvider(ctx context.Context, name string) {
 		prov.Spec.StatusQuery.Schedule = append(prov.Spec.StatusQuery.Schedule, metav1.Duration{Duration: x})
 	}
 	if name != paysim.PayPal {
-		// The events API (KukoPay, generic, Stripe) recovers dropped webhooks.
+		// The events API recovers dropped webhooks (KukoPay, generic, Stripe;
+		// PayPal's backfill is not part of the soak yet).
 		prov.Spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: d(20 * time.Second), Overlap: d(2 * time.Minute)}
 	}
 	for _, o := range []client.Object{creds, hooks, prov} {

@@ -2,6 +2,10 @@ package paypal_test
 
 import (
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -178,4 +182,152 @@ func TestApprovalReversedIsExpired(t *testing.T) {
 		ev.FailureCode != paypal.FailureApprovalReversed || ev.OccurredAt.IsZero() {
 		t.Fatalf("parsed %+v %v", ev, err)
 	}
+}
+
+// TestListEventsReadsEveryEventNewestFirst: PayPal lists its webhook events
+// (Webhooks Management API v1, "List event notifications") newest first, as
+// paysim models it, the next page behind the link rel "next". ListEvents
+// reads every event created since the time asked, each once, exactly as
+// delivered, over pages of EventsPageSize; nothing older; and the adapter
+// says what the backfill needs: an events API, newest first, 30 days.
+func TestListEventsReadsEveryEventNewestFirst(t *testing.T) {
+	caps := paypal.Capabilities()
+	if !caps.EventsAPI || !caps.EventsNewestFirst || caps.EventsRetention != 30*24*time.Hour {
+		t.Fatalf("capabilities %+v: want an events API, newest first, 30 days", caps)
+	}
+	clk := &simClock{t: simNow}
+	srv, a := simAdapter(t, paysim.Options{Now: clk.Now, Faults: paysim.Faults{DropRate: 1}})
+	before := capturedOrder(t, srv, a, 1000)
+	clk.Add(time.Minute)
+	since := clk.Now()
+	var orders []string
+	for range 60 { // 120 events: more than one page
+		orders = append(orders, capturedOrder(t, srv, a, 1000).ID)
+		clk.Add(time.Second)
+	}
+	if err := srv.Sim.Refund(paysim.PayPal, orders[0], 300); err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[string]paysim.EventRecord{}
+	for _, e := range srv.Sim.Events(paysim.PayPal) {
+		recorded[e.ID] = e
+	}
+
+	var got []provider.Event
+	cursor, pages := "", 0
+	for {
+		page, err := a.ListEvents(ctx, since, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		got = append(got, page.Events...)
+		if !page.HasMore {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if len(got) != 121 || pages != 2 {
+		t.Fatalf("%d events in %d pages, want 121 in 2", len(got), pages)
+	}
+	seen := map[string]bool{}
+	for i, ev := range got {
+		rec, ok := recorded[ev.ID]
+		switch {
+		case !ok || seen[ev.ID] || string(ev.Raw) != string(rec.Raw) || ev.PaymentID != rec.PaymentID || !ev.Supported:
+			t.Fatalf("event %d %+v is not paysim's %+v, or read twice", i, ev, rec)
+		case rec.PaymentID == before.ID:
+			t.Fatalf("event %s is older than %s", ev.ID, since)
+		case i > 0 && ev.OccurredAt.After(got[i-1].OccurredAt):
+			t.Fatalf("event %d (%s) is newer than the one before it (%s)", i, ev.OccurredAt, got[i-1].OccurredAt)
+		}
+		seen[ev.ID] = true
+	}
+	if got[0].Type != "PAYMENT.CAPTURE.REFUNDED" || got[0].PaymentID != orders[0] || got[0].RefundedTotal != 300 {
+		t.Fatalf("newest event %+v, want the refund", got[0])
+	}
+}
+
+// TestListEventsFollowsTheNextLinkOnTheAPIURL: the next page is asked for
+// with the query of the link rel "next", on the configured API URL (the token
+// never goes to a host a link names); event types paywarden does not act on
+// are left out of the page.
+func TestListEventsFollowsTheNextLinkOnTheAPIURL(t *testing.T) {
+	var queries []string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/oauth2/token" {
+			_, _ = io.WriteString(w, `{"access_token":"tok","token_type":"Bearer","expires_in":3600}`)
+			return
+		}
+		queries = append(queries, r.URL.Path+"?"+r.URL.RawQuery)
+		_, _ = io.WriteString(w, `{"events":[`+webhookEvent+`,{"id":"WH-OTHER","create_time":"2026-09-21T11:00:00Z","event_type":"BILLING.PLAN.CREATED","resource":{}}],"count":2,`+
+			`"links":[{"href":"https://api-m.paypal.example/v1/notifications/webhooks-events/?start_time=2026-09-21T10:00:00Z&page_size=100&move_to=next&index_time=2026-09-21T11:00:00Z&index_id=3","rel":"next","method":"GET"}]}`)
+	}))
+	t.Cleanup(api.Close)
+	a, err := paypal.New(provider.Config{Name: "ns/pp", APIURL: api.URL, Timeout: time.Second, Credentials: map[string][]byte{"clientID": []byte("id"), "clientSecret": []byte("s")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := a.ListEvents(ctx, parseTime(t, "2026-09-21T10:00:00Z"), "")
+	if err != nil || len(page.Events) != 1 || page.Events[0].Type != "PAYMENT.CAPTURE.COMPLETED" || !page.HasMore {
+		t.Fatalf("%+v %v", page, err)
+	}
+	if _, err := a.ListEvents(ctx, parseTime(t, "2026-09-21T10:00:00Z"), page.NextCursor); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"/v1/notifications/webhooks-events?page_size=100&start_time=2026-09-21T10%3A00%3A00Z",
+		"/v1/notifications/webhooks-events?index_id=3&index_time=2026-09-21T11%3A00%3A00Z&move_to=next&page_size=100&start_time=2026-09-21T10%3A00%3A00Z",
+	}
+	if !slices.Equal(queries, want) {
+		t.Fatalf("requests %q, want %q", queries, want)
+	}
+}
+
+// TestDisputeResolvedSaysHowItEnded: CUSTOMER.DISPUTE.RESOLVED ("A dispute is
+// resolved", "Subscribe to disputes webhooks") is a Dispute event whose
+// DisputeOutcome is won for the outcome codes that leave the money with the
+// merchant (the seller's favour, the buyer canceling) and lost for every
+// other code PayPal lists (Customer Disputes API v1, dispute_outcome) or none:
+// PayPal defines none of them, and a lost outcome only asks a human to look.
+// The dispute's opening stays an open dispute.
+func TestDisputeResolvedSaysHowItEnded(t *testing.T) {
+	want := map[string]string{
+		"RESOLVED_SELLER_FAVOUR": provider.DisputeWon, "CANCELED_BY_BUYER": provider.DisputeWon,
+		"RESOLVED_BUYER_FAVOUR": provider.DisputeLost, "ACCEPTED": provider.DisputeLost, "RESOLVED_WITH_PAYOUT": provider.DisputeLost,
+		"DENIED": provider.DisputeLost, "NONE": provider.DisputeLost, "": provider.DisputeLost,
+	}
+	if len(want) != len(paypal.DisputeOutcomeCodes())+1 {
+		t.Fatalf("the test covers %d codes, PayPal lists %v", len(want)-1, paypal.DisputeOutcomeCodes())
+	}
+	for code, outcome := range want {
+		t.Run(code+" is "+outcome, func(t *testing.T) {
+			res := `{"dispute_id":"PP-D-1","status":"RESOLVED","dispute_amount":{"currency_code":"USD","value":"19.99"},"disputed_transactions":[{"invoice_number":"ref-1"}]`
+			if code != "" {
+				res += `,"dispute_outcome":{"outcome_code":"` + code + `"}`
+			}
+			ev, err := paypal.ParseEvent([]byte(`{"id":"WH-R","create_time":"2026-09-21T12:00:00Z","event_type":"CUSTOMER.DISPUTE.RESOLVED","resource":` + res + `}}`))
+			if err != nil || !ev.Supported || ev.Status != provider.StatusDispute || ev.DisputeOutcome != outcome || ev.MerchantReference != "ref-1" || ev.Amount != 1999 {
+				t.Fatalf("%+v %v", ev, err)
+			}
+		})
+	}
+
+	t.Run("paysim's dispute, opened and resolved", func(t *testing.T) {
+		srv, a := simAdapter(t, paysim.Options{})
+		p := capturedOrder(t, srv, a, 1999)
+		if err := srv.Sim.Dispute(paysim.PayPal, p.ID, "MERCHANDISE_OR_SERVICE_NOT_RECEIVED"); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Sim.PayPalResolveDispute(p.ID, paypal.OutcomeBuyerFavour); err != nil {
+			t.Fatal(err)
+		}
+		evs := srv.Sim.Events(paysim.PayPal)
+		for i, outcome := range map[int]string{len(evs) - 2: "", len(evs) - 1: provider.DisputeLost} {
+			ev, err := a.ParseEvent(evs[i].Raw)
+			if err != nil || ev.Status != provider.StatusDispute || ev.DisputeOutcome != outcome || ev.MerchantReference != "ref-1" {
+				t.Fatalf("%s: %+v %v; want outcome %q", evs[i].Type, ev, err, outcome)
+			}
+		}
+	})
 }

@@ -27,6 +27,9 @@ import (
 // reads EXPIRED: PayPal sends it for a void and for an authorization reaching
 // the end of its validity alike.
 //
+// CUSTOMER.DISPUTE.RESOLVED is a Dispute with Event.DisputeOutcome won or lost
+// (DisputeResult); CUSTOMER.DISPUTE.CREATED opens one.
+//
 // PAYMENT.CAPTURE.REFUNDED also carries Event.Refund (the refund's id, status, amount
 // and, as Reference, its invoice_id), so it can settle a Refund resource;
 // RefundedTotal stays the capture's cumulative refunded amount.
@@ -139,6 +142,7 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 			}
 			ev.Currency = d.DisputeAmount.CurrencyCode
 			ev.FailureCode = d.Reason
+			ev.DisputeOutcome = DisputeResult(e.EventType, d)
 			if d.DisputeAmount.Value != "" {
 				ev.Amount, err = ParseAmount(d.DisputeAmount.Value, d.DisputeAmount.CurrencyCode)
 			}

@@ -58,6 +58,7 @@ func TestEventPaymentIDIsTheOrderID(t *testing.T) {
 		{"approval reversed names its order", "CHECKOUT.PAYMENT-APPROVAL.REVERSED", `{"order_id":"` + orderID + `","purchase_units":[{"reference_id":"default","invoice_id":"ref-1","amount":{"currency_code":"USD","value":"19.99"}}]}`, orderID},
 		{"order approved is the order itself", "CHECKOUT.ORDER.APPROVED", `{"id":"` + orderID + `","status":"APPROVED","purchase_units":[{"invoice_id":"ref-1","amount":{"currency_code":"USD","value":"19.99"},"payments":{"captures":[{"id":"` + captureID + `","status":"PENDING","amount":{"currency_code":"USD","value":"19.99"}}]}}]}`, orderID},
 		{"dispute names only the capture, so it has none", "CUSTOMER.DISPUTE.CREATED", `{"dispute_id":"PP-D-12345","reason":"MERCHANDISE_OR_SERVICE_NOT_RECEIVED","dispute_amount":{"currency_code":"USD","value":"19.99"},"disputed_transactions":[{"seller_transaction_id":"` + captureID + `","invoice_number":"ref-1"}]}`, ""},
+		{"dispute resolved names only the capture too", "CUSTOMER.DISPUTE.RESOLVED", `{"dispute_id":"PP-D-12345","status":"RESOLVED","dispute_amount":{"currency_code":"USD","value":"19.99"},"disputed_transactions":[{"seller_transaction_id":"` + captureID + `","invoice_number":"ref-1"}],"dispute_outcome":{"outcome_code":"RESOLVED_SELLER_FAVOUR"}}`, ""},
 	}
 	covered := map[string]bool{}
 	for _, tt := range tests {

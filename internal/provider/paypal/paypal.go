@@ -10,8 +10,10 @@
 // the Payments v2 authorization API). PayPal takes no money without the merchant's
 // call. Refunds go through the Payments v2 capture API.
 //
-// PayPal has no events API and no search by invoice id that paywarden can rely on, so
-// ListEvents and FindByMerchantReference return provider.ErrUnsupported.
+// ListEvents reads PayPal's webhook events list (GET
+// /v1/notifications/webhooks-events), so lost webhooks are recovered by the
+// backfill. PayPal has no search by invoice id that paywarden can rely on, so
+// FindByMerchantReference returns provider.ErrUnsupported.
 package paypal
 
 import (
@@ -20,6 +22,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -86,19 +89,30 @@ const OrderLifetime = 3 * time.Hour
 // valid for 29 days (its expiration_time).
 const HonorPeriod = 3 * 24 * time.Hour
 
-// Capabilities describes PayPal: OAuth2 client credentials, no events API and no
-// search by invoice id, webhooks verified by PayPal's API with the credentials and the
-// configured webhook id (no signing Secret). Checkout: the payer approves at PayPal;
+// EventRetention is how far back PayPal lists webhook events. The API
+// reference (Webhooks Management API v1, "List event notifications") names no
+// limit; the Webhooks Events dashboard over the same events takes a date range
+// that "must be in the last 30 days" (PayPal developer docs, "Webhooks Events
+// dashboard"), which paywarden assumes for the API too.
+const EventRetention = 30 * 24 * time.Hour
+
+// Capabilities describes PayPal: OAuth2 client credentials, an events API (newest
+// first, see ListEvents; EventRetention) and no search by invoice id, webhooks
+// verified by PayPal's API with the credentials and the configured webhook id (no
+// signing Secret). Checkout: the payer approves at PayPal;
 // intent AUTHORIZE needs the merchant's authorize call after approval
 // (AuthorizeStep); refunds cannot be searched by reference; PayPal stores no payment
 // method paywarden could charge. A create's PayPal-Request-Id is kept for
 // CreateKeyWindow; an order nobody completed is deleted after OrderLifetime.
 func Capabilities() provider.Capabilities {
 	return provider.Capabilities{
-		Type:            Type,
-		CreateKeyWindow: CreateKeyWindow,
-		CredentialKeys:  []string{CredentialClientID, CredentialClientSecret},
-		Verification:    provider.Verification{Credentials: true, WebhookID: true},
+		Type:              Type,
+		CreateKeyWindow:   CreateKeyWindow,
+		CredentialKeys:    []string{CredentialClientID, CredentialClientSecret},
+		Verification:      provider.Verification{Credentials: true, WebhookID: true},
+		EventsAPI:         true,
+		EventsNewestFirst: true,
+		EventsRetention:   EventRetention,
 		Lifecycle: provider.Lifecycle{
 			Checkout: true, ManualCapture: true, PartialCapture: true, AuthorizeStep: true,
 			Cancel: true, Refunds: true, OrderLifetime: OrderLifetime,
@@ -303,9 +317,66 @@ func (a *Adapter) FindByMerchantReference(context.Context, string) (provider.Pay
 	return provider.Payment{}, provider.Unsupported(a.c.Name(), "find")
 }
 
-// ListEvents is unsupported: paywarden does not backfill PayPal.
-func (a *Adapter) ListEvents(context.Context, time.Time, string) (provider.EventPage, error) {
-	return provider.EventPage{}, provider.Unsupported(a.c.Name(), "list events")
+// EventsPageSize is how many events one ListEvents call asks for. PayPal
+// documents no maximum (page_size defaults to 10) and that "the response might
+// have fewer items than the requested page_size value".
+const EventsPageSize = 100
+
+// ListEvents implements provider.Provider through GET
+// /v1/notifications/webhooks-events?start_time= (Webhooks Management API v1,
+// "List event notifications"). The next page is the link with rel "next";
+// NextCursor is its query (the filters and PayPal's place in the list), sent
+// back to the same path: the link's host is never called with the token.
+//
+// The reference does not say in which order events are listed; its sample
+// answer's next link continues a day before the end of its window, so the first
+// page holds the newest events: Capabilities says newest first, which makes the
+// backfill move its cursor only after a run's last page — right for either
+// order. event_type takes one type, so every type is asked for and the page
+// keeps the events paywarden acts on.
+func (a *Adapter) ListEvents(ctx context.Context, since time.Time, cursor string) (provider.EventPage, error) {
+	const op = "list events"
+	q, err := eventsQuery(since, cursor)
+	if err != nil {
+		return provider.EventPage{}, &provider.Error{Provider: a.c.Name(), Op: op, Class: provider.ErrNonRetryable, Detail: "page cursor is not a query: " + err.Error()}
+	}
+	var out EventList
+	if err := a.do(ctx, provider.Request{Op: op, Method: http.MethodGet, Path: eventsPath, Query: q}, &out); err != nil {
+		return provider.EventPage{}, err
+	}
+	var page provider.EventPage
+	for _, raw := range out.Events {
+		ev, err := ParseEvent(raw)
+		if err != nil {
+			return provider.EventPage{}, &provider.Error{Provider: a.c.Name(), Op: op, Class: provider.ErrNonRetryable, Err: err}
+		}
+		if ev.Supported {
+			page.Events = append(page.Events, ev)
+		}
+	}
+	if next := linkHref(out.Links, RelNext); next != "" {
+		u, err := url.Parse(next)
+		if err != nil || u.RawQuery == "" {
+			return provider.EventPage{}, &provider.Error{Provider: a.c.Name(), Op: op, Class: provider.ErrRetryable, Detail: "unreadable next link " + strconv.Quote(next)}
+		}
+		page.NextCursor, page.HasMore = u.RawQuery, true
+	}
+	return page, nil
+}
+
+const eventsPath = "/v1/notifications/webhooks-events"
+
+// eventsQuery is the query of ListEvents: the first page of the events
+// created at or after since, or the page a next link's query names.
+func eventsQuery(since time.Time, cursor string) (url.Values, error) {
+	if cursor != "" {
+		return url.ParseQuery(cursor)
+	}
+	q := url.Values{"page_size": {strconv.Itoa(EventsPageSize)}}
+	if !since.IsZero() {
+		q.Set("start_time", since.UTC().Format(time.RFC3339))
+	}
+	return q, nil
 }
 
 // ParseEvent implements provider.Provider.

@@ -85,7 +85,7 @@ func TestEventTypeTable(t *testing.T) {
 		"PAYMENT.CAPTURE.REFUNDED": provider.StatusRefund, "PAYMENT.CAPTURE.REVERSED": provider.StatusRefund,
 		"CHECKOUT.ORDER.APPROVED": provider.StatusApproved, "CHECKOUT.PAYMENT-APPROVAL.REVERSED": provider.StatusExpired,
 		"PAYMENT.AUTHORIZATION.CREATED": provider.StatusAuthorized, "PAYMENT.AUTHORIZATION.VOIDED": provider.StatusCanceled,
-		"CUSTOMER.DISPUTE.CREATED": provider.StatusDispute,
+		"CUSTOMER.DISPUTE.CREATED": provider.StatusDispute, "CUSTOMER.DISPUTE.RESOLVED": provider.StatusDispute,
 	}
 	table := paypal.EventStatuses()
 	if len(table) != len(want) {

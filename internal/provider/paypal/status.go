@@ -81,6 +81,32 @@ var eventStatuses = map[string]provider.Status{
 	"PAYMENT.AUTHORIZATION.CREATED":      provider.StatusAuthorized,
 	"PAYMENT.AUTHORIZATION.VOIDED":       provider.StatusCanceled,
 	"CUSTOMER.DISPUTE.CREATED":           provider.StatusDispute,
+	"CUSTOMER.DISPUTE.RESOLVED":          provider.StatusDispute,
+}
+
+// disputeWon are the outcome codes of a resolved dispute that leave the money
+// with the merchant: the seller's favour, and the buyer withdrawing the claim.
+// PayPal lists the codes (Customer Disputes API v1, definition
+// dispute_outcome) without defining them, so every other code, and a
+// resolution without one, reads as lost: where PayPal does not say the
+// merchant kept the money, a human looks (NeedsReview=DisputeLost). ACCEPTED
+// is the merchant accepting the claim, "which refunds the disputed amount"
+// (PayPal developer docs, "Subscribe to disputes webhooks");
+// RESOLVED_WITH_PAYOUT, DENIED and NONE do not say who paid.
+var disputeWon = map[string]bool{OutcomeSellerFavour: true, OutcomeCanceled: true}
+
+// DisputeResult is how a dispute event says the dispute ended:
+// CUSTOMER.DISPUTE.RESOLVED is provider.DisputeWon or provider.DisputeLost
+// by its dispute_outcome.outcome_code (disputeWon), every other dispute event
+// is an open dispute ("").
+func DisputeResult(eventType string, d Dispute) string {
+	switch {
+	case eventType != "CUSTOMER.DISPUTE.RESOLVED":
+		return ""
+	case d.DisputeOutcome != nil && disputeWon[d.DisputeOutcome.OutcomeCode]:
+		return provider.DisputeWon
+	}
+	return provider.DisputeLost
 }
 
 // OrderStatuses returns a copy of the order status table (COMPLETED excluded: see

@@ -58,6 +58,7 @@ const (
 	RelPayerAction = "payer-action" // where the payer approves (orders created with a payment_source)
 	RelApprove     = "approve"      // the same for orders created without one
 	RelUp          = "up"           // the parent resource (a capture's order or authorization)
+	RelNext        = "next"         // the next page of a list
 )
 
 // PurchaseUnitRequest is one purchase unit of a create request.
@@ -209,6 +210,31 @@ type Dispute struct {
 	DisputedTransactions  []DisputedTransaction `json:"disputed_transactions,omitempty"`
 	CreateTime            string                `json:"create_time,omitempty"`
 	DisputeLifeCycleStage string                `json:"dispute_life_cycle_stage,omitempty"`
+	DisputeOutcome        *DisputeOutcome       `json:"dispute_outcome,omitempty"`
+}
+
+// DisputeOutcome is how a resolved dispute ended (Customer Disputes API v1,
+// definition dispute_outcome).
+type DisputeOutcome struct {
+	OutcomeCode    string `json:"outcome_code"`
+	AmountRefunded *Money `json:"amount_refunded,omitempty"`
+}
+
+// The dispute_outcome.outcome_code values PayPal lists (Customer Disputes
+// API v1, definition dispute_outcome); the reference defines none of them.
+const (
+	OutcomeBuyerFavour  = "RESOLVED_BUYER_FAVOUR"
+	OutcomeSellerFavour = "RESOLVED_SELLER_FAVOUR"
+	OutcomeWithPayout   = "RESOLVED_WITH_PAYOUT"
+	OutcomeCanceled     = "CANCELED_BY_BUYER"
+	OutcomeAccepted     = "ACCEPTED"
+	OutcomeDenied       = "DENIED"
+	OutcomeNone         = "NONE"
+)
+
+// DisputeOutcomeCodes lists every documented outcome_code.
+func DisputeOutcomeCodes() []string {
+	return []string{OutcomeBuyerFavour, OutcomeSellerFavour, OutcomeWithPayout, OutcomeCanceled, OutcomeAccepted, OutcomeDenied, OutcomeNone}
 }
 
 // DisputedTransaction names the seller transaction a dispute is about.
@@ -227,6 +253,15 @@ type WebhookEvent struct {
 	EventType    string          `json:"event_type"`
 	Summary      string          `json:"summary,omitempty"`
 	Resource     json.RawMessage `json:"resource"`
+}
+
+// EventList is the answer of GET /v1/notifications/webhooks-events (Webhooks
+// Management API v1, "List event notifications"): webhook event objects, how
+// many, and the link to the next page (rel "next") when there is one.
+type EventList struct {
+	Events []json.RawMessage `json:"events"`
+	Count  int               `json:"count"`
+	Links  []Link            `json:"links,omitempty"`
 }
 
 // VerifyRequest is the body of POST /v1/notifications/verify-webhook-signature.

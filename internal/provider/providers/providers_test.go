@@ -97,7 +97,7 @@ func TestCapabilities(t *testing.T) {
 		checksSecret               bool
 	}{
 		{providers.TypeKukoPay, []string{"apiKey"}, true, true, true, false, false, false},
-		{providers.TypePayPal, []string{"clientID", "clientSecret"}, false, false, false, true, true, false},
+		{providers.TypePayPal, []string{"clientID", "clientSecret"}, true, false, false, true, true, false},
 		{providers.TypeGeneric, []string{"token"}, true, true, true, false, false, true},
 		{providers.TypeStripe, []string{"secretKey"}, true, true, true, false, false, false},
 	}

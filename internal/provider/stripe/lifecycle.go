@@ -284,7 +284,10 @@ func (a *Adapter) CreateRefund(ctx context.Context, req provider.RefundRequest) 
 	return a.refund(op, callWrite, r)
 }
 
-// GetRefund implements provider.Provider: GET /v1/refunds/{id}.
+// GetRefund implements provider.Provider: GET /v1/refunds/{id}. A refund of
+// another payment than paymentID (another PaymentIntent than paymentID's, or a
+// refund of no PaymentIntent) is ErrNotFound: paymentID has no such refund, and
+// the answer must never settle a Refund with someone else's money.
 func (a *Adapter) GetRefund(ctx context.Context, paymentID, refundID string) (provider.Refund, error) {
 	const op = "get refund"
 	if refundID == "" {
@@ -297,10 +300,33 @@ func (a *Adapter) GetRefund(ctx context.Context, paymentID, refundID string) (pr
 		return provider.Refund{}, a.classify(ctx, op, callRead, err)
 	}
 	out, err := a.refund(op, callRead, r)
-	if err == nil && paymentID != "" && !isSession(paymentID) && out.PaymentID != "" && out.PaymentID != paymentID {
-		return provider.Refund{}, &provider.Error{Provider: a.name, Op: op, Class: provider.ErrNotFound, Detail: "refund " + refundID + " belongs to " + out.PaymentID + ", not " + paymentID}
+	if err != nil {
+		return provider.Refund{}, err
 	}
-	return out, err
+	if err := a.refundOf(ctx, op, paymentID, out); err != nil {
+		return provider.Refund{}, err
+	}
+	return out, nil
+}
+
+// refundOf checks that refund r belongs to paymentID (a PaymentIntent, or a
+// Checkout Session whose PaymentIntent is read); no payment named: no check.
+func (a *Adapter) refundOf(ctx context.Context, op, paymentID string, r provider.Refund) error {
+	if paymentID == "" {
+		return nil
+	}
+	intent, err := a.intentID(ctx, op, paymentID)
+	if err != nil {
+		return err
+	}
+	if r.PaymentID != intent {
+		owner := r.PaymentID
+		if owner == "" {
+			owner = "no PaymentIntent"
+		}
+		return &provider.Error{Provider: a.name, Op: op, Class: provider.ErrNotFound, Detail: "refund " + r.ID + " belongs to " + owner + ", not " + paymentID}
+	}
+	return nil
 }
 
 // FindRefund implements provider.Provider: GET /v1/refunds?payment_intent= (all

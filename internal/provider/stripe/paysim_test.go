@@ -129,6 +129,23 @@ func byType(evs []provider.Event, typ string) provider.Event {
 	return provider.Event{}
 }
 
+// paidCheckout is a Checkout Session of 10.00 EUR its payer paid, and the
+// payment read after it (its PaymentIntent).
+func (e *simEnv) paidCheckout(t *testing.T, key, ref string) (session, paid provider.Payment) {
+	t.Helper()
+	session, err := e.a.Create(ctx, checkoutReq(key, ref, 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.StripePayer(session.ID, paysim.PayerPays, ""); err != nil {
+		t.Fatal(err)
+	}
+	if paid, err = e.a.Get(ctx, session.ID); err != nil || paid.Status != provider.StatusSucceeded {
+		t.Fatalf("the paid session reads %+v %v", paid, err)
+	}
+	return session, paid
+}
+
 func checkoutReq(key, ref string, amount int64) provider.CreateRequest {
 	return provider.CreateRequest{
 		IdempotencyKey: key, MerchantReference: ref, Amount: amount, Currency: "EUR", Description: "Order " + ref,
@@ -711,6 +728,41 @@ func TestPaysimRefunds(t *testing.T) {
 			t.Fatalf("%+v %v", got, err)
 		}
 	})
+}
+
+// TestPaysimRefundOfAnotherPaymentIsNotThisOnes: GetRefund reads a refund of
+// the payment paywarden recorded; a refund of another PaymentIntent is never
+// that payment's (issue 22 point 14): ErrNotFound, whether the payment is
+// recorded by its PaymentIntent or by its Checkout Session, so the Refund is
+// never settled with someone else's money.
+func TestPaysimRefundOfAnotherPaymentIsNotThisOnes(t *testing.T) {
+	e := startSim(t, paysim.Options{})
+	session, paid := e.paidCheckout(t, "key-own", "ORD-OWN")
+	other, err := e.a.Create(ctx, offSessionReq("key-other", "ORD-OTHER", 1000, provider.CaptureAutomatic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund := func(paymentID, ref string) provider.Refund {
+		t.Helper()
+		r, err := e.a.CreateRefund(ctx, provider.RefundRequest{PaymentID: paymentID, IdempotencyKey: "key-" + ref, Reference: ref, Amount: 100, Currency: "EUR"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	own, foreign := refund(session.ID, "RF-OWN"), refund(other.ID, "RF-OTHER")
+	for name, id := range map[string]string{"recorded by its session": session.ID, "recorded by its PaymentIntent": paid.ID} {
+		t.Run(name, func(t *testing.T) {
+			if got, err := e.a.GetRefund(ctx, id, own.ID); err != nil || got.ID != own.ID || got.Status != provider.RefundSucceeded {
+				t.Fatalf("its own refund: %+v %v", got, err)
+			}
+			got, err := e.a.GetRefund(ctx, id, foreign.ID)
+			assertClass(t, err, provider.ErrNotFound)
+			if got != (provider.Refund{}) {
+				t.Fatalf("another payment's refund was answered: %+v", got)
+			}
+		})
+	}
 }
 
 func TestPaysimDispute(t *testing.T) {
