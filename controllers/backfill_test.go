@@ -32,6 +32,7 @@ import (
 // queries are out of the picture (one 1h step): the events-API backfill alone
 // brings every payment to its final phase, and applies each event once.
 func TestBackfillAloneSettlesPaymentsWhenEveryWebhookIsLost(t *testing.T) {
+	t.Parallel()
 	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderKukoPay, v1alpha1.ProviderGeneric} {
 		t.Run(string(typ), func(t *testing.T) {
 			t.Parallel()
@@ -149,6 +150,7 @@ func TestBackfillAloneSettlesPaymentsWhenEveryWebhookIsLost(t *testing.T) {
 // arrives first, the inbox keeps one WebhookEvent and the payment makes one
 // transition.
 func TestWebhookAndBackfillCopiesOfOneEventAreOne(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		webhookFirst  bool
@@ -221,6 +223,7 @@ func TestWebhookAndBackfillCopiesOfOneEventAreOne(t *testing.T) {
 // the middle of a page leaves the cursor where it was, so the next run reads
 // the page again: nothing is missed and nothing is applied twice.
 func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
+	t.Parallel()
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	// The simulator's clock, moved by the test so every event gets a
 	// distinct, known time.
@@ -337,6 +340,7 @@ func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
 // time once (even with the periodic backfill off), is recorded as done, and a
 // new value replays again; PayPal, without an events API, says so instead.
 func TestBackfillFromAnnotationRunsOnce(t *testing.T) {
+	t.Parallel()
 	base := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
 	clk := clocktesting.NewFakeClock(base)
 	s := fixture.StartSim(t, paysim.Options{Now: clk.Now})

@@ -121,6 +121,7 @@ func wantNoReview(t *testing.T, p *v1alpha1.Payment) {
 // status query is due for an hour) makes the manager capture: once. It also
 // measures what one such payment costs in provider calls and status writes.
 func TestPayPalApprovalByWebhookIsCapturedOnce(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 0)
 	ns := fixture.Namespace(t, env.Client, "checkout")
@@ -209,6 +210,7 @@ func eventResults(evs []v1alpha1.WebhookEvent) string {
 // the payer's approval is learned by a status query, and the capture that
 // follows is made once.
 func TestPayPalApprovalByStatusQueryIsCapturedOnce(t *testing.T) {
+	t.Parallel()
 	var hits atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
 	t.Cleanup(target.Close)
@@ -247,6 +249,7 @@ func TestPayPalApprovalByStatusQueryIsCapturedOnce(t *testing.T) {
 // AmountMismatch review); one above the authorized amount is refused with a
 // Warning Event and no call.
 func TestPayPalManualCapture(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 0)
 	ns := fixture.Namespace(t, env.Client, "checkout")
@@ -351,6 +354,7 @@ func TestPayPalManualCapture(t *testing.T) {
 // is not a lookup of the capture's outcome (operation.requestedAt is stored
 // to the second; the query's time to the microsecond).
 func TestCaptureAfterACrashLooksTheOutcomeUpFirst(t *testing.T) {
+	t.Parallel()
 	for _, approval := range []string{"query", "webhook"} {
 		for _, tc := range []struct {
 			name  string
@@ -433,6 +437,7 @@ func TestCaptureAfterACrashLooksTheOutcomeUpFirst(t *testing.T) {
 // without capturing, the order is found still approved and the capture is
 // repeated with the same key, taking effect once.
 func TestCaptureWithoutAnAnswerIsLookedUpFirst(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		faults paysim.Faults
@@ -493,6 +498,7 @@ func TestCaptureWithoutAnAnswerIsLookedUpFirst(t *testing.T) {
 // takes no money without the merchant's); a payment that took the money is
 // not canceled: a Warning Event points at a Refund, and nothing is called.
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 0)
 	ns := fixture.Namespace(t, env.Client, "checkout")
@@ -574,6 +580,7 @@ func TestCancel(t *testing.T) {
 // it creates an order nobody can pay) and that order is canceled, instead of
 // the payment being parked in Unknown/CreateOutcomeUnknown.
 func TestCancelWhileACheckoutCreateIsUnknown(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 0)
 	ns := fixture.Namespace(t, env.Client, "checkout")
@@ -602,6 +609,7 @@ func TestCancelWhileACheckoutCreateIsUnknown(t *testing.T) {
 // has PayPal's VOIDED); a status query finds it and the payment is Expired
 // with reason AuthorizationExpired.
 func TestAuthorizationExpiresUncaptured(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 200*time.Second) // 2s here
 	ns := fixture.Namespace(t, env.Client, "checkout")
@@ -632,6 +640,7 @@ func TestAuthorizationExpiresUncaptured(t *testing.T) {
 // (requires_capture: phase Authorized, waiting for the capture), and the
 // capture annotation takes the money once.
 func TestKukoPayCheckoutAndManualCapture(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	ns := fixture.Namespace(t, env.Client, "checkout")
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: payerSchedule})

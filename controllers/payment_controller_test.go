@@ -26,6 +26,7 @@ import (
 var fast = []string{"150ms", "150ms", "150ms", "300ms", "300ms", "300ms"}
 
 func TestHappyPath(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
@@ -69,6 +70,7 @@ func TestHappyPath(t *testing.T) {
 // (the create), three Payment status writes (the marker, the create's
 // answer, the webhook's Succeeded), no status query, nothing after.
 func TestHappyPathWebhookFirst(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	const secret = "happy-path-signing-secret"
 	s := fixture.StartSim(t, paysim.Options{WebhookSecrets: map[string][][]byte{paysim.KukoPay: {[]byte(secret)}}})
@@ -104,6 +106,7 @@ func TestHappyPathWebhookFirst(t *testing.T) {
 // create with the same idempotency key: the provider replays its first
 // answer, so there is one payment.
 func TestCrashBetweenCreateAndStatusWriteDoesNotChargeTwice(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
@@ -135,6 +138,7 @@ func TestCrashBetweenCreateAndStatusWriteDoesNotChargeTwice(t *testing.T) {
 // status write failed (the manager lives on), the kept answer is stored on
 // the retry; the provider is not called a second time.
 func TestFailedWriteOfACreateAnswerStoresItWithoutCallingAgain(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
@@ -156,6 +160,7 @@ func TestFailedWriteOfACreateAnswerStoresItWithoutCallingAgain(t *testing.T) {
 }
 
 func TestKeyWindowPassedWithoutRecordNeedsReview(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast, KeyWindow: "1h"})
@@ -183,6 +188,7 @@ func TestKeyWindowPassedWithoutRecordNeedsReview(t *testing.T) {
 }
 
 func TestKeyWindowPassedAdoptsThePaymentFoundByReference(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast, KeyWindow: "1h"})
@@ -219,6 +225,7 @@ func TestKeyWindowPassedAdoptsThePaymentFoundByReference(t *testing.T) {
 // answers do, so the payment runs out of its schedule after exactly one
 // answer per step however many calls failed in between.
 func TestFailingQueriesNeverFailThePayment(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	schedule := []string{"100ms", "100ms", "100ms", "100ms", "100ms", "100ms", "100ms", "100ms"}
@@ -281,6 +288,7 @@ func TestFailingQueriesNeverFailThePayment(t *testing.T) {
 // again no sooner than its Retry-After, and the payment keeps its place in
 // the schedule.
 func TestRetryAfterIsHonoured(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"50ms", "50ms", "50ms"}, Failures: 100})
@@ -317,6 +325,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 }
 
 func TestExhaustedScheduleStopsQuerying(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "100ms", "100ms"}})
@@ -345,6 +354,7 @@ func TestExhaustedScheduleStopsQuerying(t *testing.T) {
 }
 
 func TestRestartContinuesTheSchedule(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "3s", "3s", "3s"}})
@@ -381,6 +391,7 @@ func TestRestartContinuesTheSchedule(t *testing.T) {
 }
 
 func TestRateLimitBoundsProviderCalls(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("200 payments at 10 qps take about 20 s")
 	}
@@ -427,6 +438,7 @@ func TestRateLimitBoundsProviderCalls(t *testing.T) {
 }
 
 func TestCircuitBreakerDefersWithoutConsumingAttempts(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	schedule := make([]string, 10)
@@ -478,6 +490,7 @@ func TestCircuitBreakerDefersWithoutConsumingAttempts(t *testing.T) {
 }
 
 func TestUnpaidCloseOut(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h", "1h"}})
@@ -508,6 +521,7 @@ func TestUnpaidCloseOut(t *testing.T) {
 }
 
 func TestTrackedPaymentNeverCreates(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
@@ -535,6 +549,7 @@ func TestTrackedPaymentNeverCreates(t *testing.T) {
 }
 
 func TestAmountMismatchThenOperatorActions(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
@@ -603,6 +618,7 @@ func TestAmountMismatchThenOperatorActions(t *testing.T) {
 }
 
 func TestSettledPaymentIsNeverRewritten(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
