@@ -293,9 +293,13 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"50ms", "50ms", "50ms"}, Failures: 100})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	// Every status query is throttled from the start (the create goes
+	// through), so no answer can land between the create and the 429s
+	// however slowly the test runs; the provider moves the payment to
+	// processing after 1 s, which paywarden must not learn.
+	s.SetFaults(paysim.Faults{TooManyRequestsRate: 1, RetryAfter: time.Second, Operations: []string{paysim.OpGet}})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "throttled", Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s"})
 	fixture.Eventually(t, 10*time.Second, "the payment to exist at the provider", func() bool { return fixture.GetPayment(t, env.Client, p).Status.ProviderPaymentID != "" })
-	s.SetFaults(paysim.Faults{TooManyRequestsRate: 1, RetryAfter: time.Second})
 	before := fixture.GetPayment(t, env.Client, p).Status.Query.Attempts
 	fixture.Eventually(t, 20*time.Second, "four throttled queries", func() bool {
 		n := 0
