@@ -36,6 +36,7 @@ func TestBackfillReadsEveryPageAfterALaterPageFails(t *testing.T) {
 	const total = 250
 	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderStripe, v1alpha1.ProviderKukoPay, v1alpha1.ProviderGeneric} {
 		t.Run(string(typ), func(t *testing.T) {
+			t.Parallel()
 			newestFirst := typ == v1alpha1.ProviderStripe
 			base := time.Now().Add(-time.Hour).Truncate(time.Second)
 			clk := clocktesting.NewFakeClock(base)

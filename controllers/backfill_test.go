@@ -160,6 +160,7 @@ func TestWebhookAndBackfillCopiesOfOneEventAreOne(t *testing.T) {
 		{name: "backfill copy first, then webhook", webhookFirst: false, wantStoredVia: v1alpha1.ViaBackfill},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s := fixture.StartSim(t, paysim.Options{})
 			ns := fixture.Namespace(t, env.Client, "pay")
 			prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "acct", Sim: s, Quiet: true, Spec: func(spec *v1alpha1.PaymentProviderSpec) {

@@ -50,6 +50,7 @@ func TestDeletedAndReappliedObjectsAdoptTheirOutcome(t *testing.T) {
 	t.Parallel()
 	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderKukoPay, v1alpha1.ProviderPayPal, v1alpha1.ProviderGeneric, v1alpha1.ProviderStripe} {
 		t.Run(string(typ), func(t *testing.T) {
+			t.Parallel()
 			ns := fixture.Namespace(t, env.Client, "identity")
 			s := fixture.StartSim(t, paysim.Options{})
 			fixture.CreateProvider(t, env.Client, refundProvider(ns, typ, s))

@@ -377,6 +377,7 @@ func TestCaptureAfterACrashLooksTheOutcomeUpFirst(t *testing.T) {
 			want: "token get", source: v1alpha1.SourceStatusQuery,
 		}} {
 			t.Run("approved by "+approval+", "+tc.name, func(t *testing.T) {
+				t.Parallel()
 				s := fixture.StartSim(t, paysim.Options{})
 				payersWait(t, s, paysim.PayPal, 0)
 				ns := fixture.Namespace(t, env.Client, "checkout")
@@ -459,6 +460,7 @@ func TestCaptureWithoutAnAnswerIsLookedUpFirst(t *testing.T) {
 		want: "capture get get capture", calls: 1, source: v1alpha1.SourceCapture,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s := fixture.StartSim(t, paysim.Options{Faults: tc.faults})
 			payersWait(t, s, paysim.PayPal, 0)
 			ns := fixture.Namespace(t, env.Client, "checkout")

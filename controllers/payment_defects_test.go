@@ -113,6 +113,7 @@ func TestRecreatedPaymentIsNeverDecidedOnFromTheOldObject(t *testing.T) {
 	for _, marked := range []bool{true, false} {
 		name := map[bool]string{true: "old-marked", false: "old-unmarked"}[marked]
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ns := fixture.Namespace(t, env.Client, "pay")
 			s := fixture.StartSim(t, paysim.Options{})
 			fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s})
