@@ -19,6 +19,7 @@ import (
 	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/test/harness"
 )
 
 // Issue 13: the checkout lifecycle (SPEC §11.5) end to end, against paysim
@@ -129,6 +130,21 @@ func TestPayPalApprovalByWebhookIsCapturedOnce(t *testing.T) {
 	receiverWrites := &fixture.Writes{}
 	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{WrapClient: receiverWrites.Wrap})
 	fixture.DeliverWebhooks(t, s, rcv, prov)
+	// paysim sends PAYMENT.CAPTURE.COMPLETED as soon as it has captured; on
+	// a busy machine the receiver could apply it before the manager stores
+	// the capture's own answer. It is held back until the payment is
+	// Succeeded, so the answer is what settles it.
+	hop, err := harness.NewRecorder(rcv.URL, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hop.Close)
+	captured := hop.Hold(func(_ *http.Request, body []byte) bool {
+		return strings.Contains(string(body), "PAYMENT.CAPTURE.COMPLETED")
+	}, fixture.Timeout)
+	if err := s.SetWebhookTarget(paysim.PayPal, hop.URL+"/webhooks/"+ns+"/"+prov.Name); err != nil {
+		t.Fatal(err)
+	}
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox))
 	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
 		Payment:       fixture.Payment{Namespace: ns, Name: "by-webhook", Provider: prov.Name},
@@ -149,6 +165,7 @@ func TestPayPalApprovalByWebhookIsCapturedOnce(t *testing.T) {
 	}
 
 	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, fixture.Timeout)
+	captured.Release(true)
 	approved := fixture.SimEvent(t, s, v1alpha1.ProviderPayPal, id)
 	if approved.Type != "CHECKOUT.ORDER.APPROVED" {
 		t.Fatalf("paysim's first event of %s is %s", id, approved.Type)
