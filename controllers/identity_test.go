@@ -134,7 +134,9 @@ func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
 	m := ledgerManager(t, ns)
-	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "4s"})
+	// The provider keeps it pending until the test has seen the deletion
+	// wait, however long that takes, then lets it succeed.
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomePending})
 	p = fixture.WaitPayment(t, env.Client, p, "created at the provider", func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" })
 	if p.Status.Phase.IsFinal() {
 		t.Fatalf("settled too early to test: %s", p.Status.Phase)
@@ -146,6 +148,9 @@ func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
 	held := fixture.GetPayment(t, env.Client, p)
 	if held.DeletionTimestamp.IsZero() || held.Status.Phase.IsFinal() {
 		t.Fatalf("want a deleted payment still waiting for its answer, got deletion %v phase %s", held.DeletionTimestamp, held.Status.Phase)
+	}
+	if err := s.SetOutcome(paysim.KukoPay, p.Status.ProviderPaymentID, paysim.Script{Outcome: paysim.OutcomeSucceed}); err != nil {
+		t.Fatal(err)
 	}
 	deleteAndWaitGone(t, held)
 	if n := len(m.Events.About("in-flight", "DeletionWaits")); n == 0 {
