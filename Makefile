@@ -18,8 +18,11 @@ STRIPE_MOCK_BIN ?= $(LOCALBIN)/stripe-mock
 STRIPE_MOCK ?= $(STRIPE_MOCK_BIN)
 export STRIPE_MOCK
 
-# Packages whose tests exercise concurrency run with the race detector.
-GO_TEST_FLAGS ?= -race -count=1
+# Packages whose tests exercise concurrency run with the race detector. The
+# envtest suites spend most of their time waiting on a control plane, so four
+# packages run at once (-p 4) and a package's parallel tests (the
+# controllers suite's, each in a namespace of its own) eight at a time.
+GO_TEST_FLAGS ?= -race -count=1 -p 4 -parallel 8
 GO_TEST_TIMEOUT ?= 20m
 FUZZTIME ?= 10s
 FUZZTIME_SHORT ?= 20000x
@@ -63,10 +66,30 @@ stripe-mock: ## Build stripe-mock (pinned in hack/stripemock) into bin/ unless S
 	else echo "using STRIPE_MOCK=$(STRIPE_MOCK)"; fi
 
 .PHONY: test
-test: verify vet envtest stripe-mock ## Verify, then run the unit and envtest suites (the Helm chart's module too), then a short run of every fuzz target.
-	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
-	cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...
+test: suites fuzz-short ## Verify, then run the unit and envtest suites (the Helm chart's module too), then a short run of every fuzz target.
+
+.PHONY: suites
+suites: verify vet envtest stripe-mock ## make test without its fuzz run: verify, vet, then the unit and envtest suites, the Helm chart's module beside the main one (its output after).
+	@mkdir -p $(LOCALBIN)
+	@echo "cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...  (beside the next one; its output follows it)"
+	@(cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...) >$(LOCALBIN)/helm-test.log 2>&1 & chart=$$!; \
+	echo "go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./..."; \
+	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...; main=$$?; \
+	wait $$chart; helm=$$?; cat $(LOCALBIN)/helm-test.log; \
+	test $$main = 0 && test $$helm = 0
+
+.PHONY: fuzz-short
+fuzz-short: ## make test's fuzz run: every provider header and event parser for FUZZTIME_SHORT executions.
 	hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/
+
+.PHONY: ci
+ci: suites ## What .ci/run runs: make test, then make soak with make test's fuzz run beside it at the lowest priority, on the CPU the soak leaves idle (docs/ci.md).
+	@mkdir -p $(LOCALBIN)
+	@echo "nice -n 19 make fuzz-short  (beside the soak; its output follows the soak's)"
+	@nice -n 19 $(MAKE) --no-print-directory fuzz-short >$(LOCALBIN)/fuzz-short.log 2>&1 & fuzz=$$!; \
+	$(MAKE) --no-print-directory soak; soak=$$?; \
+	wait $$fuzz; fuzzed=$$?; cat $(LOCALBIN)/fuzz-short.log; \
+	test $$soak = 0 && test $$fuzzed = 0
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).

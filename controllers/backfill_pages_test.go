@@ -34,9 +34,11 @@ import (
 // KukoPay and the generic API list oldest first: their cursor may follow each
 // stored page.
 func TestBackfillReadsEveryPageAfterALaterPageFails(t *testing.T) {
+	t.Parallel()
 	const total = 250
 	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderStripe, v1alpha1.ProviderPayPal, v1alpha1.ProviderKukoPay, v1alpha1.ProviderGeneric} {
 		t.Run(string(typ), func(t *testing.T) {
+			t.Parallel()
 			caps, _ := providers.Lookup(string(typ))
 			newestFirst := caps.EventsNewestFirst
 			base := time.Now().Add(-time.Hour).Truncate(time.Second)

@@ -32,6 +32,7 @@ import (
 // queries are out of the picture (one 1h step): the events-API backfill alone
 // brings every payment to its final phase, and applies each event once.
 func TestBackfillAloneSettlesPaymentsWhenEveryWebhookIsLost(t *testing.T) {
+	t.Parallel()
 	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderKukoPay, v1alpha1.ProviderGeneric} {
 		t.Run(string(typ), func(t *testing.T) {
 			t.Parallel()
@@ -149,6 +150,7 @@ func TestBackfillAloneSettlesPaymentsWhenEveryWebhookIsLost(t *testing.T) {
 // arrives first, the inbox keeps one WebhookEvent and the payment makes one
 // transition.
 func TestWebhookAndBackfillCopiesOfOneEventAreOne(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name          string
 		webhookFirst  bool
@@ -158,6 +160,7 @@ func TestWebhookAndBackfillCopiesOfOneEventAreOne(t *testing.T) {
 		{name: "backfill copy first, then webhook", webhookFirst: false, wantStoredVia: v1alpha1.ViaBackfill},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s := fixture.StartSim(t, paysim.Options{})
 			ns := fixture.Namespace(t, env.Client, "pay")
 			prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "acct", Sim: s, Quiet: true, Spec: func(spec *v1alpha1.PaymentProviderSpec) {
@@ -221,6 +224,7 @@ func TestWebhookAndBackfillCopiesOfOneEventAreOne(t *testing.T) {
 // the middle of a page leaves the cursor where it was, so the next run reads
 // the page again: nothing is missed and nothing is applied twice.
 func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
+	t.Parallel()
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	// The simulator's clock, moved by the test so every event gets a
 	// distinct, known time.
@@ -338,6 +342,7 @@ func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
 // new value replays again. PayPal's events list (issue 22 point 8) is read
 // the same way.
 func TestBackfillFromAnnotationRunsOnce(t *testing.T) {
+	t.Parallel()
 	base := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
 	clk := clocktesting.NewFakeClock(base)
 	s := fixture.StartSim(t, paysim.Options{Now: clk.Now})

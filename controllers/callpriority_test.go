@@ -10,6 +10,7 @@ import (
 // Only a status query on its schedule waits behind other calls; the look-up
 // of an operation's outcome is part of the money call it looks up.
 func TestCallPriority(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		action    payment.Action
 		scheduled bool

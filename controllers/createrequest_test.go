@@ -13,6 +13,7 @@ import (
 // the adapters compute every time-dependent parameter from it and a retry of the
 // create is the same request whenever it is sent.
 func TestCreateRequestCarriesTheCreateMarkersTime(t *testing.T) {
+	t.Parallel()
 	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	marked := metav1.NewTime(created.Add(3 * time.Second))
 	p := &v1alpha1.Payment{

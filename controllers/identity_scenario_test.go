@@ -129,6 +129,7 @@ func deleteAll(t *testing.T, ns string, objs ...client.Object) {
 // deleted and re-created from the manifests without status. paysim's books
 // show no second create, capture or refund, and every object ends as it was.
 func TestOrderIdentityAcrossDeletesRetentionAndRestores(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
 	s := fixture.StartSim(t, paysim.Options{})
 	types := []v1alpha1.ProviderType{v1alpha1.ProviderKukoPay, v1alpha1.ProviderPayPal, v1alpha1.ProviderGeneric, v1alpha1.ProviderStripe}

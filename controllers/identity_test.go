@@ -47,8 +47,10 @@ func deleteAndWaitGone(t *testing.T, obj client.Object) {
 // adopts its earlier outcome from the ledger: the same phase, ids and
 // amounts, and no second create or refund at the provider.
 func TestDeletedAndReappliedObjectsAdoptTheirOutcome(t *testing.T) {
+	t.Parallel()
 	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderKukoPay, v1alpha1.ProviderPayPal, v1alpha1.ProviderGeneric, v1alpha1.ProviderStripe} {
 		t.Run(string(typ), func(t *testing.T) {
+			t.Parallel()
 			ns := fixture.Namespace(t, env.Client, "identity")
 			s := fixture.StartSim(t, paysim.Options{})
 			fixture.CreateProvider(t, env.Client, refundProvider(ns, typ, s))
@@ -127,11 +129,14 @@ func sameMoney(a, b *v1alpha1.Money) bool {
 // is not known stays (its finalizer), says why in an Event, is driven on to
 // its final answer and only then goes, remembered in the ledger.
 func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
 	m := ledgerManager(t, ns)
-	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "4s"})
+	// The provider keeps it pending until the test has seen the deletion
+	// wait, however long that takes, then lets it succeed.
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomePending})
 	p = fixture.WaitPayment(t, env.Client, p, "created at the provider", func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" })
 	if p.Status.Phase.IsFinal() {
 		t.Fatalf("settled too early to test: %s", p.Status.Phase)
@@ -143,6 +148,9 @@ func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
 	held := fixture.GetPayment(t, env.Client, p)
 	if held.DeletionTimestamp.IsZero() || held.Status.Phase.IsFinal() {
 		t.Fatalf("want a deleted payment still waiting for its answer, got deletion %v phase %s", held.DeletionTimestamp, held.Status.Phase)
+	}
+	if err := s.SetOutcome(paysim.KukoPay, p.Status.ProviderPaymentID, paysim.Script{Outcome: paysim.OutcomeSucceed}); err != nil {
+		t.Fatal(err)
 	}
 	deleteAndWaitGone(t, held)
 	if n := len(m.Events.About("in-flight", "DeletionWaits")); n == 0 {
@@ -165,6 +173,7 @@ func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
 // looked up at the provider by merchant reference and adopted: no second
 // create.
 func TestRestoredCopyIsLookedUpBeforeCreate(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -203,6 +212,7 @@ func TestRestoredCopyIsLookedUpBeforeCreate(t *testing.T) {
 // written to the ledger by retention before it deletes it, so its manifest
 // applied again adopts the outcome instead of creating again.
 func TestRetentionRemembersPaymentsWithoutTheFinalizer(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderGeneric, s))
@@ -239,6 +249,7 @@ func TestRetentionRemembersPaymentsWithoutTheFinalizer(t *testing.T) {
 // operator's cancel is acted on, the authorization voided at the provider,
 // and the payment goes.
 func TestADeletedAuthorizedPaymentCanStillBeCanceled(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 0)
 	ns := fixture.Namespace(t, env.Client, "identity")
@@ -273,6 +284,7 @@ func TestADeletedAuthorizedPaymentCanStillBeCanceled(t *testing.T) {
 // unsettled with a Warning Event, and its manifest applied again sends
 // nothing and waits for review.
 func TestANamespaceDeletedWithMoneyInFlightDoesNotHang(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))

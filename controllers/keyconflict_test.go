@@ -20,6 +20,7 @@ import (
 // (and found), a conflicting Payment whose reference finds nothing keeps waiting, and
 // meanwhile the provider stays Ready and its other payments go through.
 func TestKeyConflictConcernsOneCall(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})

@@ -19,6 +19,7 @@ import (
 	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/test/harness"
 )
 
 // Issue 13: the checkout lifecycle (SPEC §11.5) end to end, against paysim
@@ -121,6 +122,7 @@ func wantNoReview(t *testing.T, p *v1alpha1.Payment) {
 // status query is due for an hour) makes the manager capture: once. It also
 // measures what one such payment costs in provider calls and status writes.
 func TestPayPalApprovalByWebhookIsCapturedOnce(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 0)
 	ns := fixture.Namespace(t, env.Client, "checkout")
@@ -128,6 +130,21 @@ func TestPayPalApprovalByWebhookIsCapturedOnce(t *testing.T) {
 	receiverWrites := &fixture.Writes{}
 	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{WrapClient: receiverWrites.Wrap})
 	fixture.DeliverWebhooks(t, s, rcv, prov)
+	// paysim sends PAYMENT.CAPTURE.COMPLETED as soon as it has captured; on
+	// a busy machine the receiver could apply it before the manager stores
+	// the capture's own answer. It is held back until the payment is
+	// Succeeded, so the answer is what settles it.
+	hop, err := harness.NewRecorder(rcv.URL, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hop.Close)
+	captured := hop.Hold(func(_ *http.Request, body []byte) bool {
+		return strings.Contains(string(body), "PAYMENT.CAPTURE.COMPLETED")
+	}, fixture.Timeout)
+	if err := s.SetWebhookTarget(paysim.PayPal, hop.URL+"/webhooks/"+ns+"/"+prov.Name); err != nil {
+		t.Fatal(err)
+	}
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox))
 	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
 		Payment:       fixture.Payment{Namespace: ns, Name: "by-webhook", Provider: prov.Name},
@@ -148,6 +165,7 @@ func TestPayPalApprovalByWebhookIsCapturedOnce(t *testing.T) {
 	}
 
 	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, fixture.Timeout)
+	captured.Release(true)
 	approved := fixture.SimEvent(t, s, v1alpha1.ProviderPayPal, id)
 	if approved.Type != "CHECKOUT.ORDER.APPROVED" {
 		t.Fatalf("paysim's first event of %s is %s", id, approved.Type)
@@ -209,6 +227,7 @@ func eventResults(evs []v1alpha1.WebhookEvent) string {
 // the payer's approval is learned by a status query, and the capture that
 // follows is made once.
 func TestPayPalApprovalByStatusQueryIsCapturedOnce(t *testing.T) {
+	t.Parallel()
 	var hits atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
 	t.Cleanup(target.Close)
@@ -247,6 +266,7 @@ func TestPayPalApprovalByStatusQueryIsCapturedOnce(t *testing.T) {
 // AmountMismatch review); one above the authorized amount is refused with a
 // Warning Event and no call.
 func TestPayPalManualCapture(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 0)
 	ns := fixture.Namespace(t, env.Client, "checkout")
@@ -351,6 +371,7 @@ func TestPayPalManualCapture(t *testing.T) {
 // is not a lookup of the capture's outcome (operation.requestedAt is stored
 // to the second; the query's time to the microsecond).
 func TestCaptureAfterACrashLooksTheOutcomeUpFirst(t *testing.T) {
+	t.Parallel()
 	for _, approval := range []string{"query", "webhook"} {
 		for _, tc := range []struct {
 			name  string
@@ -373,6 +394,7 @@ func TestCaptureAfterACrashLooksTheOutcomeUpFirst(t *testing.T) {
 			want: "token get", source: v1alpha1.SourceStatusQuery,
 		}} {
 			t.Run("approved by "+approval+", "+tc.name, func(t *testing.T) {
+				t.Parallel()
 				s := fixture.StartSim(t, paysim.Options{})
 				payersWait(t, s, paysim.PayPal, 0)
 				ns := fixture.Namespace(t, env.Client, "checkout")
@@ -433,6 +455,7 @@ func TestCaptureAfterACrashLooksTheOutcomeUpFirst(t *testing.T) {
 // without capturing, the order is found still approved and the capture is
 // repeated with the same key, taking effect once.
 func TestCaptureWithoutAnAnswerIsLookedUpFirst(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		faults paysim.Faults
@@ -454,6 +477,7 @@ func TestCaptureWithoutAnAnswerIsLookedUpFirst(t *testing.T) {
 		want: "capture get get capture", calls: 1, source: v1alpha1.SourceCapture,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s := fixture.StartSim(t, paysim.Options{Faults: tc.faults})
 			payersWait(t, s, paysim.PayPal, 0)
 			ns := fixture.Namespace(t, env.Client, "checkout")
@@ -493,6 +517,7 @@ func TestCaptureWithoutAnAnswerIsLookedUpFirst(t *testing.T) {
 // takes no money without the merchant's); a payment that took the money is
 // not canceled: a Warning Event points at a Refund, and nothing is called.
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 0)
 	ns := fixture.Namespace(t, env.Client, "checkout")
@@ -574,6 +599,7 @@ func TestCancel(t *testing.T) {
 // it creates an order nobody can pay) and that order is canceled, instead of
 // the payment being parked in Unknown/CreateOutcomeUnknown.
 func TestCancelWhileACheckoutCreateIsUnknown(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 0)
 	ns := fixture.Namespace(t, env.Client, "checkout")
@@ -602,6 +628,7 @@ func TestCancelWhileACheckoutCreateIsUnknown(t *testing.T) {
 // has PayPal's VOIDED); a status query finds it and the payment is Expired
 // with reason AuthorizationExpired.
 func TestAuthorizationExpiresUncaptured(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	payersWait(t, s, paysim.PayPal, 200*time.Second) // 2s here
 	ns := fixture.Namespace(t, env.Client, "checkout")
@@ -632,6 +659,7 @@ func TestAuthorizationExpiresUncaptured(t *testing.T) {
 // (requires_capture: phase Authorized, waiting for the capture), and the
 // capture annotation takes the money once.
 func TestKukoPayCheckoutAndManualCapture(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	ns := fixture.Namespace(t, env.Client, "checkout")
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: payerSchedule})

@@ -26,6 +26,7 @@ import (
 var fast = []string{"150ms", "150ms", "150ms", "300ms", "300ms", "300ms"}
 
 func TestHappyPath(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
@@ -69,6 +70,7 @@ func TestHappyPath(t *testing.T) {
 // (the create), three Payment status writes (the marker, the create's
 // answer, the webhook's Succeeded), no status query, nothing after.
 func TestHappyPathWebhookFirst(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	const secret = "happy-path-signing-secret"
 	s := fixture.StartSim(t, paysim.Options{WebhookSecrets: map[string][][]byte{paysim.KukoPay: {[]byte(secret)}}})
@@ -104,6 +106,7 @@ func TestHappyPathWebhookFirst(t *testing.T) {
 // create with the same idempotency key: the provider replays its first
 // answer, so there is one payment.
 func TestCrashBetweenCreateAndStatusWriteDoesNotChargeTwice(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
@@ -135,6 +138,7 @@ func TestCrashBetweenCreateAndStatusWriteDoesNotChargeTwice(t *testing.T) {
 // status write failed (the manager lives on), the kept answer is stored on
 // the retry; the provider is not called a second time.
 func TestFailedWriteOfACreateAnswerStoresItWithoutCallingAgain(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
@@ -156,6 +160,7 @@ func TestFailedWriteOfACreateAnswerStoresItWithoutCallingAgain(t *testing.T) {
 }
 
 func TestKeyWindowPassedWithoutRecordNeedsReview(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast, KeyWindow: "1h"})
@@ -183,6 +188,7 @@ func TestKeyWindowPassedWithoutRecordNeedsReview(t *testing.T) {
 }
 
 func TestKeyWindowPassedAdoptsThePaymentFoundByReference(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast, KeyWindow: "1h"})
@@ -219,6 +225,7 @@ func TestKeyWindowPassedAdoptsThePaymentFoundByReference(t *testing.T) {
 // answers do, so the payment runs out of its schedule after exactly one
 // answer per step however many calls failed in between.
 func TestFailingQueriesNeverFailThePayment(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	schedule := []string{"100ms", "100ms", "100ms", "100ms", "100ms", "100ms", "100ms", "100ms"}
@@ -281,13 +288,18 @@ func TestFailingQueriesNeverFailThePayment(t *testing.T) {
 // again no sooner than its Retry-After, and the payment keeps its place in
 // the schedule.
 func TestRetryAfterIsHonoured(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"50ms", "50ms", "50ms"}, Failures: 100})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	// Every status query is throttled from the start (the create goes
+	// through), so no answer can land between the create and the 429s
+	// however slowly the test runs; the provider moves the payment to
+	// processing after 1 s, which paywarden must not learn.
+	s.SetFaults(paysim.Faults{TooManyRequestsRate: 1, RetryAfter: time.Second, Operations: []string{paysim.OpGet}})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "throttled", Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s"})
 	fixture.Eventually(t, 10*time.Second, "the payment to exist at the provider", func() bool { return fixture.GetPayment(t, env.Client, p).Status.ProviderPaymentID != "" })
-	s.SetFaults(paysim.Faults{TooManyRequestsRate: 1, RetryAfter: time.Second})
 	before := fixture.GetPayment(t, env.Client, p).Status.Query.Attempts
 	fixture.Eventually(t, 20*time.Second, "four throttled queries", func() bool {
 		n := 0
@@ -317,6 +329,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 }
 
 func TestExhaustedScheduleStopsQuerying(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "100ms", "100ms"}})
@@ -345,6 +358,7 @@ func TestExhaustedScheduleStopsQuerying(t *testing.T) {
 }
 
 func TestRestartContinuesTheSchedule(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "3s", "3s", "3s"}})
@@ -381,6 +395,7 @@ func TestRestartContinuesTheSchedule(t *testing.T) {
 }
 
 func TestRateLimitBoundsProviderCalls(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("200 payments at 10 qps take about 20 s")
 	}
@@ -427,6 +442,7 @@ func TestRateLimitBoundsProviderCalls(t *testing.T) {
 }
 
 func TestCircuitBreakerDefersWithoutConsumingAttempts(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	schedule := make([]string, 10)
@@ -478,6 +494,7 @@ func TestCircuitBreakerDefersWithoutConsumingAttempts(t *testing.T) {
 }
 
 func TestUnpaidCloseOut(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h", "1h"}})
@@ -508,6 +525,7 @@ func TestUnpaidCloseOut(t *testing.T) {
 }
 
 func TestTrackedPaymentNeverCreates(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
@@ -535,6 +553,7 @@ func TestTrackedPaymentNeverCreates(t *testing.T) {
 }
 
 func TestAmountMismatchThenOperatorActions(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
@@ -603,6 +622,7 @@ func TestAmountMismatchThenOperatorActions(t *testing.T) {
 }
 
 func TestSettledPaymentIsNeverRewritten(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})

@@ -52,6 +52,7 @@ func unresolvedCreate(t *testing.T, p *v1alpha1.Payment) {
 // payment in Unknown/CreateOutcomeUnknown whose lookup finds nothing used to
 // requeue every 10 ms, spending the provider's whole rate limit on searches.
 func TestRequeryOfAnUnresolvedCreateLooksUpOnce(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "100ms"}, KeyWindow: "1h", QPS: 100, Burst: 100})
@@ -82,6 +83,7 @@ func TestRequeryOfAnUnresolvedCreateLooksUpOnce(t *testing.T) {
 // TestRequeryFindsTheLostPaymentAndFollowsIt: the variant where the lookup
 // finds the payment still pending — its id is recorded and its schedule runs.
 func TestRequeryFindsTheLostPaymentAndFollowsIt(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "100ms", "100ms"}, KeyWindow: "1h"})
@@ -107,9 +109,11 @@ func TestRequeryFindsTheLostPaymentAndFollowsIt(t *testing.T) {
 // still holds the old one. The reconciler must neither panic nor call the
 // provider nor write the old object's decisions onto the new one.
 func TestRecreatedPaymentIsNeverDecidedOnFromTheOldObject(t *testing.T) {
+	t.Parallel()
 	for _, marked := range []bool{true, false} {
 		name := map[bool]string{true: "old-marked", false: "old-unmarked"}[marked]
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ns := fixture.Namespace(t, env.Client, "pay")
 			s := fixture.StartSim(t, paysim.Options{})
 			fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s})
@@ -157,6 +161,7 @@ func TestRecreatedPaymentIsNeverDecidedOnFromTheOldObject(t *testing.T) {
 // again on every retry. The answer is kept and stored once writes work,
 // after an exponential per-payment backoff, without another call.
 func TestAnUnstoredAnswerIsNotAskedForAgain(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	var blocked atomic.Bool
@@ -191,6 +196,7 @@ func TestAnUnstoredAnswerIsNotAskedForAgain(t *testing.T) {
 // PaymentProvider shows Ready=False with the reason and an Event, and once
 // the key is fixed the same payment is created.
 func TestRefusedConfigurationIsNotAVerdict(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{KukoPayAPIKey: "sk_live"})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerProvider))
@@ -229,6 +235,7 @@ func TestRefusedConfigurationIsNotAVerdict(t *testing.T) {
 // cannot be checked at admission (it spans objects), so the newer Payment is
 // not created at the provider and waits in Unknown/DuplicatePayment.
 func TestSharedMerchantReferenceCreatesOnce(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}})
@@ -261,6 +268,7 @@ func TestSharedMerchantReferenceCreatesOnce(t *testing.T) {
 // not created at the provider, which would answer it with the first one's
 // payment, and waits in Unknown/DuplicatePayment naming the first.
 func TestSharedIdempotencyKeyCreatesOnce(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}})

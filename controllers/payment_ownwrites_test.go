@@ -11,6 +11,7 @@ import (
 )
 
 func TestPaymentNewsIgnoresTheReconcilersOwnWrites(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	payment := func(rv string, phase v1alpha1.PaymentPhase, id string) *v1alpha1.Payment {
 		return &v1alpha1.Payment{
@@ -48,6 +49,7 @@ func TestPaymentNewsIgnoresTheReconcilersOwnWrites(t *testing.T) {
 }
 
 func TestOwnWritesForgetsOldEntries(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	own := &ownWrites{}
 	own.add("a", "1", now)

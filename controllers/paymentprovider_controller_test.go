@@ -33,6 +33,7 @@ func providerObject(ns, name string, typ v1alpha1.ProviderType, credentials stri
 }
 
 func TestProviderValidation(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerProvider))
 
@@ -136,6 +137,7 @@ func TestProviderValidation(t *testing.T) {
 }
 
 func TestProviderFollowsSecretsWithoutRestart(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerProvider))
 	ctx := context.Background()

@@ -55,6 +55,7 @@ var heldSchedule = []string{"200ms", "200ms", "200ms", "200ms", "200ms", "1h"}
 // (OrderExpired) on its next read, and one an operator cancels after that is
 // Expired too, without a CancelRefused: neither needs review.
 func TestPayPalOrderNobodyCompletedEndsExpired(t *testing.T) {
+	t.Parallel()
 	clk := &shiftedClock{}
 	s, prov := startPayPal(t, clk, "expiry", []string{"200ms", "1h"})
 	ns := prov.Namespace
@@ -115,6 +116,7 @@ func simEventOf(t *testing.T, s *fixture.Sim, typ, id string) paysim.EventRecord
 // payment nobody canceled, at its authorizationExpiresAt, it makes the
 // payment Expired with reason AuthorizationExpired, not Canceled.
 func TestPayPalAuthorizationVoidedAtItsEndIsExpired(t *testing.T) {
+	t.Parallel()
 	clk := &shiftedClock{}
 	s, prov := startPayPal(t, clk, "voided", heldSchedule)
 	ns := prov.Namespace
@@ -150,6 +152,7 @@ func TestPayPalAuthorizationVoidedAtItsEndIsExpired(t *testing.T) {
 // again, the manager captures again with a key of its own, and the money is
 // taken once.
 func TestPayPalInstrumentDeclinedWaitsForThePayerAgain(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	if err := s.Script(paysim.Rule{Provider: paysim.PayPal, Script: paysim.Script{Outcome: paysim.OutcomeAbandon, CaptureOutcome: paysim.OutcomeInstrumentDeclined}}); err != nil {
 		t.Fatal(err)
@@ -194,6 +197,7 @@ func TestPayPalInstrumentDeclinedWaitsForThePayerAgain(t *testing.T) {
 // passes uncaptured it says so: FundsGuaranteed=False (HonorPeriodEnded) and a
 // Warning Event naming the authorization's end.
 func TestPayPalFundsGuaranteedForTheHonorPeriod(t *testing.T) {
+	t.Parallel()
 	clk := &shiftedClock{}
 	s, prov := startPayPal(t, clk, "honor", heldSchedule)
 	ns := prov.Namespace
@@ -237,6 +241,7 @@ func TestPayPalFundsGuaranteedForTheHonorPeriod(t *testing.T) {
 // refunded). The webhook settles its payment Expired with PayPal's reason, no
 // review.
 func TestPayPalApprovalReversedEndsExpired(t *testing.T) {
+	t.Parallel()
 	s, prov := startPayPal(t, nil, "reversed", heldSchedule)
 	ns := prov.Namespace
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox))

@@ -24,6 +24,7 @@ import (
 // new payment's create takes the next token, not the last one, and its
 // create marker is never left standing for a call that waited.
 func TestCreateGoesAheadOfScheduledQueries(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
@@ -68,6 +69,7 @@ func queryBacklog(t *testing.T, m *fixture.Manager, s *fixture.Sim, prov *v1alph
 // end Expired ("nothing was sent"), never Unknown with CreateOutcomeUnknown
 // (a human asked to check a create that never left the process).
 func TestRateLimitedCreateIsNeverCreateOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
@@ -117,6 +119,7 @@ func reviewOf(p *v1alpha1.Payment) string {
 // goes out. The manager's cache has the settled copy by then: the query is
 // not sent.
 func TestNoQueryForAPaymentSeenSettled(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Quiet: true})
@@ -186,6 +189,7 @@ func settle(t *testing.T, cache client.Reader, key client.ObjectKey) *v1alpha1.P
 // status queries it takes the next token, and a one-off replay completes at
 // once instead of being deferred behind half a minute of queries.
 func TestBackfillGoesAheadOfScheduledQueries(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
@@ -203,6 +207,7 @@ func TestBackfillGoesAheadOfScheduledQueries(t *testing.T) {
 // settled, its payment is read back from the provider (its cumulative
 // refunded total) ahead of the status queries that drain the bucket.
 func TestRefundReadsItsPaymentBackAheadOfScheduledQueries(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 2, Burst: 1})
@@ -223,6 +228,7 @@ func TestRefundReadsItsPaymentBackAheadOfScheduledQueries(t *testing.T) {
 // one probe and the marker write fails, the probe is handed back, so the
 // next attempt probes instead of waiting behind a probe that never went out.
 func TestAProbeWhoseMarkerWriteFailedIsHandedBack(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, Failures: 1, OpenFor: "300ms"})
@@ -255,6 +261,7 @@ func TestAProbeWhoseMarkerWriteFailedIsHandedBack(t *testing.T) {
 // the call: the reconcile that stored the marker knows nothing was sent, so
 // the payment ends Expired with nothing sent, not CreateOutcomeUnknown.
 func TestExpiryBetweenTheCreateMarkerAndTheCallSendsNothing(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}})
@@ -292,6 +299,7 @@ func TestExpiryBetweenTheCreateMarkerAndTheCallSendsNothing(t *testing.T) {
 // the reconcile plans again. The create left the process: it is looked up
 // and found, never declared "nothing was sent".
 func TestACreateThatWentOutIsNeverDeclaredUnsent(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	s.SetFaults(paysim.Faults{LostResponseRate: 1, Operations: []string{paysim.OpCreate}})

@@ -127,6 +127,7 @@ func TestManagerRunsWithTheShippedRBAC(t *testing.T) {
 // aggregated here; the roles are bound directly (test/config checks their
 // aggregation labels).
 func TestTenantRoles(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	if err := env.ApplyShippedRBAC(ctx); err != nil {
 		t.Fatal(err)

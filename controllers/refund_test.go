@@ -186,8 +186,10 @@ func (c *conflicts) get() (payment, refund int) {
 // refund is one refund call at the provider. The cost of a refund (calls,
 // writes) is logged.
 func TestRefundHappyPathPerProviderType(t *testing.T) {
+	t.Parallel()
 	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderKukoPay, v1alpha1.ProviderPayPal, v1alpha1.ProviderGeneric, v1alpha1.ProviderStripe} {
 		t.Run(string(typ), func(t *testing.T) {
+			t.Parallel()
 			ns := fixture.Namespace(t, env.Client, "refund")
 			s := fixture.StartSim(t, paysim.Options{})
 			fixture.CreateProvider(t, env.Client, refundProvider(ns, typ, s))
@@ -295,6 +297,7 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 // is stored). The next manager finds the marker without a refund id and
 // calls again with the same idempotency key: one refund at the provider.
 func TestRefundCrashAroundTheRefundCallRefundsOnce(t *testing.T) {
+	t.Parallel()
 	isMarker := func(w fixture.Write) bool {
 		rf, ok := w.Object.(*v1alpha1.Refund)
 		return ok && w.Status() && rf.Status.CreateRequestedAt != nil && rf.Status.ProviderRefundID == ""
@@ -379,6 +382,7 @@ func TestRefundCrashAroundTheRefundCallRefundsOnce(t *testing.T) {
 // answer came back but storing it failed (the API server went away): the
 // retry stores the kept answer; the provider is not asked again.
 func TestFailedWriteOfARefundAnswerStoresItWithoutCallingAgain(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -405,6 +409,7 @@ func TestFailedWriteOfARefundAnswerStoresItWithoutCallingAgain(t *testing.T) {
 // retries with the same key, and paysim replays the first answer: one
 // refund.
 func TestRefundLostAnswerIsRetriedWithTheSameKey(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
 	sim := fixture.StartSim(t, paysim.Options{})
 	s := sim.FaultOnce(t, paysim.Faults{LostResponseRate: 1, Operations: []string{paysim.OpRefund}}, func(r *http.Request) bool {
@@ -439,6 +444,7 @@ func TestRefundLostAnswerIsRetriedWithTheSameKey(t *testing.T) {
 // received, or in another currency, is Failed with OverRefund without any
 // call to the provider, with a Warning Event; the payment is untouched.
 func TestOverRefundIsRefusedBeforeAnyCall(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -491,6 +497,7 @@ func TestOverRefundIsRefusedBeforeAnyCall(t *testing.T) {
 // (OverRefund) before any call, the earlier one succeeds, and the provider
 // never refunds more than the amount. Three payments, three races.
 func TestConcurrentRefundsNeverRefundMoreThanReceived(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -520,6 +527,7 @@ func TestConcurrentRefundsNeverRefundMoreThanReceived(t *testing.T) {
 // twice, and goes as soon as the first settles: the first's change wakes it,
 // the payment not having changed.
 func TestARefundWaitsWhileTheProviderTotalMayCountOneInFlight(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -588,6 +596,9 @@ func TestARefundWaitsWhileTheProviderTotalMayCountOneInFlight(t *testing.T) {
 // stop the over-refund. The refund controller decides one unsent Refund of
 // a payment at a time, on the Refunds as the API server has them: pair-a
 // waits for pair-b's marker, sees it, and is refused before any call.
+//
+// Not parallel: pair-b's reconcile must reach its held write within the
+// second both creates fall into, which a busy control plane can miss.
 func TestConcurrentRefundsCreatedOutOfNameOrderWithinASecond(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund")
 	s := fixture.StartSim(t, paysim.Options{})
@@ -662,6 +673,7 @@ func TestConcurrentRefundsCreatedOutOfNameOrderWithinASecond(t *testing.T) {
 // refund controller, started afterwards, makes no second refund, and a
 // Refund of the rest counts the settled one.
 func TestRefundEventBeforeItsRefundIsSeenIsAppliedOnceItIs(t *testing.T) {
+	t.Parallel()
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox)
 	o.PendingGrace = time.Second
 	var lagging atomic.Bool
@@ -780,6 +792,7 @@ func (r laggingRefunds) List(ctx context.Context, list client.ObjectList, opts .
 // answer or later, fails the Refund with the provider's failure code and a
 // Warning Event; the payment keeps its money (phase, refunded total).
 func TestRefundFailedAtTheProvider(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -844,6 +857,7 @@ func TestRefundFailedAtTheProvider(t *testing.T) {
 // is refused before any call, and one without an amount refunds exactly
 // what is left.
 func TestDashboardRefundIsCountedOnce(t *testing.T) {
+	t.Parallel()
 	const secret = "whsec_dashboard"
 	ns := fixture.Namespace(t, env.Client, "refund")
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund, controllers.ControllerInbox)
@@ -915,6 +929,7 @@ func TestDashboardRefundIsCountedOnce(t *testing.T) {
 // the provider and goes once the payment succeeds; a Refund of a payment
 // that failed is Failed with PaymentNotPaid.
 func TestRefundWaitsForItsPayment(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -976,6 +991,7 @@ func TestRefundWaitsForItsPayment(t *testing.T) {
 // with blockOwnerDeletion, so the garbage collector (not run by envtest)
 // deletes them with it.
 func TestRetentionKeepsAPaymentWhileItsRefundsAreInFlight(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -1027,6 +1043,7 @@ func TestRetentionKeepsAPaymentWhileItsRefundsAreInFlight(t *testing.T) {
 // The new r1 sends its own refund, with its own key, and ends Succeeded
 // with 300: paysim made two refunds, 500 and 300, none twice.
 func TestARecreatedRefundIsNotSettledByItsPredecessorsEvent(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -1119,6 +1136,7 @@ func TestARecreatedRefundIsNotSettledByItsPredecessorsEvent(t *testing.T) {
 // effort: the payment is read again (on its backoff) until its total counts
 // the Refund, then never again.
 func TestARefundThatSettlesAlwaysMovesItsPaymentsTotal(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
 	m := refundManager(t, ns)
 	var armed atomic.Bool
@@ -1165,6 +1183,7 @@ func TestARefundThatSettlesAlwaysMovesItsPaymentsTotal(t *testing.T) {
 // (RefundReversed), its Payment reads the lower figure and returns to
 // Succeeded, and a new Refund of that money is made, not refused OverRefund.
 func TestAStripeRefundThatFailsAfterSucceedingFreesItsMoney(t *testing.T) {
+	t.Parallel()
 	const secret = "whsec_reversal"
 	ns := fixture.Namespace(t, env.Client, "refund")
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund, controllers.ControllerInbox)

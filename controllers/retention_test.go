@@ -86,6 +86,7 @@ func remaining(t *testing.T, ns string) []string {
 // clock: only final payments past retention.finalPayments since their last
 // change go, and never one that needs review.
 func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	now := time.Now().Truncate(time.Second)
 	clk := clocktesting.NewFakePassiveClock(now)
@@ -154,6 +155,7 @@ func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
 // the Refund was applied a moment ago (retention asks the API server, not a
 // cache that may not hold it yet); once the Refund is final the payment goes.
 func TestRetentionKeepsAPaymentWithARefundInFlight(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	now := time.Now().Truncate(time.Second)
 	keep := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "keeps-1h", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
@@ -212,6 +214,7 @@ func TestRetentionKeepsAPaymentWithARefundInFlight(t *testing.T) {
 // is deleted when its own retention passes, one under review stays, and a
 // provider that starts keeping less applies it to payments settled before.
 func TestRetentionControllerWaitsForEachPayment(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	short := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "short", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
 		s.Retention.FinalPayments = fixture.Duration("1s")

@@ -33,6 +33,7 @@ import (
 // no requeues of its own), and holds each request until the test has seen the
 // metric, so what it reconciles was enqueued by the sweep.
 func TestSweepReenqueuesPaymentsWhoseRequeueWasLost(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	ns := fixture.Namespace(t, env.Client, "pay")
 
@@ -147,6 +148,7 @@ func TestSweepReenqueuesPaymentsWhoseRequeueWasLost(t *testing.T) {
 // sweep reports them in one Event per provider and sweep, naming the
 // longest-waiting few, not one Event per payment.
 func TestSweepReportsManyOverduePaymentsInOneEvent(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{})
 	ns := fixture.Namespace(t, env.Client, "pay")
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerSweep))

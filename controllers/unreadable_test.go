@@ -39,6 +39,7 @@ func neverFailed(p *v1alpha1.Payment) bool {
 // reference, "Idempotent requests") and the payment ends Succeeded, with one
 // PaymentIntent at Stripe.
 func TestUnreadableAnswerToACreateIsLookedUpNotFailed(t *testing.T) {
+	t.Parallel()
 	s, ns := garbledStripe(t, paysim.OpCreate, "/v1/payment_intents")
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order", Provider: string(v1alpha1.ProviderStripe), Amount: 1999})
 	got := fixture.WaitPayment(t, env.Client, p, "final", func(p *v1alpha1.Payment) bool { return p.Status.Phase.IsFinal() })
@@ -59,6 +60,7 @@ func TestUnreadableAnswerToACreateIsLookedUpNotFailed(t *testing.T) {
 // money would look refundable again): it is repeated with its key, gets the
 // refund Stripe made and ends Succeeded; Stripe made one refund.
 func TestUnreadableAnswerToARefundDoesNotFailIt(t *testing.T) {
+	t.Parallel()
 	s, ns := garbledStripe(t, paysim.OpRefund, "/v1/refunds")
 	p := paidPayment(t, ns, string(v1alpha1.ProviderStripe), "order", 1999)
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "rf", Payment: p.Name, Amount: 500})

@@ -170,6 +170,7 @@ func TestWebhookBundlesFollowProvidersAndSecrets(t *testing.T) {
 // refused instead of starting an informer that would copy every Secret; and
 // the SecretReader holds the data of referenced Secrets only.
 func TestManagerCacheHoldsNoUnrelatedSecretData(t *testing.T) {
+	t.Parallel()
 	m := fixture.StartManager(t, env, "", withBundles())
 	ctx := context.Background()
 	ns := fixture.Namespace(t, env.Client, "pay")

@@ -72,6 +72,7 @@ func flushInboxProcessor(t *testing.T, ns string) {
 }
 
 func TestWebhookEventProcessor(t *testing.T) {
+	t.Parallel()
 	// The inbox processor on a manager of its own over every namespace, as
 	// the manager process runs it, next to a receiver on its own manager.
 	// One worker makes its queue FIFO, which flushInboxProcessor relies on.

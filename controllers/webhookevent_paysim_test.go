@@ -46,6 +46,14 @@ func (h *lossyHop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r)
 }
 
+// Lost is how many attempts the hop has failed so far (paysim may still be
+// retrying while the test reads it).
+func (h *lossyHop) Lost() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lost
+}
+
 // scripted is one payment and where paysim's script takes it.
 type scripted struct {
 	kind  string
@@ -63,6 +71,7 @@ type scripted struct {
 // same inbox. Every payment ends in its scripted phase, with one transition
 // per applied event and one WebhookEvent per provider event.
 func TestPaysimDeliveryWithFaults(t *testing.T) {
+	t.Parallel()
 	const secret = "whsec_cGF5c2ltLWZhdWx0cy1zZWNyZXQ=" // base64("paysim-faults-secret")
 	o := fixture.Run(controllers.ControllerInbox)
 	o.PendingGrace, o.InboxMaxConcurrentReconciles = 2*time.Second, 4
@@ -171,8 +180,8 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 			fmt.Sprintf("%+v", c)
 	})
 	c := sim.Counters().WebhooksByProvider[paysim.Generic]
-	if c.Dropped == 0 || c.Duplicated == 0 || c.Reordered == 0 || hop.lost == 0 {
-		t.Fatalf("faults not exercised: %+v, lost by the hop %d", c, hop.lost)
+	if lost := hop.Lost(); c.Dropped == 0 || c.Duplicated == 0 || c.Reordered == 0 || lost == 0 {
+		t.Fatalf("faults not exercised: %+v, lost by the hop %d", c, lost)
 	}
 
 	// The backfill's pass over the events API, through the same inbox: the
@@ -241,5 +250,5 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 			seen[h.EventID] = true
 		}
 	}
-	t.Logf("paysim %+v; lost by the hop %d; backfilled %d; %d events for %d payments", c, hop.lost, backfilled, len(evs), len(payments))
+	t.Logf("paysim %+v; lost by the hop %d; backfilled %d; %d events for %d payments", c, hop.Lost(), backfilled, len(evs), len(payments))
 }

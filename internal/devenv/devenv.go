@@ -56,6 +56,10 @@ type Options struct {
 	// Pause is how long the director lets a story's cue (the payer's link, an
 	// Authorized payment) be seen before it acts; 0 acts at once.
 	Pause time.Duration
+	// ExpiresAfter, when set, replaces the spec.expiresAfter of the stories
+	// that end unpaid (40 s, long enough for a person to watch them wait);
+	// the smoke test shortens it.
+	ExpiresAfter time.Duration
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -332,6 +336,9 @@ func (e *Env) applyDemo(ctx context.Context, sims map[string]int) error {
 		p, err := s.payment()
 		if err != nil {
 			return err
+		}
+		if p.Spec.ExpiresAfter != nil && e.opts.ExpiresAfter > 0 {
+			p.Spec.ExpiresAfter.Duration = e.opts.ExpiresAfter
 		}
 		if err := c.Create(ctx, p); err != nil {
 			return fmt.Errorf("create payment %s: %w", s.Name, err)

@@ -40,12 +40,23 @@ type heldFor struct {
 	h *harness.Held
 }
 
+// apiServerAway is how long the API server is stopped: a third of the
+// window (20 s at the CI size), far longer than the Lease (both managers
+// lose it and crash-loop until it is back).
+func (s *soak) apiServerAway() time.Duration { return s.window / 3 }
+
+// outageFor is how long the provider answers every call with 500: a quarter of
+// the window (15 s at the CI size), longer than the circuit breaker stays
+// open, so its probe fails and it opens again.
+func (s *soak) outageFor() time.Duration { return s.window / 4 }
+
 // playChaos runs the chaos timeline, scaled to the window: kills of the
 // leader while payments are being created and settled (the capture calls
 // it has just sent go out as it dies), of the receiver, the API server away
-// for 30 s, a provider outage with kills in the middle of it, and kills at
-// the end. A killed process is restarted by its supervisor after 1 s (as a
-// standby: the other manager takes the Lease once it expires).
+// for a third of the window, a provider outage with kills in the middle of
+// it, and kills at the end. A killed process is restarted by its supervisor
+// after 1 s (as a standby: the other manager takes the Lease once it
+// expires).
 func (s *soak) playChaos(ctx context.Context) {
 	at := func(frac float64) {
 		if d := time.Until(s.start.Add(time.Duration(frac * float64(s.window)))); d > 0 {
@@ -79,9 +90,9 @@ func (s *soak) playChaos(ctx context.Context) {
 	at(0.18)
 	killProc(s.st.Receiver)
 	wave(0.26, "kube-apiserver stop in 0.5s")
-	s.note("kube-apiserver stopped for 30s (etcd keeps running)")
+	s.note("kube-apiserver stopped for %s (etcd keeps running)", s.apiServerAway())
 	from := time.Now()
-	if err := s.st.CP.RestartAPIServer(ctx, 30*time.Second); err != nil {
+	if err := s.st.CP.RestartAPIServer(ctx, s.apiServerAway()); err != nil {
 		s.t.Errorf("restart kube-apiserver: %v", err)
 	} else {
 		s.note("kube-apiserver ready again, %s after it was stopped", time.Since(from).Round(100*time.Millisecond))
@@ -91,7 +102,7 @@ func (s *soak) playChaos(ctx context.Context) {
 	s.apiDown = append(s.apiDown, window{from, time.Now()})
 	s.mu.Unlock()
 	at(0.70)
-	s.note("provider outage: every API call answered 500 for 20s")
+	s.note("provider outage: every API call answered 500 for %s", s.outageFor())
 	out := background
 	out.ServerErrorRate, out.TooManyRequestsRate, out.LostResponseRate, out.SlowRate = 1, 0, 0, 0
 	from = time.Now()
@@ -106,7 +117,7 @@ func (s *soak) playChaos(ctx context.Context) {
 	time.Sleep(500 * time.Millisecond)
 	s.killLeader(ctx)
 	killProc(s.st.Receiver)
-	time.Sleep(time.Until(from.Add(20 * time.Second)))
+	time.Sleep(time.Until(from.Add(s.outageFor())))
 	if err := s.st.Sim.SetFaults(ctx, background); err != nil {
 		s.t.Error(err)
 	}

@@ -26,7 +26,11 @@ import (
 
 // Knobs, from the environment (make soak N=...).
 const (
-	defaultN = 150 // CI-sized: about four minutes on two cores
+	defaultN = 150 // CI-sized: about two and a half minutes on two cores
+	// minWindow is the shortest creation window: the API server is away
+	// for a third of it from 0.26 of it, and back (a few seconds to start)
+	// before the provider's outage at 0.70 of it.
+	minWindow = 60 * time.Second
 	// timeFactor compresses paysim's simulated time: KukoPay's 2h webhook
 	// retry takes 144 s, its 30 s retry 0.6 s.
 	timeFactor = 0.02
@@ -55,8 +59,9 @@ const (
 
 // schedule is the providers' status-query schedule: short, so an "unknown"
 // outcome (and a refund stuck at the provider) exhausts it within the soak
-// (about a minute of answers).
-var schedule = []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second, 30 * time.Second}
+// (half a minute of answers), and still longer than any scripted decision
+// (8 s after the create, or 2 s after a processing payment is rescripted).
+var schedule = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second}
 
 // providers are the provider types the soak covers (paysim's modes).
 var providers = []string{paysim.KukoPay, paysim.PayPal, paysim.Generic, paysim.Stripe}
@@ -249,10 +254,11 @@ func TestSoak(t *testing.T) {
 	s := &soak{t: t, n: n, seed: seed, dir: dir, start: time.Now(), waves: make(chan string, 8)}
 	wall := s.start
 	defer func() { t.Logf("soak wall time %s (set-up included)", time.Since(wall).Round(time.Second)) }()
-	// The creation window: long enough for every chaos action, longer for
-	// large N (about 8 payments a second); the chaos is placed in fractions
-	// of it.
-	s.window = max(90*time.Second, time.Duration(n)*time.Second/8)
+	// The creation window: long enough for every chaos action one after
+	// the other (the API server's absence ends before the provider's outage
+	// starts), longer for large N (about 8 payments a second); the chaos is
+	// placed in, and lasts, fractions of it.
+	s.window = max(minWindow, time.Duration(n)*time.Second/8)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s.setUp(ctx, root)
