@@ -82,15 +82,6 @@ suites: verify vet envtest stripe-mock ## make test without its fuzz run: verify
 fuzz-short: ## make test's fuzz run: every provider header and event parser for FUZZTIME_SHORT executions.
 	hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/
 
-.PHONY: ci
-ci: suites ## What .ci/run runs: make test, then make soak with make test's fuzz run beside it at the lowest priority, on the CPU the soak leaves idle (docs/ci.md).
-	@mkdir -p $(LOCALBIN)
-	@echo "nice -n 19 make fuzz-short  (beside the soak; its output follows the soak's)"
-	@nice -n 19 $(MAKE) --no-print-directory fuzz-short >$(LOCALBIN)/fuzz-short.log 2>&1 & fuzz=$$!; \
-	$(MAKE) --no-print-directory soak; soak=$$?; \
-	wait $$fuzz; fuzzed=$$?; cat $(LOCALBIN)/fuzz-short.log; \
-	test $$soak = 0 && test $$fuzzed = 0
-
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
 	hack/fuzz.sh $(FUZZTIME)
