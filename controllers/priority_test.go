@@ -24,7 +24,8 @@ import (
 // new payment's create takes the next token, not the last one, and its
 // create marker is never left standing for a call that waited.
 func TestCreateGoesAheadOfScheduledQueries(t *testing.T) {
-	t.Parallel()
+	// Serial: its bound races a backlog drained at a fixed rate, so it
+	// runs alone, before the package's parallel tests load the machine.
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
@@ -189,7 +190,8 @@ func settle(t *testing.T, cache client.Reader, key client.ObjectKey) *v1alpha1.P
 // status queries it takes the next token, and a one-off replay completes at
 // once instead of being deferred behind half a minute of queries.
 func TestBackfillGoesAheadOfScheduledQueries(t *testing.T) {
-	t.Parallel()
+	// Serial: its bound races a backlog drained at a fixed rate, so it
+	// runs alone, before the package's parallel tests load the machine.
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
@@ -207,7 +209,8 @@ func TestBackfillGoesAheadOfScheduledQueries(t *testing.T) {
 // settled, its payment is read back from the provider (its cumulative
 // refunded total) ahead of the status queries that drain the bucket.
 func TestRefundReadsItsPaymentBackAheadOfScheduledQueries(t *testing.T) {
-	t.Parallel()
+	// Serial: its bound races a backlog drained at a fixed rate, so it
+	// runs alone, before the package's parallel tests load the machine.
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 2, Burst: 1})

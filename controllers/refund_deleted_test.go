@@ -28,6 +28,7 @@ import (
 // The marker's write, planned again on the API server's copy after it
 // conflicts with the deletion, must not mark it either.
 func TestRefundDeletedBeforeItsMarkerIsNeverSent(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -88,6 +89,7 @@ func boolString(b bool) string {
 // cache that lags by one event has it). The refund, for a
 // Refund deleted while it was only waiting, must not go out.
 func TestWaitingRefundDeletedAsItsPaymentSucceedsIsNeverSent(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -146,6 +148,7 @@ func paymentTookMoney(rf *v1alpha1.Refund) bool {
 // call, so the Payment's reconcile writes it meanwhile
 // (Facts.ProviderUnusable).
 func TestASettledRefundIsListedWhileItsProviderIsUnusable(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
