@@ -318,6 +318,7 @@ func TestANamespaceDeletedWithMoneyInFlightDoesNotHang(t *testing.T) {
 // sent again. Owning it by its Payment on its first reconcile must not take
 // it for an object of its own.
 func TestRestoredRefundCopyIsNeverSentAgain(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))

@@ -273,6 +273,7 @@ func TestPayPalApprovalReversedEndsExpired(t *testing.T) {
 // final, no longer queried — ends with PayPal's refunded total, each event
 // applied once.
 func TestPayPalBackfillRecoversLostWebhooks(t *testing.T) {
+	t.Parallel()
 	s := fixture.StartSim(t, paysim.Options{Faults: paysim.Faults{DropRate: 1}, DefaultScript: &paysim.Script{Outcome: paysim.OutcomePending}})
 	if err := s.SetWebhookTarget(paysim.PayPal, "http://receiver.invalid/webhooks"); err != nil {
 		t.Fatal(err)
