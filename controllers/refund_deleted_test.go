@@ -27,8 +27,10 @@ import (
 // may go out: "Deleted ... before anything went out: nothing may start now".
 // The marker's write, planned again on the API server's copy after it
 // conflicts with the deletion, must not mark it either.
+//
+// Not parallel: it concludes that nothing was sent after a fixed wait,
+// which other tests sharing the control plane could make too short.
 func TestRefundDeletedBeforeItsMarkerIsNeverSent(t *testing.T) {
-	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -88,8 +90,10 @@ func boolString(b bool) string {
 // deletes it at that moment (the reconcile's copy predates the delete, as a
 // cache that lags by one event has it). The refund, for a
 // Refund deleted while it was only waiting, must not go out.
+//
+// Not parallel: it concludes that nothing was sent after a fixed wait,
+// which other tests sharing the control plane could make too short.
 func TestWaitingRefundDeletedAsItsPaymentSucceedsIsNeverSent(t *testing.T) {
-	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
@@ -147,8 +151,11 @@ func paymentTookMoney(rf *v1alpha1.Refund) bool {
 // (RefundsUncounted) cannot be made without an entry; the list needs no
 // call, so the Payment's reconcile writes it meanwhile
 // (Facts.ProviderUnusable).
+//
+// Not parallel: it gives the manager's cache a fixed 500 ms to see the
+// deleted Secret, which other tests sharing the control plane could make
+// too short.
 func TestASettledRefundIsListedWhileItsProviderIsUnusable(t *testing.T) {
-	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
