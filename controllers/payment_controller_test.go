@@ -499,10 +499,12 @@ func TestUnpaidCloseOut(t *testing.T) {
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h", "1h"}})
 	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
-	unpaid := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "unpaid", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "2s"})
-	inFlight := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s", ExpiresAfter: "2s"})
+	// expiresAfter leaves room for the creates on a loaded machine: one
+	// not sent by then is expired locally, never created (another rule).
+	unpaid := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "unpaid", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "6s"})
+	inFlight := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s", ExpiresAfter: "6s"})
 
-	got := fixture.WaitPhase(t, env.Client, unpaid, v1alpha1.PhaseExpired, 20*time.Second)
+	got := fixture.WaitPhase(t, env.Client, unpaid, v1alpha1.PhaseExpired, 30*time.Second)
 	// Closed at the provider first: the payer cannot pay it any more.
 	if got.Status.ExpiredLocally {
 		t.Errorf("closed out locally; want it closed at the provider first (KukoPay can cancel)")

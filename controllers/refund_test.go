@@ -217,6 +217,12 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 				}
 			}
 
+			// The payment's own last write after it settled (its schedule
+			// cleared) comes before the refunds are counted.
+			fixture.WaitPayment(t, env.Client, p, "settled, with no schedule", func(p *v1alpha1.Payment) bool {
+				q := p.Status.Query
+				return q.NextTime == nil && q.UnansweredSince == nil && p.Status.Operation == nil
+			})
 			since := time.Now()
 			first := refundCost{paymentOwn: fixture.CountWrites(m.WritesBy(controllers.ControllerPayment), p, true)}
 			part := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "part", Payment: p.Name, Amount: 500, Reason: "damaged in transit"})
