@@ -185,11 +185,13 @@ func (c *conflicts) get() (payment, refund int) {
 // it; a second Refund without an amount refunds the rest (Refunded). Each
 // refund is one refund call at the provider. The cost of a refund (calls,
 // writes) is logged.
+//
+// Not parallel, nor are its subtests: it counts the Payment's status writes
+// per refund, and on a busy control plane the payment controller can see
+// the Refund between its marker and its answer and write once more.
 func TestRefundHappyPathPerProviderType(t *testing.T) {
-	t.Parallel()
 	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderKukoPay, v1alpha1.ProviderPayPal, v1alpha1.ProviderGeneric, v1alpha1.ProviderStripe} {
 		t.Run(string(typ), func(t *testing.T) {
-			t.Parallel()
 			ns := fixture.Namespace(t, env.Client, "refund")
 			s := fixture.StartSim(t, paysim.Options{})
 			fixture.CreateProvider(t, env.Client, refundProvider(ns, typ, s))
