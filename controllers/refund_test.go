@@ -740,9 +740,12 @@ func TestRefundEventBeforeItsRefundIsSeenIsAppliedOnceItIs(t *testing.T) {
 
 	// The Refund is seen: its next change wakes the event waiting for it.
 	lagging.Store(false)
-	touch := fixture.GetRefund(t, env.Client, rf)
-	touch.Labels = map[string]string{"seen": "yes"}
-	if err := env.Client.Update(context.Background(), touch); err != nil {
+	// (Read again on a conflict: the manager may write the Refund meanwhile.)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		touch := fixture.GetRefund(t, env.Client, rf)
+		touch.Labels = map[string]string{"seen": "yes"}
+		return env.Client.Update(context.Background(), touch)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	fixture.WaitEventResult(t, env.Client, ns, prov.Name, ev.ID, v1alpha1.ResultApplied, fixture.Timeout)
