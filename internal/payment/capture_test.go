@@ -147,3 +147,60 @@ func TestAmountColumnShowsWhatWasTaken(t *testing.T) {
 		})
 	}
 }
+
+// TestProcessingFromBeforeTheCaptureIsNotTheCapture: a Stripe payment
+// authorized for manual capture went through processing before
+// requires_capture, and its payment_intent.processing event can be delivered
+// after the merchant's capture was marked (Stripe, "Webhooks": events are not
+// delivered in order). That event is news of the authorization, not of the
+// capture: taken for "capture in progress", the capture would count as sent
+// and every later requires_capture as stale, until the payment ran out of
+// queries with nothing captured. Only news from after the capture was asked
+// (or a query, which reports the present) is the capture under way.
+func TestProcessingFromBeforeTheCaptureIsNotTheCapture(t *testing.T) {
+	pol := testPolicy()
+	marked := func(t *testing.T) *v1alpha1.Payment {
+		t.Helper()
+		p := newPay("late-processing")
+		p.Spec.Amount.Value = 1000
+		p.Spec.CaptureMethod = v1alpha1.CaptureManual
+		p = store(p, planned(p, pol, t0).Outcome)
+		p = store(p, payment.AfterCreate(p, pol, payment.Call{Payment: provider.Payment{ID: "pay_1", Status: provider.StatusAuthorized, Amount: 1000, Currency: orderCurrency}}, t0))
+		p = annotate(p, v1alpha1.AnnotationCapture, payment.CaptureAll)
+		s := payment.Plan(p, pol, payment.Facts{}, t0.Add(time.Minute))
+		if s.Action != payment.Write || s.Outcome.Status.Operation == nil {
+			t.Fatalf("fixture: capture marker step %s (%s)", s.Action, s.Why)
+		}
+		return store(p, s.Outcome)
+	}
+	for _, c := range []struct {
+		name     string
+		obs      payment.Observation
+		underWay bool
+	}{
+		{"an event from before the capture was asked", obsWebhook(payment.ObservedProcessing, "evt-processing-early", withProviderID("pay_1"), withOccurredAt(t0.Add(30*time.Second))), false},
+		{"an event from the second the capture was asked", obsWebhook(payment.ObservedProcessing, "evt-processing-same", withProviderID("pay_1"), withOccurredAt(t0.Add(time.Minute))), false},
+		{"an event from after the capture was asked", obsWebhook(payment.ObservedProcessing, "evt-processing-late", withProviderID("pay_1"), withOccurredAt(t0.Add(time.Minute+2*time.Second))), true},
+		{"a status query", obsQuery(payment.ObservedProcessing, withProviderID("pay_1")), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := marked(t)
+			now := t0.Add(2 * time.Minute)
+			res := payment.Apply(p, c.obs, now)
+			if c.underWay {
+				if res.Status.Phase != v1alpha1.PhaseProcessing {
+					t.Fatalf("phase %s (%s %s), want Processing: the capture is under way", res.Status.Phase, res.Decision, res.Reason)
+				}
+				return
+			}
+			if res.Decision != payment.Stale || res.Status.Phase != v1alpha1.PhaseAuthorized || res.Status.Operation == nil {
+				t.Fatalf("decision %s (%s) phase %s operation %+v: news from before the capture must leave the capture to be done", res.Decision, res.Reason, res.Status.Phase, res.Status.Operation)
+			}
+			p.Status = res.Status
+			s := payment.Plan(p, pol, payment.Facts{}, now)
+			if s.Action != payment.CallCapture && s.Action != payment.Query {
+				t.Fatalf("after the early event: %s (%s), want the capture sent or looked up", s.Action, s.Why)
+			}
+		})
+	}
+}

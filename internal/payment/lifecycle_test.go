@@ -50,7 +50,37 @@ func TestApplyCheckoutLifecycle(t *testing.T) {
 			st.AmountToCapture = &v1alpha1.Money{Value: value, Currency: orderCurrency}
 		}
 	}
+	// capturingMarked: the capture was marked at stepNow, as Plan marks it.
+	capturingMarked := func(value int64) func(*v1alpha1.PaymentStatus) {
+		return func(st *v1alpha1.PaymentStatus) {
+			capturing(value)(st)
+			st.Operation = &v1alpha1.Operation{Kind: v1alpha1.OperationCapture, RequestedAt: metav1.NewTime(stepNow)}
+		}
+	}
 	runMachineCases(t, []machineCase{
+		{
+			name:     "a processing event from before the capture was marked is not the capture under way",
+			given:    givenAuthorized,
+			prepare:  capturingMarked(orderValue),
+			obs:      obsWebhook(payment.ObservedProcessing, "evt-processing-early", withProviderID("pay_1"), withOccurredAt(stepNow.Add(-time.Second))),
+			decision: payment.Stale,
+			phase:    authorized,
+			conds:    []string{readyInProgress},
+		},
+		{
+			name:     "a processing event from before the capture of an approved payment was marked leaves the approval to be used",
+			given:    givenApproved,
+			prepare:  capturingMarked(orderValue),
+			obs:      obsWebhook(payment.ObservedProcessing, "evt-processing-early", withProviderID("pay_1"), withOccurredAt(stepNow.Add(-time.Second))),
+			decision: payment.Stale,
+			phase:    processing,
+			conds:    []string{readyInProgress},
+			check: func(t *testing.T, _, after *v1alpha1.PaymentStatus) {
+				if !after.PayerApproved || after.Operation == nil {
+					t.Errorf("payerApproved %v operation %+v: the capture would count as sent", after.PayerApproved, after.Operation)
+				}
+			},
+		},
 		{
 			name:       "the payer's approval moves a pending payment to Processing and asks for the merchant's call",
 			given:      givenPending,

@@ -241,6 +241,9 @@ func (m *machine) progress() {
 		// debit that fails goes processing → requires_payment_method with
 		// last_payment_error). Recorded as the failure it is.
 		m.settleNotPaid(v1alpha1.PhaseFailed)
+	case (from == v1alpha1.PhaseAuthorized || from == v1alpha1.PhaseProcessing) && to == v1alpha1.PhaseProcessing && m.st.AmountToCapture != nil && m.fromBeforeTheCapture():
+		m.decide(Stale, "%s from before the capture was asked for (%s) is not news of the capture",
+			to, m.st.Operation.RequestedAt.UTC().Format(time.RFC3339))
 	case from == v1alpha1.PhaseAuthorized && to == v1alpha1.PhaseProcessing && m.st.AmountToCapture != nil:
 		// The capture paywarden asked for is under way.
 		m.moveTo(to, "capture in progress")
@@ -258,6 +261,22 @@ func (m *machine) progress() {
 	default:
 		m.decide(Stale, "%s after %s is stale", to, from)
 	}
+}
+
+// fromBeforeTheCapture reports whether the observation is an event that
+// happened no later than the second the capture was marked: a payment that
+// went through processing before it was authorized (Stripe: processing, then
+// requires_capture) can have that event delivered after the capture was
+// asked for, and it says nothing about the capture. Events carry whole
+// seconds; an event of the marker's own second is counted as earlier, which
+// costs at most a lookup of the capture under its key, never a second one. A
+// query reports the present, and carries no time.
+func (m *machine) fromBeforeTheCapture() bool {
+	op := m.st.Operation
+	if op == nil || op.Kind != v1alpha1.OperationCapture || m.obs.OccurredAt.IsZero() {
+		return false
+	}
+	return !m.obs.OccurredAt.Truncate(time.Second).After(op.RequestedAt.Time.Truncate(time.Second))
 }
 
 // payerMustApproveAgain takes an approved payment whose capture (or
