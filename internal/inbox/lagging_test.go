@@ -4,10 +4,12 @@ import (
 	"context"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
 )
 
 // An event is dropped on the API server's copy of its payment, never on a
@@ -17,9 +19,22 @@ import (
 // conflict ever ran the event again on the Succeeded payment, and its
 // refunded total was lost for good.
 func TestAnEventIsDroppedOnlyOnTheAPIServersCopy(t *testing.T) {
+	// The cache's copy is one the manager stores for a payment in
+	// Processing (made by the state machine, conditions and all), so the
+	// refund event changes nothing on it: only the rule, not a write
+	// conflict, can take the event to the API server's copy.
 	stale := paidOrder()
 	stale.ResourceVersion = "7"
-	stale.Status.Phase = v1alpha1.PhaseProcessing
+	stale.Status = v1alpha1.PaymentStatus{}
+	stale.Status = payment.ApplyEvent(stale, payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedProcessing,
+		EventID: "evt-processing", ProviderPaymentID: "pay_1"}, t0).Status
+	if stale.Status.Phase != v1alpha1.PhaseProcessing {
+		t.Fatalf("fixture: the cache's copy is %s, want Processing", stale.Status.Phase)
+	}
+	if ignored := payment.ApplyEvent(stale.DeepCopy(), payment.Observation{Source: v1alpha1.SourceWebhook, Observed: payment.ObservedRefund,
+		EventID: "evt-refund", ProviderPaymentID: "pay_1", RefundedTotal: &v1alpha1.Money{Value: 500, Currency: "USD"}}, t0); !equality.Semantic.DeepEqual(ignored.Status, stale.Status) {
+		t.Fatalf("fixture: the refund event changes the cache's copy (%+v), so a write conflict would retry it anyway", ignored.Results)
+	}
 	fresh := paidOrder()
 	fresh.ResourceVersion = "8"
 
