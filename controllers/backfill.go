@@ -32,16 +32,11 @@ import (
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
-// Annotations of a one-off backfill (the "replay after an outage" runbook).
+// Annotations of a one-off backfill (the "replay after an outage" runbook);
+// see v1alpha1.AnnotationBackfillFrom.
 const (
-	// AnnotationBackfillFrom, set on a PaymentProvider to an RFC 3339 time,
-	// replays the provider's events from that time once, whether or not
-	// spec.backfill.enabled is set.
-	AnnotationBackfillFrom = v1alpha1.AnnotationPrefix + "backfill-from"
-	// AnnotationBackfillFromDone is written by paywarden with the
-	// backfill-from value it has acted on, so each value runs exactly once;
-	// setting backfill-from to a new value runs again.
-	AnnotationBackfillFromDone = v1alpha1.AnnotationPrefix + "backfill-from-done"
+	AnnotationBackfillFrom     = v1alpha1.AnnotationBackfillFrom
+	AnnotationBackfillFromDone = v1alpha1.AnnotationBackfillFromDone
 )
 
 // ConditionBackfill reports the events-API backfill of a PaymentProvider:
@@ -49,14 +44,14 @@ const (
 // complete or the provider type has no events API.
 const ConditionBackfill = "Backfill"
 
-// Reasons of the Backfill condition.
+// Reasons of the Backfill condition (payment.EndBackfill chooses them).
 const (
-	ReasonBackfillSynced      = "Synced"
-	ReasonBackfillUnsupported = "Unsupported"
-	ReasonBackfillUnavailable = "ProviderUnavailable"
-	ReasonBackfillDeferred    = "Deferred"
-	ReasonBackfillListFailed  = "ListFailed"
-	ReasonBackfillWriteFailed = "WriteFailed"
+	ReasonBackfillSynced      = payment.ReasonBackfillSynced
+	ReasonBackfillUnsupported = payment.ReasonBackfillUnsupported
+	ReasonBackfillUnavailable = payment.ReasonBackfillUnavailable
+	ReasonBackfillDeferred    = payment.ReasonBackfillDeferred
+	ReasonBackfillListFailed  = payment.ReasonBackfillListFailed
+	ReasonBackfillWriteFailed = payment.ReasonBackfillWriteFailed
 )
 
 // DefaultBackfillApplyBudget bounds applying one backfilled event right after
@@ -161,7 +156,10 @@ type backfillRun struct {
 	unsaved int64
 }
 
-// Reconcile runs the provider's backfill when it is due or requested.
+// Reconcile runs the provider's backfill when it is due or requested:
+// payment.StartBackfill decides whether it runs, attempt runs the window
+// payment.PlanBackfill chooses, payment.EndBackfill decides what the end means
+// and finish writes it.
 func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.init()
 	logger := log.FromContext(ctx).WithValues("provider", req.NamespacedName.String())
@@ -174,134 +172,106 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	now := r.Clock.Now()
-	timing := payment.BackfillTimingFor(&prov.Spec)
-	interval := timing.Interval
-	enabled := prov.Spec.Backfill.Enabled
 	st := prov.Status.Backfill
-
-	oneOff := prov.Annotations[AnnotationBackfillFrom]
-	if oneOff == prov.Annotations[AnnotationBackfillFromDone] {
-		oneOff = ""
+	start := payment.StartBackfill(prov, now)
+	if err := r.settleOneOff(ctx, prov, start.MarkDone, start.Event); err != nil {
+		return ctrl.Result{}, err
 	}
-	var from time.Time
-	if oneOff != "" {
-		var err error
-		if from, err = time.Parse(time.RFC3339, strings.TrimSpace(oneOff)); err != nil || from.After(now) {
-			msg := fmt.Sprintf("%s=%q is not an RFC 3339 time in the past; nothing replayed", AnnotationBackfillFrom, oneOff)
-			r.event(prov, corev1.EventTypeWarning, "InvalidBackfillFrom", msg)
-			if err := r.markOneOffDone(ctx, prov, oneOff); err != nil {
-				return ctrl.Result{}, err
-			}
-			oneOff = ""
-		}
+	if !start.Run() {
+		return ctrl.Result{RequeueAfter: start.RequeueAfter}, nil
 	}
+	run, out := r.attempt(ctx, prov, st, start, now)
+	end := payment.EndBackfill(prov, start, run.BackfillRun, out, r.Clock.Now())
+	return r.finish(ctx, prov, run, out, end)
+}
 
-	due := enabled && (st.LastRunTime == nil || !now.Before(st.LastRunTime.Add(interval)))
-	if !due && oneOff == "" {
-		if !enabled {
-			// The Backfill condition, if any, keeps reporting the last run.
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{RequeueAfter: st.LastRunTime.Add(interval).Sub(now)}, nil
-	}
-
+// attempt reaches the provider and, when it has an events API, runs the
+// window payment.PlanBackfill chooses from st, the status the reconcile
+// started with.
+func (r *Backfill) attempt(ctx context.Context, prov *v1alpha1.PaymentProvider, st v1alpha1.BackfillStatus, start payment.BackfillStart, now time.Time) (*backfillRun, payment.BackfillOutcome) {
+	run := &backfillRun{}
+	out := payment.BackfillOutcome{Retry: providerRetry}
 	entry, err := r.Gateway.For(ctx, prov)
 	if err != nil {
-		msg := fmt.Sprintf("cannot reach the provider: %v", err)
-		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillUnavailable, msg); werr != nil {
-			return ctrl.Result{}, werr
-		}
-		return ctrl.Result{RequeueAfter: min(interval, providerRetry)}, nil
+		out.Result, out.Err = payment.BackfillUnavailable, err
+		return run, out
 	}
 	if !entry.Caps.EventsAPI {
-		// Without an events API to read, webhooks (which such providers
-		// redeliver for days) and status queries are the channels.
-		msg := fmt.Sprintf("provider type %s has no events API; its payments are settled by webhooks and status queries", prov.Spec.Type)
-		if err := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillUnsupported, msg); err != nil {
-			return ctrl.Result{}, err
-		}
-		if oneOff != "" {
-			r.event(prov, corev1.EventTypeWarning, ReasonBackfillUnsupported, msg)
-			if err := r.markOneOffDone(ctx, prov, oneOff); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
-		logger.V(1).Info("backfill skipped: provider type has no events API", "type", prov.Spec.Type)
-		return ctrl.Result{}, nil
+		out.Result = payment.BackfillUnsupported
+		return run, out
 	}
-
-	run := &backfillRun{BackfillRun: payment.PlanBackfill(st, timing, entry.Caps, due, oneOff, from, now)}
-	retry := min(interval, providerRetry)
-
+	run.BackfillRun = payment.PlanBackfill(st, payment.BackfillTimingFor(&prov.Spec), entry.Caps, start.Due, start.OneOff, start.From, now)
 	err = r.run(ctx, prov, entry, run)
+	out.Read, out.Stored, out.Skipped, out.Err, out.Retention = run.read, run.stored, run.skipped, err, entry.Caps.EventsRetention
 	var deferred *deferredError
 	switch {
 	case errors.As(err, &deferred):
-		msg := fmt.Sprintf("provider calls deferred (%s); resuming in %s from cursor %s", deferred.reason, deferred.wait.Round(time.Millisecond), cursorString(prov))
-		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillDeferred, msg); werr != nil {
-			return ctrl.Result{}, werr
-		}
-		return ctrl.Result{RequeueAfter: deferred.wait}, nil
+		out.Result, out.DeferReason, out.Wait = payment.BackfillDeferred, string(deferred.reason), deferred.wait
 	case errors.Is(err, errListEvents):
-		msg := fmt.Sprintf("reading events since %s failed after %d event(s): %v", run.Since.UTC().Format(time.RFC3339), run.read, err)
-		if prov.Status.Backfill.Progress != nil {
-			msg += "; the next run resumes where this one stopped"
-		}
-		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillListFailed, msg); werr != nil {
-			return ctrl.Result{}, werr
-		}
-		logger.Info("backfill: listing events failed", "error", err.Error())
-		if ra, ok := provider.RetryAfter(err); ok && ra > 0 {
-			return ctrl.Result{RequeueAfter: ra}, nil
-		}
-		return ctrl.Result{RequeueAfter: retry}, nil
+		out.Result = payment.BackfillListFailed
 	case err != nil:
-		// Storing in the inbox failed (the API server): the cursor did not
-		// move past the page, so the retry re-reads it.
-		msg := fmt.Sprintf("storing events failed after %d event(s); the page is re-read on retry: %v", run.read, err)
-		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillWriteFailed, msg); werr != nil {
-			logger.Error(werr, "record backfill failure")
+		out.Result = payment.BackfillStoreFailed
+	}
+	return run, out
+}
+
+// finish writes what payment.EndBackfill decided: the Backfill condition
+// (with a completed run's counts), then a one-off's Event and done mark.
+func (r *Backfill) finish(ctx context.Context, prov *v1alpha1.PaymentProvider, run *backfillRun, out payment.BackfillOutcome, end payment.BackfillEnd) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	switch out.Result {
+	case payment.BackfillCompleted:
+		if err := r.storeRun(ctx, prov, run, end); err != nil {
+			return ctrl.Result{}, err
 		}
+		logger.V(1).Info("backfill run complete", "since", run.Since, "read", run.read, "stored", run.stored, "resumed", run.Resumed)
+	case payment.BackfillStoreFailed:
+		// The cursor did not move past the page, so the error's retry
+		// re-reads it; the condition only reports it.
+		if err := r.setCondition(ctx, prov, end.Status, end.Reason, end.Message); err != nil {
+			logger.Error(err, "record backfill failure")
+		}
+		return ctrl.Result{}, out.Err
+	default:
+		if err := r.setCondition(ctx, prov, end.Status, end.Reason, end.Message); err != nil {
+			return ctrl.Result{}, err
+		}
+		if out.Result == payment.BackfillListFailed {
+			logger.Info("backfill: listing events failed", "error", out.Err.Error())
+		}
+	}
+	if err := r.settleOneOff(ctx, prov, end.MarkDone, end.Event); err != nil {
 		return ctrl.Result{}, err
 	}
+	if out.Result == payment.BackfillUnsupported {
+		logger.V(1).Info("backfill skipped: provider type has no events API", "type", prov.Spec.Type)
+	}
+	return ctrl.Result{RequeueAfter: end.RequeueAfter}, nil
+}
 
+// storeRun writes a completed run: the events it read, lastRunTime for a
+// periodic run and the Backfill condition with the cursor it leaves.
+func (r *Backfill) storeRun(ctx context.Context, prov *v1alpha1.PaymentProvider, run *backfillRun, end payment.BackfillEnd) error {
 	finished := metav1.NewTime(r.Clock.Now())
-	msg := fmt.Sprintf("read %d event(s) since %s: %d new, %d already in the inbox", run.read, run.Since.UTC().Format(time.RFC3339), run.stored, run.read-run.stored-run.skipped)
-	if run.skipped > 0 {
-		msg += fmt.Sprintf(", %d unstorable (see Events)", run.skipped)
-	}
-	if run.Resumed {
-		msg += "; resumed an unfinished run"
-	}
-	if run.Retained {
-		msg += fmt.Sprintf("; the provider keeps events for %s only, older ones cannot be read", entry.Caps.EventsRetention)
-	}
-	if _, err := statuswriter.Update(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, prov, func(p *v1alpha1.PaymentProvider) error {
+	_, err := statuswriter.Update(ctx, statuswriter.Writer{Client: r.Client, APIReader: r.APIReader}, prov, func(p *v1alpha1.PaymentProvider) error {
 		p.Status.Backfill.EventsSeen += run.unsaved
 		if run.Regular {
 			p.Status.Backfill.LastRunTime = &finished
 		}
-		setBackfillCondition(p, metav1.ConditionTrue, ReasonBackfillSynced, msg+"; cursor "+cursorString(p), finished)
+		setBackfillCondition(p, end.Status, end.Reason, end.SyncedMessage(p.Status.Backfill), finished)
 		return nil
-	}); err != nil {
-		return ctrl.Result{}, err
+	})
+	return err
+}
+
+// settleOneOff records the Event of a backfill-from value, then the value as
+// acted on ("" = nothing to settle).
+func (r *Backfill) settleOneOff(ctx context.Context, prov *v1alpha1.PaymentProvider, value string, ev payment.Event) error {
+	if value == "" {
+		return nil
 	}
-	if run.OneOff != "" {
-		r.event(prov, corev1.EventTypeNormal, "BackfillCompleted", fmt.Sprintf("%s=%s replayed: %s", AnnotationBackfillFrom, run.OneOff, msg))
-		if err := r.markOneOffDone(ctx, prov, run.OneOff); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	logger.V(1).Info("backfill run complete", "since", run.Since, "read", run.read, "stored", run.stored, "resumed", run.Resumed)
-	switch {
-	case !enabled:
-		return ctrl.Result{}, nil
-	case run.Regular:
-		return ctrl.Result{RequeueAfter: interval}, nil
-	default:
-		// A one-off between two periodic runs keeps their cadence.
-		return ctrl.Result{RequeueAfter: max(st.LastRunTime.Add(interval).Sub(r.Clock.Now()), 10*time.Millisecond)}, nil
-	}
+	r.event(prov, ev.EventType(), ev.Reason, ev.Message)
+	return r.markOneOffDone(ctx, prov, value)
 }
 
 var errListEvents = errors.New("list events")
@@ -446,13 +416,6 @@ func setBackfillCondition(p *v1alpha1.PaymentProvider, status metav1.ConditionSt
 		Type: ConditionBackfill, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: p.Generation, LastTransitionTime: now,
 	})
-}
-
-func cursorString(p *v1alpha1.PaymentProvider) string {
-	if c := p.Status.Backfill.Cursor; c != nil {
-		return c.UTC().Format(time.RFC3339)
-	}
-	return "(none)"
 }
 
 // markOneOffDone records the backfill-from value acted on. The JSON patch

@@ -16,6 +16,18 @@ const (
 	ProviderStripe  ProviderType = "stripe"
 )
 
+// Annotations of a one-off backfill (the "replay after an outage" runbook).
+const (
+	// AnnotationBackfillFrom, set on a PaymentProvider to an RFC 3339 time,
+	// replays the provider's events from that time once, whether or not
+	// spec.backfill.enabled is set.
+	AnnotationBackfillFrom = AnnotationPrefix + "backfill-from"
+	// AnnotationBackfillFromDone is written by paywarden with the
+	// backfill-from value it has acted on, so each value runs exactly once;
+	// setting backfill-from to a new value runs again.
+	AnnotationBackfillFromDone = AnnotationPrefix + "backfill-from-done"
+)
+
 // Condition types on a PaymentProvider.
 const (
 	// ConditionDegraded is True while the provider's circuit breaker is open.

@@ -23,11 +23,7 @@ func Record(rec events.EventRecorder, p *v1alpha1.Payment, out Outcome) {
 		return
 	}
 	emit := func(e Event, action string) {
-		typ := corev1.EventTypeNormal
-		if e.Warning {
-			typ = corev1.EventTypeWarning
-		}
-		rec.Eventf(p, nil, typ, e.Reason, action, "%s", e.Message)
+		rec.Eventf(p, nil, e.EventType(), e.Reason, action, "%s", e.Message)
 	}
 	for _, res := range out.Results {
 		for _, e := range res.Events {
@@ -52,11 +48,7 @@ func RecordRefund(rec events.EventRecorder, r *v1alpha1.Refund, p *v1alpha1.Paym
 		return
 	}
 	emit := func(obj runtime.Object, e Event, action string) {
-		typ := corev1.EventTypeNormal
-		if e.Warning {
-			typ = corev1.EventTypeWarning
-		}
-		rec.Eventf(obj, nil, typ, e.Reason, action, "%s", e.Message)
+		rec.Eventf(obj, nil, e.EventType(), e.Reason, action, "%s", e.Message)
 	}
 	for _, res := range out.Results {
 		for _, e := range res.Events {
@@ -69,4 +61,12 @@ func RecordRefund(rec events.EventRecorder, r *v1alpha1.Refund, p *v1alpha1.Paym
 	for _, e := range out.Events {
 		emit(r, e, string(v1alpha1.SourceManual))
 	}
+}
+
+// EventType is the Kubernetes Event type of e.
+func (e Event) EventType() string {
+	if e.Warning {
+		return corev1.EventTypeWarning
+	}
+	return corev1.EventTypeNormal
 }
