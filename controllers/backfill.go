@@ -32,33 +32,6 @@ import (
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
-// Annotations of a one-off backfill (the "replay after an outage" runbook).
-const (
-	// AnnotationBackfillFrom, set on a PaymentProvider to an RFC 3339 time,
-	// replays the provider's events from that time once, whether or not
-	// spec.backfill.enabled is set.
-	AnnotationBackfillFrom = v1alpha1.AnnotationPrefix + "backfill-from"
-	// AnnotationBackfillFromDone is written by paywarden with the
-	// backfill-from value it has acted on, so each value runs exactly once;
-	// setting backfill-from to a new value runs again.
-	AnnotationBackfillFromDone = v1alpha1.AnnotationPrefix + "backfill-from-done"
-)
-
-// ConditionBackfill reports the events-API backfill of a PaymentProvider:
-// True after a complete run, False with the reason when a run could not
-// complete or the provider type has no events API.
-const ConditionBackfill = "Backfill"
-
-// Reasons of the Backfill condition.
-const (
-	ReasonBackfillSynced      = "Synced"
-	ReasonBackfillUnsupported = "Unsupported"
-	ReasonBackfillUnavailable = "ProviderUnavailable"
-	ReasonBackfillDeferred    = "Deferred"
-	ReasonBackfillListFailed  = "ListFailed"
-	ReasonBackfillWriteFailed = "WriteFailed"
-)
-
 // DefaultBackfillApplyBudget bounds applying one backfilled event right after
 // storing it; what does not finish in time stays Pending for the inbox processor.
 const DefaultBackfillApplyBudget = 5 * time.Second
@@ -179,15 +152,15 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	enabled := prov.Spec.Backfill.Enabled
 	st := prov.Status.Backfill
 
-	oneOff := prov.Annotations[AnnotationBackfillFrom]
-	if oneOff == prov.Annotations[AnnotationBackfillFromDone] {
+	oneOff := prov.Annotations[v1alpha1.AnnotationBackfillFrom]
+	if oneOff == prov.Annotations[v1alpha1.AnnotationBackfillFromDone] {
 		oneOff = ""
 	}
 	var from time.Time
 	if oneOff != "" {
 		var err error
 		if from, err = time.Parse(time.RFC3339, strings.TrimSpace(oneOff)); err != nil || from.After(now) {
-			msg := fmt.Sprintf("%s=%q is not an RFC 3339 time in the past; nothing replayed", AnnotationBackfillFrom, oneOff)
+			msg := fmt.Sprintf("%s=%q is not an RFC 3339 time in the past; nothing replayed", v1alpha1.AnnotationBackfillFrom, oneOff)
 			r.event(prov, corev1.EventTypeWarning, "InvalidBackfillFrom", msg)
 			if err := r.markOneOffDone(ctx, prov, oneOff); err != nil {
 				return ctrl.Result{}, err
@@ -208,7 +181,7 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	entry, err := r.Gateway.For(ctx, prov)
 	if err != nil {
 		msg := fmt.Sprintf("cannot reach the provider: %v", err)
-		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillUnavailable, msg); werr != nil {
+		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, v1alpha1.ReasonBackfillUnavailable, msg); werr != nil {
 			return ctrl.Result{}, werr
 		}
 		return ctrl.Result{RequeueAfter: min(interval, providerRetry)}, nil
@@ -217,11 +190,11 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		// Without an events API to read, webhooks (which such providers
 		// redeliver for days) and status queries are the channels.
 		msg := fmt.Sprintf("provider type %s has no events API; its payments are settled by webhooks and status queries", prov.Spec.Type)
-		if err := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillUnsupported, msg); err != nil {
+		if err := r.setCondition(ctx, prov, metav1.ConditionFalse, v1alpha1.ReasonBackfillUnsupported, msg); err != nil {
 			return ctrl.Result{}, err
 		}
 		if oneOff != "" {
-			r.event(prov, corev1.EventTypeWarning, ReasonBackfillUnsupported, msg)
+			r.event(prov, corev1.EventTypeWarning, v1alpha1.ReasonBackfillUnsupported, msg)
 			if err := r.markOneOffDone(ctx, prov, oneOff); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -238,7 +211,7 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	switch {
 	case errors.As(err, &deferred):
 		msg := fmt.Sprintf("provider calls deferred (%s); resuming in %s from cursor %s", deferred.reason, deferred.wait.Round(time.Millisecond), cursorString(prov))
-		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillDeferred, msg); werr != nil {
+		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, v1alpha1.ReasonBackfillDeferred, msg); werr != nil {
 			return ctrl.Result{}, werr
 		}
 		return ctrl.Result{RequeueAfter: deferred.wait}, nil
@@ -247,7 +220,7 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		if prov.Status.Backfill.Progress != nil {
 			msg += "; the next run resumes where this one stopped"
 		}
-		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillListFailed, msg); werr != nil {
+		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, v1alpha1.ReasonBackfillListFailed, msg); werr != nil {
 			return ctrl.Result{}, werr
 		}
 		logger.Info("backfill: listing events failed", "error", err.Error())
@@ -259,7 +232,7 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		// Storing in the inbox failed (the API server): the cursor did not
 		// move past the page, so the retry re-reads it.
 		msg := fmt.Sprintf("storing events failed after %d event(s); the page is re-read on retry: %v", run.read, err)
-		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, ReasonBackfillWriteFailed, msg); werr != nil {
+		if werr := r.setCondition(ctx, prov, metav1.ConditionFalse, v1alpha1.ReasonBackfillWriteFailed, msg); werr != nil {
 			logger.Error(werr, "record backfill failure")
 		}
 		return ctrl.Result{}, err
@@ -281,13 +254,13 @@ func (r *Backfill) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		if run.Regular {
 			p.Status.Backfill.LastRunTime = &finished
 		}
-		setBackfillCondition(p, metav1.ConditionTrue, ReasonBackfillSynced, msg+"; cursor "+cursorString(p), finished)
+		setBackfillCondition(p, metav1.ConditionTrue, v1alpha1.ReasonBackfillSynced, msg+"; cursor "+cursorString(p), finished)
 		return nil
 	}); err != nil {
 		return ctrl.Result{}, err
 	}
 	if run.OneOff != "" {
-		r.event(prov, corev1.EventTypeNormal, "BackfillCompleted", fmt.Sprintf("%s=%s replayed: %s", AnnotationBackfillFrom, run.OneOff, msg))
+		r.event(prov, corev1.EventTypeNormal, "BackfillCompleted", fmt.Sprintf("%s=%s replayed: %s", v1alpha1.AnnotationBackfillFrom, run.OneOff, msg))
 		if err := r.markOneOffDone(ctx, prov, run.OneOff); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -443,7 +416,7 @@ func setBackfillCondition(p *v1alpha1.PaymentProvider, status metav1.ConditionSt
 		msg = msg[:32000]
 	}
 	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
-		Type: ConditionBackfill, Status: status, Reason: reason, Message: msg,
+		Type: v1alpha1.ConditionBackfill, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: p.Generation, LastTransitionTime: now,
 	})
 }
@@ -461,8 +434,8 @@ func cursorString(p *v1alpha1.PaymentProvider) string {
 func (r *Backfill) markOneOffDone(ctx context.Context, prov *v1alpha1.PaymentProvider, value string) error {
 	esc := func(k string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(k) }
 	ops := []map[string]any{
-		{"op": "test", "path": "/metadata/annotations/" + esc(AnnotationBackfillFrom), "value": value},
-		{"op": "add", "path": "/metadata/annotations/" + esc(AnnotationBackfillFromDone), "value": value},
+		{"op": "test", "path": "/metadata/annotations/" + esc(v1alpha1.AnnotationBackfillFrom), "value": value},
+		{"op": "add", "path": "/metadata/annotations/" + esc(v1alpha1.AnnotationBackfillFromDone), "value": value},
 	}
 	body, err := json.Marshal(ops)
 	if err != nil {
@@ -475,7 +448,7 @@ func (r *Backfill) markOneOffDone(ctx context.Context, prov *v1alpha1.PaymentPro
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("record %s on provider %s/%s: %w", AnnotationBackfillFromDone, prov.Namespace, prov.Name, err)
+		return fmt.Errorf("record %s on provider %s/%s: %w", v1alpha1.AnnotationBackfillFromDone, prov.Namespace, prov.Name, err)
 	}
 	return nil
 }
