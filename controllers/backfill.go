@@ -32,28 +32,6 @@ import (
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
-// Annotations of a one-off backfill (the "replay after an outage" runbook);
-// see v1alpha1.AnnotationBackfillFrom.
-const (
-	AnnotationBackfillFrom     = v1alpha1.AnnotationBackfillFrom
-	AnnotationBackfillFromDone = v1alpha1.AnnotationBackfillFromDone
-)
-
-// ConditionBackfill reports the events-API backfill of a PaymentProvider:
-// True after a complete run, False with the reason when a run could not
-// complete or the provider type has no events API.
-const ConditionBackfill = "Backfill"
-
-// Reasons of the Backfill condition (payment.EndBackfill chooses them).
-const (
-	ReasonBackfillSynced      = payment.ReasonBackfillSynced
-	ReasonBackfillUnsupported = payment.ReasonBackfillUnsupported
-	ReasonBackfillUnavailable = payment.ReasonBackfillUnavailable
-	ReasonBackfillDeferred    = payment.ReasonBackfillDeferred
-	ReasonBackfillListFailed  = payment.ReasonBackfillListFailed
-	ReasonBackfillWriteFailed = payment.ReasonBackfillWriteFailed
-)
-
 // DefaultBackfillApplyBudget bounds applying one backfilled event right after
 // storing it; what does not finish in time stays Pending for the inbox processor.
 const DefaultBackfillApplyBudget = 5 * time.Second
@@ -413,7 +391,7 @@ func setBackfillCondition(p *v1alpha1.PaymentProvider, status metav1.ConditionSt
 		msg = msg[:32000]
 	}
 	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
-		Type: ConditionBackfill, Status: status, Reason: reason, Message: msg,
+		Type: v1alpha1.ConditionBackfill, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: p.Generation, LastTransitionTime: now,
 	})
 }
@@ -424,8 +402,8 @@ func setBackfillCondition(p *v1alpha1.PaymentProvider, status metav1.ConditionSt
 func (r *Backfill) markOneOffDone(ctx context.Context, prov *v1alpha1.PaymentProvider, value string) error {
 	esc := func(k string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(k) }
 	ops := []map[string]any{
-		{"op": "test", "path": "/metadata/annotations/" + esc(AnnotationBackfillFrom), "value": value},
-		{"op": "add", "path": "/metadata/annotations/" + esc(AnnotationBackfillFromDone), "value": value},
+		{"op": "test", "path": "/metadata/annotations/" + esc(v1alpha1.AnnotationBackfillFrom), "value": value},
+		{"op": "add", "path": "/metadata/annotations/" + esc(v1alpha1.AnnotationBackfillFromDone), "value": value},
 	}
 	body, err := json.Marshal(ops)
 	if err != nil {
@@ -438,7 +416,7 @@ func (r *Backfill) markOneOffDone(ctx context.Context, prov *v1alpha1.PaymentPro
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("record %s on provider %s/%s: %w", AnnotationBackfillFromDone, prov.Namespace, prov.Name, err)
+		return fmt.Errorf("record %s on provider %s/%s: %w", v1alpha1.AnnotationBackfillFromDone, prov.Namespace, prov.Name, err)
 	}
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
@@ -74,14 +73,14 @@ func TestBackfillReadsEveryPageAfterALaterPageFails(t *testing.T) {
 			fixture.WaitCached(t, m.Client(), prov)
 			req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(prov)}
 			condition := func() *metav1.Condition {
-				return meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Conditions, controllers.ConditionBackfill)
+				return meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Conditions, v1alpha1.ConditionBackfill)
 			}
 
 			// Run 1: page 1 is stored, page 2 is refused.
 			if _, err := m.Backfill.Reconcile(context.Background(), req); err != nil {
 				t.Fatal(err)
 			}
-			if c := condition(); c == nil || c.Reason != controllers.ReasonBackfillListFailed {
+			if c := condition(); c == nil || c.Reason != v1alpha1.ReasonBackfillListFailed {
 				t.Fatalf("Backfill condition after the failed page: %s", fixture.Dump(c))
 			}
 			if got := len(fixture.WebhookEvents(t, env.Client, ns)); got != 100 {

@@ -139,7 +139,7 @@ func TestBackfillAloneSettlesPaymentsWhenEveryWebhookIsLost(t *testing.T) {
 			if st.Backfill.Cursor == nil || st.Backfill.EventsSeen < int64(len(want)) {
 				t.Errorf("backfill status not advanced: %s", fixture.Dump(st.Backfill))
 			}
-			if cond := meta.FindStatusCondition(st.Conditions, controllers.ConditionBackfill); cond == nil || cond.Status != metav1.ConditionTrue {
+			if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBackfill); cond == nil || cond.Status != metav1.ConditionTrue {
 				t.Errorf("Backfill condition: %s", fixture.Dump(cond))
 			}
 		})
@@ -291,7 +291,7 @@ func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
 	if !after.Status.Backfill.Cursor.Equal(before.Cursor) || after.Status.Backfill.EventsSeen != before.EventsSeen {
 		t.Errorf("a page that was not fully stored moved the backfill status: %s -> %s", fixture.Dump(before), fixture.Dump(after.Status.Backfill))
 	}
-	if c := meta.FindStatusCondition(after.Status.Conditions, controllers.ConditionBackfill); c == nil || c.Reason != controllers.ReasonBackfillWriteFailed {
+	if c := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.ConditionBackfill); c == nil || c.Reason != v1alpha1.ReasonBackfillWriteFailed {
 		t.Errorf("Backfill condition after the failed run: %s", fixture.Dump(c))
 	}
 	if got := len(fixture.WebhookEvents(t, env.Client, ns)); got != 3 {
@@ -331,7 +331,7 @@ func TestBackfillCursorAdvancesOnlyAfterThePageIsStored(t *testing.T) {
 			t.Errorf("%s: transitions by its event: %s; want exactly one", p.Name, fixture.Dump(tr))
 		}
 	}
-	if c := meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Conditions, controllers.ConditionBackfill); c == nil ||
+	if c := meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Conditions, v1alpha1.ConditionBackfill); c == nil ||
 		c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "0 new") {
 		t.Errorf("Backfill condition after the idle run: %s", fixture.Dump(c))
 	}
@@ -362,10 +362,10 @@ func TestBackfillFromAnnotationRunsOnce(t *testing.T) {
 	fixture.WaitCached(t, m.Client(), lost)
 
 	done := func(name string) string {
-		return fixture.GetProvider(t, env.Client, ns, name).Annotations[controllers.AnnotationBackfillFromDone]
+		return fixture.GetProvider(t, env.Client, ns, name).Annotations[v1alpha1.AnnotationBackfillFromDone]
 	}
 
-	fixture.Annotate(t, env.Client, prov, controllers.AnnotationBackfillFrom, outageStart.UTC().Format(time.RFC3339))
+	fixture.Annotate(t, env.Client, prov, v1alpha1.AnnotationBackfillFrom, outageStart.UTC().Format(time.RFC3339))
 	fixture.Eventually(t, 10*time.Second, "the one-off backfill to be marked done", func() bool {
 		return done(prov.Name) == outageStart.UTC().Format(time.RFC3339)
 	})
@@ -382,7 +382,7 @@ func TestBackfillFromAnnotationRunsOnce(t *testing.T) {
 	lists := s.Counters().EventListCalls
 
 	// A new value replays again, from further back.
-	fixture.Annotate(t, env.Client, prov, controllers.AnnotationBackfillFrom, base.UTC().Format(time.RFC3339))
+	fixture.Annotate(t, env.Client, prov, v1alpha1.AnnotationBackfillFrom, base.UTC().Format(time.RFC3339))
 	fixture.Eventually(t, 10*time.Second, "the second one-off backfill", func() bool { return done(prov.Name) == base.UTC().Format(time.RFC3339) })
 	fixture.WaitPhase(t, env.Client, old, v1alpha1.PhaseSucceeded, 10*time.Second)
 	if got := s.Counters().EventListCalls - lists; got != 1 {
@@ -392,10 +392,10 @@ func TestBackfillFromAnnotationRunsOnce(t *testing.T) {
 		t.Errorf("want two BackfillCompleted events, got %+v", m.Events.All())
 	}
 
-	fixture.Annotate(t, env.Client, paypalProv, controllers.AnnotationBackfillFrom, base.UTC().Format(time.RFC3339))
+	fixture.Annotate(t, env.Client, paypalProv, v1alpha1.AnnotationBackfillFrom, base.UTC().Format(time.RFC3339))
 	fixture.Eventually(t, 10*time.Second, "the PayPal request to be answered", func() bool { return done(paypalProv.Name) != "" })
-	c := meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, paypalProv.Name).Status.Conditions, controllers.ConditionBackfill)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != controllers.ReasonBackfillSynced || len(m.Events.About(paypalProv.Name, "BackfillCompleted")) != 1 {
+	c := meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, paypalProv.Name).Status.Conditions, v1alpha1.ConditionBackfill)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonBackfillSynced || len(m.Events.About(paypalProv.Name, "BackfillCompleted")) != 1 {
 		t.Errorf("PayPal Backfill condition: %s; Events %+v", fixture.Dump(c), m.Events.All())
 	}
 }

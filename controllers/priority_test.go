@@ -198,10 +198,10 @@ func TestBackfillGoesAheadOfScheduledQueries(t *testing.T) {
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerBackfill))
 	queryBacklog(t, m, s, prov, 30)
 	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
-	fixture.Annotate(t, env.Client, prov, controllers.AnnotationBackfillFrom, from)
+	fixture.Annotate(t, env.Client, prov, v1alpha1.AnnotationBackfillFrom, from)
 	fixture.Eventually(t, 4*time.Second, "the one-off backfill behind 30 status queries", func() (bool, string) {
 		got := fixture.GetProvider(t, env.Client, ns, prov.Name)
-		return got.Annotations[controllers.AnnotationBackfillFromDone] == from, fixture.Dump(got.Status.Conditions)
+		return got.Annotations[v1alpha1.AnnotationBackfillFromDone] == from, fixture.Dump(got.Status.Conditions)
 	})
 }
 

@@ -16,18 +16,6 @@ const (
 	ProviderStripe  ProviderType = "stripe"
 )
 
-// Annotations of a one-off backfill (the "replay after an outage" runbook).
-const (
-	// AnnotationBackfillFrom, set on a PaymentProvider to an RFC 3339 time,
-	// replays the provider's events from that time once, whether or not
-	// spec.backfill.enabled is set.
-	AnnotationBackfillFrom = AnnotationPrefix + "backfill-from"
-	// AnnotationBackfillFromDone is written by paywarden with the
-	// backfill-from value it has acted on, so each value runs exactly once;
-	// setting backfill-from to a new value runs again.
-	AnnotationBackfillFromDone = AnnotationPrefix + "backfill-from-done"
-)
-
 // Condition types on a PaymentProvider.
 const (
 	// ConditionDegraded is True while the provider's circuit breaker is open.
@@ -350,6 +338,33 @@ type PaymentProviderStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
+
+// Annotations of a one-off backfill (the "replay after an outage" runbook).
+const (
+	// AnnotationBackfillFrom, set on a PaymentProvider to an RFC 3339 time,
+	// replays the provider's events from that time once, whether or not
+	// spec.backfill.enabled is set.
+	AnnotationBackfillFrom = AnnotationPrefix + "backfill-from"
+	// AnnotationBackfillFromDone is written by paywarden with the
+	// backfill-from value it has acted on, so each value runs exactly once;
+	// setting backfill-from to a new value runs again.
+	AnnotationBackfillFromDone = AnnotationPrefix + "backfill-from-done"
+)
+
+// ConditionBackfill reports the events-API backfill of a PaymentProvider:
+// True after a complete run, False with the reason when a run could not
+// complete or the provider type has no events API.
+const ConditionBackfill = "Backfill"
+
+// Reasons of the Backfill condition.
+const (
+	ReasonBackfillSynced      = "Synced"
+	ReasonBackfillUnsupported = "Unsupported"
+	ReasonBackfillUnavailable = "ProviderUnavailable"
+	ReasonBackfillDeferred    = "Deferred"
+	ReasonBackfillListFailed  = "ListFailed"
+	ReasonBackfillWriteFailed = "WriteFailed"
+)
 
 // MaxPaymentProviderNameLength is the longest PaymentProvider name: its
 // WebhookEvents are named "<provider>-<20 hex>" (WebhookEventName), and that

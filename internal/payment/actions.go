@@ -92,8 +92,10 @@ func resolveValue(p *v1alpha1.Payment) string {
 // Refusal is the Event by which an operator action was refused or left
 // alone (CaptureRefused, CancelIgnored, ResolveIgnored, ...), if the outcome
 // has one: nothing the operator asked for happens.
-func (o Outcome) Refusal() (Event, bool) {
-	for _, e := range o.Events {
+func (o Outcome) Refusal() (Event, bool) { return refusal(o.Events) }
+
+func refusal(events []Event) (Event, bool) {
+	for _, e := range events {
 		if strings.HasSuffix(e.Reason, "Refused") || strings.HasSuffix(e.Reason, "Ignored") {
 			return e, true
 		}

@@ -15,16 +15,6 @@ import (
 // a run starts (StartBackfill) and what its end means for the provider's
 // Backfill condition, the requeue and a one-off request (EndBackfill).
 
-// Reasons of a PaymentProvider's Backfill condition.
-const (
-	ReasonBackfillSynced      = "Synced"
-	ReasonBackfillUnsupported = "Unsupported"
-	ReasonBackfillUnavailable = "ProviderUnavailable"
-	ReasonBackfillDeferred    = "Deferred"
-	ReasonBackfillListFailed  = "ListFailed"
-	ReasonBackfillWriteFailed = "WriteFailed"
-)
-
 // backfillOneOffFloor is the shortest requeue after a one-off run between two
 // periodic ones, whose next run may be due already.
 const backfillOneOffFloor = 10 * time.Millisecond
@@ -165,17 +155,17 @@ func EndBackfill(p *v1alpha1.PaymentProvider, start BackfillStart, run BackfillR
 	}
 	switch out.Result {
 	case BackfillUnavailable:
-		return failed(ReasonBackfillUnavailable, fmt.Sprintf("cannot reach the provider: %v", out.Err), retry)
+		return failed(v1alpha1.ReasonBackfillUnavailable, fmt.Sprintf("cannot reach the provider: %v", out.Err), retry)
 	case BackfillUnsupported:
 		// Without an events API to read, webhooks (which such providers
 		// redeliver for days) and status queries are the channels.
-		end := failed(ReasonBackfillUnsupported, fmt.Sprintf("provider type %s has no events API; its payments are settled by webhooks and status queries", p.Spec.Type), 0)
+		end := failed(v1alpha1.ReasonBackfillUnsupported, fmt.Sprintf("provider type %s has no events API; its payments are settled by webhooks and status queries", p.Spec.Type), 0)
 		if start.OneOff != "" {
-			end.MarkDone, end.Event = start.OneOff, Event{Warning: true, Reason: ReasonBackfillUnsupported, Message: end.Message}
+			end.MarkDone, end.Event = start.OneOff, Event{Warning: true, Reason: v1alpha1.ReasonBackfillUnsupported, Message: end.Message}
 		}
 		return end
 	case BackfillDeferred:
-		return failed(ReasonBackfillDeferred, fmt.Sprintf("provider calls deferred (%s); resuming in %s from cursor %s",
+		return failed(v1alpha1.ReasonBackfillDeferred, fmt.Sprintf("provider calls deferred (%s); resuming in %s from cursor %s",
 			out.DeferReason, out.Wait.Round(time.Millisecond), backfillCursor(p.Status.Backfill)), out.Wait)
 	case BackfillListFailed:
 		msg := fmt.Sprintf("reading events since %s failed after %d event(s): %v", since, out.Read, out.Err)
@@ -185,9 +175,9 @@ func EndBackfill(p *v1alpha1.PaymentProvider, start BackfillStart, run BackfillR
 		if ra, ok := provider.RetryAfter(out.Err); ok && ra > 0 {
 			retry = ra
 		}
-		return failed(ReasonBackfillListFailed, msg, retry)
+		return failed(v1alpha1.ReasonBackfillListFailed, msg, retry)
 	case BackfillStoreFailed:
-		return failed(ReasonBackfillWriteFailed, fmt.Sprintf("storing events failed after %d event(s); the page is re-read on retry: %v", out.Read, out.Err), 0)
+		return failed(v1alpha1.ReasonBackfillWriteFailed, fmt.Sprintf("storing events failed after %d event(s); the page is re-read on retry: %v", out.Read, out.Err), 0)
 	}
 	msg := fmt.Sprintf("read %d event(s) since %s: %d new, %d already in the inbox", out.Read, since, out.Stored, out.Read-out.Stored-out.Skipped)
 	if out.Skipped > 0 {
@@ -199,7 +189,7 @@ func EndBackfill(p *v1alpha1.PaymentProvider, start BackfillStart, run BackfillR
 	if run.Retained {
 		msg += fmt.Sprintf("; the provider keeps events for %s only, older ones cannot be read", out.Retention)
 	}
-	end := BackfillEnd{Status: metav1.ConditionTrue, Reason: ReasonBackfillSynced, Message: msg}
+	end := BackfillEnd{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonBackfillSynced, Message: msg}
 	if run.OneOff != "" {
 		end.MarkDone = run.OneOff
 		end.Event = Event{Reason: "BackfillCompleted", Message: fmt.Sprintf("%s=%s replayed: %s", v1alpha1.AnnotationBackfillFrom, run.OneOff, msg)}

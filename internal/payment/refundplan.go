@@ -105,11 +105,8 @@ func refundParked(st *v1alpha1.RefundStatus) bool {
 // received), then the crash-safe create and the status queries, as for a
 // payment (SPEC §2.3, §11.7).
 func PlanRefund(r *v1alpha1.Refund, pol Policy, facts RefundFacts, now time.Time) RefundStep {
-	if out, ok := refundResolve(r, now); ok {
-		return RefundStep{Action: Write, Outcome: out, Why: "operator resolve"}
-	}
-	if out, ok := refundRequery(r, now); ok {
-		return RefundStep{Action: Write, Outcome: out, Why: "operator requery"}
+	if out, why, ok := RefundOperatorAction(r, now); ok {
+		return RefundStep{Action: Write, Outcome: out, Why: why}
 	}
 	st := &r.Status
 	switch {
@@ -542,6 +539,27 @@ func refundUnreachable(r *v1alpha1.Refund, pol Policy, now time.Time) RefundOutc
 	c.park()
 	return c.done()
 }
+
+// RefundOperatorAction decides on the Refund's operator annotations, in
+// the order PlanRefund acts on them: resolve, then requery. ok is false when
+// neither has a value not yet acted on. Refusals are Warning Events of the
+// outcome (ResolveIgnored; RequeryIgnored is Normal): as with
+// OperatorAction, kubectl paywarden runs it on a copy with the annotation it
+// is about to write, so it refuses locally exactly what the manager would.
+func RefundOperatorAction(r *v1alpha1.Refund, now time.Time) (out RefundOutcome, why string, ok bool) {
+	if out, ok := refundResolve(r, now); ok {
+		return out, "operator resolve", true
+	}
+	if out, ok := refundRequery(r, now); ok {
+		return out, "operator requery", true
+	}
+	return RefundOutcome{}, "", false
+}
+
+// Refusal is the Event by which an operator action on the Refund was
+// refused or left alone (ResolveIgnored, RequeryIgnored), if the outcome has
+// one.
+func (o RefundOutcome) Refusal() (Event, bool) { return refusal(o.Events) }
 
 func refundResolve(r *v1alpha1.Refund, now time.Time) (RefundOutcome, bool) {
 	v := r.Annotations[v1alpha1.AnnotationResolve]

@@ -37,6 +37,11 @@ type Request struct {
 	Describe string
 	// Note says what the manager will make of it when it does not act at once.
 	Note string
+	// Unset are annotations to remove with the write.
+	Unset []string
+	// LastQuery, for a requery of a Refund, is its last status query before
+	// the request: the answer is a later one.
+	LastQuery time.Time
 }
 
 func refused(verb, format string, args ...any) error {
@@ -163,6 +168,8 @@ var refusalReasons = map[string][]string{
 	"cancel":  {"CancelRefused", "CancelIgnored"},
 	"requery": {"RequeryIgnored"},
 	"resolve": {"ResolveIgnored"},
+	// A one-off backfill the manager marked done without running it.
+	"backfill": {"InvalidBackfillFrom", v1alpha1.ReasonBackfillUnsupported},
 }
 
 // Refusal is the newest Event refusing verb among events that happened

@@ -229,3 +229,203 @@ func TestCheckRefund(t *testing.T) {
 		t.Errorf("failed: %+v", pr)
 	}
 }
+
+// consoleRefund is a Refund of the console fixture (partly-refunded-return:
+// Succeeded; partly-refunded-goodwill: Processing), to change freely.
+func consoleRefund(t *testing.T, name string) *v1alpha1.Refund {
+	t.Helper()
+	for _, rf := range fixture.ConsoleFixture().Refunds {
+		if rf.Name == name {
+			return rf.DeepCopy()
+		}
+	}
+	t.Fatalf("no refund %s in the console fixture", name)
+	return nil
+}
+
+// underReview puts rf in phase under review for reason, as the manager does.
+func underReview(rf *v1alpha1.Refund, phase v1alpha1.RefundPhase, reason string) *v1alpha1.Refund {
+	rf.Status.Phase = phase
+	rf.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue, Reason: reason, Message: "the provider's answer is lost",
+		LastTransitionTime: metav1.NewTime(fixture.ConsoleNow.Add(-time.Minute))}}
+	return rf
+}
+
+func TestPlanRefundResolveRequery(t *testing.T) {
+	now := fixture.ConsoleNow
+	type plan func(rf *v1alpha1.Refund) (plugin.Request, error)
+	resolve := func(to, reason string) plan {
+		return func(rf *v1alpha1.Refund) (plugin.Request, error) {
+			return plugin.PlanRefundResolve(rf, to, reason, now)
+		}
+	}
+	requery := func(rf *v1alpha1.Refund) (plugin.Request, error) { return plugin.PlanRefundRequery(rf, now) }
+	unknown := func(t *testing.T) *v1alpha1.Refund {
+		return underReview(consoleRefund(t, "partly-refunded-goodwill"), v1alpha1.RefundUnknown, v1alpha1.ReasonRetriesExhausted)
+	}
+	settled := func(t *testing.T) *v1alpha1.Refund { return consoleRefund(t, "partly-refunded-return") }
+	for _, tt := range []struct {
+		name    string
+		refund  func(t *testing.T) *v1alpha1.Refund
+		plan    plan
+		refused string
+	}{
+		{"resolve an Unknown refund under review", unknown, resolve("Succeeded", "re_123 seen in the dashboard"), ""},
+		{"resolve a refund in flight", func(t *testing.T) *v1alpha1.Refund { return consoleRefund(t, "partly-refunded-goodwill") }, resolve("Failed", "never sent"), ""},
+		{"resolve a settled refund under review", func(t *testing.T) *v1alpha1.Refund {
+			return underReview(settled(t), v1alpha1.RefundSucceeded, v1alpha1.ReasonConflictingStatus)
+		}, resolve("Failed", "the bank returned it"), ""},
+		{"resolve a settled refund", settled, resolve("Failed", "why not"), "already Succeeded and needs no review"},
+		{"resolve to a phase a refund has not", unknown, resolve("Expired", "x"), `--phase "Expired": a refund is resolved to Succeeded or Failed`},
+		{"resolve to a payment's phase", unknown, resolve("Canceled", "x"), `a refund is resolved to Succeeded or Failed`},
+		{"resolve without a reason", unknown, resolve("Failed", " "), "--reason is required"},
+		{"resolve again as acted on", func(t *testing.T) *v1alpha1.Refund {
+			rf := unknown(t)
+			rf.Status.Actions.Resolve = "Failed: no refund in the dashboard"
+			return rf
+		}, resolve("Failed", "no refund in the dashboard"), "give another --reason"},
+		{"requery a refund in flight", func(t *testing.T) *v1alpha1.Refund { return consoleRefund(t, "partly-refunded-goodwill") }, requery, ""},
+		{"requery an Unknown refund", unknown, requery, ""},
+		{"requery a settled refund", settled, requery, "refund is already Succeeded; nothing to query"},
+		{"requery behind a resolve not acted on", func(t *testing.T) *v1alpha1.Refund {
+			rf := unknown(t)
+			rf.Annotations = map[string]string{v1alpha1.AnnotationResolve: "Failed", v1alpha1.AnnotationResolveReason: "gone"}
+			return rf
+		}, requery, "an earlier operator action (operator resolve) on refund partly-refunded-goodwill is still waiting"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rf := tt.refund(t)
+			req, err := tt.plan(rf)
+			wantRefused(t, err, tt.refused)
+			if tt.refused == "" && len(req.Set) == 0 {
+				t.Errorf("request %+v writes nothing", req)
+			}
+		})
+	}
+}
+
+// TestCheckRefundActionFollowsTheManager: a resolve of a Refund is done
+// when the manager acted on it and the refund is in the phase asked, or a
+// refusal Event came; a requery when a status query after the request was
+// answered.
+func TestCheckRefundActionFollowsTheManager(t *testing.T) {
+	now := fixture.ConsoleNow
+	rf := underReview(consoleRefund(t, "partly-refunded-goodwill"), v1alpha1.RefundUnknown, v1alpha1.ReasonCreateOutcomeUnknown)
+	req, err := plugin.PlanRefundResolve(rf, "Succeeded", "re_9 in the dashboard", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr := plugin.CheckRefundAction(rf, req, nil); pr.Done || pr.Text != "the manager has not acted on the resolve yet (refund partly-refunded-goodwill is Unknown)" {
+		t.Errorf("before the manager: %+v", pr)
+	}
+	rf.Status.Actions.Resolve = req.Value
+	refusal := &eventsv1.Event{Reason: "ResolveIgnored", Note: `resolve "Succeeded" not applied: refund is already Failed and needs no review`}
+	if pr := plugin.CheckRefundAction(rf, req, refusal); !pr.Done || !pr.Failed || !strings.Contains(pr.Text, "resolve refused by the manager: resolve \"Succeeded\" not applied") {
+		t.Errorf("refused: %+v", pr)
+	}
+	rf.Status.Phase, rf.Status.Conditions = v1alpha1.RefundSucceeded, nil
+	if pr := plugin.CheckRefundAction(rf, req, nil); !pr.Done || pr.Failed || pr.Text != "resolved: refund partly-refunded-goodwill is Succeeded" {
+		t.Errorf("resolved: %+v", pr)
+	}
+
+	q := underReview(consoleRefund(t, "partly-refunded-goodwill"), v1alpha1.RefundUnknown, v1alpha1.ReasonRetriesExhausted)
+	before := metav1.NewMicroTime(now.Add(-time.Hour))
+	q.Status.Query.LastTime = &before
+	qreq, err := plugin.PlanRefundRequery(q, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Status.Actions.Requery, q.Status.Query.NextTime = qreq.Value, ptrMicro(now)
+	if pr := plugin.CheckRefundAction(q, qreq, nil); pr.Done || pr.Text != "the schedule restarted; the status query has not been answered yet (refund partly-refunded-goodwill is Unknown, query due at 2026-03-01T10:00:00Z)" {
+		t.Errorf("requery done before the query: %+v", pr)
+	}
+	q.Status.Query.LastTime, q.Status.Query.NextTime = ptrMicro(now.Add(time.Second)), nil
+	q.Status.Phase, q.Status.ProviderStatus, q.Status.Conditions = v1alpha1.RefundSucceeded, "succeeded", nil
+	if pr := plugin.CheckRefundAction(q, qreq, nil); !pr.Done || pr.Failed || pr.Text != `queried at 2026-03-01T10:00:01Z: refund partly-refunded-goodwill is Succeeded (provider status "succeeded")` {
+		t.Errorf("requery answered: %+v", pr)
+	}
+}
+
+func ptrMicro(t time.Time) *metav1.MicroTime { m := metav1.NewMicroTime(t); return &m }
+
+func TestPlanBackfill(t *testing.T) {
+	now := fixture.ConsoleNow // 2026-03-01T10:00:00Z
+	provider := func(annotations map[string]string) *v1alpha1.PaymentProvider {
+		return &v1alpha1.PaymentProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "kukopay", Annotations: annotations}}
+	}
+	for _, tt := range []struct {
+		name, from  string
+		annotations map[string]string
+		value, note string
+		unset       bool
+		refused     string
+	}{
+		{name: "an RFC 3339 time", from: "2026-03-01T08:00:00Z", value: "2026-03-01T08:00:00Z"},
+		{name: "another zone, written in UTC", from: "2026-03-01T09:30:00+01:00", value: "2026-03-01T08:30:00Z"},
+		{name: "how far back", from: "2h", value: "2026-03-01T08:00:00Z"},
+		{name: "how far back, to the second", from: "90m30.5s", value: "2026-03-01T08:29:29Z"},
+		{name: "now itself", from: "2026-03-01T10:00:00Z", value: "2026-03-01T10:00:00Z"},
+		{name: "in the future", from: "2026-03-01T10:00:01Z", refused: "2026-03-01T10:00:01Z is in the future (now is 2026-03-01T10:00:00Z)"},
+		{name: "not a time", from: "yesterday", refused: `"yesterday" is neither an RFC 3339 time (2026-05-01T08:00:00Z) nor how far back (2h)`},
+		{name: "a time without its zone", from: "2026-03-01T08:00:00", refused: "is neither an RFC 3339 time"},
+		{name: "a negative duration", from: "-2h", refused: `"-2h": how far back must be positive`},
+		{name: "nothing", from: " ", refused: "--from: give an RFC 3339 time"},
+		{name: "the same time again runs again", from: "2h", value: "2026-03-01T08:00:00Z", unset: true,
+			annotations: map[string]string{v1alpha1.AnnotationBackfillFrom: "2026-03-01T08:00:00Z", v1alpha1.AnnotationBackfillFromDone: "2026-03-01T08:00:00Z"}},
+		{name: "another time replaces one not run yet", from: "3h", value: "2026-03-01T07:00:00Z",
+			annotations: map[string]string{v1alpha1.AnnotationBackfillFrom: "2026-03-01T08:00:00Z"},
+			note:        "it replaces payments.paywarden.dev/backfill-from=2026-03-01T08:00:00Z, which the manager had not run yet"},
+		{name: "after another one ran", from: "3h", value: "2026-03-01T07:00:00Z",
+			annotations: map[string]string{v1alpha1.AnnotationBackfillFrom: "2026-03-01T08:00:00Z", v1alpha1.AnnotationBackfillFromDone: "2026-03-01T08:00:00Z"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := plugin.PlanBackfill(provider(tt.annotations), tt.from, now)
+			wantRefused(t, err, tt.refused)
+			if tt.refused != "" {
+				return
+			}
+			if req.Value != tt.value || req.Set[v1alpha1.AnnotationBackfillFrom] != tt.value || len(req.Set) != 1 || req.Note != tt.note || (len(req.Unset) > 0) != tt.unset {
+				t.Errorf("request %+v, want backfill-from=%s, note %q, unset %v", req, tt.value, tt.note, tt.unset)
+			}
+		})
+	}
+	t.Run("a provider being deleted", func(t *testing.T) {
+		p := provider(nil)
+		p.DeletionTimestamp = &metav1.Time{Time: now}
+		_, err := plugin.PlanBackfill(p, "2h", now)
+		wantRefused(t, err, "paymentprovider kukopay is being deleted")
+	})
+}
+
+func TestCheckBackfill(t *testing.T) {
+	now := fixture.ConsoleNow
+	prov := &v1alpha1.PaymentProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "kukopay"}}
+	req, err := plugin.PlanBackfill(prov, "2h", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	condition := func(status metav1.ConditionStatus, reason, msg string) {
+		prov.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionBackfill, Status: status, Reason: reason, Message: msg}}
+	}
+	prov.Annotations = req.Set
+	condition(metav1.ConditionFalse, v1alpha1.ReasonBackfillDeferred, "provider calls deferred (circuit open)")
+	if pr := plugin.CheckBackfill(prov, req, nil); pr.Done ||
+		pr.Text != "the manager has not finished the replay since 2026-03-01T08:00:00Z yet (paymentprovider kukopay; Backfill Deferred: provider calls deferred (circuit open))" {
+		t.Errorf("before the manager: %+v", pr)
+	}
+	prov.Annotations = map[string]string{v1alpha1.AnnotationBackfillFrom: req.Value, v1alpha1.AnnotationBackfillFromDone: req.Value}
+	condition(metav1.ConditionTrue, v1alpha1.ReasonBackfillSynced, "read 3 event(s) since 2026-03-01T08:00:00Z: 1 new, 2 already in the inbox; cursor 2026-03-01T09:59:00Z")
+	if pr := plugin.CheckBackfill(prov, req, nil); !pr.Done || pr.Failed || pr.Text != "replayed: read 3 event(s) since 2026-03-01T08:00:00Z: 1 new, 2 already in the inbox; cursor 2026-03-01T09:59:00Z" {
+		t.Errorf("replayed: %+v", pr)
+	}
+	invalid := eventsv1.Event{Reason: "InvalidBackfillFrom", Note: "not an RFC 3339 time in the past", EventTime: metav1.NewMicroTime(now)}
+	if e := plugin.Refusal("backfill", []eventsv1.Event{invalid}, now.Add(-time.Second)); e == nil {
+		t.Fatal("InvalidBackfillFrom is not a refusal")
+	} else if pr := plugin.CheckBackfill(prov, req, e); !pr.Done || !pr.Failed || pr.Text != "backfill refused by the manager: not an RFC 3339 time in the past" {
+		t.Errorf("refused: %+v", pr)
+	}
+	condition(metav1.ConditionFalse, v1alpha1.ReasonBackfillUnsupported, "provider type x has no events API")
+	if pr := plugin.CheckBackfill(prov, req, nil); !pr.Done || !pr.Failed || pr.Text != "not replayed: Backfill Unsupported: provider type x has no events API" {
+		t.Errorf("unsupported: %+v", pr)
+	}
+}

@@ -1,14 +1,16 @@
 // Package plugin is `kubectl paywarden`, the operator's console: which
 // payments wait and for what (stuck), one payment's whole story (why), the
-// operator's actions (capture, cancel, requery, resolve, refund) checked by
-// the manager's own rules before anything is written and followed until the
+// operator's actions (capture, cancel, requery, resolve, refund; requery and
+// resolve of a Refund; a PaymentProvider's one-off backfill) checked by the
+// manager's own rules before anything is written and followed until the
 // manager acted, and counts per phase (summary).
 //
 // It only reads the API and writes what an operator could write with
 // kubectl: the annotations the manager understands and Refunds. The reports
 // are pure functions of the objects read (Stuck, Why, Summarize) and the
-// actions are decided by pure functions (PlanCapture, ..., PlanRefund) over
-// internal/payment's rules; the commands are I/O around them.
+// actions are decided by pure functions (PlanCapture, ..., PlanRefund,
+// PlanRefundResolve, PlanBackfill) over internal/payment's rules; the
+// commands are I/O around them.
 package plugin
 
 import (
@@ -84,8 +86,9 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Use:   "kubectl-paywarden",
 		Short: "The operator's console for paywarden payments",
 		Long: `kubectl paywarden finds the payments that wait and says why, tells one payment's
-whole story, and acts on payments the way the manager understands: amounts in
-major units of the payment's currency, checked before anything is written.`,
+whole story, and acts on payments, refunds and providers the way the manager
+understands: amounts in major units of the payment's currency, checked before
+anything is written.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl paywarden"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -96,7 +99,7 @@ major units of the payment's currency, checked before anything is written.`,
 	root.PersistentFlags().StringVar(&o.nowFlag, "now", "", "the time reports are relative to (RFC 3339); default now")
 	_ = root.PersistentFlags().MarkHidden("now")
 	_ = root.RegisterFlagCompletionFunc("namespace", o.completeNamespaces)
-	root.AddCommand(o.stuckCmd(), o.whyCmd(), o.summaryCmd(), o.captureCmd(), o.cancelCmd(), o.requeryCmd(), o.resolveCmd(), o.refundCmd())
+	root.AddCommand(o.stuckCmd(), o.whyCmd(), o.summaryCmd(), o.captureCmd(), o.cancelCmd(), o.requeryCmd(), o.resolveCmd(), o.refundCmd(), o.backfillCmd())
 	return root
 }
 
@@ -186,6 +189,28 @@ func (s *session) payment(ctx context.Context, name string) (*v1alpha1.Payment, 
 		return nil, fmt.Errorf("get payment %s/%s: %w", s.ns, name, err)
 	}
 	return p, nil
+}
+
+func (s *session) refund(ctx context.Context, name string) (*v1alpha1.Refund, error) {
+	rf := &v1alpha1.Refund{}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, rf); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("refund %s %w in namespace %s", name, ErrNotFound, s.ns)
+		}
+		return nil, fmt.Errorf("get refund %s/%s: %w", s.ns, name, err)
+	}
+	return rf, nil
+}
+
+func (s *session) provider(ctx context.Context, name string) (*v1alpha1.PaymentProvider, error) {
+	prov := &v1alpha1.PaymentProvider{}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, prov); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("paymentprovider %s %w in namespace %s", name, ErrNotFound, s.ns)
+		}
+		return nil, fmt.Errorf("get paymentprovider %s/%s: %w", s.ns, name, err)
+	}
+	return prov, nil
 }
 
 func (s *session) refunds(ctx context.Context, p *v1alpha1.Payment) ([]v1alpha1.Refund, error) {
@@ -379,7 +404,7 @@ func (o *options) captureCmd() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: o.completePayments(func(p *v1alpha1.Payment) bool { return p.Spec.ManualCapture() && !p.Status.Phase.IsFinal() }),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.act(cmd.Context(), args[0], f, func(p *v1alpha1.Payment, now time.Time) (Request, error) {
+			return o.actOnPayment(cmd.Context(), args[0], f, func(p *v1alpha1.Payment, now time.Time) (Request, error) {
 				return PlanCapture(p, amountText, now)
 			})
 		},
@@ -399,7 +424,7 @@ func (o *options) cancelCmd() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: o.completePayments(func(p *v1alpha1.Payment) bool { return !p.Status.Phase.IsFinal() }),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.act(cmd.Context(), args[0], f, func(p *v1alpha1.Payment, now time.Time) (Request, error) {
+			return o.actOnPayment(cmd.Context(), args[0], f, func(p *v1alpha1.Payment, now time.Time) (Request, error) {
 				return PlanCancel(p, reason, now)
 			})
 		},
@@ -413,13 +438,15 @@ func (o *options) cancelCmd() *cobra.Command {
 func (o *options) requeryCmd() *cobra.Command {
 	var f followFlags
 	cmd := &cobra.Command{
-		Use:               "requery PAYMENT",
-		Short:             "Query the provider now and restart the query schedule (also takes an Unknown payment back)",
-		Example:           `  kubectl paywarden requery webhook-lost -n demo`,
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: o.completePayments(func(p *v1alpha1.Payment) bool { return !p.Status.Phase.IsFinal() }),
+		Use:   "requery (PAYMENT | refund/REFUND)",
+		Short: "Query the provider now and restart the query schedule of a payment or a refund (also takes an Unknown one back)",
+		Example: `  kubectl paywarden requery webhook-lost -n demo
+  kubectl paywarden requery refund/order-x7k2p -n shop`,
+		Args: cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeTargets(func(p *v1alpha1.Payment) bool { return !p.Status.Phase.IsFinal() },
+			func(rf *v1alpha1.Refund) bool { return !rf.Status.Phase.IsFinal() }),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.act(cmd.Context(), args[0], f, PlanRequery)
+			return o.actOnTarget(cmd.Context(), "requery", args[0], f, PlanRequery, PlanRefundRequery)
 		},
 	}
 	f.add(cmd)
@@ -430,25 +457,67 @@ func (o *options) resolveCmd() *cobra.Command {
 	var to, reason string
 	var f followFlags
 	cmd := &cobra.Command{
-		Use:               "resolve PAYMENT --phase Succeeded|Failed --reason TEXT",
-		Short:             "Settle a payment by hand with what the provider's dashboard shows; clears NeedsReview",
-		Example:           `  kubectl paywarden resolve amount-mismatch -n demo --phase Succeeded --reason "customer paid the rest by bank transfer, OPS-123"`,
-		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: o.completePayments(func(p *v1alpha1.Payment) bool { return !p.Status.Phase.IsFinal() || needsReview(p) }),
+		Use:   "resolve (PAYMENT | refund/REFUND) --phase PHASE --reason TEXT",
+		Short: "Settle a payment or a refund by hand with what the provider's dashboard shows; clears NeedsReview",
+		Long: `resolve settles a payment (--phase Succeeded, Failed, Expired or Canceled) or,
+named refund/NAME, a refund (--phase Succeeded or Failed) by hand, with what
+the provider's dashboard shows. The reason is recorded in its history and
+NeedsReview is cleared.`,
+		Example: `  kubectl paywarden resolve amount-mismatch -n demo --phase Succeeded --reason "customer paid the rest by bank transfer, OPS-123"
+  kubectl paywarden resolve refund/order-x7k2p -n shop --phase Succeeded --reason "refund re_123 seen in the dashboard, OPS-42"`,
+		Args: cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeTargets(func(p *v1alpha1.Payment) bool { return !p.Status.Phase.IsFinal() || needsReview(p) },
+			func(rf *v1alpha1.Refund) bool {
+				return !rf.Status.Phase.IsFinal() || meta.IsStatusConditionTrue(rf.Status.Conditions, v1alpha1.ConditionNeedsReview)
+			}),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.act(cmd.Context(), args[0], f, func(p *v1alpha1.Payment, now time.Time) (Request, error) {
-				return PlanResolve(p, to, reason, now)
-			})
+			return o.actOnTarget(cmd.Context(), "resolve", args[0], f,
+				func(p *v1alpha1.Payment, now time.Time) (Request, error) { return PlanResolve(p, to, reason, now) },
+				func(rf *v1alpha1.Refund, now time.Time) (Request, error) {
+					return PlanRefundResolve(rf, to, reason, now)
+				})
 		},
 	}
-	cmd.Flags().StringVar(&to, "phase", "", "the phase to settle in: "+strings.Join(ResolvePhases, ", "))
-	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the payment's history); required")
+	cmd.Flags().StringVar(&to, "phase", "", "the phase to settle in: "+strings.Join(ResolvePhases, ", ")+" (a refund: "+strings.Join(RefundResolvePhases, ", ")+")")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the history); required")
 	_ = cmd.MarkFlagRequired("phase")
 	_ = cmd.MarkFlagRequired("reason")
-	_ = cmd.RegisterFlagCompletionFunc("phase", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	_ = cmd.RegisterFlagCompletionFunc("phase", func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			if kind, _, err := objectArg("resolve", args[0]); err == nil && kind == kindRefund {
+				return RefundResolvePhases, cobra.ShellCompDirectiveNoFileComp
+			}
+		}
 		return ResolvePhases, cobra.ShellCompDirectiveNoFileComp
 	})
 	f.add(cmd)
+	return cmd
+}
+
+func (o *options) backfillCmd() *cobra.Command {
+	var from string
+	var f followFlags
+	cmd := &cobra.Command{
+		Use:   "backfill PROVIDER --from TIME|DURATION",
+		Short: "Replay a PaymentProvider's events from a point in time once (after a webhook outage), and follow it",
+		Long: `backfill asks the manager to replay the provider's events created since --from
+(an RFC 3339 time, or how far back: 2h) once, through the inbox: events
+already stored are skipped, the others applied. It writes the annotation
+payments.paywarden.dev/backfill-from and waits until the manager recorded it
+in backfill-from-done, then prints the Backfill condition. The same time
+asked again runs again. See docs/runbook-webhook-outage.md.`,
+		Example: `  kubectl paywarden backfill kukopay -n shop --from 2026-05-01T08:00:00Z
+  kubectl paywarden backfill kukopay -n shop --from 6h`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeProviders,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.backfill(cmd.Context(), args[0], from, f)
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "replay the events since this RFC 3339 time, or this long ago (e.g. 2h); required")
+	_ = cmd.MarkFlagRequired("from")
+	f.add(cmd)
+	cmd.Flags().Lookup("wait").Usage = "wait until the manager replayed the events, and print the outcome"
 	return cmd
 }
 
@@ -475,10 +544,81 @@ func (o *options) refundCmd() *cobra.Command {
 	return cmd
 }
 
-// act decides a request on the payment as it is, writes its annotations
-// only if the payment did not change meanwhile (a conflict decides again on
+// target is an object an action writes annotations on: how it is read,
+// how the request is decided on it as it is, and how the manager's answer is
+// read back (since is a little before the write, on the manager's clock).
+type target[T client.Object] struct {
+	kind, name string
+	get        func(context.Context) (T, error)
+	plan       func(T, time.Time) (Request, error)
+	check      func(ctx context.Context, obj T, req Request, since time.Time) (Progress, error)
+}
+
+// act decides a request on the object as it is, writes its annotations
+// only if the object did not change meanwhile (a conflict decides again on
 // the new state), and follows the manager's answer.
-func (o *options) act(ctx context.Context, name string, f followFlags, plan func(*v1alpha1.Payment, time.Time) (Request, error)) error {
+func act[T client.Object](ctx context.Context, o *options, s *session, t target[T], f followFlags) error {
+	var obj T
+	var req Request
+	var err error
+	var written time.Time
+	for attempt := 1; ; attempt++ {
+		if obj, err = t.get(ctx); err != nil {
+			return err
+		}
+		if req, err = t.plan(obj, s.now); err != nil {
+			return err
+		}
+		patch := client.MergeFromWithOptions(obj.DeepCopyObject().(T), client.MergeFromWithOptimisticLock{})
+		annotations := obj.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		for k, v := range req.Set {
+			annotations[k] = v
+		}
+		for _, k := range req.Unset {
+			delete(annotations, k)
+		}
+		obj.SetAnnotations(annotations)
+		written = time.Now()
+		err = s.c.Patch(ctx, obj, patch)
+		if apierrors.IsConflict(err) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("write the %s annotation on %s %s/%s: %w", req.Verb, t.kind, s.ns, t.name, err)
+		}
+		break
+	}
+	msg := o.messages(f)
+	fmt.Fprintf(msg, "%s %s/%s: %s (annotation %s)\n", t.kind, s.ns, t.name, req.Describe, annotationList(req))
+	if req.Note != "" {
+		fmt.Fprintf(msg, "note: %s\n", req.Note)
+	}
+	if !f.wait {
+		return o.printObject(f, obj)
+	}
+	fmt.Fprintf(o.ErrOut, "waiting up to %s for the manager...\n", f.timeout)
+	// The manager's clock is not this one: its refusal Events are taken
+	// from a little before the write.
+	since := written.Add(-2 * time.Second)
+	pr, err := follow(ctx, f.timeout, func(ctx context.Context) (Progress, error) {
+		got, err := t.get(ctx)
+		if err != nil {
+			return Progress{}, err
+		}
+		obj = got
+		return t.check(ctx, obj, req, since)
+	})
+	if err != nil {
+		return err
+	}
+	return o.outcome(f, pr, obj)
+}
+
+// actOnPayment acts on the named Payment with the request plan decides.
+func (o *options) actOnPayment(ctx context.Context, name string, f followFlags, plan func(*v1alpha1.Payment, time.Time) (Request, error)) error {
 	if err := validOutput(f.output, OutputText, OutputJSON, OutputYAML); err != nil {
 		return err
 	}
@@ -486,66 +626,121 @@ func (o *options) act(ctx context.Context, name string, f followFlags, plan func
 	if err != nil {
 		return err
 	}
-	var p *v1alpha1.Payment
-	var req Request
-	var written time.Time
-	for attempt := 1; ; attempt++ {
-		if p, err = s.payment(ctx, name); err != nil {
-			return err
-		}
-		if req, err = plan(p, s.now); err != nil {
-			return err
-		}
-		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		if p.Annotations == nil {
-			p.Annotations = map[string]string{}
-		}
-		for k, v := range req.Set {
-			p.Annotations[k] = v
-		}
-		written = time.Now()
-		err = s.c.Patch(ctx, p, patch)
-		if apierrors.IsConflict(err) && attempt < 3 {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("write the %s annotation on payment %s/%s: %w", req.Verb, s.ns, name, err)
-		}
-		break
-	}
-	msg := o.messages(f)
-	fmt.Fprintf(msg, "payment %s/%s: %s (annotation %s written)\n", s.ns, name, req.Describe, annotationList(req.Set))
-	if req.Note != "" {
-		fmt.Fprintf(msg, "note: %s\n", req.Note)
-	}
-	if !f.wait {
-		return o.printObject(f, p)
-	}
-	fmt.Fprintf(o.ErrOut, "waiting up to %s for the manager...\n", f.timeout)
-	// The manager's clock is not this one: its refusal Events are taken
-	// from a little before the write.
-	since := written.Add(-2 * time.Second)
-	pr, err := follow(ctx, f.timeout, func(ctx context.Context) (Progress, error) {
-		got, err := s.payment(ctx, name)
-		if err != nil {
-			return Progress{}, err
-		}
-		p = got
-		pr := Check(p, req, nil)
-		if pr.Done || !strings.Contains(pr.Text, "has not acted") {
+	return act(ctx, o, s, target[*v1alpha1.Payment]{
+		kind: "payment", name: name, plan: plan,
+		get: func(ctx context.Context) (*v1alpha1.Payment, error) { return s.payment(ctx, name) },
+		check: func(ctx context.Context, p *v1alpha1.Payment, req Request, since time.Time) (Progress, error) {
+			pr := Check(p, req, nil)
+			if !pr.Done && strings.Contains(pr.Text, "has not acted") {
+				return pr, nil
+			}
 			// Acted on: a refusal, if any, is an Event.
 			events, err := s.events(ctx, s.ns, "Payment", name)
 			if err != nil {
 				return Progress{}, err
 			}
-			pr = Check(p, req, Refusal(req.Verb, events, since))
-		}
-		return pr, nil
-	})
+			return Check(p, req, Refusal(req.Verb, events, since)), nil
+		},
+	}, f)
+}
+
+// actOnRefund acts on the named Refund with the request plan decides.
+func (o *options) actOnRefund(ctx context.Context, name string, f followFlags, plan func(*v1alpha1.Refund, time.Time) (Request, error)) error {
+	if err := validOutput(f.output, OutputText, OutputJSON, OutputYAML); err != nil {
+		return err
+	}
+	s, err := o.session()
 	if err != nil {
 		return err
 	}
-	return o.outcome(f, pr, p)
+	return act(ctx, o, s, target[*v1alpha1.Refund]{
+		kind: "refund", name: name, plan: plan,
+		get: func(ctx context.Context) (*v1alpha1.Refund, error) { return s.refund(ctx, name) },
+		check: func(ctx context.Context, rf *v1alpha1.Refund, req Request, since time.Time) (Progress, error) {
+			pr := CheckRefundAction(rf, req, nil)
+			if !pr.Done && strings.Contains(pr.Text, "has not acted") {
+				return pr, nil
+			}
+			events, err := s.events(ctx, s.ns, "Refund", name)
+			if err != nil {
+				return Progress{}, err
+			}
+			return CheckRefundAction(rf, req, Refusal(req.Verb, events, since)), nil
+		},
+	}, f)
+}
+
+// actOnTarget acts on a Payment or a Refund as arg names it (NAME,
+// payment/NAME or refund/NAME).
+func (o *options) actOnTarget(ctx context.Context, verb, arg string, f followFlags,
+	onPayment func(*v1alpha1.Payment, time.Time) (Request, error), onRefund func(*v1alpha1.Refund, time.Time) (Request, error)) error {
+	kind, name, err := objectArg(verb, arg)
+	if err != nil {
+		return err
+	}
+	if kind == kindRefund {
+		return o.actOnRefund(ctx, name, f, onRefund)
+	}
+	return o.actOnPayment(ctx, name, f, onPayment)
+}
+
+const (
+	kindPayment = "payment"
+	kindRefund  = "refund"
+)
+
+// objectArg reads kubectl's TYPE/NAME for the actions that take a Payment
+// or a Refund; a bare NAME is a Payment.
+func objectArg(verb, arg string) (kind, name string, err error) {
+	typ, name, ok := strings.Cut(arg, "/")
+	if !ok {
+		typ, name = kindPayment, arg
+	}
+	switch {
+	case name == "" || strings.Contains(name, "/"):
+	case paymentTypes[strings.ToLower(typ)]:
+		return kindPayment, name, nil
+	case refundTypes[strings.ToLower(typ)]:
+		return kindRefund, name, nil
+	}
+	return "", "", fmt.Errorf("%s takes a payment or a refund: NAME (a payment), payment/NAME or refund/NAME, not %q", verb, arg)
+}
+
+// paymentTypes and refundTypes are how kubectl names the kinds: kind,
+// plural, short name, and the plural with its group.
+var (
+	paymentTypes = map[string]bool{"payment": true, "payments": true, "pay": true, "payments." + v1alpha1.GroupVersion.Group: true}
+	refundTypes  = map[string]bool{"refund": true, "refunds": true, "rf": true, "refunds." + v1alpha1.GroupVersion.Group: true}
+)
+
+// backfill asks the manager for a one-off replay of the named
+// PaymentProvider's events and follows it.
+func (o *options) backfill(ctx context.Context, name, from string, f followFlags) error {
+	if err := validOutput(f.output, OutputText, OutputJSON, OutputYAML); err != nil {
+		return err
+	}
+	s, err := o.session()
+	if err != nil {
+		return err
+	}
+	return act(ctx, o, s, target[*v1alpha1.PaymentProvider]{
+		kind: "paymentprovider", name: name,
+		get: func(ctx context.Context) (*v1alpha1.PaymentProvider, error) { return s.provider(ctx, name) },
+		plan: func(prov *v1alpha1.PaymentProvider, now time.Time) (Request, error) {
+			return PlanBackfill(prov, from, now)
+		},
+		check: func(ctx context.Context, prov *v1alpha1.PaymentProvider, req Request, since time.Time) (Progress, error) {
+			pr := CheckBackfill(prov, req, nil)
+			if !pr.Done {
+				return pr, nil
+			}
+			events, err := s.events(ctx, s.ns, "PaymentProvider", name)
+			if err != nil {
+				return Progress{}, err
+			}
+			return CheckBackfill(prov, req, Refusal(req.Verb, events, since)), nil
+		},
+	}, f)
 }
 
 func (o *options) refund(ctx context.Context, name, amountText string, all bool, reason string, f followFlags) error {
@@ -657,14 +852,20 @@ func (o *options) printObject(f followFlags, obj client.Object) error {
 	return pr.PrintObj(obj.(runtime.Object), o.Out)
 }
 
-func annotationList(set map[string]string) string {
+// annotationList says what req writes: "a=\"1\" b=\"2\" written", and
+// "c removed".
+func annotationList(req Request) string {
 	var parts []string
-	for _, k := range []string{v1alpha1.AnnotationCapture, v1alpha1.AnnotationCancel, v1alpha1.AnnotationRequery, v1alpha1.AnnotationResolve, v1alpha1.AnnotationResolveReason} {
-		if v, ok := set[k]; ok {
+	for _, k := range []string{v1alpha1.AnnotationCapture, v1alpha1.AnnotationCancel, v1alpha1.AnnotationRequery, v1alpha1.AnnotationResolve, v1alpha1.AnnotationResolveReason, v1alpha1.AnnotationBackfillFrom} {
+		if v, ok := req.Set[k]; ok {
 			parts = append(parts, fmt.Sprintf("%s=%q", k, v))
 		}
 	}
-	return strings.Join(parts, " ")
+	s := strings.Join(parts, " ") + " written"
+	if len(req.Unset) > 0 {
+		s += ", " + strings.Join(req.Unset, " ") + " removed"
+	}
+	return s
 }
 
 func needsReview(p *v1alpha1.Payment) bool {
@@ -694,6 +895,67 @@ func (o *options) completePayments(keep func(*v1alpha1.Payment) bool) func(*cobr
 		}
 		return names, cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// completeTargets completes what resolve and requery take: payment names
+// (those keepPayment accepts), or refund/NAME once the type is typed (those
+// keepRefund accepts).
+func (o *options) completeTargets(keepPayment func(*v1alpha1.Payment) bool, keepRefund func(*v1alpha1.Refund) bool) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	payments := o.completePayments(keepPayment)
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		typ, prefix, typed := strings.Cut(toComplete, "/")
+		switch {
+		case len(args) > 0:
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		case !typed:
+			return payments(cmd, args, toComplete)
+		case paymentTypes[strings.ToLower(typ)]:
+			names, d := payments(cmd, args, prefix)
+			for i := range names {
+				names[i] = typ + "/" + names[i]
+			}
+			return names, d
+		case !refundTypes[strings.ToLower(typ)]:
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		s, err := o.session()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var list v1alpha1.RefundList
+		if err := s.c.List(cmd.Context(), &list, client.InNamespace(s.ns)); err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var names []string
+		for i := range list.Items {
+			if rf := &list.Items[i]; strings.HasPrefix(rf.Name, prefix) && keepRefund(rf) {
+				names = append(names, typ+"/"+rf.Name)
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeProviders completes PaymentProvider names of the namespace.
+func (o *options) completeProviders(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	s, err := o.session()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	var list v1alpha1.PaymentProviderList
+	if err := s.c.List(cmd.Context(), &list, client.InNamespace(s.ns)); err != nil {
+		return nil, cobra.ShellCompDirectiveError
+	}
+	var names []string
+	for _, prov := range list.Items {
+		if strings.HasPrefix(prov.Name, toComplete) {
+			names = append(names, prov.Name)
+		}
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
 func (o *options) completeNamespaces(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {

@@ -2,8 +2,11 @@ package plugin
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -93,4 +96,103 @@ func CheckRefund(rf *v1alpha1.Refund) Progress {
 		s += "; last error: " + e
 	}
 	return Progress{Text: s}
+}
+
+// RefundResolvePhases are the phases an operator may settle a Refund in.
+var RefundResolvePhases = []string{string(v1alpha1.RefundSucceeded), string(v1alpha1.RefundFailed)}
+
+// decideRefund runs the manager's decision on a copy of rf with the
+// request's annotations (payment.RefundOperatorAction, as PlanRefund runs
+// it): a refusal is returned as an error.
+func decideRefund(rf *v1alpha1.Refund, req Request, why string, now time.Time) error {
+	cp := rf.DeepCopy()
+	if cp.Annotations == nil {
+		cp.Annotations = map[string]string{}
+	}
+	for k, v := range req.Set {
+		cp.Annotations[k] = v
+	}
+	out, got, ok := payment.RefundOperatorAction(cp, now)
+	switch {
+	case !ok:
+		return nil
+	case got != why:
+		return refused(req.Verb, "an earlier operator action (%s) on refund %s is still waiting for the manager; see %s", got, rf.Name, cmdLine("why", rf.Namespace, rf.Spec.PaymentRef.Name))
+	}
+	if e, no := out.Refusal(); no {
+		return refused(req.Verb, "%s", e.Message)
+	}
+	return nil
+}
+
+// PlanRefundResolve decides a resolve of a Refund to phase (Succeeded or
+// Failed) with the operator's reason. The manager settles a Refund by hand
+// while it is not final, or final but under review.
+func PlanRefundResolve(rf *v1alpha1.Refund, to, reason string, now time.Time) (Request, error) {
+	req := Request{Verb: "resolve", Value: to + ": " + reason, Describe: "resolve to " + to + ": " + reason,
+		Set: map[string]string{v1alpha1.AnnotationResolve: to, v1alpha1.AnnotationResolveReason: reason}}
+	switch {
+	case !slices.Contains(RefundResolvePhases, to):
+		return req, refused("resolve", "--phase %q: a refund is resolved to %s", to, strings.Join(RefundResolvePhases, " or "))
+	case strings.TrimSpace(reason) == "":
+		return req, refused("resolve", "--reason is required: it is recorded in the refund's history")
+	case req.Value == rf.Status.Actions.Resolve:
+		return req, refused("resolve", "this resolve was already acted on (status.actions.resolve); give another --reason")
+	}
+	return req, decideRefund(rf, req, "operator resolve", now)
+}
+
+// PlanRefundRequery decides a requery of a Refund: a status query now and
+// its schedule restarted, which also takes an Unknown refund back. Its
+// answer is the first query after the one rf shows.
+func PlanRefundRequery(rf *v1alpha1.Refund, now time.Time) (Request, error) {
+	v := now.UTC().Format(time.RFC3339Nano)
+	req := Request{Verb: "requery", Value: v, Describe: "status query now, and the query schedule restarted", Set: map[string]string{v1alpha1.AnnotationRequery: v}}
+	if l := rf.Status.Query.LastTime; l != nil {
+		req.LastQuery = l.Time
+	}
+	return req, decideRefund(rf, req, "operator requery", now)
+}
+
+// CheckRefundAction says how far the manager got with req on rf, given a
+// refusal Event recorded since the write (nil when none).
+func CheckRefundAction(rf *v1alpha1.Refund, req Request, refusal *eventsv1.Event) Progress {
+	st := &rf.Status
+	acted := map[string]string{"resolve": st.Actions.Resolve, "requery": st.Actions.Requery}[req.Verb]
+	switch {
+	case acted != req.Value:
+		return Progress{Text: fmt.Sprintf("the manager has not acted on the %s yet (refund %s is %s)", req.Verb, rf.Name, refundPhase(rf))}
+	case refusal != nil:
+		return Progress{Done: true, Failed: true, Text: fmt.Sprintf("%s refused by the manager: %s", req.Verb, refusal.Note)}
+	case req.Verb == "resolve":
+		to, _, _ := strings.Cut(req.Value, ": ")
+		if string(st.Phase) == to {
+			return Progress{Done: true, Text: fmt.Sprintf("resolved: refund %s is %s", rf.Name, st.Phase)}
+		}
+		return Progress{Text: fmt.Sprintf("refund %s is %s", rf.Name, refundPhase(rf))}
+	}
+	if l := st.Query.LastTime; l != nil && l.Time.After(req.LastQuery) {
+		s := fmt.Sprintf("queried at %s: refund %s is %s", stamp(l.Time), rf.Name, refundPhase(rf))
+		if st.ProviderStatus != "" {
+			s += fmt.Sprintf(" (provider status %q)", st.ProviderStatus)
+		}
+		if e := st.Query.LastError; e != "" {
+			s += fmt.Sprintf("; no usable answer (%s): %s", st.Query.LastErrorClass, e)
+		}
+		if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionNeedsReview); c != nil && c.Status == metav1.ConditionTrue {
+			s += fmt.Sprintf("; needs review: %s: %s", c.Reason, c.Message)
+		}
+		if n := st.Query.NextTime; n != nil {
+			s += "; next query at " + stamp(n.Time)
+		}
+		return Progress{Done: true, Text: s}
+	}
+	if st.Phase.IsFinal() {
+		return Progress{Done: true, Text: fmt.Sprintf("refund %s is %s", rf.Name, st.Phase)}
+	}
+	s := fmt.Sprintf("the schedule restarted; the status query has not been answered yet (refund %s is %s", rf.Name, refundPhase(rf))
+	if n := st.Query.NextTime; n != nil {
+		s += ", query due at " + stamp(n.Time)
+	}
+	return Progress{Text: s + ")"}
 }

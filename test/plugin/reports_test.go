@@ -47,7 +47,7 @@ func TestStuck(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &report); err != nil || r.code != 1 {
 			t.Fatalf("%v; %s", err, r)
 		}
-		if report.NeedsHuman != 11 || report.Total != 16 || report.Groups[0].Reason != "AmountMismatch" {
+		if report.NeedsHuman != 11 || report.Total != 17 || report.Groups[0].Reason != "AmountMismatch" {
 			t.Errorf("report %+v", report)
 		}
 	})
