@@ -129,9 +129,11 @@ func InFlight(p *v1alpha1.Payment) string {
 	case ProviderID(p) == "":
 		return fmt.Sprintf("the outcome of its create (requested %s)", st.CreateRequestedAt.UTC().Format(time.RFC3339))
 	case st.Phase == v1alpha1.PhaseUnknown:
-		return "a decision on its review (" + st.WaitingFor + "): resolve it with " + v1alpha1.AnnotationResolve
+		return fmt.Sprintf("a decision on its review (%s): kubectl paywarden resolve %s -n %s --phase Succeeded|Failed --reason ... (annotation %s)",
+			st.WaitingFor, p.Name, p.Namespace, v1alpha1.AnnotationResolve)
 	case st.Phase == v1alpha1.PhaseAuthorized:
-		return "its authorization to be captured or canceled: annotate " + v1alpha1.AnnotationCancel + " (or " + v1alpha1.AnnotationCapture + "); otherwise it ends when the authorization expires"
+		return fmt.Sprintf("its authorization to be captured or canceled: kubectl paywarden capture|cancel %s -n %s (annotations %s, %s); otherwise it ends when the authorization expires",
+			p.Name, p.Namespace, v1alpha1.AnnotationCapture, v1alpha1.AnnotationCancel)
 	}
 	return fmt.Sprintf("the provider's final answer (it is %s)", st.Phase)
 }
@@ -342,7 +344,8 @@ func RefundInFlight(r *v1alpha1.Refund) string {
 	case st.ProviderRefundID == "":
 		return fmt.Sprintf("the outcome of its refund call (requested %s)", st.CreateRequestedAt.UTC().Format(time.RFC3339))
 	case st.Phase == v1alpha1.RefundUnknown:
-		return "a decision on its review: resolve it with " + v1alpha1.AnnotationResolve
+		return fmt.Sprintf("a decision on its review: kubectl paywarden resolve refund/%s -n %s --phase Succeeded|Failed --reason ... (annotation %s)",
+			r.Name, r.Namespace, v1alpha1.AnnotationResolve)
 	}
 	return fmt.Sprintf("the provider's final answer (it is %s)", st.Phase)
 }
