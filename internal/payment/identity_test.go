@@ -448,3 +448,25 @@ func TestRestoredCopiesThatCannotBeProvenNewSendNothing(t *testing.T) {
 		t.Errorf("a Refund held by itself is not sent: %s %s", step.Action, step.Why)
 	}
 }
+
+// TestADeletedObjectWaitingOnAHumanNamesTheCommand: the DeletionWaits Event
+// of an object kept for a human's decision says which kubectl paywarden
+// command takes it.
+func TestADeletedObjectWaitingOnAHumanNamesTheCommand(t *testing.T) {
+	p := newPay("order-1")
+	p.Namespace = "shop"
+	p.Status = v1alpha1.PaymentStatus{Phase: v1alpha1.PhaseUnknown, ProviderPaymentID: "pay_1", WaitingFor: "Review:AmountMismatch"}
+	if got := payment.InFlight(p); !strings.Contains(got, "kubectl paywarden resolve order-1 -n shop") {
+		t.Errorf("a payment in review waits for %q, want the resolve command", got)
+	}
+	p.Status.Phase = v1alpha1.PhaseAuthorized
+	if got := payment.InFlight(p); !strings.Contains(got, "kubectl paywarden capture|cancel order-1 -n shop") {
+		t.Errorf("an authorized payment waits for %q, want the capture and cancel commands", got)
+	}
+	rf := &v1alpha1.Refund{}
+	rf.Name, rf.Namespace = "order-1-r1", "shop"
+	rf.Status = v1alpha1.RefundStatus{Phase: v1alpha1.RefundUnknown, CreateRequestedAt: &metav1.Time{Time: t0}, ProviderRefundID: "re_1"}
+	if got := payment.RefundInFlight(rf); !strings.Contains(got, "kubectl paywarden resolve refund/order-1-r1 -n shop") {
+		t.Errorf("a refund in review waits for %q, want the resolve command", got)
+	}
+}
