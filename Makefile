@@ -23,11 +23,9 @@ export STRIPE_MOCK
 # packages run at once (-p 4) and a package's parallel tests (the
 # controllers suite's, each in a namespace of its own) eight at a time.
 GO_TEST_FLAGS ?= -race -count=1 -p 4 -parallel 8
-# The Helm chart's module renders the chart and applies it: none of its own
-# code runs concurrently, and what it starts is race-tested in the main
-# module. Without -race it reuses the packages `make vet` compiled instead of
-# compiling Helm's dependency tree a second time (a minute of a cold run).
-CHART_TEST_FLAGS ?= $(filter-out -race,$(GO_TEST_FLAGS))
+# go vet compiles every dependency to read its types; with -race it compiles
+# them as the suites do, so a cold run compiles them once, not twice.
+VET_FLAGS ?= -race
 GO_TEST_TIMEOUT ?= 20m
 FUZZTIME ?= 10s
 FUZZTIME_SHORT ?= 20000x
@@ -53,8 +51,8 @@ fmt: ## Format the Go sources.
 
 .PHONY: vet
 vet: ## Run go vet (the Helm chart's test module too).
-	go vet ./...
-	cd test/helm && go vet ./...
+	go vet $(VET_FLAGS) ./...
+	cd test/helm && go vet $(VET_FLAGS) ./...
 
 .PHONY: verify
 verify: $(CONTROLLER_GEN) ## Fail when generated files are stale or a Go file is unformatted (changes nothing).
@@ -81,8 +79,8 @@ test: suites fuzz-short ## Verify, then run the unit and envtest suites (the Hel
 suites: ## make test without its fuzz run: verify, vet and the test servers' builds at once, then the unit and envtest suites, the Helm chart's module beside the main one (its output after).
 	@mkdir -p $(LOCALBIN)
 	$(MAKE) --no-print-directory -j3 --output-sync=line verify-then-vet envtest stripe-mock
-	@echo "cd test/helm && go test $(CHART_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...  (beside the next one; its output follows it)"
-	@(cd test/helm && go test $(CHART_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...) >$(LOCALBIN)/helm-test.log 2>&1 & chart=$$!; \
+	@echo "cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...  (beside the next one; its output follows it)"
+	@(cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...) >$(LOCALBIN)/helm-test.log 2>&1 & chart=$$!; \
 	echo "go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./..."; \
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...; main=$$?; \
 	wait $$chart; helm=$$?; cat $(LOCALBIN)/helm-test.log; \
@@ -124,9 +122,11 @@ SOAK_TIMEOUT ?= 60m
 bench: envtest ## Benchmark receiver, manager and happy path on a local control plane (docs/performance.md); SRC=<checkout> measures another tree.
 	go run ./cmd/benchmark $(if $(SRC),-src $(SRC)) $(BENCH_FLAGS)
 
+# The soak's test binary is built static and -trimpath, like the binaries it
+# runs (harness.Build): their packages are compiled once for both.
 .PHONY: soak
 soak: envtest ## Chaos soak over real processes, then invariants (docs/soak.md); N=1000 for the full one.
-	PAYWARDEN_SOAK=1 SOAK_N=$(N) go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./test/soak/
+	PAYWARDEN_SOAK=1 SOAK_N=$(N) CGO_ENABLED=0 go test -trimpath -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./test/soak/
 
 ##@ Build
 

@@ -137,8 +137,11 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	}
 
 	e.logf("building manager, receiver and paysim")
-	build := exec.CommandContext(ctx, "go", "build", "-o", binDir+"/", "./cmd/manager", "./cmd/receiver", "./cmd/paysim")
+	// Static and -trimpath, as the image builds them: the packages are
+	// compiled once for the image, the tests and make dev.
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", binDir+"/", "./cmd/manager", "./cmd/receiver", "./cmd/paysim")
 	build.Dir = opts.Root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build: %w\n%s", err, out)
 	}

@@ -16,13 +16,18 @@ import (
 // Build compiles the packages pkgs (e.g. "./cmd/manager") of the Go module
 // in srcDir into outDir. srcDir may be another checkout of paywarden: the
 // benchmark measures the binaries of whatever tree it is pointed at.
+//
+// They are built as the image builds them (static, -trimpath; see
+// internal/image.BuildFlags): what runs is what ships, and the packages are
+// compiled once for the image, the deploy test, the soak and the bench alike.
 func Build(ctx context.Context, srcDir, outDir string, pkgs ...string) error {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return err
 	}
-	args := append([]string{"build", "-o", outDir + "/"}, pkgs...)
+	args := append([]string{"build", "-trimpath", "-o", outDir + "/"}, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = srcDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s in %s: %w\n%s", strings.Join(pkgs, " "), srcDir, err, out)
 	}

@@ -69,8 +69,11 @@ func run(m *testing.M) (int, error) {
 	// The plugin builds while the control plane starts.
 	built := make(chan error, 1)
 	go func() {
-		build := exec.Command("go", "build", "-o", filepath.Join(binDir, "kubectl-paywarden"), "./cmd/kubectl-paywarden")
+		// Static and -trimpath, like every binary the tests build (see
+		// harness.Build).
+		build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(binDir, "kubectl-paywarden"), "./cmd/kubectl-paywarden")
 		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			built <- fmt.Errorf("build kubectl-paywarden: %v\n%s", err, out)
 			return
