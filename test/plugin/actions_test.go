@@ -19,8 +19,12 @@ import (
 	"github.com/paywarden/paywarden/internal/paysim"
 )
 
-// payerSchedule keeps the status queries running while the payer approves.
-var payerSchedule = []string{"200ms", "200ms", "200ms", "200ms", "200ms", "500ms", "1s", "2s", "5s", "300ms"}
+// payerSchedule keeps the status queries running while the payer approves,
+// then slows down so that the payer who never approves ("abandoned") is
+// still Pending, with queries left, when the test gets to it on a slow
+// machine (the schedule's steps add up to 100 s). Its last step is how often
+// an authorization waiting for the merchant's capture is looked at.
+var payerSchedule = []string{"200ms", "200ms", "200ms", "200ms", "200ms", "500ms", "1s", "2s", "5s", "30s", "30s", "30s", "300ms"}
 
 func get(t *testing.T, p *v1alpha1.Payment) *v1alpha1.Payment {
 	t.Helper()
