@@ -60,6 +60,10 @@ type Options struct {
 	// that end unpaid (40 s, long enough for a person to watch them wait);
 	// the smoke test shortens it.
 	ExpiresAfter time.Duration
+	// OrderLifetime, when set, replaces how long the demo's PayPal keeps an
+	// order nobody completed (demoOrderLifetime, 50 s), in paysim and in the
+	// PayPal PaymentProvider's spec.orderLifetime; the smoke test shortens it.
+	OrderLifetime time.Duration
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -112,6 +116,9 @@ var providerTypes = map[string]v1alpha1.ProviderType{
 func Start(ctx context.Context, opts Options) (env *Env, err error) {
 	if opts.Dir == "" {
 		opts.Dir = filepath.Join(opts.Root, "bin", "dev")
+	}
+	if opts.OrderLifetime <= 0 {
+		opts.OrderLifetime = demoOrderLifetime
 	}
 	if opts.TimeFactor == 0 {
 		opts.TimeFactor = 0.1
@@ -185,10 +192,10 @@ func Start(ctx context.Context, opts Options) (env *Env, err error) {
 		case "paypal":
 			// Every PayPal webhook is sent twice and held back behind the
 			// next one: the state machine must sort it out.
-			// Its orders live demoOrderLifetime (paysim scales the flag).
+			// Its orders live OrderLifetime (paysim scales the flag).
 			args = append(args, "--paypal-webhook-url", e.ReceiverURL+"/webhooks/"+Namespace+"/paypal",
 				"--fault-webhook-duplicate", "1", "--fault-webhook-reorder", "0.5",
-				"--paypal-order-lifetime", time.Duration(float64(demoOrderLifetime)/opts.TimeFactor).String())
+				"--paypal-order-lifetime", time.Duration(float64(opts.OrderLifetime)/opts.TimeFactor).String())
 		case "generic":
 			// No webhook URL: every event is lost; status queries recover.
 		case "stripe":
@@ -327,7 +334,7 @@ func (e *Env) applyDemo(ctx context.Context, sims map[string]int) error {
 			// tells paywarden a refund failed after it succeeded.
 			prov.Spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: &metav1.Duration{Duration: 5 * time.Second}}
 		case "paypal":
-			prov.Spec.OrderLifetime = &metav1.Duration{Duration: demoOrderLifetime}
+			prov.Spec.OrderLifetime = &metav1.Duration{Duration: e.opts.OrderLifetime}
 		}
 		for _, o := range []client.Object{creds, signing, prov} {
 			if err := c.Create(ctx, o); err != nil {
