@@ -23,6 +23,11 @@ export STRIPE_MOCK
 # packages run at once (-p 4) and a package's parallel tests (the
 # controllers suite's, each in a namespace of its own) eight at a time.
 GO_TEST_FLAGS ?= -race -count=1 -p 4 -parallel 8
+# Packages tested without the race detector: the image package's test is
+# one goroutine that compresses, hashes and unpacks 80 MiB of binaries,
+# work the detector slows several times over and has nothing to find in.
+# They run beside the main run, as the Helm chart's module does.
+RACE_FREE_PKGS ?= ./internal/image/
 # go vet compiles every dependency to read its types; with -race it compiles
 # them as the suites do, so a cold run compiles them once, not twice.
 VET_FLAGS ?= -race
@@ -69,7 +74,8 @@ stripe-mock: ## Build stripe-mock (pinned in hack/stripemock) into bin/ unless S
 	else echo "using STRIPE_MOCK=$(STRIPE_MOCK)"; fi
 
 .PHONY: test
-test: suites fuzz-short ## Verify, then run the unit and envtest suites (the Helm chart's module too), then a short run of every fuzz target.
+test: ## Verify, then run the unit and envtest suites (the Helm chart's module too) with a short run of every provider parser's fuzz target beside them.
+	@$(MAKE) --no-print-directory suites FUZZ_BESIDE=1
 
 # suites runs verify-then-vet beside the test servers' builds: on a cold
 # machine each is a long build with idle moments (a link, one large package,
@@ -79,12 +85,20 @@ test: suites fuzz-short ## Verify, then run the unit and envtest suites (the Hel
 suites: ## make test without its fuzz run: verify, vet and the test servers' builds at once, then the unit and envtest suites, the Helm chart's module beside the main one (its output after).
 	@mkdir -p $(LOCALBIN)
 	$(MAKE) --no-print-directory -j3 --output-sync=line verify-then-vet envtest stripe-mock
-	@echo "cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...  (beside the next one; its output follows it)"
+	@echo "cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...  (beside the next ones; its output follows them)"
 	@(cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...) >$(LOCALBIN)/helm-test.log 2>&1 & chart=$$!; \
-	echo "go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./..."; \
-	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...; main=$$?; \
+	echo "go test -count=1 -timeout $(GO_TEST_TIMEOUT) $(RACE_FREE_PKGS)  (beside the next one; its output follows it)"; \
+	go test -count=1 -timeout $(GO_TEST_TIMEOUT) $(RACE_FREE_PKGS) >$(LOCALBIN)/race-free-test.log 2>&1 & free=$$!; \
+	fuzz=; if [ -n "$(FUZZ_BESIDE)" ]; then \
+	echo "nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/  (make fuzz-short on the cores the suites leave idle; its output follows them)"; \
+	nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/ >$(LOCALBIN)/fuzz-short.log 2>&1 & fuzz=$$!; fi; \
+	pkgs=$$(go list ./... | grep -vxF "$$(go list $(RACE_FREE_PKGS))"); \
+	echo "go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./... (but $(RACE_FREE_PKGS))"; \
+	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) $$pkgs; main=$$?; \
+	wait $$free; racefree=$$?; cat $(LOCALBIN)/race-free-test.log; \
 	wait $$chart; helm=$$?; cat $(LOCALBIN)/helm-test.log; \
-	test $$main = 0 && test $$helm = 0
+	fuzzed=0; if [ -n "$$fuzz" ]; then wait $$fuzz; fuzzed=$$?; cat $(LOCALBIN)/fuzz-short.log; fi; \
+	test $$main = 0 && test $$racefree = 0 && test $$helm = 0 && test $$fuzzed = 0
 
 .PHONY: verify-then-vet
 verify-then-vet: verify
