@@ -56,13 +56,17 @@ func WaitHTTP(ctx context.Context, url string, timeout time.Duration) error {
 }
 
 // Poll calls probe every 200ms until it returns nil, for at most timeout;
-// the error says why the last probe failed.
+// the error says why the last probe failed. A probe that returns an error
+// made by Final (the process it waits for has exited) ends the wait at once.
 func Poll(ctx context.Context, timeout time.Duration, probe func(context.Context) error) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
 		if last = probe(ctx); last == nil {
 			return nil
+		}
+		if errors.As(last, new(finalError)) {
+			return last
 		}
 		select {
 		case <-ctx.Done():
@@ -72,3 +76,11 @@ func Poll(ctx context.Context, timeout time.Duration, probe func(context.Context
 	}
 	return fmt.Errorf("not ready after %s: %w", timeout, last)
 }
+
+// Final marks err as an answer that waiting longer cannot change (the
+// process that was to answer has exited): Poll returns it at once.
+func Final(err error) error { return finalError{err} }
+
+type finalError struct{ error }
+
+func (e finalError) Unwrap() error { return e.error }

@@ -432,7 +432,7 @@ func (p *Pod) WaitReady(ctx context.Context, timeout time.Duration) error {
 	err := localnet.Poll(ctx, timeout, func(ctx context.Context) error {
 		select {
 		case <-p.done:
-			return fmt.Errorf("process exited: %v", p.err)
+			return localnet.Final(fmt.Errorf("process exited: %v", p.err))
 		default:
 		}
 		return p.Probe(ctx, c.ReadinessProbe)
