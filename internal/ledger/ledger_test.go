@@ -81,25 +81,26 @@ func TestRetentionCountsFromTheRecord(t *testing.T) {
 }
 
 // The attempt that took the order's money is never dropped for other
-// attempts' records, however many came after it.
+// attempts' records, however many came after it; an order keeps four
+// records: the paid one and the latest others.
 func TestThePaidAttemptIsKept(t *testing.T) {
 	s, _, _ := newStore(t)
 	ctx := context.Background()
-	if err := s.Put(ctx, id, rec("try-5", "Succeeded")); err != nil {
+	if err := s.Put(ctx, id, rec("paid", "Succeeded")); err != nil {
 		t.Fatal(err)
 	}
-	for i := 1; i <= 4; i++ {
+	for i := 1; i <= 6; i++ {
 		if err := s.Put(ctx, id, rec(fmt.Sprintf("try-%d", i), "Failed")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got, _ := s.Get(ctx, id)
-	paid := false
+	var names []string
 	for _, r := range got {
-		paid = paid || r.Name == "try-5"
+		names = append(names, r.Name)
 	}
-	if !paid || len(got) != maxPerIdentity {
-		t.Errorf("records %+v: the paid attempt must stay", got)
+	if fmt.Sprint(names) != "[paid try-4 try-5 try-6]" {
+		t.Errorf("records of %v, want the paid attempt and the three latest others [paid try-4 try-5 try-6]", names)
 	}
 }
 
@@ -118,7 +119,16 @@ func TestBudgetDropsUnpaidOrdersFirst(t *testing.T) {
 		data[k] = encodeAll([]payment.LedgerRecord{r})
 		size += len(k) + len(data[k])
 	}
+	before := len(data)
 	s.prune(data)
+	// Only what brings the shard under its budget goes.
+	size := 0
+	for k, v := range data {
+		size += len(k) + len(v)
+	}
+	if entry := len("a1b00000000000000000000000000000") + len(data["a1b00000000000000000000000000000"]); size > MaxShardBytes || size <= MaxShardBytes-2*entry {
+		t.Errorf("%d of %d orders kept, %d bytes: want just under the budget of %d", len(data), before, size, MaxShardBytes)
+	}
 	for k, v := range data {
 		recs, _ := decodeAll(v)
 		if len(recs) == 1 && !recs[0].TookMoney() && len(data) < n {
