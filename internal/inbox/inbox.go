@@ -223,18 +223,10 @@ func (in *Inbox) apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provi
 		if err != nil {
 			return Outcome{}, err
 		}
-		switch {
-		case result == v1alpha1.ResultOrphaned && rmsg != "":
-			// The payment's share waits (it has not succeeded yet): the
-			// event stays Orphaned and is applied again when it has, even
-			// when its Refund settled now (that part is then a duplicate).
-			msg = rmsg + "; " + msg
-		case result == v1alpha1.ResultOrphaned:
-		case rresult != "" && (rresult == v1alpha1.ResultOrphaned || rresult == v1alpha1.ResultApplied || rresult == v1alpha1.ResultConflict || result != v1alpha1.ResultApplied):
-			result, msg = rresult, rmsg+"; "+msg
-		case rresult == "" && rmsg != "":
-			msg = rmsg + "; " + msg
-		}
+		// While the payment's share waits (it has not succeeded yet), the
+		// event stays Orphaned and is applied again when it has, even when
+		// its Refund settled now (that part is then a duplicate).
+		result, msg = payment.RefundEventOutcome(result, msg, rresult, rmsg)
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("event applied", "payment", p.Name, "eventID", ev.ID, "result", result, "phase", p.Status.Phase)
 	return finish(result, msg, p.Name)
@@ -266,19 +258,8 @@ func (in *Inbox) applyToRefund(ctx context.Context, evt *v1alpha1.WebhookEvent, 
 	if wrote {
 		payment.RecordRefund(in.Recorder, rf, p, out)
 	}
-	res := out.Results[len(out.Results)-1]
-	msg := fmt.Sprintf("refund %s: %s", rf.Name, res.Reason)
-	switch res.Decision {
-	case payment.Applied:
-		return v1alpha1.ResultApplied, msg, nil
-	case payment.Conflict:
-		return v1alpha1.ResultConflict, msg, nil
-	case payment.Duplicate:
-		return v1alpha1.ResultDuplicate, msg, nil
-	case payment.Stale:
-		return v1alpha1.ResultStale, msg, nil
-	}
-	return v1alpha1.ResultIgnored, msg, nil
+	res, msg := payment.RefundEventResult(rf, out)
+	return res, msg, nil
 }
 
 // waitingForRefund is refundOf's why when the Refund the event names is not

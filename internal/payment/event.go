@@ -64,3 +64,55 @@ func EventResult(p *v1alpha1.Payment, out Outcome, obs Observation) (v1alpha1.Ev
 		return v1alpha1.ResultIgnored, msg
 	}
 }
+
+// RefundEventResult is what the inbox records of a refund event's effect on
+// the Refund it is about, given the outcome of ApplyRefundEvent, with its
+// message.
+func RefundEventResult(rf *v1alpha1.Refund, out RefundOutcome) (v1alpha1.EventResult, string) {
+	if len(out.Results) == 0 {
+		return v1alpha1.ResultIgnored, fmt.Sprintf("refund %s: nothing decided", rf.Name)
+	}
+	res := out.Results[len(out.Results)-1]
+	msg := fmt.Sprintf("refund %s: %s", rf.Name, res.Reason)
+	switch res.Decision {
+	case Applied:
+		return v1alpha1.ResultApplied, msg
+	case Conflict:
+		return v1alpha1.ResultConflict, msg
+	case Duplicate:
+		return v1alpha1.ResultDuplicate, msg
+	case Stale:
+		return v1alpha1.ResultStale, msg
+	}
+	return v1alpha1.ResultIgnored, msg
+}
+
+// RefundEventOutcome is the one result recorded for a refund event, which is
+// news about two objects: its payment (the refunded total; result and msg,
+// from EventResult) and the Refund it settles (refund and refundMsg, from
+// RefundEventResult; refund is "" when the event settles no Refund, and
+// refundMsg then says why, or is "" for a refund paywarden did not make).
+//
+//   - The payment's share waiting (Orphaned: it has not succeeded yet) keeps
+//     the event Orphaned, even when its Refund settled now: nothing applies a
+//     finished event again, and the payment's refunded total would be lost.
+//   - Otherwise the Refund's result is recorded when it waits (Orphaned), was
+//     applied or contradicts the Refund (Conflict), or when the payment's
+//     share was not applied; a payment's Applied outranks a Refund's
+//     Duplicate, Stale or Ignored.
+//
+// The message names both parts, the Refund's first, whenever the Refund's
+// part has something to say that the recorded result does not hide.
+func RefundEventOutcome(result v1alpha1.EventResult, msg string, refund v1alpha1.EventResult, refundMsg string) (v1alpha1.EventResult, string) {
+	switch {
+	case result == v1alpha1.ResultOrphaned && refundMsg != "":
+		return result, refundMsg + "; " + msg
+	case result == v1alpha1.ResultOrphaned:
+		return result, msg
+	case refund != "" && (refund == v1alpha1.ResultOrphaned || refund == v1alpha1.ResultApplied || refund == v1alpha1.ResultConflict || result != v1alpha1.ResultApplied):
+		return refund, refundMsg + "; " + msg
+	case refund == "" && refundMsg != "":
+		return result, refundMsg + "; " + msg
+	}
+	return result, msg
+}
