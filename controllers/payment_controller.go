@@ -84,7 +84,7 @@ type PaymentReconciler struct {
 	// deleted, and is read before a first create (SPEC §12.1).
 	Ledger Ledger
 
-	unstored unstoredAnswers[unstored]
+	unstored unstoredAnswers[payment.Step, payment.Call]
 	marked   markedOperations
 	own      ownWrites
 }
@@ -204,7 +204,8 @@ func (r *PaymentReconciler) paymentsOfProvider(ctx context.Context, o client.Obj
 }
 
 // Reconcile asks the core what to do (payment.Plan), does it, and stores
-// what the core makes of the result. At most one provider call per reconcile.
+// what the core makes of the result (drive). At most one provider call per
+// reconcile.
 func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &v1alpha1.Payment{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
@@ -233,96 +234,54 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if entry != nil {
 		pol = pol.WithCapabilities(&prov.Spec, entry.Caps)
 	}
-	x := &paymentPass{r: r, key: req.NamespacedName, p: p, prov: prov, entry: entry, perr: perr, pol: pol, uid: string(p.UID)}
+	x := &paymentPass{
+		pass: pass{key: req.NamespacedName, uid: string(p.UID), reader: r.APIReader, clock: r.Clock, entry: entry, unusable: perr},
+		r:    r, p: p, prov: prov, pol: pol,
+	}
 	defer func() {
 		if x.admitted {
 			entry.Forgo()
 		}
 	}()
-	if done, err := x.storeUnstored(ctx); done || err != nil {
-		return ctrl.Result{}, err
-	}
-	for {
-		now := r.Clock.Now()
-		facts, err := x.facts(ctx)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		step := payment.Plan(x.p, pol, facts, now)
-		var (
-			res  ctrl.Result
-			done bool
-		)
-		switch step.Action {
-		case payment.Nothing:
-			release(entry, x.uid)
-			if !x.p.DeletionTimestamp.IsZero() {
-				// Deleted and now settled (or waiting for a human): let it go,
-				// or say again what it waits for.
-				_, err := r.finalize(ctx, x.p)
-				return ctrl.Result{}, err
-			}
-			return ctrl.Result{}, nil
-		case payment.Wait:
-			release(entry, x.uid)
-			return requeueAt(step.At, now, x.wrote), nil
-		case payment.Write:
-			res, done, err = x.write(ctx, step, facts, now)
-		default:
-			res, done, err = x.callDue(ctx, step, facts, now)
-		}
-		if done || err != nil {
-			return res, err
-		}
-	}
+	return drive[*v1alpha1.Payment](ctx, x, &r.unstored)
 }
 
 // paymentPass is one reconcile of a payment: the payment as last read or
-// stored, its provider, and what the reconcile has done so far.
+// stored, its provider, and what the reconcile has done so far. Its methods
+// are the payment's rules in the one loop (drive).
 type paymentPass struct {
+	pass
 	r     *PaymentReconciler
-	key   types.NamespacedName
 	p     *v1alpha1.Payment
 	prov  *v1alpha1.PaymentProvider
-	entry *gateway.Entry
-	perr  error
 	pol   payment.Policy
-	uid   string
+	facts payment.Facts // as the last plan read them
 	// admitted: a token taken and not used yet (the one of the call a
 	// marker announced, taken before the marker was stored); the next call
 	// goes out with it.
 	// marked: this reconcile stored the create marker and has made no call
 	// since, so the create has not left the process.
-	wrote, called, fresh, admitted, marked bool
+	admitted, marked bool
 }
 
-// storeUnstored stores an answer whose write failed before anything else:
-// the provider is not asked again for what it already said. done: the
-// reconcile has nothing more to do (the object was replaced).
-func (x *paymentPass) storeUnstored(ctx context.Context) (done bool, err error) {
-	u, ok := x.r.unstored.get(x.uid, x.r.Clock.Now())
-	if !ok {
-		return false, nil
+func (x *paymentPass) object() *v1alpha1.Payment   { return x.p }
+func (x *paymentPass) replace(p *v1alpha1.Payment) { x.p = p }
+
+func (x *paymentPass) finalize(ctx context.Context) (bool, error) { return x.r.finalize(ctx, x.p) }
+
+// plan asks the core for the next step on the payment's facts.
+func (x *paymentPass) plan(ctx context.Context, now time.Time) (payment.Step, error) {
+	facts, err := x.readFacts(ctx)
+	if err != nil {
+		return payment.Step{}, err
 	}
-	// Decided on the payment as the API server has it: the cache may not
-	// hold the marker stored before the call yet.
-	if err := x.r.APIReader.Get(ctx, x.key, x.p); err != nil {
-		return true, client.IgnoreNotFound(err)
-	}
-	if string(x.p.UID) != x.uid {
-		x.r.unstored.drop(x.uid)
-		return true, nil // replaced: the new object gets its own reconcile
-	}
-	if _, err := x.r.store(ctx, x.p, payment.Facts{}, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, x.pol) }); err != nil {
-		return true, err
-	}
-	x.r.unstored.drop(x.uid)
-	return false, nil
+	x.facts = facts
+	return payment.Plan(x.p, x.pol, facts, now), nil
 }
 
-// facts are the payment's facts (PaymentReconciler.facts) with what this
-// reconcile knows of its provider and its own calls.
-func (x *paymentPass) facts(ctx context.Context) (payment.Facts, error) {
+// readFacts are the payment's facts (PaymentReconciler.facts) with what
+// this reconcile knows of its provider and its own calls.
+func (x *paymentPass) readFacts(ctx context.Context) (payment.Facts, error) {
 	facts, err := x.r.facts(ctx, x.p)
 	if err != nil {
 		return facts, err
@@ -334,66 +293,67 @@ func (x *paymentPass) facts(ctx context.Context) (payment.Facts, error) {
 	return facts, nil
 }
 
-// write stores what the plan decided. A marker of a money-moving call is
-// stored only with the call's token in hand and the object held.
-func (x *paymentPass) write(ctx context.Context, step payment.Step, facts payment.Facts, now time.Time) (ctrl.Result, bool, error) {
+// hold readies the write of a marker of a money-moving call: it is stored
+// only with the call's token in hand and the object held.
+func (x *paymentPass) hold(ctx context.Context, step payment.Step) (ctrl.Result, bool, error) {
 	r, p := x.r, x.p
-	opBefore := p.Status.Operation.DeepCopy()
-	if marks(p, step.Outcome) {
-		if !p.DeletionTimestamp.IsZero() && (step.Outcome.Status.CreateRequestedAt != nil && p.Status.CreateRequestedAt == nil ||
-			!controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight)) {
-			// Deleted before its create went out (or never held): nothing
-			// may start now. (An operator's cancel or capture of a deleted
-			// payment that holds money still goes: it is how its money is
-			// settled.)
-			release(x.entry, x.uid)
-			return ctrl.Result{}, true, nil
-		}
-		if step.Announces != payment.Nothing && !x.admitted {
-			// A create waiting for the rate limit is not marked: unmarked,
-			// it is known not to have left.
-			if res, ok := x.admit(ctx, callPriority(step.Announces, false)); !ok {
-				return res, true, nil
-			}
-		}
-		// The object must outlive the call the marker announces.
-		if err := holdMoney(ctx, r.Client, p, nil); err != nil {
-			return ctrl.Result{}, true, err
-		}
-		r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
+	if !marks(p, step.Outcome) {
+		return ctrl.Result{}, false, nil
 	}
+	if !p.DeletionTimestamp.IsZero() && (step.Outcome.Status.CreateRequestedAt != nil && p.Status.CreateRequestedAt == nil ||
+		!controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight)) {
+		// Deleted before its create went out (or never held): nothing
+		// may start now. (An operator's cancel or capture of a deleted
+		// payment that holds money still goes: it is how its money is
+		// settled.)
+		release(x.entry, x.uid)
+		return ctrl.Result{}, true, nil
+	}
+	if step.Announces != payment.Nothing && !x.admitted {
+		// A create waiting for the rate limit is not marked: unmarked,
+		// it is known not to have left.
+		if res, ok := x.takeToken(ctx, callPriority(step.Announces, false)); !ok {
+			return res, true, nil
+		}
+	}
+	// The object must outlive the call the marker announces.
+	if err := holdMoney(ctx, r.Client, p, nil); err != nil {
+		return ctrl.Result{}, true, err
+	}
+	r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
+	return ctrl.Result{}, false, nil
+}
+
+// storePlan stores what the plan decided, and remembers a create or an
+// operation marked by it and not called yet.
+func (x *paymentPass) storePlan(ctx context.Context, now time.Time) (bool, error) {
+	opBefore := x.p.Status.Operation.DeepCopy()
 	announced := payment.Nothing // by the outcome stored (after a conflict, planned again)
-	stored, err := r.store(ctx, p, facts, func(p *v1alpha1.Payment) payment.Outcome {
-		if s := payment.Plan(p, x.pol, facts, now); s.Action == payment.Write {
+	stored, err := x.r.store(ctx, x.p, x.facts, func(p *v1alpha1.Payment) payment.Outcome {
+		if s := payment.Plan(p, x.pol, x.facts, now); s.Action == payment.Write {
 			announced = s.Announces
 			return s.Outcome
 		}
 		announced = payment.Nothing
 		return payment.Outcome{Status: p.Status}
 	})
-	if err != nil {
-		return ctrl.Result{}, true, err
+	if err != nil || !stored {
+		return stored, err
 	}
-	if !stored {
-		// The plan wanted a write that the fresh state no longer needs;
-		// planning again on it cannot loop.
-		return requeueAt(now.Add(minIdleRequeue), now, x.wrote), true, nil
-	}
-	x.wrote = true
 	x.marked = x.marked || announced == payment.Create
 	// An operation marked just now has not been called yet: this process
 	// knows until it calls; a new one looks it up.
-	if op := p.Status.Operation; op != nil && (opBefore == nil || markKey(opBefore) != markKey(op)) {
-		r.marked.set(x.uid, op)
+	if op := x.p.Status.Operation; op != nil && (opBefore == nil || markKey(opBefore) != markKey(op)) {
+		x.r.marked.set(x.uid, op)
 	}
-	return ctrl.Result{}, false, nil
+	return true, nil
 }
 
-// admit takes the provider's token for a call of prio; without it the
+// takeToken takes the provider's token for a call of prio; without it the
 // payment goes back to the queue (res).
-func (x *paymentPass) admit(ctx context.Context, prio gateway.Priority) (ctrl.Result, bool) {
+func (x *paymentPass) takeToken(ctx context.Context, prio gateway.Priority) (ctrl.Result, bool) {
 	if x.entry == nil {
-		log.FromContext(ctx).Info("provider not usable; waiting", "reason", x.perr.Error())
+		log.FromContext(ctx).Info("provider not usable; waiting", "reason", x.unusable.Error())
 		return ctrl.Result{RequeueAfter: providerRetry}, false
 	}
 	adm := x.r.admit(ctx, x.entry, x.uid, prio)
@@ -405,56 +365,36 @@ func (x *paymentPass) admit(ctx context.Context, prio gateway.Priority) (ctrl.Re
 	return ctrl.Result{}, true
 }
 
-// callDue makes the provider call the plan asked for, at most one per
-// reconcile, and stores the core's decision on its answer.
-func (x *paymentPass) callDue(ctx context.Context, step payment.Step, facts payment.Facts, now time.Time) (ctrl.Result, bool, error) {
-	r, p := x.r, x.p
-	if x.called {
-		return requeueAt(now, now, x.wrote), true, nil
+// admit takes the token of step's call, unless a marker's write took it.
+func (x *paymentPass) admit(ctx context.Context, step payment.Step) (ctrl.Result, bool) {
+	if x.admitted {
+		return ctrl.Result{}, true
 	}
-	if x.entry == nil {
-		log.FromContext(ctx).Info("provider not usable; waiting", "reason", x.perr.Error())
-		return ctrl.Result{RequeueAfter: providerRetry}, true, nil
+	prio := callPriority(step.Action, step.Scheduled)
+	if step.Read != nil {
+		prio = gateway.Read // a read a settled Refund asked for
 	}
-	if (step.Action == payment.Create || step.Action == payment.Lookup) && !x.wrote && !x.fresh {
-		// A create may already have gone out, or been recorded by a write
-		// the cache has not caught up with: decide from the API server.
-		x.fresh = true
-		latest := &v1alpha1.Payment{}
-		if err := r.APIReader.Get(ctx, x.key, latest); err != nil {
-			return ctrl.Result{}, true, client.IgnoreNotFound(err)
-		}
-		if latest.UID != p.UID {
-			// Deleted and created again under the same name: the new
-			// object gets its own reconcile.
-			return ctrl.Result{}, true, nil
-		}
-		if latest.ResourceVersion != p.ResourceVersion {
-			x.p = latest
-			return ctrl.Result{}, false, nil
-		}
-	}
-	if !x.admitted {
-		prio := callPriority(step.Action, step.Scheduled)
-		if step.Read != nil {
-			prio = gateway.Read // a read a settled Refund asked for
-		}
-		if res, ok := x.admit(ctx, prio); !ok {
-			return res, true, nil
-		}
-	}
-	if seen, ok := r.settledMeanwhile(ctx, p, step); ok {
-		// Settled (a webhook) while the query waited for its token:
-		// nothing is asked about a settled payment.
+	return x.takeToken(ctx, prio)
+}
+
+// moot: the payment settled (a webhook) while the query waited for its
+// token: nothing is asked about a settled payment.
+func (x *paymentPass) moot(ctx context.Context, step payment.Step) bool {
+	seen, ok := x.r.settledMeanwhile(ctx, x.p, step)
+	if ok {
 		x.p = seen
-		return ctrl.Result{}, false, nil
 	}
+	return ok
+}
+
+// call makes the provider call step asks for.
+func (x *paymentPass) call(ctx context.Context, step payment.Step) paymentAnswer {
+	r := x.r
 	x.admitted, x.marked = false, false // spent on the call below
 	r.marked.drop(x.uid)                // from here on a call may have gone out
-	call := r.call(ctx, x.entry, p, step.Action)
+	call := r.call(ctx, x.entry, x.p, step.Action)
 	// Waits (Retry-After, the next step) count from the answer.
 	at := r.Clock.Now()
-	x.called = true
 	x.entry.Done(ctx, call.Err)
 	if step.Action == payment.Query {
 		metrics.StatusQueries.WithLabelValues(x.prov.Namespace, x.prov.Name, queryResult(call.Err)).Inc()
@@ -462,15 +402,14 @@ func (x *paymentPass) callDue(ctx context.Context, step payment.Step, facts paym
 	if call.Err != nil {
 		log.FromContext(ctx).Info("provider "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
 	}
-	u := unstored{action: step.Action, call: call, closeOut: step.CloseOut, read: step.Read, at: at}
-	if _, err := r.store(ctx, p, facts, func(p *v1alpha1.Payment) payment.Outcome { return u.decide(p, x.pol) }); err != nil {
-		// Keep the answer: the next attempt (after the controller's
-		// per-payment backoff) stores it without calling again.
-		r.unstored.put(x.uid, u)
-		return ctrl.Result{}, true, err
-	}
-	x.wrote = true
-	return ctrl.Result{}, false, nil
+	return paymentAnswer{step: step, call: call, at: at}
+}
+
+// storeAnswer stores the core's decision on an answer, with the refund
+// lines the last plan read (none before the first).
+func (x *paymentPass) storeAnswer(ctx context.Context, u paymentAnswer) error {
+	_, err := x.r.store(ctx, x.p, x.facts, func(p *v1alpha1.Payment) payment.Outcome { return decidePayment(p, x.pol, u) })
+	return err
 }
 
 // provider resolves the payment's PaymentProvider and its gateway entry. The
@@ -761,31 +700,24 @@ func queryResult(err error) string {
 	}
 }
 
-// unstored is a provider answer whose status write failed.
-type unstored struct {
-	action   payment.Action
-	call     payment.Call
-	closeOut bool
-	read     *payment.RefundRead // a settled payment's read of its refunded total
-	at       time.Time
-}
+// paymentAnswer is a payment call's answer.
+type paymentAnswer = answer[payment.Step, payment.Call]
 
-func (u unstored) answeredAt() time.Time { return u.at }
-
-// decide is the core's decision on the answer, for the payment as it is now.
-func (u unstored) decide(p *v1alpha1.Payment, pol payment.Policy) payment.Outcome {
-	switch u.action {
+// decidePayment is the core's decision on an answer, for the payment as it
+// is now.
+func decidePayment(p *v1alpha1.Payment, pol payment.Policy, u paymentAnswer) payment.Outcome {
+	switch u.step.Action {
 	case payment.Create:
 		return payment.AfterCreate(p, pol, u.call, u.at)
 	case payment.Lookup:
 		return payment.AfterLookup(p, pol, u.call, u.at)
 	case payment.Query:
-		if u.read != nil {
-			return payment.AfterRefundRead(p, pol, u.call, *u.read, u.at)
+		if u.step.Read != nil {
+			return payment.AfterRefundRead(p, pol, u.call, *u.step.Read, u.at)
 		}
-		return payment.AfterQuery(p, pol, u.call, u.closeOut, u.at)
+		return payment.AfterQuery(p, pol, u.call, u.step.CloseOut, u.at)
 	default:
-		return payment.AfterOperation(p, pol, payment.OperationOf(u.action), u.call, u.at)
+		return payment.AfterOperation(p, pol, payment.OperationOf(u.step.Action), u.call, u.at)
 	}
 }
 

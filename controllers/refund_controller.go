@@ -55,21 +55,16 @@ type RefundReconciler struct {
 	// Refund not yet sent: two Refunds of one payment reconciled together
 	// never both see the other as not sent.
 	admission keyedLocks
-	unstored  unstoredAnswers[refundAnswer]
+	unstored  unstoredAnswers[payment.RefundStep, payment.RefundCall]
 }
 
-// refundAnswer is a refund call's answer, kept when its write failed.
-type refundAnswer struct {
-	action payment.Action
-	call   payment.RefundCall
-	at     time.Time
-}
+// refundAnswer is a refund call's answer.
+type refundAnswer = answer[payment.RefundStep, payment.RefundCall]
 
-func (u refundAnswer) answeredAt() time.Time { return u.at }
-
-// decide is the core's decision on the answer, for the Refund as it is now.
-func (u refundAnswer) decide(rf *v1alpha1.Refund, pol payment.Policy) payment.RefundOutcome {
-	switch u.action {
+// decideRefund is the core's decision on an answer, for the Refund as it is
+// now.
+func decideRefund(rf *v1alpha1.Refund, pol payment.Policy, u refundAnswer) payment.RefundOutcome {
+	switch u.step.Action {
 	case payment.Create:
 		return payment.AfterRefundCreate(rf, pol, u.call, u.at)
 	case payment.Lookup:
@@ -212,7 +207,10 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
-	x := &refundPass{r: r, key: req.NamespacedName, rf: rf, p: p, uid: string(rf.UID), decided: func() {}}
+	x := &refundPass{
+		pass: pass{key: req.NamespacedName, uid: string(rf.UID), reader: r.APIReader, clock: r.Clock, keptIsWrite: true},
+		r:    r, rf: rf, p: p, decided: func() {},
+	}
 	defer func() { x.decided() }()
 	if err := x.readSiblings(ctx); err != nil {
 		return ctrl.Result{}, err
@@ -223,61 +221,40 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// unsettled, so that a Refund of the same name waits for a human.
 		return ctrl.Result{}, r.abandon(ctx, rf)
 	}
-	if done, err := x.storeUnstored(ctx); done || err != nil {
-		return ctrl.Result{}, err
-	}
-	for {
-		now := r.Clock.Now()
-		facts := payment.RefundFacts{Payment: p, Siblings: x.siblings, ConfigAccepted: x.entry != nil && x.entry.ConfigProblem() == ""}
-		recs, err := r.ledgerFacts(ctx, x.rf, p)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		facts.Ledger = recs
-		step := payment.PlanRefund(x.rf, x.pol, facts, now)
-		var (
-			res  ctrl.Result
-			done bool
-		)
-		switch step.Action {
-		case payment.Nothing:
-			release(x.entry, x.uid)
-			if !x.rf.DeletionTimestamp.IsZero() {
-				if _, err := r.finalize(ctx, x.rf); err != nil {
-					return ctrl.Result{}, err
-				}
-			}
-			return ctrl.Result{}, nil
-		case payment.Wait:
-			release(x.entry, x.uid)
-			return requeueAt(step.At, now, x.wrote), nil
-		case payment.Write:
-			res, done, err = x.write(ctx, step, facts, now)
-		default:
-			res, done, err = x.callDue(ctx, step, now)
-		}
-		if done || err != nil {
-			return res, err
-		}
-	}
+	return drive[*v1alpha1.Refund](ctx, x, &r.unstored)
 }
 
 // refundPass is one reconcile of a Refund: the Refund as last read or
 // stored, its payment (nil when gone), the other Refunds of the payment, its
 // provider, and what the reconcile has done so far.
 type refundPass struct {
+	pass
 	r        *RefundReconciler
-	key      types.NamespacedName
 	rf       *v1alpha1.Refund
 	p        *v1alpha1.Payment
 	siblings []v1alpha1.Refund
-	entry    *gateway.Entry
 	pol      payment.Policy
-	uid      string
+	facts    payment.RefundFacts // as the last plan read them
 	// decided releases the payment's admission lock, held while this
 	// Refund decides how much it may take.
-	decided              func()
-	wrote, called, fresh bool
+	decided func()
+}
+
+func (x *refundPass) object() *v1alpha1.Refund    { return x.rf }
+func (x *refundPass) replace(rf *v1alpha1.Refund) { x.rf = rf }
+
+func (x *refundPass) finalize(ctx context.Context) (bool, error) { return x.r.finalize(ctx, x.rf) }
+
+// plan asks the core for the next step on the Refund's facts.
+func (x *refundPass) plan(ctx context.Context, now time.Time) (payment.RefundStep, error) {
+	facts := payment.RefundFacts{Payment: x.p, Siblings: x.siblings, ConfigAccepted: x.entry != nil && x.entry.ConfigProblem() == ""}
+	recs, err := x.r.ledgerFacts(ctx, x.rf, x.p)
+	if err != nil {
+		return payment.RefundStep{}, err
+	}
+	facts.Ledger = recs
+	x.facts = facts
+	return payment.PlanRefund(x.rf, x.pol, facts, now), nil
 }
 
 // readSiblings reads the other Refunds of the payment. Deciding how much
@@ -326,116 +303,74 @@ func (x *refundPass) readProvider(ctx context.Context) (gone bool) {
 	return false
 }
 
-// storeUnstored stores an answer whose write failed before anything else:
-// the provider is not asked again for what it already said. done: the
-// reconcile has nothing more to do (the object was replaced).
-func (x *refundPass) storeUnstored(ctx context.Context) (done bool, err error) {
-	u, ok := x.r.unstored.get(x.uid, x.r.Clock.Now())
-	if !ok {
-		return false, nil
+// hold readies the write of a marker: only on a Refund held.
+func (x *refundPass) hold(ctx context.Context, step payment.RefundStep) (ctrl.Result, bool, error) {
+	rf, p := x.rf, x.p
+	if !(step.Outcome.Status.CreateRequestedAt != nil && rf.Status.CreateRequestedAt == nil ||
+		step.Outcome.Status.AdoptedAt != nil && rf.Status.AdoptedAt == nil) {
+		return ctrl.Result{}, false, nil
 	}
-	// Decided on the Refund as the API server has it: the cache may not
-	// hold the marker stored before the call yet.
-	if err := x.r.APIReader.Get(ctx, x.key, x.rf); err != nil {
-		return true, client.IgnoreNotFound(err)
+	if step.Outcome.Status.CreateRequestedAt != nil && (!rf.DeletionTimestamp.IsZero() || p != nil && !p.DeletionTimestamp.IsZero()) ||
+		!rf.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(rf, v1alpha1.FinalizerMoneyInFlight) {
+		// Deleted (or its payment is) before anything went out:
+		// nothing may start now.
+		release(x.entry, x.uid)
+		return ctrl.Result{}, true, nil
 	}
-	if string(x.rf.UID) != x.uid {
-		x.r.unstored.drop(x.uid)
-		return true, nil // replaced: the new object gets its own reconcile
+	// The Refund must outlive the call its marker announces, and
+	// remember its order when its Payment is gone.
+	if err := x.r.holdMoney(ctx, rf, p); err != nil {
+		return ctrl.Result{}, true, err
 	}
-	if _, err := x.r.store(ctx, x.rf, x.p, func(rf *v1alpha1.Refund) payment.RefundOutcome { return u.decide(rf, x.pol) }); err != nil {
-		return true, err
-	}
-	x.r.unstored.drop(x.uid)
-	x.wrote = true
-	return false, nil
+	return ctrl.Result{}, false, nil
 }
 
-// write stores what the plan decided; a marker only on a Refund held.
-func (x *refundPass) write(ctx context.Context, step payment.RefundStep, facts payment.RefundFacts, now time.Time) (ctrl.Result, bool, error) {
-	r, rf, p := x.r, x.rf, x.p
-	if step.Outcome.Status.CreateRequestedAt != nil && rf.Status.CreateRequestedAt == nil ||
-		step.Outcome.Status.AdoptedAt != nil && rf.Status.AdoptedAt == nil {
-		if step.Outcome.Status.CreateRequestedAt != nil && (!rf.DeletionTimestamp.IsZero() || p != nil && !p.DeletionTimestamp.IsZero()) ||
-			!rf.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(rf, v1alpha1.FinalizerMoneyInFlight) {
-			// Deleted (or its payment is) before anything went out:
-			// nothing may start now.
-			release(x.entry, x.uid)
-			return ctrl.Result{}, true, nil
-		}
-		// The Refund must outlive the call its marker announces, and
-		// remember its order when its Payment is gone.
-		if err := r.holdMoney(ctx, rf, p); err != nil {
-			return ctrl.Result{}, true, err
-		}
-	}
-	stored, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome {
-		if s := payment.PlanRefund(rf, x.pol, facts, now); s.Action == payment.Write {
+// storePlan stores what the plan decided.
+func (x *refundPass) storePlan(ctx context.Context, now time.Time) (bool, error) {
+	stored, err := x.r.store(ctx, x.rf, x.p, func(rf *v1alpha1.Refund) payment.RefundOutcome {
+		if s := payment.PlanRefund(rf, x.pol, x.facts, now); s.Action == payment.Write {
 			return s.Outcome
 		}
 		return payment.RefundOutcome{Status: rf.Status}
 	})
-	if err != nil {
-		return ctrl.Result{}, true, err
+	if err != nil || !stored {
+		return stored, err
 	}
-	if !stored {
-		return requeueAt(now.Add(minIdleRequeue), now, x.wrote), true, nil
-	}
-	x.wrote = true
-	if rf.Status.CreateRequestedAt != nil || rf.Status.Phase.IsFinal() {
+	if x.rf.Status.CreateRequestedAt != nil || x.rf.Status.Phase.IsFinal() {
 		// Decided and stored: the next Refund of the payment may decide.
 		x.decided()
 		x.decided = func() {}
 	}
-	return ctrl.Result{}, false, nil
+	return true, nil
 }
 
-// callDue makes the provider call the plan asked for, at most one per
-// reconcile, and stores the core's decision on its answer.
-func (x *refundPass) callDue(ctx context.Context, step payment.RefundStep, now time.Time) (ctrl.Result, bool, error) {
-	r := x.r
-	if x.called {
-		return requeueAt(now, now, x.wrote), true, nil
-	}
-	if x.entry == nil {
-		return ctrl.Result{RequeueAfter: providerRetry}, true, nil
-	}
-	if step.Action != payment.Query && !x.wrote && !x.fresh {
-		// A refund may already have gone out, recorded by a write the
-		// cache has not caught up with: decide from the API server.
-		x.fresh = true
-		latest := &v1alpha1.Refund{}
-		if err := r.APIReader.Get(ctx, x.key, latest); err != nil {
-			return ctrl.Result{}, true, client.IgnoreNotFound(err)
-		}
-		if latest.UID != x.rf.UID {
-			return ctrl.Result{}, true, nil
-		}
-		if latest.ResourceVersion != x.rf.ResourceVersion {
-			x.rf = latest
-			return ctrl.Result{}, false, nil
-		}
-	}
-	adm := admitWait(ctx, r.Clock, x.entry, x.uid, callPriority(step.Action, step.Scheduled))
+// admit takes the provider's token for step's call.
+func (x *refundPass) admit(ctx context.Context, step payment.RefundStep) (ctrl.Result, bool) {
+	adm := admitWait(ctx, x.r.Clock, x.entry, x.uid, callPriority(step.Action, step.Scheduled))
 	if !adm.OK {
-		return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, true, nil
+		return ctrl.Result{RequeueAfter: max(adm.Wait, minIdleRequeue)}, false
 	}
-	call := r.call(ctx, x.entry, x.rf, x.p, step.Action)
-	at := r.Clock.Now()
-	x.called = true
+	return ctrl.Result{}, true
+}
+
+// moot: a Refund's call is never made moot between its plan and the call.
+func (x *refundPass) moot(context.Context, payment.RefundStep) bool { return false }
+
+// call makes the refund call step asks for.
+func (x *refundPass) call(ctx context.Context, step payment.RefundStep) refundAnswer {
+	call := x.r.call(ctx, x.entry, x.rf, x.p, step.Action)
+	at := x.r.Clock.Now()
 	x.entry.Done(ctx, call.Err)
 	if call.Err != nil {
 		log.FromContext(ctx).Info("provider refund "+step.Action.String()+" failed", "error", call.Err.Error(), "class", payment.Classify(call.Err).String())
 	}
-	u := refundAnswer{action: step.Action, call: call, at: at}
-	if _, err := r.store(ctx, x.rf, x.p, func(rf *v1alpha1.Refund) payment.RefundOutcome { return u.decide(rf, x.pol) }); err != nil {
-		// Keep the answer: the retry (after the controller's backoff)
-		// stores it without calling again.
-		r.unstored.put(x.uid, u)
-		return ctrl.Result{}, true, err
-	}
-	x.wrote = true
-	return ctrl.Result{}, false, nil
+	return refundAnswer{step: step, call: call, at: at}
+}
+
+// storeAnswer stores the core's decision on an answer.
+func (x *refundPass) storeAnswer(ctx context.Context, u refundAnswer) error {
+	_, err := x.r.store(ctx, x.rf, x.p, func(rf *v1alpha1.Refund) payment.RefundOutcome { return decideRefund(rf, x.pol, u) })
+	return err
 }
 
 // ledgerFacts reads the ledger's records of a Refund of the same name of

@@ -2,36 +2,42 @@ package payment
 
 import (
 	"context"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
-// Store runs decide on p and writes the status it returns through the one
-// status writer: optimistic concurrency, and after a conflict decide runs
-// again on the payment as freshly read from the API server. It returns the
-// outcome that was stored (or found unchanged) and whether a write happened;
-// p holds the stored payment afterwards. PaymentStatus is written nowhere
+// Store runs decide on obj (a Payment or a Refund) and writes the status of
+// the outcome it returns through the one status writer: optimistic
+// concurrency, and after a conflict decide runs again on the object as
+// freshly read from the API server. It returns the outcome that was stored
+// (or found unchanged) and whether a write happened; obj holds the stored
+// object afterwards. PaymentStatus and RefundStatus are written nowhere
 // else.
-func Store(ctx context.Context, w statuswriter.Writer, p *v1alpha1.Payment, decide func(p *v1alpha1.Payment) Outcome) (Outcome, bool, error) {
-	var out Outcome
-	wrote, err := statuswriter.Update(ctx, w, p, func(p *v1alpha1.Payment) error {
-		out = decide(p)
-		p.Status = out.Status
+func Store[T client.Object, O interface{ storeIn(T) }](ctx context.Context, w statuswriter.Writer, obj T, decide func(T) O) (O, bool, error) {
+	var out O
+	wrote, err := statuswriter.Update(ctx, w, obj, func(obj T) error {
+		out = decide(obj)
+		out.storeIn(obj)
 		return nil
 	})
 	return out, wrote, err
 }
 
-// StoreRefund is Store for a Refund: decide runs inside the one status
-// writer, again on fresh state after a conflict. RefundStatus is written
-// nowhere else.
+// StoreRefund is Store for a Refund.
 func StoreRefund(ctx context.Context, w statuswriter.Writer, r *v1alpha1.Refund, decide func(r *v1alpha1.Refund) RefundOutcome) (RefundOutcome, bool, error) {
-	var out RefundOutcome
-	wrote, err := statuswriter.Update(ctx, w, r, func(r *v1alpha1.Refund) error {
-		out = decide(r)
-		r.Status = out.Status
-		return nil
-	})
-	return out, wrote, err
+	return Store(ctx, w, r, decide)
 }
+
+func (o Outcome) storeIn(p *v1alpha1.Payment)      { p.Status = o.Status }
+func (o RefundOutcome) storeIn(r *v1alpha1.Refund) { r.Status = o.Status }
+
+// Next is what a Step asks of the loop that drives it: its action and, for
+// Wait, when to look again.
+func (s Step) Next() (Action, time.Time) { return s.Action, s.At }
+
+// Next is Step.Next for a RefundStep.
+func (s RefundStep) Next() (Action, time.Time) { return s.Action, s.At }
