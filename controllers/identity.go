@@ -31,13 +31,18 @@ type Ledger interface {
 // object that sent the call) and any other annotations given: from then on
 // the object cannot disappear before it is settled and remembered. The patch
 // is conditional on the version read, and obj is updated to what the API
-// server stored.
-func holdMoney(ctx context.Context, c client.Client, obj client.Object, annotations map[string]string) error {
+// server stored. also changes obj further, in the same patch.
+func holdMoney(ctx context.Context, c client.Client, obj client.Object, annotations map[string]string, also ...func() error) error {
 	if held(obj) {
 		return nil
 	}
 	base := obj.DeepCopyObject().(client.Object)
 	hold(obj, annotations)
+	for _, f := range also {
+		if err := f(); err != nil {
+			return err
+		}
+	}
 	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("add finalizer %s: %w", v1alpha1.FinalizerMoneyInFlight, err)
 	}

@@ -202,11 +202,6 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		p = nil
 	}
-	if p != nil && rf.DeletionTimestamp.IsZero() && !metav1.IsControlledBy(rf, p) && !ownedBy(rf, p) {
-		if err := r.ownBy(ctx, rf, p); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-	}
 	x := &refundPass{
 		pass: pass{key: req.NamespacedName, uid: string(rf.UID), reader: r.APIReader, clock: r.Clock, keptIsWrite: true},
 		r:    r, rf: rf, p: p, decided: func() {},
@@ -221,7 +216,24 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// unsettled, so that a Refund of the same name waits for a human.
 		return ctrl.Result{}, r.abandon(ctx, rf)
 	}
-	return drive[*v1alpha1.Refund](ctx, x, &r.unstored)
+	res, err := drive[*v1alpha1.Refund](ctx, x, &r.unstored)
+	if err != nil {
+		return res, err
+	}
+	// Owned by its Payment in the patch that holds it before its marker
+	// (hold), or else now.
+	if x.owes() {
+		if err := r.ownBy(ctx, x.rf, x.p); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return res, nil
+}
+
+// owes reports whether the Refund still lacks its Payment's owner
+// reference (and is not being deleted).
+func (x *refundPass) owes() bool {
+	return x.p != nil && x.rf.DeletionTimestamp.IsZero() && !metav1.IsControlledBy(x.rf, x.p) && !ownedBy(x.rf, x.p)
 }
 
 // refundPass is one reconcile of a Refund: the Refund as last read or
@@ -318,8 +330,13 @@ func (x *refundPass) hold(ctx context.Context, step payment.RefundStep) (ctrl.Re
 		return ctrl.Result{}, true, nil
 	}
 	// The Refund must outlive the call its marker announces, and
-	// remember its order when its Payment is gone.
-	if err := x.r.holdMoney(ctx, rf, p); err != nil {
+	// remember its order when its Payment is gone. A Refund not owned by
+	// its Payment yet is owned in the same patch.
+	var own []func() error
+	if x.owes() {
+		own = append(own, func() error { return x.r.setOwner(rf, p) })
+	}
+	if err := x.r.holdMoney(ctx, rf, p, own...); err != nil {
 		return ctrl.Result{}, true, err
 	}
 	return ctrl.Result{}, false, nil
@@ -390,8 +407,8 @@ func (r *RefundReconciler) ledgerFacts(ctx context.Context, rf *v1alpha1.Refund,
 // holdMoney puts the money-in-flight finalizer on the Refund, with the
 // ledger identity it will be remembered under (its Payment may be gone by
 // the time it is let go).
-func (r *RefundReconciler) holdMoney(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) error {
-	return holdMoney(ctx, r.Client, rf, ledgerIdentity(rf, p))
+func (r *RefundReconciler) holdMoney(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment, also ...func() error) error {
+	return holdMoney(ctx, r.Client, rf, ledgerIdentity(rf, p), also...)
 }
 
 // ledgerIdentity is the annotation that remembers rf's order (its payment's)
@@ -406,13 +423,19 @@ func ledgerIdentity(rf *v1alpha1.Refund, p *v1alpha1.Payment) map[string]string 
 // ownBy makes rf owned by its Payment: deleted with it, and never left
 // behind. It is held (holdMoney) only right before its marker: a Refund that
 // never sends anything carries no money-uid, so a copy of it applied again
-// is not taken for a restored one that sent its refund.
+// is not taken for a restored one that sent its refund. A Refund held in
+// this reconcile was owned in that patch.
 func (r *RefundReconciler) ownBy(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) error {
 	base := rf.DeepCopy()
-	if err := controllerutil.SetOwnerReference(p, rf, r.Scheme, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
+	if err := r.setOwner(rf, p); err != nil {
 		return err
 	}
 	return r.Client.Patch(ctx, rf, client.MergeFrom(base))
+}
+
+// setOwner makes p rf's owner, in memory.
+func (r *RefundReconciler) setOwner(rf *v1alpha1.Refund, p *v1alpha1.Payment) error {
+	return controllerutil.SetOwnerReference(p, rf, r.Scheme, controllerutil.WithBlockOwnerDeletion(true))
 }
 
 // confirmGone confirms with the API server (not a cache that may not have
