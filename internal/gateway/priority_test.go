@@ -201,3 +201,28 @@ func TestAForgoneProbeLetsAnotherThrough(t *testing.T) {
 		}
 	})
 }
+
+// A call that comes back late for its held token (its reconcile was slow,
+// within a minute) still finds it: it is not forgotten as abandoned and made
+// to take a second token, which would spend the provider's rate twice for
+// one call.
+func TestALateHolderStillFindsItsToken(t *testing.T) {
+	e := newEntry(1, 1) // a token a second
+	if adm := e.Admit("first", Scheduled, t0); !adm.OK {
+		t.Fatalf("first call: %+v", adm)
+	}
+	adm := e.Admit("late", Scheduled, t0)
+	if adm.OK || adm.Wait != time.Second {
+		t.Fatalf("second call: %+v, want a token held for it in 1s", adm)
+	}
+	// Another call passes by 1.5s later (sweeping what was abandoned) and
+	// is told to wait for the next token, after the late one's.
+	other := e.Admit("other", Scheduled, t0.Add(1500*time.Millisecond))
+	if other.OK || other.Wait != 500*time.Millisecond {
+		t.Fatalf("a third call 1.5s in: %+v, want the token due at 2s", other)
+	}
+	// The late holder comes back 2.5s in, 1.5s after its token was due.
+	if adm := e.Admit("late", Scheduled, t0.Add(2500*time.Millisecond)); !adm.OK {
+		t.Errorf("the late holder: %+v, want the token held for it", adm)
+	}
+}
