@@ -619,33 +619,20 @@ func act[T client.Object](ctx context.Context, o *options, s *session, t target[
 
 // actOnPayment acts on the named Payment with the request plan decides.
 func (o *options) actOnPayment(ctx context.Context, name string, f followFlags, plan func(*v1alpha1.Payment, time.Time) (Request, error)) error {
-	if err := validOutput(f.output, OutputText, OutputJSON, OutputYAML); err != nil {
-		return err
-	}
-	s, err := o.session()
-	if err != nil {
-		return err
-	}
-	return act(ctx, o, s, target[*v1alpha1.Payment]{
-		kind: "payment", name: name, plan: plan,
-		get: func(ctx context.Context) (*v1alpha1.Payment, error) { return s.payment(ctx, name) },
-		check: func(ctx context.Context, p *v1alpha1.Payment, req Request, since time.Time) (Progress, error) {
-			pr := Check(p, req, nil)
-			if !pr.Done && strings.Contains(pr.Text, "has not acted") {
-				return pr, nil
-			}
-			// Acted on: a refusal, if any, is an Event.
-			events, err := s.events(ctx, s.ns, "Payment", name)
-			if err != nil {
-				return Progress{}, err
-			}
-			return Check(p, req, Refusal(req.Verb, events, since)), nil
-		},
-	}, f)
+	return actOn(ctx, o, "payment", "Payment", name, f, (*session).payment, plan, Check)
 }
 
 // actOnRefund acts on the named Refund with the request plan decides.
 func (o *options) actOnRefund(ctx context.Context, name string, f followFlags, plan func(*v1alpha1.Refund, time.Time) (Request, error)) error {
+	return actOn(ctx, o, "refund", "Refund", name, f, (*session).refund, plan, CheckRefundAction)
+}
+
+// actOn acts on the object of kind (eventKind in its Events) named name, read
+// with get, with the request plan decides; progress says how far the manager
+// got, given the refusal Event recorded since the write (nil when none).
+func actOn[T client.Object](ctx context.Context, o *options, kind, eventKind, name string, f followFlags,
+	get func(*session, context.Context, string) (T, error), plan func(T, time.Time) (Request, error),
+	progress func(T, Request, *eventsv1.Event) Progress) error {
 	if err := validOutput(f.output, OutputText, OutputJSON, OutputYAML); err != nil {
 		return err
 	}
@@ -653,19 +640,20 @@ func (o *options) actOnRefund(ctx context.Context, name string, f followFlags, p
 	if err != nil {
 		return err
 	}
-	return act(ctx, o, s, target[*v1alpha1.Refund]{
-		kind: "refund", name: name, plan: plan,
-		get: func(ctx context.Context) (*v1alpha1.Refund, error) { return s.refund(ctx, name) },
-		check: func(ctx context.Context, rf *v1alpha1.Refund, req Request, since time.Time) (Progress, error) {
-			pr := CheckRefundAction(rf, req, nil)
+	return act(ctx, o, s, target[T]{
+		kind: kind, name: name, plan: plan,
+		get: func(ctx context.Context) (T, error) { return get(s, ctx, name) },
+		check: func(ctx context.Context, obj T, req Request, since time.Time) (Progress, error) {
+			pr := progress(obj, req, nil)
 			if !pr.Done && strings.Contains(pr.Text, "has not acted") {
 				return pr, nil
 			}
-			events, err := s.events(ctx, s.ns, "Refund", name)
+			// Acted on: a refusal, if any, is an Event.
+			events, err := s.events(ctx, s.ns, eventKind, name)
 			if err != nil {
 				return Progress{}, err
 			}
-			return CheckRefundAction(rf, req, Refusal(req.Verb, events, since)), nil
+			return progress(obj, req, Refusal(req.Verb, events, since)), nil
 		},
 	}, f)
 }
