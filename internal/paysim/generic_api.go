@@ -165,10 +165,8 @@ func (s *Sim) genericCreateRefund(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.idempotentCall(w, r, Generic, generic.HeaderIdempotencyKey, func(body []byte) answer {
 		var req generic.CreateRefundRequest
-		if len(bytes.TrimSpace(body)) > 0 {
-			if err := json.Unmarshal(body, &req); err != nil {
-				return errorAnswer(Generic, http.StatusBadRequest, "invalid_request", "invalid JSON body", boolPtr(false), 0)
-			}
+		if err := optionalJSON(body, &req); err != nil {
+			return errorAnswer(Generic, http.StatusBadRequest, "invalid_request", "invalid JSON body", boolPtr(false), 0)
 		}
 		p, ok := s.payments[Generic][id]
 		if !ok {

@@ -300,10 +300,8 @@ func (s *Sim) paypalCaptureAuthorization(w http.ResponseWriter, r *http.Request)
 	id := r.PathValue("id")
 	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func(body []byte) answer {
 		var req paypal.CaptureAuthorizationRequest
-		if len(bytes.TrimSpace(body)) > 0 {
-			if err := json.Unmarshal(body, &req); err != nil {
-				return paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
-			}
+		if err := optionalJSON(body, &req); err != nil {
+			return paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
 		}
 		p, ok := s.paypalPaymentLocked(s.byAuth, id)
 		if !ok {
@@ -382,10 +380,8 @@ func (s *Sim) paypalRefundCapture(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func(body []byte) answer {
 		var req paypal.RefundCaptureRequest
-		if len(bytes.TrimSpace(body)) > 0 {
-			if err := json.Unmarshal(body, &req); err != nil {
-				return paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
-			}
+		if err := optionalJSON(body, &req); err != nil {
+			return paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
 		}
 		p, ok := s.paypalPaymentLocked(s.byCap, id)
 		if !ok {

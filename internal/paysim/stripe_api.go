@@ -88,39 +88,16 @@ type stripeHandler func(w http.ResponseWriter, r *http.Request, f url.Values)
 func (s *Sim) stripeAPI(op string, create bool, allowed []string, h stripeHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		f := s.faults.withDefaults()
-		var slow, serverErr, tooMany, lost, garbled bool
-		if f.appliesTo(op) {
-			slow, serverErr, tooMany, lost = s.chance(f.SlowRate), s.chance(f.ServerErrorRate), s.chance(f.TooManyRequestsRate), s.chance(f.LostResponseRate)
-			garbled = s.chance(f.GarbledAnswerRate)
-		}
-		if slow {
-			s.counters.APIFaults.Slow++
-		}
-		switch {
-		case serverErr:
-			s.counters.APIFaults.ServerErrors++
-		case tooMany:
-			s.counters.APIFaults.TooManyRequests++
-		case lost:
-			s.counters.APIFaults.LostResponses++
-		}
+		f, d := s.drawAPIFaultsLocked(op)
+		slow, serverErr, tooMany, lost, garbled := d.slow, d.serverErr, d.tooMany, d.lost, d.garbled
 		reqID := "req_" + s.newID("", 14, alphaNum)
 		s.mu.Unlock()
 		w.Header().Set("Request-Id", reqID)
 		if v := r.Header.Get("Stripe-Version"); v != "" {
 			w.Header().Set("Stripe-Version", v)
 		}
-		if slow {
-			t := time.NewTimer(f.SlowDelay)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
-				return
-			case <-s.ctx.Done():
-				t.Stop()
-			}
+		if slow && !s.slowDown(r, f) {
+			return
 		}
 		if serverErr && f.FrontServerErrors {
 			// In front of the endpoint: nothing started executing, nothing is
@@ -450,19 +427,35 @@ func (s *Sim) stripeSessionList(w http.ResponseWriter, _ *http.Request, f url.Va
 		}
 		all = append(all, cs)
 	}
-	sort.Slice(all, func(i, j int) bool { return newerFirst(all[i].created, all[i].id, all[j].created, all[j].id) })
+	writeStripeList(w, f, "/v1/checkout/sessions", "No such object: ", all,
+		func(cs *stripeSession) (time.Time, string) { return cs.created, cs.id },
+		func(cs *stripeSession) json.RawMessage { return s.stripeSessionJSON(cs, nil) })
+}
+
+// writeStripeList answers a Stripe list request f with the page of all, newest
+// first, that its limit and starting_after ask for, each object rendered by
+// render; an unknown starting_after is refused with noSuch and the id.
+func writeStripeList[T any](w http.ResponseWriter, f url.Values, listURL, noSuch string, all []T,
+	key func(T) (created time.Time, id string), render func(T) json.RawMessage) {
+	sort.Slice(all, func(i, j int) bool {
+		ti, idi := key(all[i])
+		tj, idj := key(all[j])
+		return newerFirst(ti, idi, tj, idj)
+	})
 	ids := make([]string, len(all))
-	for i, cs := range all {
-		ids[i] = cs.id
+	byID := make(map[string]T, len(all))
+	for i, o := range all {
+		_, ids[i] = key(o)
+		byID[ids[i]] = o
 	}
 	page, more, ok := pageOf(ids, f)
 	if !ok {
-		invalid(w, "starting_after", "No such object: "+f.Get("starting_after"))
+		invalid(w, "starting_after", noSuch+f.Get("starting_after"))
 		return
 	}
-	out := stripeList{Object: "list", ListMeta: stripego.ListMeta{HasMore: more, URL: "/v1/checkout/sessions"}, Data: []json.RawMessage{}}
+	out := stripeList{Object: "list", ListMeta: stripego.ListMeta{HasMore: more, URL: listURL}, Data: []json.RawMessage{}}
 	for _, id := range page {
-		out.Data = append(out.Data, s.stripeSessionJSON(s.stripe.sessions[id], nil))
+		out.Data = append(out.Data, render(byID[id]))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -862,21 +855,9 @@ func (s *Sim) stripeRefundList(w http.ResponseWriter, _ *http.Request, f url.Val
 		}
 		all = append(all, rf)
 	}
-	sort.Slice(all, func(i, j int) bool { return newerFirst(all[i].created, all[i].id, all[j].created, all[j].id) })
-	ids := make([]string, len(all))
-	for i, rf := range all {
-		ids[i] = rf.id
-	}
-	page, more, ok := pageOf(ids, f)
-	if !ok {
-		invalid(w, "starting_after", "No such refund: "+f.Get("starting_after"))
-		return
-	}
-	out := stripeList{Object: "list", ListMeta: stripego.ListMeta{HasMore: more, URL: "/v1/refunds"}, Data: []json.RawMessage{}}
-	for _, id := range page {
-		out.Data = append(out.Data, s.stripeRefundJSON(s.stripe.refunds[id]))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeStripeList(w, f, "/v1/refunds", "No such refund: ", all,
+		func(rf *stripeRefund) (time.Time, string) { return rf.created, rf.id },
+		s.stripeRefundJSON)
 }
 
 // stripeControlRoutes: the payer's actions on a Checkout Session, a refund failing,
