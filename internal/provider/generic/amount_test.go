@@ -14,6 +14,7 @@ import (
 	"github.com/paywarden/paywarden/internal/currency"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/generic"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 // echoServer is a fake job API that answers a create with a succeeded job for the
@@ -78,7 +79,7 @@ func TestCreateRefusesUnknownCurrenciesBeforeAnyRequest(t *testing.T) {
 		t.Run(fmt.Sprintf("%q", code), func(t *testing.T) {
 			srv := &echoServer{}
 			_, err := serve(t, srv.ServeHTTP).Create(context.Background(), provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "ref-1", Amount: 100, Currency: code})
-			assertClass(t, err, provider.ErrNonRetryable)
+			providertest.AssertClass(t, err, provider.ErrNonRetryable)
 			if !errors.Is(err, provider.ErrAmountNotRepresentable) {
 				t.Errorf("err %v does not wrap ErrAmountNotRepresentable", err)
 			}
