@@ -152,6 +152,25 @@ func (s *Sim) writeError(w http.ResponseWriter, prov string, code int, errCode, 
 	errorAnswer(prov, code, errCode, msg, retryable, retryAfter).write(w)
 }
 
+// queryPayment is a status query of the prov payment id: counted, the payment
+// brought up to date and shown as render shows it; ok is false when there is
+// no such payment, or no longer (an expired PayPal order is deleted,
+// Options.PayPalOrderLifetime).
+func queryPayment[T any](s *Sim, prov, id string, render func(*payment) T) (shown T, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.payments[prov][id]
+	if !ok {
+		return shown, false
+	}
+	s.counters.QueriesByPayment[id]++
+	s.refreshLocked(p)
+	if p.gone {
+		return shown, false
+	}
+	return render(p), true
+}
+
 // optionalJSON decodes the body of a call whose fields may all be left out into
 // v; an empty body (or white space only) leaves v as it is.
 func optionalJSON(body []byte, v any) error {

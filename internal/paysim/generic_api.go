@@ -81,15 +81,7 @@ func (s *Sim) genericGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	s.mu.Lock()
-	p, ok := s.payments[Generic][id]
-	var j generic.Job
-	if ok {
-		s.counters.QueriesByPayment[id]++
-		s.refreshLocked(p)
-		j = s.genericJob(p)
-	}
-	s.mu.Unlock()
+	j, ok := queryPayment(s, Generic, id, s.genericJob)
 	if !ok {
 		writeProblem(w, provider.Problem{
 			Type: "https://paysim.invalid/problems/job_not_found", Title: "Job not found", Status: http.StatusNotFound,

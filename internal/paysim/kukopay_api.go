@@ -101,15 +101,7 @@ func (s *Sim) kukopayGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	s.mu.Lock()
-	p, ok := s.payments[KukoPay][id]
-	var obj kukopay.PaymentObject
-	if ok {
-		s.counters.QueriesByPayment[id]++
-		s.refreshLocked(p)
-		obj = s.kukopayObject(p)
-	}
-	s.mu.Unlock()
+	obj, ok := queryPayment(s, KukoPay, id, s.kukopayObject)
 	if !ok {
 		s.writeError(w, KukoPay, http.StatusNotFound, "resource_missing", "no such payment: "+id, nil, 0)
 		return

@@ -114,16 +114,7 @@ func (s *Sim) paypalGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	s.mu.Lock()
-	p, ok := s.payments[PayPal][id]
-	var o paypal.Order
-	if ok {
-		s.counters.QueriesByPayment[id]++
-		s.refreshLocked(p)
-		ok = !p.gone // an expired order is deleted (Options.PayPalOrderLifetime)
-		o = s.paypalOrder(p)
-	}
-	s.mu.Unlock()
+	o, ok := queryPayment(s, PayPal, id, s.paypalOrder)
 	if !ok {
 		paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "Specified resource ID does not exist. Please check the resource ID and try again.").write(w)
 		return
@@ -255,16 +246,22 @@ func (s *Sim) paypalAuthorizeOrder(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Sim) paypalGetAuthorization(w http.ResponseWriter, r *http.Request) {
+	paypalGetOf(s, w, r, s.byAuth, "authorization", s.paypalAuthorization)
+}
+
+// paypalGetOf answers a GET of the PayPal object of kind what with the id in
+// the path, which index maps to its order, as render shows it.
+func paypalGetOf[T any](s *Sim, w http.ResponseWriter, r *http.Request, index map[string]*payment, what string, render func(*payment) T) {
 	if !s.paypalAuth(w, r) {
 		return
 	}
 	s.mu.Lock()
-	p, ok := s.paypalPaymentLocked(s.byAuth, r.PathValue("id"))
+	p, ok := s.paypalPaymentLocked(index, r.PathValue("id"))
 	var a answer
 	if ok {
-		a = jsonAnswer(http.StatusOK, s.paypalAuthorization(p))
+		a = jsonAnswer(http.StatusOK, render(p))
 	} else {
-		a = paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no authorization "+r.PathValue("id"))
+		a = paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no "+what+" "+r.PathValue("id"))
 	}
 	s.mu.Unlock()
 	a.write(w)
@@ -355,19 +352,7 @@ func (s *Sim) paypalVoidAuthorization(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Sim) paypalGetCapture(w http.ResponseWriter, r *http.Request) {
-	if !s.paypalAuth(w, r) {
-		return
-	}
-	s.mu.Lock()
-	p, ok := s.paypalPaymentLocked(s.byCap, r.PathValue("id"))
-	var a answer
-	if ok {
-		a = jsonAnswer(http.StatusOK, s.paypalCapture(p))
-	} else {
-		a = paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no capture "+r.PathValue("id"))
-	}
-	s.mu.Unlock()
-	a.write(w)
+	paypalGetOf(s, w, r, s.byCap, "capture", s.paypalCapture)
 }
 
 // paypalRefundCapture: POST /v2/payments/captures/{id}/refund {amount, invoice_id,

@@ -364,13 +364,8 @@ func (s *Sim) stripeSessionCreate(w http.ResponseWriter, r *http.Request, f url.
 		invalid(w, "line_items", "paysim takes exactly one line item with a positive unit_amount and quantity.")
 		return
 	}
-	capture := stripego.PaymentIntentCaptureMethod(f.Get("payment_intent_data[capture_method]"))
-	switch capture {
-	case "":
-		capture = stripego.PaymentIntentCaptureMethodAutomatic
-	case stripego.PaymentIntentCaptureMethodAutomatic, stripego.PaymentIntentCaptureMethodAutomaticAsync, stripego.PaymentIntentCaptureMethodManual:
-	default:
-		invalid(w, "payment_intent_data[capture_method]", "Invalid capture_method: "+string(capture))
+	capture, ok := formCaptureMethod(w, f, "payment_intent_data[capture_method]")
+	if !ok {
 		return
 	}
 	expiresAt, ok := formInt(w, f, "expires_at", false)
@@ -491,13 +486,8 @@ func (s *Sim) stripeIntentCreate(w http.ResponseWriter, _ *http.Request, f url.V
 		invalid(w, "amount", "This value must be greater than or equal to 1.")
 		return
 	}
-	capture := stripego.PaymentIntentCaptureMethod(f.Get("capture_method"))
-	switch capture {
-	case "":
-		capture = stripego.PaymentIntentCaptureMethodAutomatic
-	case stripego.PaymentIntentCaptureMethodAutomatic, stripego.PaymentIntentCaptureMethodAutomaticAsync, stripego.PaymentIntentCaptureMethodManual:
-	default:
-		invalid(w, "capture_method", "Invalid capture_method: "+string(capture))
+	capture, ok := formCaptureMethod(w, f, "capture_method")
+	if !ok {
 		return
 	}
 	confirm := formBool(f, "confirm")
@@ -760,6 +750,20 @@ func eventTypeMatches(pattern, typ string) bool {
 	re := "^" + strings.ReplaceAll(regexp.QuoteMeta(pattern), `\*`, ".*") + "$"
 	ok, _ := regexp.MatchString(re, typ)
 	return ok
+}
+
+// formCaptureMethod reads the capture method in param (automatic when left
+// out); an unknown one is answered invalid, and ok is false.
+func formCaptureMethod(w http.ResponseWriter, f url.Values, param string) (capture stripego.PaymentIntentCaptureMethod, ok bool) {
+	capture = stripego.PaymentIntentCaptureMethod(f.Get(param))
+	switch capture {
+	case "":
+		return stripego.PaymentIntentCaptureMethodAutomatic, true
+	case stripego.PaymentIntentCaptureMethodAutomatic, stripego.PaymentIntentCaptureMethodAutomaticAsync, stripego.PaymentIntentCaptureMethodManual:
+		return capture, true
+	}
+	invalid(w, param, "Invalid capture_method: "+string(capture))
+	return "", false
 }
 
 // pageOf pages ids (already in list order) with limit and starting_after.

@@ -181,36 +181,28 @@ func (s *session) payments(ctx context.Context, l listFlags) ([]v1alpha1.Payment
 }
 
 func (s *session) payment(ctx context.Context, name string) (*v1alpha1.Payment, error) {
-	p := &v1alpha1.Payment{}
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, p); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("payment %s %w in namespace %s", name, ErrNotFound, s.ns)
-		}
-		return nil, fmt.Errorf("get payment %s/%s: %w", s.ns, name, err)
-	}
-	return p, nil
+	return getNamed(ctx, s, "payment", name, &v1alpha1.Payment{})
 }
 
 func (s *session) refund(ctx context.Context, name string) (*v1alpha1.Refund, error) {
-	rf := &v1alpha1.Refund{}
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, rf); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("refund %s %w in namespace %s", name, ErrNotFound, s.ns)
-		}
-		return nil, fmt.Errorf("get refund %s/%s: %w", s.ns, name, err)
-	}
-	return rf, nil
+	return getNamed(ctx, s, "refund", name, &v1alpha1.Refund{})
 }
 
 func (s *session) provider(ctx context.Context, name string) (*v1alpha1.PaymentProvider, error) {
-	prov := &v1alpha1.PaymentProvider{}
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, prov); err != nil {
+	return getNamed(ctx, s, "paymentprovider", name, &v1alpha1.PaymentProvider{})
+}
+
+// getNamed reads the object of kind named name in the session's namespace
+// into obj; one that is not there is ErrNotFound.
+func getNamed[T client.Object](ctx context.Context, s *session, kind, name string, obj T) (T, error) {
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, obj); err != nil {
+		var none T
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("paymentprovider %s %w in namespace %s", name, ErrNotFound, s.ns)
+			return none, fmt.Errorf("%s %s %w in namespace %s", kind, name, ErrNotFound, s.ns)
 		}
-		return nil, fmt.Errorf("get paymentprovider %s/%s: %w", s.ns, name, err)
+		return none, fmt.Errorf("get %s %s/%s: %w", kind, s.ns, name, err)
 	}
-	return prov, nil
+	return obj, nil
 }
 
 func (s *session) refunds(ctx context.Context, p *v1alpha1.Payment) ([]v1alpha1.Refund, error) {
