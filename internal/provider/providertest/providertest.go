@@ -4,11 +4,14 @@
 package providertest
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/paywarden/paywarden/internal/currency"
 	"github.com/paywarden/paywarden/internal/provider"
 )
 
@@ -113,6 +116,91 @@ func EventTypeTable(t *testing.T, want, table map[string]provider.Status, mapTyp
 		t.Run(typ+" is acknowledged but not acted on", func(t *testing.T) {
 			if _, ok := mapType(typ); ok {
 				t.Fatal("supported")
+			}
+		})
+	}
+}
+
+// ISOEcho is an adapter for an API that takes ISO 4217 minor units as integers,
+// in front of a fake that answers a create with a succeeded payment for the
+// amount it was sent.
+type ISOEcho struct {
+	serve     func(t *testing.T, h http.HandlerFunc) provider.Provider
+	newServer func() EchoServer
+	reference string
+	event     func(wire, code string) (provider.Event, error)
+}
+
+// NewISOEcho is the adapter serve builds against a fake newServer makes, its
+// creates made with the merchant reference reference; event parses the
+// provider's succeeded webhook event for the amount wire (as it was sent) of
+// code.
+func NewISOEcho[P provider.Provider](serve func(t *testing.T, h http.HandlerFunc) P, newServer func() EchoServer, reference string,
+	event func(wire, code string) (provider.Event, error)) ISOEcho {
+	return ISOEcho{
+		serve:     func(t *testing.T, h http.HandlerFunc) provider.Provider { return serve(t, h) },
+		newServer: newServer, reference: reference, event: event,
+	}
+}
+
+// EchoServer is the fake of an ISOEcho.
+type EchoServer interface {
+	ServeHTTP(w http.ResponseWriter, r *http.Request)
+	// Sent is the last amount as it was on the wire and how many requests
+	// reached the fake.
+	Sent() (wire string, requests int32)
+}
+
+// create creates a payment of minor units of code with a new fake, and returns
+// the adapter's answer and what the fake saw.
+func (e ISOEcho) create(t *testing.T, minor int64, code string) (p provider.Payment, wire string, requests int32, err error) {
+	srv := e.newServer()
+	p, err = e.serve(t, srv.ServeHTTP).Create(context.Background(), provider.CreateRequest{IdempotencyKey: "k", MerchantReference: e.reference, Amount: minor, Currency: code})
+	wire, requests = srv.Sent()
+	return p, wire, requests, err
+}
+
+// EveryISOCurrencyRoundTrips checks that every ISO currency goes out and comes
+// back (create answer and webhook event) unchanged, including amounts past 2^53
+// that a float64 on the way would corrupt.
+func EveryISOCurrencyRoundTrips(t *testing.T, e ISOEcho) {
+	t.Helper()
+	for _, code := range currency.Codes() {
+		for _, minor := range []int64{1, 1999, 199900, 9007199254740993} {
+			t.Run(fmt.Sprintf("%d %s", minor, code), func(t *testing.T) {
+				p, wire, _, err := e.create(t, minor, code)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if wire != fmt.Sprint(minor) {
+					t.Errorf("sent amount %s", wire)
+				}
+				if p.Amount != minor || p.Currency != code {
+					t.Errorf("read back %d %s", p.Amount, p.Currency)
+				}
+				ev, err := e.event(wire, code)
+				if err != nil || ev.Amount != minor || ev.Currency != code {
+					t.Errorf("event read back %d %s %v", ev.Amount, ev.Currency, err)
+				}
+			})
+		}
+	}
+}
+
+// CreateRefusesUnknownCurrencies checks that a create in a code that is not an
+// ISO currency with a minor unit is refused (NonRetryable,
+// ErrAmountNotRepresentable) before any request.
+func CreateRefusesUnknownCurrencies(t *testing.T, e ISOEcho) {
+	t.Helper()
+	for _, code := range []string{"XYZ", "usd", "", "US", "HRK", "XAU", "XDR"} {
+		t.Run(fmt.Sprintf("%q", code), func(t *testing.T) {
+			_, _, n, err := e.create(t, 100, code)
+			AssertClass(t, err, provider.ErrNonRetryable)
+			if !errors.Is(err, provider.ErrAmountNotRepresentable) {
+				t.Errorf("err %v does not wrap ErrAmountNotRepresentable", err)
+			}
+			if n != 0 {
+				t.Errorf("%d requests sent", n)
 			}
 		})
 	}
