@@ -286,6 +286,21 @@ func authorizationRefusal(a *authorization, void bool) answer {
 	}
 }
 
+// paypalActionLocked reads the optional JSON body of a call on the PayPal
+// object id of kind what into req and finds its order through index; when the
+// body is not JSON or there is no such object, it returns no payment and the
+// error answer.
+func (s *Sim) paypalActionLocked(index map[string]*payment, what, id string, body []byte, req any) (*payment, answer) {
+	if err := optionalJSON(body, req); err != nil {
+		return nil, paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
+	}
+	p, ok := s.paypalPaymentLocked(index, id)
+	if !ok {
+		return nil, paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no "+what+" "+id)
+	}
+	return p, answer{}
+}
+
 // paypalCaptureAuthorization: POST /v2/payments/authorizations/{id}/capture
 // {amount, final_capture}. Without amount the whole authorization is captured; one
 // capture per authorization (a partial capture with final_capture false leaves it
@@ -297,12 +312,9 @@ func (s *Sim) paypalCaptureAuthorization(w http.ResponseWriter, r *http.Request)
 	id := r.PathValue("id")
 	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func(body []byte) answer {
 		var req paypal.CaptureAuthorizationRequest
-		if err := optionalJSON(body, &req); err != nil {
-			return paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
-		}
-		p, ok := s.paypalPaymentLocked(s.byAuth, id)
-		if !ok {
-			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no authorization "+id)
+		p, refused := s.paypalActionLocked(s.byAuth, "authorization", id, body, &req)
+		if p == nil {
+			return refused
 		}
 		a := p.auth
 		if a.status != "CREATED" {
@@ -365,12 +377,9 @@ func (s *Sim) paypalRefundCapture(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func(body []byte) answer {
 		var req paypal.RefundCaptureRequest
-		if err := optionalJSON(body, &req); err != nil {
-			return paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
-		}
-		p, ok := s.paypalPaymentLocked(s.byCap, id)
-		if !ok {
-			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no capture "+id)
+		p, refused := s.paypalActionLocked(s.byCap, "capture", id, body, &req)
+		if p == nil {
+			return refused
 		}
 		rr := refundRequest{reference: req.InvoiceID, reason: req.NoteToPayer, customID: req.CustomID}
 		if req.Amount != nil {

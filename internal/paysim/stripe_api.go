@@ -397,16 +397,23 @@ func (s *Sim) stripeSessionCreate(w http.ResponseWriter, r *http.Request, f url.
 }
 
 func (s *Sim) stripeSessionGet(w http.ResponseWriter, r *http.Request, f url.Values) {
+	stripeGet(s, w, r, f, s.stripe.sessions, "checkout.session", "session", s.stripeSessionJSON)
+}
+
+// stripeGet answers a GET of the Stripe object with the id in the path, one of
+// objects (kind, or param when missing), as render shows it with the request's
+// expand; it counts as a status query of that id.
+func stripeGet[T any](s *Sim, w http.ResponseWriter, r *http.Request, f url.Values, objects map[string]T, kind, param string, render func(T, []string) json.RawMessage) {
 	id := r.PathValue("id")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cs, ok := s.stripe.sessions[id]
+	obj, ok := objects[id]
 	if !ok {
-		missing(w, "checkout.session", "session", id)
+		missing(w, kind, param, id)
 		return
 	}
 	s.counters.QueriesByPayment[id]++
-	writeRaw(w, http.StatusOK, "application/json", s.stripeSessionJSON(cs, formList(f, "expand")))
+	writeRaw(w, http.StatusOK, "application/json", render(obj, formList(f, "expand")))
 }
 
 func (s *Sim) stripeSessionList(w http.ResponseWriter, _ *http.Request, f url.Values) {
@@ -534,16 +541,7 @@ func (s *Sim) stripeIntentCreate(w http.ResponseWriter, _ *http.Request, f url.V
 }
 
 func (s *Sim) stripeIntentGet(w http.ResponseWriter, r *http.Request, f url.Values) {
-	id := r.PathValue("id")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pi, ok := s.stripe.intents[id]
-	if !ok {
-		missing(w, "payment_intent", "intent", id)
-		return
-	}
-	s.counters.QueriesByPayment[id]++
-	writeRaw(w, http.StatusOK, "application/json", s.stripeIntentJSON(pi, formList(f, "expand")))
+	stripeGet(s, w, r, f, s.stripe.intents, "payment_intent", "intent", s.stripeIntentJSON)
 }
 
 // stripeQueryRE is the one search query form paysim understands:
