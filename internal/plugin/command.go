@@ -254,14 +254,7 @@ review, or a provider configuration to fix), so it works as a cron or CI check.`
   kubectl paywarden stuck -A --older-than 1h -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validOutput(output, OutputText, OutputWide, OutputJSON, OutputYAML); err != nil {
-				return err
-			}
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			items, err := s.payments(cmd.Context(), l)
+			s, items, err := o.listPayments(cmd.Context(), output, l)
 			if err != nil {
 				return err
 			}
@@ -281,6 +274,23 @@ review, or a provider configuration to fix), so it works as a cron or CI check.`
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "only payments waiting at least this long (e.g. 15m)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
 	return cmd
+}
+
+// listPayments lists the payments l selects, for a report written as output
+// (text, wide, json or yaml), and returns the session it used.
+func (o *options) listPayments(ctx context.Context, output string, l listFlags) (*session, []v1alpha1.Payment, error) {
+	if err := validOutput(output, OutputText, OutputWide, OutputJSON, OutputYAML); err != nil {
+		return nil, nil, err
+	}
+	s, err := o.session()
+	if err != nil {
+		return nil, nil, err
+	}
+	items, err := s.payments(ctx, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, items, nil
 }
 
 func (o *options) whyCmd() *cobra.Command {
@@ -349,14 +359,7 @@ func (o *options) summaryCmd() *cobra.Command {
   kubectl paywarden summary -A -o wide   # one row per namespace too`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validOutput(output, OutputText, OutputWide, OutputJSON, OutputYAML); err != nil {
-				return err
-			}
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			items, err := s.payments(cmd.Context(), l)
+			_, items, err := o.listPayments(cmd.Context(), output, l)
 			if err != nil {
 				return err
 			}
