@@ -1,6 +1,7 @@
 package paysim
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -72,35 +73,12 @@ func (s *Sim) routes() *http.ServeMux {
 func (s *Sim) api(prov, op string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		f := s.faults.withDefaults()
-		var slow, serverErr, tooMany, lost, garbled bool
-		if f.appliesTo(op) {
-			slow, serverErr, tooMany, lost = s.chance(f.SlowRate), s.chance(f.ServerErrorRate), s.chance(f.TooManyRequestsRate), s.chance(f.LostResponseRate)
-			garbled = s.chance(f.GarbledAnswerRate)
-		}
-		if slow {
-			s.counters.APIFaults.Slow++
-		}
-		switch {
-		case serverErr:
-			s.counters.APIFaults.ServerErrors++
-		case tooMany:
-			s.counters.APIFaults.TooManyRequests++
-		case lost:
-			s.counters.APIFaults.LostResponses++
-		}
+		f, d := s.drawAPIFaultsLocked(op)
+		slow, serverErr, tooMany, lost, garbled := d.slow, d.serverErr, d.tooMany, d.lost, d.garbled
 		s.mu.Unlock()
 
-		if slow {
-			t := time.NewTimer(f.SlowDelay)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
-				return
-			case <-s.ctx.Done():
-				t.Stop()
-			}
+		if slow && !s.slowDown(r, f) {
+			return
 		}
 		switch {
 		case serverErr:
@@ -172,6 +150,34 @@ func writeRaw(w http.ResponseWriter, code int, contentType string, b []byte) {
 // expressed by the generic provider (problem details); nil means "per status".
 func (s *Sim) writeError(w http.ResponseWriter, prov string, code int, errCode, msg string, retryable *bool, retryAfter time.Duration) {
 	errorAnswer(prov, code, errCode, msg, retryable, retryAfter).write(w)
+}
+
+// queryPayment is a status query of the prov payment id: counted, the payment
+// brought up to date and shown as render shows it; ok is false when there is
+// no such payment, or no longer (an expired PayPal order is deleted,
+// Options.PayPalOrderLifetime).
+func queryPayment[T any](s *Sim, prov, id string, render func(*payment) T) (shown T, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.payments[prov][id]
+	if !ok {
+		return shown, false
+	}
+	s.counters.QueriesByPayment[id]++
+	s.refreshLocked(p)
+	if p.gone {
+		return shown, false
+	}
+	return render(p), true
+}
+
+// optionalJSON decodes the body of a call whose fields may all be left out into
+// v; an empty body (or white space only) leaves v as it is.
+func optionalJSON(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	return json.Unmarshal(body, v)
 }
 
 // answer is one HTTP answer, built under the lock and written after it (and

@@ -3,6 +3,7 @@ package paysim
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -196,6 +197,48 @@ func (s *Sim) Faults() Faults {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.faults
+}
+
+// apiFaultDraw is what was drawn for one API request: which faults it meets.
+type apiFaultDraw struct{ slow, serverErr, tooMany, lost, garbled bool }
+
+// drawAPIFaultsLocked draws the API faults for one request of operation op, in a
+// fixed order from the seeded source (nothing for an operation the faults do
+// not apply to), and counts them; it returns the faults in force too.
+func (s *Sim) drawAPIFaultsLocked(op string) (Faults, apiFaultDraw) {
+	f := s.faults.withDefaults()
+	var d apiFaultDraw
+	if f.appliesTo(op) {
+		d.slow, d.serverErr, d.tooMany, d.lost = s.chance(f.SlowRate), s.chance(f.ServerErrorRate), s.chance(f.TooManyRequestsRate), s.chance(f.LostResponseRate)
+		d.garbled = s.chance(f.GarbledAnswerRate)
+	}
+	if d.slow {
+		s.counters.APIFaults.Slow++
+	}
+	switch {
+	case d.serverErr:
+		s.counters.APIFaults.ServerErrors++
+	case d.tooMany:
+		s.counters.APIFaults.TooManyRequests++
+	case d.lost:
+		s.counters.APIFaults.LostResponses++
+	}
+	return f, d
+}
+
+// slowDown holds a request drawn slow for f.SlowDelay, or until the Sim closes;
+// false when the client went away first (there is no one left to answer).
+func (s *Sim) slowDown(r *http.Request, f Faults) bool {
+	t := time.NewTimer(f.SlowDelay)
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+		t.Stop()
+		return false
+	case <-s.ctx.Done():
+		t.Stop()
+	}
+	return true
 }
 
 // chance draws from the seeded source; s.mu must be held.

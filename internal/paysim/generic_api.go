@@ -81,15 +81,7 @@ func (s *Sim) genericGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	s.mu.Lock()
-	p, ok := s.payments[Generic][id]
-	var j generic.Job
-	if ok {
-		s.counters.QueriesByPayment[id]++
-		s.refreshLocked(p)
-		j = s.genericJob(p)
-	}
-	s.mu.Unlock()
+	j, ok := queryPayment(s, Generic, id, s.genericJob)
 	if !ok {
 		writeProblem(w, provider.Problem{
 			Type: "https://paysim.invalid/problems/job_not_found", Title: "Job not found", Status: http.StatusNotFound,
@@ -165,10 +157,8 @@ func (s *Sim) genericCreateRefund(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.idempotentCall(w, r, Generic, generic.HeaderIdempotencyKey, func(body []byte) answer {
 		var req generic.CreateRefundRequest
-		if len(bytes.TrimSpace(body)) > 0 {
-			if err := json.Unmarshal(body, &req); err != nil {
-				return errorAnswer(Generic, http.StatusBadRequest, "invalid_request", "invalid JSON body", boolPtr(false), 0)
-			}
+		if err := optionalJSON(body, &req); err != nil {
+			return errorAnswer(Generic, http.StatusBadRequest, "invalid_request", "invalid JSON body", boolPtr(false), 0)
 		}
 		p, ok := s.payments[Generic][id]
 		if !ok {

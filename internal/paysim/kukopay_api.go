@@ -101,15 +101,7 @@ func (s *Sim) kukopayGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	s.mu.Lock()
-	p, ok := s.payments[KukoPay][id]
-	var obj kukopay.PaymentObject
-	if ok {
-		s.counters.QueriesByPayment[id]++
-		s.refreshLocked(p)
-		obj = s.kukopayObject(p)
-	}
-	s.mu.Unlock()
+	obj, ok := queryPayment(s, KukoPay, id, s.kukopayObject)
 	if !ok {
 		s.writeError(w, KukoPay, http.StatusNotFound, "resource_missing", "no such payment: "+id, nil, 0)
 		return
@@ -167,6 +159,21 @@ func kukopayError(status int, code, msg string) answer {
 	return jsonAnswer(status, kukopay.ErrorBody{Error: kukopay.ErrorDetail{Code: code, Message: msg}})
 }
 
+// kukopayActionLocked reads the optional JSON body of a call on the payment id
+// into req and finds that payment, brought up to date; when the body is not JSON
+// or there is no such payment, it returns no payment and the error answer.
+func (s *Sim) kukopayActionLocked(id string, body []byte, req any) (*payment, answer) {
+	if err := optionalJSON(body, req); err != nil {
+		return nil, kukopayError(http.StatusBadRequest, "invalid_request", "invalid JSON body")
+	}
+	p, ok := s.payments[KukoPay][id]
+	if !ok {
+		return nil, kukopayError(http.StatusNotFound, kukopay.ErrorCodeResourceMissing, "no such payment: "+id)
+	}
+	s.refreshLocked(p)
+	return p, answer{}
+}
+
 // kukopayCapture: POST /v1/payments/{id}/capture {amount_to_capture}, for a payment in
 // requires_capture; 0 captures amount_capturable.
 func (s *Sim) kukopayCapture(w http.ResponseWriter, r *http.Request) {
@@ -176,16 +183,10 @@ func (s *Sim) kukopayCapture(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.idempotentCall(w, r, KukoPay, kukopay.HeaderIdempotencyKey, func(body []byte) answer {
 		var req kukopay.CaptureRequest
-		if len(bytes.TrimSpace(body)) > 0 {
-			if err := json.Unmarshal(body, &req); err != nil {
-				return kukopayError(http.StatusBadRequest, "invalid_request", "invalid JSON body")
-			}
+		p, refused := s.kukopayActionLocked(id, body, &req)
+		if p == nil {
+			return refused
 		}
-		p, ok := s.payments[KukoPay][id]
-		if !ok {
-			return kukopayError(http.StatusNotFound, kukopay.ErrorCodeResourceMissing, "no such payment: "+id)
-		}
-		s.refreshLocked(p)
 		switch p.state {
 		case stAuthorized:
 		case stSucceeded, stProcessing:
@@ -214,16 +215,10 @@ func (s *Sim) kukopayCancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.idempotentCall(w, r, KukoPay, kukopay.HeaderIdempotencyKey, func(body []byte) answer {
 		var req kukopay.CancelRequest
-		if len(bytes.TrimSpace(body)) > 0 {
-			if err := json.Unmarshal(body, &req); err != nil {
-				return kukopayError(http.StatusBadRequest, "invalid_request", "invalid JSON body")
-			}
+		p, refused := s.kukopayActionLocked(id, body, &req)
+		if p == nil {
+			return refused
 		}
-		p, ok := s.payments[KukoPay][id]
-		if !ok {
-			return kukopayError(http.StatusNotFound, kukopay.ErrorCodeResourceMissing, "no such payment: "+id)
-		}
-		s.refreshLocked(p)
 		switch p.state {
 		case stPending, stAuthorized:
 		case stCanceled:

@@ -331,9 +331,9 @@ func (s *Sim) settleRefundLocked(r *refund, outcome Outcome) {
 func (s *Sim) Approve(provider, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.payments[provider][id]
-	if !ok {
-		return fmt.Errorf("paysim: no %s payment %q", provider, id)
+	p, err := s.knownPaymentLocked(provider, id)
+	if err != nil {
+		return err
 	}
 	return s.approveLocked(p)
 }

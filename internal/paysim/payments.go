@@ -369,6 +369,16 @@ func (s *Sim) ensureCaptureIDLocked(p *payment) {
 	}
 }
 
+// knownPaymentLocked is the provider's payment id, for a control call; an
+// unknown one is an error.
+func (s *Sim) knownPaymentLocked(provider, id string) (*payment, error) {
+	p, ok := s.payments[provider][id]
+	if !ok {
+		return nil, fmt.Errorf("paysim: no %s payment %q", provider, id)
+	}
+	return p, nil
+}
+
 // SetOutcome re-scripts an existing payment (control call). The new outcome applies
 // after sc.After (scaled) even if the payment already settled, so tests can produce
 // conflicting provider statuses on purpose.
@@ -381,9 +391,9 @@ func (s *Sim) SetOutcome(provider, id string, sc Script) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.payments[provider][id]
-	if !ok {
-		return fmt.Errorf("paysim: no %s payment %q", provider, id)
+	p, err := s.knownPaymentLocked(provider, id)
+	if err != nil {
+		return err
 	}
 	s.refreshLocked(p)
 	s.setScriptLocked(p, sc)
@@ -398,9 +408,9 @@ func (s *Sim) Refund(provider, id string, amount int64) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.payments[provider][id]
-	if !ok {
-		return fmt.Errorf("paysim: no %s payment %q", provider, id)
+	p, err := s.knownPaymentLocked(provider, id)
+	if err != nil {
+		return err
 	}
 	if p.state != stSucceeded {
 		return fmt.Errorf("paysim: payment %s is %s, only succeeded payments can be refunded", id, p.state)
@@ -412,7 +422,7 @@ func (s *Sim) Refund(provider, id string, amount int64) error {
 	if amount <= 0 {
 		return fmt.Errorf("paysim: payment %s is fully refunded", id)
 	}
-	_, err := s.createRefundLocked(p, refundRequest{amount: amount}, OutcomeSucceed, 0)
+	_, err = s.createRefundLocked(p, refundRequest{amount: amount}, OutcomeSucceed, 0)
 	return err
 }
 
@@ -423,9 +433,9 @@ func (s *Sim) Dispute(provider, id, reason string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.payments[provider][id]
-	if !ok {
-		return fmt.Errorf("paysim: no %s payment %q", provider, id)
+	p, err := s.knownPaymentLocked(provider, id)
+	if err != nil {
+		return err
 	}
 	if reason == "" {
 		reason = "fraudulent"

@@ -114,16 +114,7 @@ func (s *Sim) paypalGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	s.mu.Lock()
-	p, ok := s.payments[PayPal][id]
-	var o paypal.Order
-	if ok {
-		s.counters.QueriesByPayment[id]++
-		s.refreshLocked(p)
-		ok = !p.gone // an expired order is deleted (Options.PayPalOrderLifetime)
-		o = s.paypalOrder(p)
-	}
-	s.mu.Unlock()
+	o, ok := queryPayment(s, PayPal, id, s.paypalOrder)
 	if !ok {
 		paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "Specified resource ID does not exist. Please check the resource ID and try again.").write(w)
 		return
@@ -255,16 +246,22 @@ func (s *Sim) paypalAuthorizeOrder(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Sim) paypalGetAuthorization(w http.ResponseWriter, r *http.Request) {
+	paypalGetOf(s, w, r, s.byAuth, "authorization", s.paypalAuthorization)
+}
+
+// paypalGetOf answers a GET of the PayPal object of kind what with the id in
+// the path, which index maps to its order, as render shows it.
+func paypalGetOf[T any](s *Sim, w http.ResponseWriter, r *http.Request, index map[string]*payment, what string, render func(*payment) T) {
 	if !s.paypalAuth(w, r) {
 		return
 	}
 	s.mu.Lock()
-	p, ok := s.paypalPaymentLocked(s.byAuth, r.PathValue("id"))
+	p, ok := s.paypalPaymentLocked(index, r.PathValue("id"))
 	var a answer
 	if ok {
-		a = jsonAnswer(http.StatusOK, s.paypalAuthorization(p))
+		a = jsonAnswer(http.StatusOK, render(p))
 	} else {
-		a = paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no authorization "+r.PathValue("id"))
+		a = paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no "+what+" "+r.PathValue("id"))
 	}
 	s.mu.Unlock()
 	a.write(w)
@@ -289,6 +286,21 @@ func authorizationRefusal(a *authorization, void bool) answer {
 	}
 }
 
+// paypalActionLocked reads the optional JSON body of a call on the PayPal
+// object id of kind what into req and finds its order through index; when the
+// body is not JSON or there is no such object, it returns no payment and the
+// error answer.
+func (s *Sim) paypalActionLocked(index map[string]*payment, what, id string, body []byte, req any) (*payment, answer) {
+	if err := optionalJSON(body, req); err != nil {
+		return nil, paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
+	}
+	p, ok := s.paypalPaymentLocked(index, id)
+	if !ok {
+		return nil, paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no "+what+" "+id)
+	}
+	return p, answer{}
+}
+
 // paypalCaptureAuthorization: POST /v2/payments/authorizations/{id}/capture
 // {amount, final_capture}. Without amount the whole authorization is captured; one
 // capture per authorization (a partial capture with final_capture false leaves it
@@ -300,14 +312,9 @@ func (s *Sim) paypalCaptureAuthorization(w http.ResponseWriter, r *http.Request)
 	id := r.PathValue("id")
 	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func(body []byte) answer {
 		var req paypal.CaptureAuthorizationRequest
-		if len(bytes.TrimSpace(body)) > 0 {
-			if err := json.Unmarshal(body, &req); err != nil {
-				return paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
-			}
-		}
-		p, ok := s.paypalPaymentLocked(s.byAuth, id)
-		if !ok {
-			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no authorization "+id)
+		p, refused := s.paypalActionLocked(s.byAuth, "authorization", id, body, &req)
+		if p == nil {
+			return refused
 		}
 		a := p.auth
 		if a.status != "CREATED" {
@@ -357,19 +364,7 @@ func (s *Sim) paypalVoidAuthorization(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Sim) paypalGetCapture(w http.ResponseWriter, r *http.Request) {
-	if !s.paypalAuth(w, r) {
-		return
-	}
-	s.mu.Lock()
-	p, ok := s.paypalPaymentLocked(s.byCap, r.PathValue("id"))
-	var a answer
-	if ok {
-		a = jsonAnswer(http.StatusOK, s.paypalCapture(p))
-	} else {
-		a = paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no capture "+r.PathValue("id"))
-	}
-	s.mu.Unlock()
-	a.write(w)
+	paypalGetOf(s, w, r, s.byCap, "capture", s.paypalCapture)
 }
 
 // paypalRefundCapture: POST /v2/payments/captures/{id}/refund {amount, invoice_id,
@@ -382,14 +377,9 @@ func (s *Sim) paypalRefundCapture(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func(body []byte) answer {
 		var req paypal.RefundCaptureRequest
-		if len(bytes.TrimSpace(body)) > 0 {
-			if err := json.Unmarshal(body, &req); err != nil {
-				return paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
-			}
-		}
-		p, ok := s.paypalPaymentLocked(s.byCap, id)
-		if !ok {
-			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no capture "+id)
+		p, refused := s.paypalActionLocked(s.byCap, "capture", id, body, &req)
+		if p == nil {
+			return refused
 		}
 		rr := refundRequest{reference: req.InvoiceID, reason: req.NoteToPayer, customID: req.CustomID}
 		if req.Amount != nil {

@@ -193,6 +193,13 @@ type target struct {
 	secrets [][]byte
 }
 
+// defaultDuration sets a duration option left zero (or negative) to its default.
+func defaultDuration(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
 // New builds a Sim. It starts no goroutines until payments or deliveries need them.
 func New(opts Options) *Sim {
 	if opts.TimeFactor <= 0 {
@@ -210,36 +217,16 @@ func New(opts Options) *Sim {
 	if opts.PayPalWebhookID == "" {
 		opts.PayPalWebhookID = DefaultPayPalWebhookID
 	}
-	if opts.PayPalTokenTTL <= 0 {
-		opts.PayPalTokenTTL = 9 * time.Hour
-	}
-	if opts.IdempotencyWindow <= 0 {
-		opts.IdempotencyWindow = 24 * time.Hour
-	}
-	if opts.PayPalOrderKeyWindow <= 0 {
-		opts.PayPalOrderKeyWindow = DefaultPayPalOrderKeyWindow
-	}
-	if opts.PayPalRefundKeyWindow <= 0 {
-		opts.PayPalRefundKeyWindow = DefaultPayPalRefundKeyWindow
-	}
-	if opts.DeliveryTimeout <= 0 {
-		opts.DeliveryTimeout = 10 * time.Second
-	}
-	if opts.PayPalAuthorizationPeriod <= 0 {
-		opts.PayPalAuthorizationPeriod = DefaultPayPalAuthorizationPeriod
-	}
-	if opts.PayPalHonorPeriod <= 0 {
-		opts.PayPalHonorPeriod = DefaultPayPalHonorPeriod
-	}
-	if opts.KukoPayAuthorizationPeriod <= 0 {
-		opts.KukoPayAuthorizationPeriod = DefaultKukoPayAuthorizationPeriod
-	}
-	if opts.CheckoutTTL <= 0 {
-		opts.CheckoutTTL = DefaultCheckoutTTL
-	}
-	if opts.PayPalOrderLifetime <= 0 {
-		opts.PayPalOrderLifetime = DefaultPayPalOrderLifetime
-	}
+	defaultDuration(&opts.PayPalTokenTTL, 9*time.Hour)
+	defaultDuration(&opts.IdempotencyWindow, 24*time.Hour)
+	defaultDuration(&opts.PayPalOrderKeyWindow, DefaultPayPalOrderKeyWindow)
+	defaultDuration(&opts.PayPalRefundKeyWindow, DefaultPayPalRefundKeyWindow)
+	defaultDuration(&opts.DeliveryTimeout, 10*time.Second)
+	defaultDuration(&opts.PayPalAuthorizationPeriod, DefaultPayPalAuthorizationPeriod)
+	defaultDuration(&opts.PayPalHonorPeriod, DefaultPayPalHonorPeriod)
+	defaultDuration(&opts.KukoPayAuthorizationPeriod, DefaultKukoPayAuthorizationPeriod)
+	defaultDuration(&opts.CheckoutTTL, DefaultCheckoutTTL)
+	defaultDuration(&opts.PayPalOrderLifetime, DefaultPayPalOrderLifetime)
 	if opts.DefaultScript == nil {
 		opts.DefaultScript = &Script{Outcome: OutcomeSucceed, After: 2 * time.Second}
 	}

@@ -88,39 +88,16 @@ type stripeHandler func(w http.ResponseWriter, r *http.Request, f url.Values)
 func (s *Sim) stripeAPI(op string, create bool, allowed []string, h stripeHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		f := s.faults.withDefaults()
-		var slow, serverErr, tooMany, lost, garbled bool
-		if f.appliesTo(op) {
-			slow, serverErr, tooMany, lost = s.chance(f.SlowRate), s.chance(f.ServerErrorRate), s.chance(f.TooManyRequestsRate), s.chance(f.LostResponseRate)
-			garbled = s.chance(f.GarbledAnswerRate)
-		}
-		if slow {
-			s.counters.APIFaults.Slow++
-		}
-		switch {
-		case serverErr:
-			s.counters.APIFaults.ServerErrors++
-		case tooMany:
-			s.counters.APIFaults.TooManyRequests++
-		case lost:
-			s.counters.APIFaults.LostResponses++
-		}
+		f, d := s.drawAPIFaultsLocked(op)
+		slow, serverErr, tooMany, lost, garbled := d.slow, d.serverErr, d.tooMany, d.lost, d.garbled
 		reqID := "req_" + s.newID("", 14, alphaNum)
 		s.mu.Unlock()
 		w.Header().Set("Request-Id", reqID)
 		if v := r.Header.Get("Stripe-Version"); v != "" {
 			w.Header().Set("Stripe-Version", v)
 		}
-		if slow {
-			t := time.NewTimer(f.SlowDelay)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
-				return
-			case <-s.ctx.Done():
-				t.Stop()
-			}
+		if slow && !s.slowDown(r, f) {
+			return
 		}
 		if serverErr && f.FrontServerErrors {
 			// In front of the endpoint: nothing started executing, nothing is
@@ -387,13 +364,8 @@ func (s *Sim) stripeSessionCreate(w http.ResponseWriter, r *http.Request, f url.
 		invalid(w, "line_items", "paysim takes exactly one line item with a positive unit_amount and quantity.")
 		return
 	}
-	capture := stripego.PaymentIntentCaptureMethod(f.Get("payment_intent_data[capture_method]"))
-	switch capture {
-	case "":
-		capture = stripego.PaymentIntentCaptureMethodAutomatic
-	case stripego.PaymentIntentCaptureMethodAutomatic, stripego.PaymentIntentCaptureMethodAutomaticAsync, stripego.PaymentIntentCaptureMethodManual:
-	default:
-		invalid(w, "payment_intent_data[capture_method]", "Invalid capture_method: "+string(capture))
+	capture, ok := formCaptureMethod(w, f, "payment_intent_data[capture_method]")
+	if !ok {
 		return
 	}
 	expiresAt, ok := formInt(w, f, "expires_at", false)
@@ -425,16 +397,23 @@ func (s *Sim) stripeSessionCreate(w http.ResponseWriter, r *http.Request, f url.
 }
 
 func (s *Sim) stripeSessionGet(w http.ResponseWriter, r *http.Request, f url.Values) {
+	stripeGet(s, w, r, f, s.stripe.sessions, "checkout.session", "session", s.stripeSessionJSON)
+}
+
+// stripeGet answers a GET of the Stripe object with the id in the path, one of
+// objects (kind, or param when missing), as render shows it with the request's
+// expand; it counts as a status query of that id.
+func stripeGet[T any](s *Sim, w http.ResponseWriter, r *http.Request, f url.Values, objects map[string]T, kind, param string, render func(T, []string) json.RawMessage) {
 	id := r.PathValue("id")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cs, ok := s.stripe.sessions[id]
+	obj, ok := objects[id]
 	if !ok {
-		missing(w, "checkout.session", "session", id)
+		missing(w, kind, param, id)
 		return
 	}
 	s.counters.QueriesByPayment[id]++
-	writeRaw(w, http.StatusOK, "application/json", s.stripeSessionJSON(cs, formList(f, "expand")))
+	writeRaw(w, http.StatusOK, "application/json", render(obj, formList(f, "expand")))
 }
 
 func (s *Sim) stripeSessionList(w http.ResponseWriter, _ *http.Request, f url.Values) {
@@ -450,19 +429,35 @@ func (s *Sim) stripeSessionList(w http.ResponseWriter, _ *http.Request, f url.Va
 		}
 		all = append(all, cs)
 	}
-	sort.Slice(all, func(i, j int) bool { return newerFirst(all[i].created, all[i].id, all[j].created, all[j].id) })
+	writeStripeList(w, f, "/v1/checkout/sessions", "No such object: ", all,
+		func(cs *stripeSession) (time.Time, string) { return cs.created, cs.id },
+		func(cs *stripeSession) json.RawMessage { return s.stripeSessionJSON(cs, nil) })
+}
+
+// writeStripeList answers a Stripe list request f with the page of all, newest
+// first, that its limit and starting_after ask for, each object rendered by
+// render; an unknown starting_after is refused with noSuch and the id.
+func writeStripeList[T any](w http.ResponseWriter, f url.Values, listURL, noSuch string, all []T,
+	key func(T) (created time.Time, id string), render func(T) json.RawMessage) {
+	sort.Slice(all, func(i, j int) bool {
+		ti, idi := key(all[i])
+		tj, idj := key(all[j])
+		return newerFirst(ti, idi, tj, idj)
+	})
 	ids := make([]string, len(all))
-	for i, cs := range all {
-		ids[i] = cs.id
+	byID := make(map[string]T, len(all))
+	for i, o := range all {
+		_, ids[i] = key(o)
+		byID[ids[i]] = o
 	}
 	page, more, ok := pageOf(ids, f)
 	if !ok {
-		invalid(w, "starting_after", "No such object: "+f.Get("starting_after"))
+		invalid(w, "starting_after", noSuch+f.Get("starting_after"))
 		return
 	}
-	out := stripeList{Object: "list", ListMeta: stripego.ListMeta{HasMore: more, URL: "/v1/checkout/sessions"}, Data: []json.RawMessage{}}
+	out := stripeList{Object: "list", ListMeta: stripego.ListMeta{HasMore: more, URL: listURL}, Data: []json.RawMessage{}}
 	for _, id := range page {
-		out.Data = append(out.Data, s.stripeSessionJSON(s.stripe.sessions[id], nil))
+		out.Data = append(out.Data, render(byID[id]))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -498,13 +493,8 @@ func (s *Sim) stripeIntentCreate(w http.ResponseWriter, _ *http.Request, f url.V
 		invalid(w, "amount", "This value must be greater than or equal to 1.")
 		return
 	}
-	capture := stripego.PaymentIntentCaptureMethod(f.Get("capture_method"))
-	switch capture {
-	case "":
-		capture = stripego.PaymentIntentCaptureMethodAutomatic
-	case stripego.PaymentIntentCaptureMethodAutomatic, stripego.PaymentIntentCaptureMethodAutomaticAsync, stripego.PaymentIntentCaptureMethodManual:
-	default:
-		invalid(w, "capture_method", "Invalid capture_method: "+string(capture))
+	capture, ok := formCaptureMethod(w, f, "capture_method")
+	if !ok {
 		return
 	}
 	confirm := formBool(f, "confirm")
@@ -551,16 +541,7 @@ func (s *Sim) stripeIntentCreate(w http.ResponseWriter, _ *http.Request, f url.V
 }
 
 func (s *Sim) stripeIntentGet(w http.ResponseWriter, r *http.Request, f url.Values) {
-	id := r.PathValue("id")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pi, ok := s.stripe.intents[id]
-	if !ok {
-		missing(w, "payment_intent", "intent", id)
-		return
-	}
-	s.counters.QueriesByPayment[id]++
-	writeRaw(w, http.StatusOK, "application/json", s.stripeIntentJSON(pi, formList(f, "expand")))
+	stripeGet(s, w, r, f, s.stripe.intents, "payment_intent", "intent", s.stripeIntentJSON)
 }
 
 // stripeQueryRE is the one search query form paysim understands:
@@ -769,6 +750,20 @@ func eventTypeMatches(pattern, typ string) bool {
 	return ok
 }
 
+// formCaptureMethod reads the capture method in param (automatic when left
+// out); an unknown one is answered invalid, and ok is false.
+func formCaptureMethod(w http.ResponseWriter, f url.Values, param string) (capture stripego.PaymentIntentCaptureMethod, ok bool) {
+	capture = stripego.PaymentIntentCaptureMethod(f.Get(param))
+	switch capture {
+	case "":
+		return stripego.PaymentIntentCaptureMethodAutomatic, true
+	case stripego.PaymentIntentCaptureMethodAutomatic, stripego.PaymentIntentCaptureMethodAutomaticAsync, stripego.PaymentIntentCaptureMethodManual:
+		return capture, true
+	}
+	invalid(w, param, "Invalid capture_method: "+string(capture))
+	return "", false
+}
+
 // pageOf pages ids (already in list order) with limit and starting_after.
 func pageOf(ids []string, f url.Values) (page []string, hasMore, ok bool) {
 	start := 0
@@ -862,21 +857,9 @@ func (s *Sim) stripeRefundList(w http.ResponseWriter, _ *http.Request, f url.Val
 		}
 		all = append(all, rf)
 	}
-	sort.Slice(all, func(i, j int) bool { return newerFirst(all[i].created, all[i].id, all[j].created, all[j].id) })
-	ids := make([]string, len(all))
-	for i, rf := range all {
-		ids[i] = rf.id
-	}
-	page, more, ok := pageOf(ids, f)
-	if !ok {
-		invalid(w, "starting_after", "No such refund: "+f.Get("starting_after"))
-		return
-	}
-	out := stripeList{Object: "list", ListMeta: stripego.ListMeta{HasMore: more, URL: "/v1/refunds"}, Data: []json.RawMessage{}}
-	for _, id := range page {
-		out.Data = append(out.Data, s.stripeRefundJSON(s.stripe.refunds[id]))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeStripeList(w, f, "/v1/refunds", "No such refund: ", all,
+		func(rf *stripeRefund) (time.Time, string) { return rf.created, rf.id },
+		s.stripeRefundJSON)
 }
 
 // stripeControlRoutes: the payer's actions on a Checkout Session, a refund failing,

@@ -238,28 +238,42 @@ func Check(p *v1alpha1.Payment, req Request, refusal *eventsv1.Event) Progress {
 	case "requery":
 		asked := requeriedAt(p)
 		if l := st.Query.LastTime; l != nil && !asked.IsZero() && !l.Time.Before(asked) {
-			s := fmt.Sprintf("queried at %s: payment %s is %s", stamp(l.Time), p.Name, phase(p))
-			if st.ProviderStatus != "" {
-				s += fmt.Sprintf(" (provider status %q)", st.ProviderStatus)
-			}
-			if e := st.Query.LastError; e != "" {
-				s += fmt.Sprintf("; no usable answer (%s): %s", st.Query.LastErrorClass, e)
-			}
-			if n := st.Query.NextTime; n != nil {
-				s += "; next query at " + stamp(n.Time)
-			}
-			return Progress{Done: true, Text: s}
+			return Progress{Done: true, Text: queryAnswered(l.Time, fmt.Sprintf("payment %s is %s", p.Name, phase(p)), st.ProviderStatus, &st.Query, "")}
 		}
 		if st.Phase.IsFinal() {
 			return Progress{Done: true, Text: fmt.Sprintf("payment %s is %s", p.Name, st.Phase)}
 		}
-		s := fmt.Sprintf("the schedule restarted; the status query has not been answered yet (payment %s is %s", p.Name, phase(p))
-		if n := st.Query.NextTime; n != nil {
-			s += ", query due at " + stamp(n.Time)
-		}
-		return Progress{Text: s + ")"}
+		return Progress{Text: queryPending(fmt.Sprintf("payment %s is %s", p.Name, phase(p)), &st.Query)}
 	}
 	return Progress{Done: true}
+}
+
+// queryAnswered says what the status query answered at: the object as it is
+// now (what), the provider's status, the error the answer carried, review
+// (what else needs saying, or "") and when the next query is due.
+func queryAnswered(at time.Time, what, providerStatus string, q *v1alpha1.QueryStatus, review string) string {
+	s := fmt.Sprintf("queried at %s: %s", stamp(at), what)
+	if providerStatus != "" {
+		s += fmt.Sprintf(" (provider status %q)", providerStatus)
+	}
+	if e := q.LastError; e != "" {
+		s += fmt.Sprintf("; no usable answer (%s): %s", q.LastErrorClass, e)
+	}
+	s += review
+	if n := q.NextTime; n != nil {
+		s += "; next query at " + stamp(n.Time)
+	}
+	return s
+}
+
+// queryPending says that the restarted status query has not been answered
+// yet on the object as it is now (what), and when it is due.
+func queryPending(what string, q *v1alpha1.QueryStatus) string {
+	s := "the schedule restarted; the status query has not been answered yet (" + what
+	if n := q.NextTime; n != nil {
+		s += ", query due at " + stamp(n.Time)
+	}
+	return s + ")"
 }
 
 // requeriedAt is when the manager restarted the schedule for the last

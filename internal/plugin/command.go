@@ -181,36 +181,28 @@ func (s *session) payments(ctx context.Context, l listFlags) ([]v1alpha1.Payment
 }
 
 func (s *session) payment(ctx context.Context, name string) (*v1alpha1.Payment, error) {
-	p := &v1alpha1.Payment{}
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, p); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("payment %s %w in namespace %s", name, ErrNotFound, s.ns)
-		}
-		return nil, fmt.Errorf("get payment %s/%s: %w", s.ns, name, err)
-	}
-	return p, nil
+	return getNamed(ctx, s, "payment", name, &v1alpha1.Payment{})
 }
 
 func (s *session) refund(ctx context.Context, name string) (*v1alpha1.Refund, error) {
-	rf := &v1alpha1.Refund{}
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, rf); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("refund %s %w in namespace %s", name, ErrNotFound, s.ns)
-		}
-		return nil, fmt.Errorf("get refund %s/%s: %w", s.ns, name, err)
-	}
-	return rf, nil
+	return getNamed(ctx, s, "refund", name, &v1alpha1.Refund{})
 }
 
 func (s *session) provider(ctx context.Context, name string) (*v1alpha1.PaymentProvider, error) {
-	prov := &v1alpha1.PaymentProvider{}
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, prov); err != nil {
+	return getNamed(ctx, s, "paymentprovider", name, &v1alpha1.PaymentProvider{})
+}
+
+// getNamed reads the object of kind named name in the session's namespace
+// into obj; one that is not there is ErrNotFound.
+func getNamed[T client.Object](ctx context.Context, s *session, kind, name string, obj T) (T, error) {
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, obj); err != nil {
+		var none T
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("paymentprovider %s %w in namespace %s", name, ErrNotFound, s.ns)
+			return none, fmt.Errorf("%s %s %w in namespace %s", kind, name, ErrNotFound, s.ns)
 		}
-		return nil, fmt.Errorf("get paymentprovider %s/%s: %w", s.ns, name, err)
+		return none, fmt.Errorf("get %s %s/%s: %w", kind, s.ns, name, err)
 	}
-	return prov, nil
+	return obj, nil
 }
 
 func (s *session) refunds(ctx context.Context, p *v1alpha1.Payment) ([]v1alpha1.Refund, error) {
@@ -262,14 +254,7 @@ review, or a provider configuration to fix), so it works as a cron or CI check.`
   kubectl paywarden stuck -A --older-than 1h -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validOutput(output, OutputText, OutputWide, OutputJSON, OutputYAML); err != nil {
-				return err
-			}
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			items, err := s.payments(cmd.Context(), l)
+			s, items, err := o.listPayments(cmd.Context(), output, l)
 			if err != nil {
 				return err
 			}
@@ -289,6 +274,23 @@ review, or a provider configuration to fix), so it works as a cron or CI check.`
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "only payments waiting at least this long (e.g. 15m)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
 	return cmd
+}
+
+// listPayments lists the payments l selects, for a report written as output
+// (text, wide, json or yaml), and returns the session it used.
+func (o *options) listPayments(ctx context.Context, output string, l listFlags) (*session, []v1alpha1.Payment, error) {
+	if err := validOutput(output, OutputText, OutputWide, OutputJSON, OutputYAML); err != nil {
+		return nil, nil, err
+	}
+	s, err := o.session()
+	if err != nil {
+		return nil, nil, err
+	}
+	items, err := s.payments(ctx, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, items, nil
 }
 
 func (o *options) whyCmd() *cobra.Command {
@@ -357,14 +359,7 @@ func (o *options) summaryCmd() *cobra.Command {
   kubectl paywarden summary -A -o wide   # one row per namespace too`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validOutput(output, OutputText, OutputWide, OutputJSON, OutputYAML); err != nil {
-				return err
-			}
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			items, err := s.payments(cmd.Context(), l)
+			_, items, err := o.listPayments(cmd.Context(), output, l)
 			if err != nil {
 				return err
 			}
@@ -619,33 +614,20 @@ func act[T client.Object](ctx context.Context, o *options, s *session, t target[
 
 // actOnPayment acts on the named Payment with the request plan decides.
 func (o *options) actOnPayment(ctx context.Context, name string, f followFlags, plan func(*v1alpha1.Payment, time.Time) (Request, error)) error {
-	if err := validOutput(f.output, OutputText, OutputJSON, OutputYAML); err != nil {
-		return err
-	}
-	s, err := o.session()
-	if err != nil {
-		return err
-	}
-	return act(ctx, o, s, target[*v1alpha1.Payment]{
-		kind: "payment", name: name, plan: plan,
-		get: func(ctx context.Context) (*v1alpha1.Payment, error) { return s.payment(ctx, name) },
-		check: func(ctx context.Context, p *v1alpha1.Payment, req Request, since time.Time) (Progress, error) {
-			pr := Check(p, req, nil)
-			if !pr.Done && strings.Contains(pr.Text, "has not acted") {
-				return pr, nil
-			}
-			// Acted on: a refusal, if any, is an Event.
-			events, err := s.events(ctx, s.ns, "Payment", name)
-			if err != nil {
-				return Progress{}, err
-			}
-			return Check(p, req, Refusal(req.Verb, events, since)), nil
-		},
-	}, f)
+	return actOn(ctx, o, "payment", "Payment", name, f, (*session).payment, plan, Check)
 }
 
 // actOnRefund acts on the named Refund with the request plan decides.
 func (o *options) actOnRefund(ctx context.Context, name string, f followFlags, plan func(*v1alpha1.Refund, time.Time) (Request, error)) error {
+	return actOn(ctx, o, "refund", "Refund", name, f, (*session).refund, plan, CheckRefundAction)
+}
+
+// actOn acts on the object of kind (eventKind in its Events) named name, read
+// with get, with the request plan decides; progress says how far the manager
+// got, given the refusal Event recorded since the write (nil when none).
+func actOn[T client.Object](ctx context.Context, o *options, kind, eventKind, name string, f followFlags,
+	get func(*session, context.Context, string) (T, error), plan func(T, time.Time) (Request, error),
+	progress func(T, Request, *eventsv1.Event) Progress) error {
 	if err := validOutput(f.output, OutputText, OutputJSON, OutputYAML); err != nil {
 		return err
 	}
@@ -653,19 +635,20 @@ func (o *options) actOnRefund(ctx context.Context, name string, f followFlags, p
 	if err != nil {
 		return err
 	}
-	return act(ctx, o, s, target[*v1alpha1.Refund]{
-		kind: "refund", name: name, plan: plan,
-		get: func(ctx context.Context) (*v1alpha1.Refund, error) { return s.refund(ctx, name) },
-		check: func(ctx context.Context, rf *v1alpha1.Refund, req Request, since time.Time) (Progress, error) {
-			pr := CheckRefundAction(rf, req, nil)
+	return act(ctx, o, s, target[T]{
+		kind: kind, name: name, plan: plan,
+		get: func(ctx context.Context) (T, error) { return get(s, ctx, name) },
+		check: func(ctx context.Context, obj T, req Request, since time.Time) (Progress, error) {
+			pr := progress(obj, req, nil)
 			if !pr.Done && strings.Contains(pr.Text, "has not acted") {
 				return pr, nil
 			}
-			events, err := s.events(ctx, s.ns, "Refund", name)
+			// Acted on: a refusal, if any, is an Event.
+			events, err := s.events(ctx, s.ns, eventKind, name)
 			if err != nil {
 				return Progress{}, err
 			}
-			return CheckRefundAction(rf, req, Refusal(req.Verb, events, since)), nil
+			return progress(obj, req, Refusal(req.Verb, events, since)), nil
 		},
 	}, f)
 }

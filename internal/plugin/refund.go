@@ -172,27 +172,14 @@ func CheckRefundAction(rf *v1alpha1.Refund, req Request, refusal *eventsv1.Event
 		return Progress{Text: fmt.Sprintf("refund %s is %s", rf.Name, refundPhase(rf))}
 	}
 	if l := st.Query.LastTime; l != nil && l.Time.After(req.LastQuery) {
-		s := fmt.Sprintf("queried at %s: refund %s is %s", stamp(l.Time), rf.Name, refundPhase(rf))
-		if st.ProviderStatus != "" {
-			s += fmt.Sprintf(" (provider status %q)", st.ProviderStatus)
-		}
-		if e := st.Query.LastError; e != "" {
-			s += fmt.Sprintf("; no usable answer (%s): %s", st.Query.LastErrorClass, e)
-		}
+		review := ""
 		if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionNeedsReview); c != nil && c.Status == metav1.ConditionTrue {
-			s += fmt.Sprintf("; needs review: %s: %s", c.Reason, c.Message)
+			review = fmt.Sprintf("; needs review: %s: %s", c.Reason, c.Message)
 		}
-		if n := st.Query.NextTime; n != nil {
-			s += "; next query at " + stamp(n.Time)
-		}
-		return Progress{Done: true, Text: s}
+		return Progress{Done: true, Text: queryAnswered(l.Time, fmt.Sprintf("refund %s is %s", rf.Name, refundPhase(rf)), st.ProviderStatus, &st.Query, review)}
 	}
 	if st.Phase.IsFinal() {
 		return Progress{Done: true, Text: fmt.Sprintf("refund %s is %s", rf.Name, st.Phase)}
 	}
-	s := fmt.Sprintf("the schedule restarted; the status query has not been answered yet (refund %s is %s", rf.Name, refundPhase(rf))
-	if n := st.Query.NextTime; n != nil {
-		s += ", query due at " + stamp(n.Time)
-	}
-	return Progress{Text: s + ")"}
+	return Progress{Text: queryPending(fmt.Sprintf("refund %s is %s", rf.Name, refundPhase(rf)), &st.Query)}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 var now = time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
@@ -149,7 +150,7 @@ func TestErrorNamesProviderAndOperation(t *testing.T) {
 			t.Errorf("%q lacks %q", msg, want)
 		}
 	}
-	assertClass(t, err, provider.ErrRetryable)
+	providertest.AssertClass(t, err, provider.ErrRetryable)
 	if d, ok := provider.RetryAfter(err); !ok || d != 2*time.Second {
 		t.Errorf("RetryAfter = %v %v", d, ok)
 	}
@@ -231,7 +232,7 @@ func TestClientClassification(t *testing.T) {
 			}
 			var out map[string]any
 			err := newClient(t, srv.URL, time.Second).Do(context.Background(), req, &out)
-			assertClass(t, err, tt.class)
+			providertest.AssertClass(t, err, tt.class)
 			if d, _ := provider.RetryAfter(err); d != tt.retryAfter {
 				t.Errorf("retry after = %v, want %v", d, tt.retryAfter)
 			}
@@ -239,19 +240,6 @@ func TestClientClassification(t *testing.T) {
 				t.Error("redirect was followed")
 			}
 		})
-	}
-}
-
-// assertClass fails unless err matches class and no other class.
-func assertClass(t *testing.T, err, class error) {
-	t.Helper()
-	if !errors.Is(err, class) {
-		t.Fatalf("err = %v, want class %v", err, class)
-	}
-	for _, other := range provider.Classes() {
-		if other != class && errors.Is(err, other) {
-			t.Errorf("err %v also matches %v", err, other)
-		}
 	}
 }
 
@@ -282,7 +270,7 @@ func TestClientKeepsTheProviderErrorCode(t *testing.T) {
 
 func TestAmountNotRepresentableIsNonRetryable(t *testing.T) {
 	err := provider.AmountNotRepresentable("ns/p", "create", "HUF 1999.50 has fillér")
-	assertClass(t, err, provider.ErrNonRetryable)
+	providertest.AssertClass(t, err, provider.ErrNonRetryable)
 	if !errors.Is(err, provider.ErrAmountNotRepresentable) {
 		t.Fatal("does not wrap ErrAmountNotRepresentable")
 	}

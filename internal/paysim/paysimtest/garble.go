@@ -39,3 +39,18 @@ func (g Garbler) Want(t testing.TB, what string, err error) {
 		t.Errorf("%s answered 2xx unreadable: class %s (%v); want no answer, unreadable", what, c, err)
 	}
 }
+
+// EachGarbledBody runs test once per GarbledBodies, in a subtest named after it;
+// test starts its own paysim, garbles the answers of its writes with body, one
+// each, and returns the Sim, which must then have garbled writes answers.
+func EachGarbledBody(t *testing.T, writes int, test func(t *testing.T, body string) *paysim.Sim) {
+	t.Helper()
+	for _, body := range GarbledBodies {
+		t.Run(body.Name, func(t *testing.T) {
+			sim := test(t, body.Body)
+			if n := sim.Counters().APIFaults.Garbled; n != writes {
+				t.Errorf("%d garbled answers, want one per write", n)
+			}
+		})
+	}
+}

@@ -2,26 +2,14 @@ package generic_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/generic"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
-
-func assertClass(t *testing.T, err, class error) {
-	t.Helper()
-	if !errors.Is(err, class) {
-		t.Fatalf("err = %v, want class %v", err, class)
-	}
-	for _, other := range provider.Classes() {
-		if other != class && errors.Is(err, other) {
-			t.Errorf("err %v also matches %v", err, other)
-		}
-	}
-}
 
 func serve(t *testing.T, h http.HandlerFunc) *generic.Adapter {
 	t.Helper()
@@ -69,7 +57,7 @@ func TestErrorClasses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assertClass(t, tt.call(serve(t, tt.handler)), tt.class)
+			providertest.AssertClass(t, tt.call(serve(t, tt.handler)), tt.class)
 		})
 	}
 }

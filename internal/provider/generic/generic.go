@@ -97,7 +97,7 @@ func (a *Adapter) header() http.Header {
 // as returnUrl/cancelUrl and req.ExpiresAt as expiresAt; capture method and stored
 // methods do not exist in this API (a job is charged as submitted).
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
-	if err := checkAmount(a.c.Name(), req); err != nil {
+	if err := provider.CheckISOAmount(a.c.Name(), req); err != nil {
 		return provider.Payment{}, err
 	}
 	h := a.header()

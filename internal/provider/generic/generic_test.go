@@ -13,6 +13,7 @@ import (
 
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/generic"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 var (
@@ -99,18 +100,7 @@ func TestSignatureVectors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			scheme, err := a.VerifyWebhook(context.Background(), tt.h, tt.body, tt.secrets, 5*time.Minute, now)
-			if scheme != provider.SchemeStandardWebhooks {
-				t.Errorf("scheme = %q", scheme)
-			}
-			if tt.reason == nil {
-				if err != nil {
-					t.Fatalf("want valid, got %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, tt.reason) {
-				t.Fatalf("err = %v, want %v", err, tt.reason)
-			}
+			providertest.AssertVerdict(t, scheme, provider.SchemeStandardWebhooks, err, tt.reason)
 		})
 	}
 }
@@ -177,22 +167,7 @@ func TestEventTypeTable(t *testing.T) {
 		"job.expired": provider.StatusExpired, "job.refunded": provider.StatusRefund, "job.disputed": provider.StatusDispute,
 		"job.refund_failed": provider.StatusRefund,
 	}
-	table := generic.EventStatuses()
-	if len(table) != len(want) {
-		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
-	}
-	for typ, st := range want {
-		t.Run(fmt.Sprintf("%s is supported as %s", typ, st), func(t *testing.T) {
-			if got, ok := generic.MapEventType(typ); !ok || got != st {
-				t.Fatalf("got %s %v", got, ok)
-			}
-		})
-	}
-	t.Run("job.unknown is acknowledged but not acted on", func(t *testing.T) {
-		if _, ok := generic.MapEventType("job.unknown"); ok {
-			t.Fatal("supported")
-		}
-	})
+	providertest.EventTypeTable(t, want, generic.EventStatuses(), generic.MapEventType, "job.unknown")
 }
 
 func TestParseEvent(t *testing.T) {

@@ -182,10 +182,7 @@ func RefundStatuses() map[string]provider.RefundStatus { return maps.Clone(refun
 
 // MapRefundStatus normalizes a refundStatus; unlisted strings are Unknown.
 func MapRefundStatus(raw string) provider.RefundStatus {
-	if s, ok := refundStatuses[raw]; ok {
-		return s
-	}
-	return provider.RefundUnknown
+	return provider.Lookup(refundStatuses, raw, provider.RefundUnknown)
 }
 
 // JobStatuses returns a copy of the jobStatus table.
@@ -196,10 +193,7 @@ func EventStatuses() map[string]provider.Status { return maps.Clone(eventStatuse
 
 // MapJobStatus normalizes a jobStatus; unlisted strings are Unknown.
 func MapJobStatus(raw string) provider.Status {
-	if s, ok := jobStatuses[raw]; ok {
-		return s
-	}
-	return provider.StatusUnknown
+	return provider.Lookup(jobStatuses, raw, provider.StatusUnknown)
 }
 
 // MapEventType normalizes an event type; supported is false for types not acted on.

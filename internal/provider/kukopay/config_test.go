@@ -2,7 +2,6 @@ package kukopay_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -10,19 +9,8 @@ import (
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
-
-func assertClass(t *testing.T, err, class error) {
-	t.Helper()
-	if !errors.Is(err, class) {
-		t.Fatalf("err = %v, want class %v", err, class)
-	}
-	for _, other := range provider.Classes() {
-		if other != class && errors.Is(err, other) {
-			t.Errorf("err %v also matches %v", err, other)
-		}
-	}
-}
 
 func serve(t *testing.T, h http.HandlerFunc) *kukopay.Adapter {
 	t.Helper()
@@ -61,16 +49,16 @@ func TestCreateConflicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := serve(t, tt.handler).Create(context.Background(), req)
-			assertClass(t, err, tt.class)
+			providertest.AssertClass(t, err, tt.class)
 		})
 	}
 	t.Run("404 on one payment is not found", func(t *testing.T) {
 		_, err := serve(t, kukoError(404, "resource_missing")).Get(context.Background(), "pay_1")
-		assertClass(t, err, provider.ErrNotFound)
+		providertest.AssertClass(t, err, provider.ErrNotFound)
 	})
 	t.Run("404 on the search route is configuration, not an empty search", func(t *testing.T) {
 		_, err := serve(t, kukoError(404, "resource_missing")).FindByMerchantReference(context.Background(), "ORD-1")
-		assertClass(t, err, provider.ErrProviderConfig)
+		providertest.AssertClass(t, err, provider.ErrProviderConfig)
 	})
 }
 
@@ -80,11 +68,11 @@ func TestActionKeyConflicts(t *testing.T) {
 	a := serve(t, kukoError(422, kukopay.ErrorCodeIdempotency))
 	action := provider.ActionRequest{PaymentID: "pay_1", IdempotencyKey: "k/capture", Currency: "EUR"}
 	_, err := a.Capture(ctx, action)
-	assertClass(t, err, provider.ErrKeyConflict)
+	providertest.AssertClass(t, err, provider.ErrKeyConflict)
 	_, err = a.Cancel(ctx, action)
-	assertClass(t, err, provider.ErrKeyConflict)
+	providertest.AssertClass(t, err, provider.ErrKeyConflict)
 	_, err = a.CreateRefund(ctx, provider.RefundRequest{PaymentID: "pay_1", IdempotencyKey: "r", Reference: "ns.r", Amount: 100, Currency: "EUR"})
-	assertClass(t, err, provider.ErrKeyConflict)
+	providertest.AssertClass(t, err, provider.ErrKeyConflict)
 }
 
 // TestKeyReusedWithAnotherBodyIsAKeyConflict: paysim's KukoPay mode answers a key
@@ -95,7 +83,7 @@ func TestKeyReusedWithAnotherBodyIsAKeyConflict(t *testing.T) {
 	create(t, a, req)
 	req.Amount = 2000
 	_, err := a.Create(context.Background(), req)
-	assertClass(t, err, provider.ErrKeyConflict)
+	providertest.AssertClass(t, err, provider.ErrKeyConflict)
 
 	p := paid(t, srv, a, 1000)
 	refund := provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: key("refund"), Reference: "ns.r", Amount: 100, Currency: "EUR"}
@@ -104,5 +92,5 @@ func TestKeyReusedWithAnotherBodyIsAKeyConflict(t *testing.T) {
 	}
 	refund.Amount = 200
 	_, err = a.CreateRefund(context.Background(), refund)
-	assertClass(t, err, provider.ErrKeyConflict)
+	providertest.AssertClass(t, err, provider.ErrKeyConflict)
 }

@@ -98,7 +98,7 @@ func (a *Adapter) header() http.Header {
 // retry with the same Idempotency-Key must send the same body, or KukoPay refuses it
 // (422 idempotency_error) although the first request may have charged.
 func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
-	if err := checkAmount(a.c.Name(), req); err != nil {
+	if err := provider.CheckISOAmount(a.c.Name(), req); err != nil {
 		return provider.Payment{}, err
 	}
 	h := a.header()

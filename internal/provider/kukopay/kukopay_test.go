@@ -11,6 +11,7 @@ import (
 
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 var (
@@ -66,18 +67,7 @@ func TestSignatureVectors(t *testing.T) {
 				h.Set(kukopay.HeaderSignature, tt.header)
 			}
 			scheme, err := a.VerifyWebhook(context.Background(), h, tt.body, tt.secrets, 5*time.Minute, now)
-			if scheme != provider.SchemeKukoPay {
-				t.Errorf("scheme = %q", scheme)
-			}
-			if tt.reason == nil {
-				if err != nil {
-					t.Fatalf("want valid, got %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, tt.reason) {
-				t.Fatalf("err = %v, want %v", err, tt.reason)
-			}
+			providertest.AssertVerdict(t, scheme, provider.SchemeKukoPay, err, tt.reason)
 		})
 	}
 }
@@ -138,25 +128,7 @@ func TestEventTypeTable(t *testing.T) {
 		"dispute.created": provider.StatusDispute, "payment.authorized": provider.StatusAuthorized,
 		"payment.canceled": provider.StatusCanceled, "refund.failed": provider.StatusRefund,
 	}
-	table := kukopay.EventStatuses()
-	if len(table) != len(want) {
-		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
-	}
-	for typ, st := range want {
-		t.Run(fmt.Sprintf("%s is supported as %s", typ, st), func(t *testing.T) {
-			got, ok := kukopay.MapEventType(typ)
-			if !ok || got != st {
-				t.Fatalf("got %s %v", got, ok)
-			}
-		})
-	}
-	for _, typ := range []string{"payment.requires_action", "payment.created", "customer.updated"} {
-		t.Run(typ+" is acknowledged but not acted on", func(t *testing.T) {
-			if _, ok := kukopay.MapEventType(typ); ok {
-				t.Fatal("supported")
-			}
-		})
-	}
+	providertest.EventTypeTable(t, want, kukopay.EventStatuses(), kukopay.MapEventType, "payment.requires_action", "payment.created", "customer.updated")
 }
 
 func TestParseEvent(t *testing.T) {

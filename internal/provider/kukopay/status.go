@@ -49,10 +49,7 @@ func RefundStatuses() map[string]provider.RefundStatus { return maps.Clone(refun
 
 // MapRefundStatus normalizes a refund status; unlisted strings are Unknown.
 func MapRefundStatus(raw string) provider.RefundStatus {
-	if s, ok := refundStatuses[raw]; ok {
-		return s
-	}
-	return provider.RefundUnknown
+	return provider.Lookup(refundStatuses, raw, provider.RefundUnknown)
 }
 
 // PaymentStatuses returns a copy of the payment status mapping table.
@@ -63,10 +60,7 @@ func EventStatuses() map[string]provider.Status { return maps.Clone(eventStatuse
 
 // MapPaymentStatus normalizes a payment status; unlisted strings are Unknown.
 func MapPaymentStatus(raw string) provider.Status {
-	if s, ok := paymentStatuses[raw]; ok {
-		return s
-	}
-	return provider.StatusUnknown
+	return provider.Lookup(paymentStatuses, raw, provider.StatusUnknown)
 }
 
 // MapEventType normalizes an event type; supported is false for types not acted on.

@@ -13,6 +13,7 @@ import (
 	"github.com/paywarden/paywarden/internal/currency"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 func TestPayPalCurrencyTable(t *testing.T) {
@@ -191,7 +192,7 @@ func TestCreateRefusesUnrepresentableAmountsBeforeAnyRequest(t *testing.T) {
 			srv := &orderServer{}
 			a := fakeAdapter(t, &fakePayPal{token: func(w http.ResponseWriter, r *http.Request) { srv.requests.Add(1); issueToken(w, r) }, api: srv.ServeHTTP})
 			_, err := a.Create(context.Background(), provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "ref", Amount: tt.minor, Currency: tt.currency})
-			assertClass(t, err, provider.ErrNonRetryable)
+			providertest.AssertClass(t, err, provider.ErrNonRetryable)
 			if !errors.Is(err, provider.ErrAmountNotRepresentable) {
 				t.Errorf("err %v does not wrap ErrAmountNotRepresentable", err)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 // fakePayPal answers the token endpoint with token and every other call with api.
@@ -55,18 +56,6 @@ func fakeAdapter(t *testing.T, f *fakePayPal) *paypal.Adapter {
 	return a
 }
 
-func assertClass(t *testing.T, err, class error) {
-	t.Helper()
-	if !errors.Is(err, class) {
-		t.Fatalf("err = %v, want class %v", err, class)
-	}
-	for _, other := range provider.Classes() {
-		if other != class && errors.Is(err, other) {
-			t.Errorf("err %v also matches %v", err, other)
-		}
-	}
-}
-
 func TestConfigurationErrors(t *testing.T) {
 	orderJSON := `{"id":"O1","status":"CREATED","purchase_units":[{"amount":{"currency_code":"USD","value":"1.00"}}]}`
 	tests := []struct {
@@ -103,7 +92,7 @@ func TestConfigurationErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakePayPal{token: tt.token, api: tt.api}
 			err := tt.call(fakeAdapter(t, f))
-			assertClass(t, err, tt.class)
+			providertest.AssertClass(t, err, tt.class)
 			if f.tokens.Load() != tt.tokens || f.apiCalls.Load() != tt.apiHits {
 				t.Errorf("token requests %d, API requests %d; want %d, %d", f.tokens.Load(), f.apiCalls.Load(), tt.tokens, tt.apiHits)
 			}
@@ -138,7 +127,7 @@ func TestConfigurationErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h, body := transmission("2026-09-21T12:00:00Z")
 			_, err := fakeAdapter(t, &fakePayPal{token: tt.token, api: tt.api}).VerifyWebhook(context.Background(), h, body, nil, 0, parseTime(t, "2026-09-21T12:00:00Z"))
-			assertClass(t, err, provider.ErrProviderConfig)
+			providertest.AssertClass(t, err, provider.ErrProviderConfig)
 			if errors.Is(err, provider.ErrInvalidSignature) {
 				t.Fatal("our own credentials problem must not reject the sender's webhook")
 			}

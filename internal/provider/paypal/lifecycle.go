@@ -50,21 +50,28 @@ func (a *Adapter) Authorize(ctx context.Context, req provider.ActionRequest) (pr
 	if req.PaymentID == "" {
 		return provider.Payment{}, a.refuse("authorize", "", "empty order id")
 	}
+	return a.orderAction(ctx, "authorize", IssueOrderAlreadyAuthorized, req)
+}
+
+// orderAction posts the order action op (authorize or capture) of req. The
+// issue done (the order already had it) is not an error: the order is
+// returned as Get reads it; nor is INSTRUMENT_DECLINED (payerMustApproveAgain).
+func (a *Adapter) orderAction(ctx context.Context, op, done string, req provider.ActionRequest) (provider.Payment, error) {
 	var out Order
 	err := a.do(ctx, provider.Request{
-		Op: "authorize", Method: http.MethodPost, Path: orderPath(req.PaymentID) + "/authorize",
+		Op: op, Method: http.MethodPost, Path: orderPath(req.PaymentID) + "/" + op,
 		Header: actionHeader(req.IdempotencyKey), JSON: struct{}{}, NotFound: true, ConflictRetryable: true,
 	}, &out)
 	switch errorCode(err) {
-	case IssueOrderAlreadyAuthorized:
+	case done:
 		return a.Get(ctx, req.PaymentID)
 	case IssueInstrumentDeclined:
-		return a.payerMustApproveAgain(ctx, "authorize", req.PaymentID)
+		return a.payerMustApproveAgain(ctx, op, req.PaymentID)
 	}
 	if err != nil {
 		return provider.Payment{}, err
 	}
-	return a.writtenOrder("authorize", out)
+	return a.writtenOrder(op, out)
 }
 
 // payerMustApproveAgain is the answer to an order capture or authorization
@@ -158,21 +165,7 @@ func (a *Adapter) Capture(ctx context.Context, req provider.ActionRequest) (prov
 }
 
 func (a *Adapter) captureOrder(ctx context.Context, req provider.ActionRequest) (provider.Payment, error) {
-	var out Order
-	err := a.do(ctx, provider.Request{
-		Op: "capture", Method: http.MethodPost, Path: orderPath(req.PaymentID) + "/capture",
-		Header: actionHeader(req.IdempotencyKey), JSON: struct{}{}, NotFound: true, ConflictRetryable: true,
-	}, &out)
-	switch errorCode(err) {
-	case IssueOrderAlreadyCaptured:
-		return a.Get(ctx, req.PaymentID)
-	case IssueInstrumentDeclined:
-		return a.payerMustApproveAgain(ctx, "capture", req.PaymentID)
-	}
-	if err != nil {
-		return provider.Payment{}, err
-	}
-	return a.writtenOrder("capture", out)
+	return a.orderAction(ctx, "capture", IssueOrderAlreadyCaptured, req)
 }
 
 func (a *Adapter) captureAuthorization(ctx context.Context, req provider.ActionRequest, o Order, au Authorization) (provider.Payment, error) {

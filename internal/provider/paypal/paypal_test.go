@@ -10,6 +10,7 @@ import (
 
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 func TestOrderStatusTable(t *testing.T) {
@@ -87,22 +88,7 @@ func TestEventTypeTable(t *testing.T) {
 		"PAYMENT.AUTHORIZATION.CREATED": provider.StatusAuthorized, "PAYMENT.AUTHORIZATION.VOIDED": provider.StatusCanceled,
 		"CUSTOMER.DISPUTE.CREATED": provider.StatusDispute, "CUSTOMER.DISPUTE.RESOLVED": provider.StatusDispute,
 	}
-	table := paypal.EventStatuses()
-	if len(table) != len(want) {
-		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
-	}
-	for typ, st := range want {
-		t.Run(fmt.Sprintf("%s is supported as %s", typ, st), func(t *testing.T) {
-			if got, ok := paypal.MapEventType(typ); !ok || got != st {
-				t.Fatalf("got %s %v", got, ok)
-			}
-		})
-	}
-	t.Run("BILLING.SUBSCRIPTION.CREATED is acknowledged but not acted on", func(t *testing.T) {
-		if _, ok := paypal.MapEventType("BILLING.SUBSCRIPTION.CREATED"); ok {
-			t.Fatal("supported")
-		}
-	})
+	providertest.EventTypeTable(t, want, paypal.EventStatuses(), paypal.MapEventType, "BILLING.SUBSCRIPTION.CREATED")
 }
 
 func TestNormalizeOrderUsesCapturedAmountAndRefunds(t *testing.T) {

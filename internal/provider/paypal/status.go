@@ -136,27 +136,18 @@ func MapEventType(typ string) (status provider.Status, supported bool) {
 
 // MapCaptureStatus normalizes a capture status; unlisted strings are Unknown.
 func MapCaptureStatus(raw string) provider.Status {
-	if s, ok := captureStatuses[raw]; ok {
-		return s
-	}
-	return provider.StatusUnknown
+	return provider.Lookup(captureStatuses, raw, provider.StatusUnknown)
 }
 
 // MapAuthorizationStatus normalizes the status of an authorization that has no
 // capture; unlisted strings (CAPTURED without a capture among them) are Unknown.
 func MapAuthorizationStatus(raw string) provider.Status {
-	if s, ok := authorizationStatuses[raw]; ok {
-		return s
-	}
-	return provider.StatusUnknown
+	return provider.Lookup(authorizationStatuses, raw, provider.StatusUnknown)
 }
 
 // MapRefundStatus normalizes a refund status; unlisted strings are Unknown.
 func MapRefundStatus(raw string) provider.RefundStatus {
-	if s, ok := refundStatuses[raw]; ok {
-		return s
-	}
-	return provider.RefundUnknown
+	return provider.Lookup(refundStatuses, raw, provider.RefundUnknown)
 }
 
 // MapOrderStatus normalizes an order. For COMPLETED it reads the last capture of the

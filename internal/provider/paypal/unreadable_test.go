@@ -14,50 +14,46 @@ import (
 // core's NoAnswer: repeated with its PayPal-Request-Id, which replays the first
 // answer), never a refusal and never an empty answer taken for the order.
 func TestUnreadableAnswerToAWriteIsOutcomeUnknown(t *testing.T) {
-	for _, body := range paysimtest.GarbledBodies {
-		t.Run(body.Name, func(t *testing.T) {
-			srv, a := simAdapter(t, paysim.Options{})
-			g := paysimtest.Garbler{Sim: srv.Sim, Body: body.Body}
-			approved := func(capture provider.CaptureMethod) provider.Payment {
-				t.Helper()
-				p := createOrder(t, a, capture, 1000, "USD")
-				if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
-					t.Fatal(err)
-				}
-				return p
+	paysimtest.EachGarbledBody(t, 5, func(t *testing.T, body string) *paysim.Sim {
+		srv, a := simAdapter(t, paysim.Options{})
+		g := paysimtest.Garbler{Sim: srv.Sim, Body: body}
+		approved := func(capture provider.CaptureMethod) provider.Payment {
+			t.Helper()
+			p := createOrder(t, a, capture, 1000, "USD")
+			if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
+				t.Fatal(err)
 			}
+			return p
+		}
 
-			g.Next(paysim.OpCreate)
-			_, err := a.Create(ctx, provider.CreateRequest{IdempotencyKey: key("create"), MerchantReference: "ref-x", Amount: 1000, Currency: "USD", Checkout: &provider.Checkout{ReturnURL: "https://shop.example/return"}})
-			g.Want(t, "create", err)
+		g.Next(paysim.OpCreate)
+		_, err := a.Create(ctx, provider.CreateRequest{IdempotencyKey: key("create"), MerchantReference: "ref-x", Amount: 1000, Currency: "USD", Checkout: &provider.Checkout{ReturnURL: "https://shop.example/return"}})
+		g.Want(t, "create", err)
 
-			p := approved(provider.CaptureManual)
-			g.Next(paysim.OpAuthorize)
-			_, err = a.Authorize(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("authorize")})
-			g.Want(t, "authorize", err)
+		p := approved(provider.CaptureManual)
+		g.Next(paysim.OpAuthorize)
+		_, err = a.Authorize(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("authorize")})
+		g.Want(t, "authorize", err)
 
-			p = approved(provider.CaptureAutomatic)
-			g.Next(paysim.OpCapture)
-			_, err = a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("capture")})
-			g.Want(t, "order capture", err)
+		p = approved(provider.CaptureAutomatic)
+		g.Next(paysim.OpCapture)
+		_, err = a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("capture")})
+		g.Want(t, "order capture", err)
 
-			p = authorizedOrder(t, srv, a, 1000, "USD")
-			g.Next(paysim.OpCapture)
-			_, err = a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("capture")})
-			g.Want(t, "authorization capture", err)
+		p = authorizedOrder(t, srv, a, 1000, "USD")
+		g.Next(paysim.OpCapture)
+		_, err = a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("capture")})
+		g.Want(t, "authorization capture", err)
 
-			p = approved(provider.CaptureAutomatic)
-			captured, err := a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("capture")})
-			if err != nil || captured.Status != provider.StatusSucceeded {
-				t.Fatalf("capture: %+v %v", captured, err)
-			}
-			g.Next(paysim.OpRefund)
-			_, err = a.CreateRefund(ctx, provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: key("refund"), Reference: "ns.rf", Amount: 300, Currency: "USD"})
-			g.Want(t, "refund", err)
+		p = approved(provider.CaptureAutomatic)
+		captured, err := a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("capture")})
+		if err != nil || captured.Status != provider.StatusSucceeded {
+			t.Fatalf("capture: %+v %v", captured, err)
+		}
+		g.Next(paysim.OpRefund)
+		_, err = a.CreateRefund(ctx, provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: key("refund"), Reference: "ns.rf", Amount: 300, Currency: "USD"})
+		g.Want(t, "refund", err)
 
-			if n := srv.Sim.Counters().APIFaults.Garbled; n != 5 {
-				t.Errorf("%d garbled answers, want one per write", n)
-			}
-		})
-	}
+		return srv.Sim
+	})
 }

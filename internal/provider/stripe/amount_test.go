@@ -11,6 +11,7 @@ import (
 
 	"github.com/paywarden/paywarden/internal/currency"
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 	"github.com/paywarden/paywarden/internal/provider/stripe"
 )
 
@@ -100,7 +101,7 @@ func TestEveryCurrencyAcceptedRoundTrips(t *testing.T) {
 				p, err := a.Create(context.Background(), provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "ORD-1", Amount: minor, Currency: code})
 				if toErr != nil {
 					refused++
-					assertClass(t, err, provider.ErrNonRetryable)
+					providertest.AssertClass(t, err, provider.ErrNonRetryable)
 					if !errors.Is(err, provider.ErrAmountNotRepresentable) {
 						t.Errorf("err %v does not wrap ErrAmountNotRepresentable", err)
 					}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 	"github.com/paywarden/paywarden/internal/provider/stripe"
 )
 
@@ -95,7 +96,7 @@ func TestErrorClasses(t *testing.T) {
 			default:
 				_, err = a.Create(ctx, createReq)
 			}
-			assertClass(t, err, tt.class)
+			providertest.AssertClass(t, err, tt.class)
 			var pe *provider.Error
 			if !errors.As(err, &pe) {
 				t.Fatalf("%T is not a *provider.Error", err)
@@ -122,13 +123,13 @@ func TestTransportErrorsAreRetryable(t *testing.T) {
 	l.Close() // nothing listens there now
 	a := newAdapter(t, "http://"+addr)
 	_, err = a.Get(context.Background(), "pi_1")
-	assertClass(t, err, provider.ErrRetryable)
+	providertest.AssertClass(t, err, provider.ErrRetryable)
 
 	t.Run("a cancelled context is retryable and says so", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := a.Get(ctx, "pi_1")
-		assertClass(t, err, provider.ErrRetryable)
+		providertest.AssertClass(t, err, provider.ErrRetryable)
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v does not wrap context.Canceled", err)
 		}
@@ -196,6 +197,6 @@ func TestConfig(t *testing.T) {
 	})
 	t.Run("authorize is not a step at Stripe", func(t *testing.T) {
 		_, err := newAdapter(t, "http://127.0.0.1:1").Authorize(context.Background(), provider.ActionRequest{PaymentID: "pi_1"})
-		assertClass(t, err, provider.ErrUnsupported)
+		providertest.AssertClass(t, err, provider.ErrUnsupported)
 	})
 }

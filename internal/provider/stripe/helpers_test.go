@@ -1,7 +1,6 @@
 package stripe_test
 
 import (
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -31,19 +30,6 @@ func serve(t *testing.T, h http.HandlerFunc) *stripe.Adapter {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return newAdapter(t, srv.URL)
-}
-
-// assertClass checks that err has class and no other.
-func assertClass(t *testing.T, err, class error) {
-	t.Helper()
-	if !errors.Is(err, class) {
-		t.Fatalf("err = %v, want class %v", err, class)
-	}
-	for _, other := range provider.Classes() {
-		if other != class && errors.Is(err, other) {
-			t.Errorf("err %v also matches %v", err, other)
-		}
-	}
 }
 
 // stripeAnswer answers with a Stripe error body.

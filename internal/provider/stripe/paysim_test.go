@@ -16,6 +16,7 @@ import (
 	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 	"github.com/paywarden/paywarden/internal/provider/stripe"
 )
 
@@ -288,7 +289,7 @@ func TestPaysimLostCreateResponse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := startSim(t, paysim.Options{Faults: paysim.Faults{LostResponseRate: 1}})
 			_, err := e.a.Create(ctx, tt.req)
-			assertClass(t, err, provider.ErrRetryable)
+			providertest.AssertClass(t, err, provider.ErrRetryable)
 			e.sim.SetFaults(paysim.Faults{})
 			p, err := e.a.Create(ctx, tt.req)
 			if err != nil {
@@ -316,17 +317,17 @@ func TestPaysimStoredServerErrorIsReplayed(t *testing.T) {
 	e := startSim(t, paysim.Options{Faults: paysim.Faults{ServerErrorRate: 1}})
 	req := offSessionReq("key-500", "ORD-500", 1000, provider.CaptureAutomatic)
 	_, err := e.a.Create(ctx, req)
-	assertClass(t, err, provider.ErrRetryable)
+	providertest.AssertClass(t, err, provider.ErrRetryable)
 	e.sim.SetFaults(paysim.Faults{})
 	for i := 0; i < 2; i++ {
 		_, err = e.a.Create(ctx, req)
-		assertClass(t, err, provider.ErrRetryable)
+		providertest.AssertClass(t, err, provider.ErrRetryable)
 	}
 	if sc := e.sim.StripeCounters(); sc.ReplayedErrors != 2 || sc.IntentsCreated != 0 {
 		t.Fatalf("stripe counters %+v", sc)
 	}
 	_, err = e.a.FindByMerchantReference(ctx, "ORD-500")
-	assertClass(t, err, provider.ErrNotFound)
+	providertest.AssertClass(t, err, provider.ErrNotFound)
 	// Another key goes through: the 500 belonged to the key, not to the account.
 	req.IdempotencyKey = "key-500-b"
 	if p, err := e.a.Create(ctx, req); err != nil || p.Status != provider.StatusSucceeded {
@@ -342,7 +343,7 @@ func TestPaysimIdempotencyKeyReusedWithOtherParameters(t *testing.T) {
 	}
 	req.Amount = 2000
 	_, err := e.a.Create(ctx, req)
-	assertClass(t, err, provider.ErrKeyConflict)
+	providertest.AssertClass(t, err, provider.ErrKeyConflict)
 }
 
 func TestPaysimManualCapture(t *testing.T) {
@@ -405,7 +406,7 @@ func TestPaysimManualCapture(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = e.a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "c", Amount: 1001, Currency: "EUR"})
-		assertClass(t, err, provider.ErrNonRetryable)
+		providertest.AssertClass(t, err, provider.ErrNonRetryable)
 	})
 }
 
@@ -428,7 +429,7 @@ func TestPaysimAuthorizationExpires(t *testing.T) {
 		t.Fatalf("%+v %v", got, err)
 	}
 	_, err = e.a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "late"})
-	assertClass(t, err, provider.ErrNonRetryable)
+	providertest.AssertClass(t, err, provider.ErrNonRetryable)
 }
 
 func TestPaysimCancel(t *testing.T) {
@@ -490,7 +491,7 @@ func TestPaysimCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = e.a.Cancel(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "key-cn-paid/cancel"})
-		assertClass(t, err, provider.ErrNonRetryable)
+		providertest.AssertClass(t, err, provider.ErrNonRetryable)
 	})
 }
 
@@ -567,7 +568,7 @@ func TestPaysimDeclineWithCode(t *testing.T) {
 		req := offSessionReq("key-dc-off", "ORD-DC-OFF", 1000, provider.CaptureAutomatic)
 		req.Metadata = map[string]string{paysim.MetaOutcome: "fail", paysim.MetaFailure: "expired_card"}
 		p, err := e.a.Create(ctx, req)
-		assertClass(t, err, provider.ErrNonRetryable)
+		providertest.AssertClass(t, err, provider.ErrNonRetryable)
 		var pe *provider.Error
 		if !errors.As(err, &pe) || pe.Code != "expired_card" || pe.StatusCode != http.StatusPaymentRequired {
 			t.Fatalf("err %+v", err)
@@ -577,7 +578,7 @@ func TestPaysimDeclineWithCode(t *testing.T) {
 		}
 		// Stripe stores the 402: a retry with the key gets the same decline.
 		_, err = e.a.Create(ctx, req)
-		assertClass(t, err, provider.ErrNonRetryable)
+		providertest.AssertClass(t, err, provider.ErrNonRetryable)
 		if sc := e.sim.StripeCounters(); sc.ReplayedErrors != 1 {
 			t.Fatalf("stripe counters %+v", sc)
 		}
@@ -683,7 +684,7 @@ func TestPaysimRefunds(t *testing.T) {
 		t.Fatalf("payment after refunds %+v %v", got, err)
 	}
 	_, err = e.a.CreateRefund(ctx, provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: "key-rf/refund-3", Reference: "RF-3", Amount: 600, Currency: "EUR"})
-	assertClass(t, err, provider.ErrNonRetryable)
+	providertest.AssertClass(t, err, provider.ErrNonRetryable)
 
 	fixture.Eventually(t, fixture.Timeout, "both charge.refunded", func() bool {
 		n := 0
@@ -757,7 +758,7 @@ func TestPaysimRefundOfAnotherPaymentIsNotThisOnes(t *testing.T) {
 				t.Fatalf("its own refund: %+v %v", got, err)
 			}
 			got, err := e.a.GetRefund(ctx, id, foreign.ID)
-			assertClass(t, err, provider.ErrNotFound)
+			providertest.AssertClass(t, err, provider.ErrNotFound)
 			if got != (provider.Refund{}) {
 				t.Fatalf("another payment's refund was answered: %+v", got)
 			}
@@ -826,7 +827,7 @@ func TestPaysimFindByMerchantReference(t *testing.T) {
 	}
 	e.sim.SetStripeSearchLag(time.Hour)
 	_, err = e.a.FindByMerchantReference(ctx, "ORD-'FIND'")
-	assertClass(t, err, provider.ErrNotFound) // not indexed yet: not "no payment"
+	providertest.AssertClass(t, err, provider.ErrNotFound) // not indexed yet: not "no payment"
 	e.sim.SetStripeSearchLag(0)
 	got, err := e.a.FindByMerchantReference(ctx, "ORD-'FIND'")
 	if err != nil || got.ID != p.ID || got.Status != provider.StatusSucceeded {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 // TestRefundWithoutAPaymentIntentIsNoPaymentsRefund: a refund Stripe reads
@@ -16,5 +17,5 @@ func TestRefundWithoutAPaymentIntentIsNoPaymentsRefund(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":"re_1","object":"refund","amount":100,"currency":"eur","charge":"ch_1","payment_intent":null,"status":"succeeded"}`))
 	})
 	_, err := a.GetRefund(ctx, "pi_1", "re_1")
-	assertClass(t, err, provider.ErrNotFound)
+	providertest.AssertClass(t, err, provider.ErrNotFound)
 }

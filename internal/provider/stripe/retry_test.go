@@ -10,6 +10,7 @@ import (
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 	"github.com/paywarden/paywarden/internal/provider/stripe"
 )
 
@@ -108,7 +109,7 @@ func TestLostSessionCreateRetriedLaterIsReplayed(t *testing.T) {
 	req := checkoutReq("key-lost-later", "ORD-LOST-LATER", 1000)
 	req.ExpiresAt, req.RequestedAt = marked.Add(10*time.Minute), marked
 	_, err := a.Create(ctx, req)
-	assertClass(t, err, provider.ErrRetryable)
+	providertest.AssertClass(t, err, provider.ErrRetryable)
 	srv.Sim.SetFaults(paysim.Faults{})
 	clk.Add(20 * time.Minute)
 	p, err := a.Create(ctx, req)

@@ -1,0 +1,207 @@
+// Package providertest holds the checks the provider adapters' tests share:
+// error classes, signature verdicts, the timestamp tolerance around a fixed
+// vector, and the event type tables. Only test files import it.
+package providertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/internal/currency"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// AssertClass fails unless err matches class and no other class.
+func AssertClass(t testing.TB, err, class error) {
+	t.Helper()
+	if !errors.Is(err, class) {
+		t.Fatalf("err = %v, want class %v", err, class)
+	}
+	for _, other := range provider.Classes() {
+		if other != class && errors.Is(err, other) {
+			t.Errorf("err %v also matches %v", err, other)
+		}
+	}
+}
+
+// AssertRejected fails unless err rejects a webhook signature
+// (provider.ErrInvalidSignature) for reason.
+func AssertRejected(t testing.TB, err, reason error) {
+	t.Helper()
+	if !errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, reason) {
+		t.Fatalf("err = %v, want %v", err, reason)
+	}
+}
+
+// AssertVerdict checks a webhook verification: the scheme must be scheme, and
+// err nil when reason is nil, else a rejection for reason.
+func AssertVerdict(t testing.TB, gotScheme, scheme string, err, reason error) {
+	t.Helper()
+	if gotScheme != scheme {
+		t.Errorf("scheme = %q", gotScheme)
+	}
+	if reason == nil {
+		if err != nil {
+			t.Fatalf("want valid, got %v", err)
+		}
+		return
+	}
+	AssertRejected(t, err, reason)
+}
+
+// ClockCase is our clock at now against a signed timestamp; ok says whether
+// the timestamp is within the tolerance.
+type ClockCase struct {
+	Name string
+	Now  time.Time
+	OK   bool
+}
+
+// EachTolerance moves our clock around the signed time ts, for a tolerance of
+// 5 minutes and of 30 seconds, and runs check in a subtest per clock: a
+// timestamp ahead of our clock is as acceptable as one behind it, up to the
+// tolerance inclusive. what names the signed time in the subtests' names
+// ("timestamp").
+func EachTolerance(t *testing.T, what string, ts time.Time, check func(t *testing.T, tol time.Duration, c ClockCase)) {
+	t.Helper()
+	for _, tol := range []time.Duration{5 * time.Minute, 30 * time.Second} {
+		tests := []ClockCase{
+			{"same second", ts, true},
+			{"exactly +tolerance (" + what + " ahead of our clock)", ts.Add(-tol), true},
+			{"exactly -tolerance (" + what + " behind our clock)", ts.Add(tol), true},
+			{"tolerance+1s ahead", ts.Add(-tol - time.Second), false},
+			{"tolerance+1s behind", ts.Add(tol + time.Second), false},
+		}
+		if tol == 5*time.Minute {
+			tests = append(tests, ClockCase{"4 minutes ahead", ts.Add(-4 * time.Minute), true}, ClockCase{"4 minutes behind", ts.Add(4 * time.Minute), true})
+		}
+		for _, c := range tests {
+			t.Run(tol.String()+" "+c.Name, func(t *testing.T) { check(t, tol, c) })
+		}
+	}
+}
+
+// AssertTolerance checks a verification at a clock: accepted when ok, else
+// rejected for the timestamp tolerance.
+func AssertTolerance(t testing.TB, err error, ok bool) {
+	t.Helper()
+	if ok && err != nil {
+		t.Fatalf("rejected: %v", err)
+	}
+	if !ok && (!errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, provider.ErrTimestampTolerance)) {
+		t.Fatalf("err = %v, want a tolerance rejection", err)
+	}
+}
+
+// EventTypeTable checks an adapter's event type table (table) against want,
+// row by row through mapType, and that the event types unsupported are
+// acknowledged but not acted on.
+func EventTypeTable(t *testing.T, want, table map[string]provider.Status, mapType func(string) (provider.Status, bool), unsupported ...string) {
+	t.Helper()
+	if len(table) != len(want) {
+		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
+	}
+	for typ, st := range want {
+		t.Run(fmt.Sprintf("%s is supported as %s", typ, st), func(t *testing.T) {
+			if got, ok := mapType(typ); !ok || got != st {
+				t.Fatalf("got %s %v", got, ok)
+			}
+		})
+	}
+	for _, typ := range unsupported {
+		t.Run(typ+" is acknowledged but not acted on", func(t *testing.T) {
+			if _, ok := mapType(typ); ok {
+				t.Fatal("supported")
+			}
+		})
+	}
+}
+
+// ISOEcho is an adapter for an API that takes ISO 4217 minor units as integers,
+// in front of a fake that answers a create with a succeeded payment for the
+// amount it was sent.
+type ISOEcho struct {
+	serve     func(t *testing.T, h http.HandlerFunc) provider.Provider
+	newServer func() EchoServer
+	reference string
+	event     func(wire, code string) (provider.Event, error)
+}
+
+// NewISOEcho is the adapter serve builds against a fake newServer makes, its
+// creates made with the merchant reference reference; event parses the
+// provider's succeeded webhook event for the amount wire (as it was sent) of
+// code.
+func NewISOEcho[P provider.Provider](serve func(t *testing.T, h http.HandlerFunc) P, newServer func() EchoServer, reference string,
+	event func(wire, code string) (provider.Event, error)) ISOEcho {
+	return ISOEcho{
+		serve:     func(t *testing.T, h http.HandlerFunc) provider.Provider { return serve(t, h) },
+		newServer: newServer, reference: reference, event: event,
+	}
+}
+
+// EchoServer is the fake of an ISOEcho.
+type EchoServer interface {
+	ServeHTTP(w http.ResponseWriter, r *http.Request)
+	// Sent is the last amount as it was on the wire and how many requests
+	// reached the fake.
+	Sent() (wire string, requests int32)
+}
+
+// create creates a payment of minor units of code with a new fake, and returns
+// the adapter's answer and what the fake saw.
+func (e ISOEcho) create(t *testing.T, minor int64, code string) (p provider.Payment, wire string, requests int32, err error) {
+	srv := e.newServer()
+	p, err = e.serve(t, srv.ServeHTTP).Create(context.Background(), provider.CreateRequest{IdempotencyKey: "k", MerchantReference: e.reference, Amount: minor, Currency: code})
+	wire, requests = srv.Sent()
+	return p, wire, requests, err
+}
+
+// EveryISOCurrencyRoundTrips checks that every ISO currency goes out and comes
+// back (create answer and webhook event) unchanged, including amounts past 2^53
+// that a float64 on the way would corrupt.
+func EveryISOCurrencyRoundTrips(t *testing.T, e ISOEcho) {
+	t.Helper()
+	for _, code := range currency.Codes() {
+		for _, minor := range []int64{1, 1999, 199900, 9007199254740993} {
+			t.Run(fmt.Sprintf("%d %s", minor, code), func(t *testing.T) {
+				p, wire, _, err := e.create(t, minor, code)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if wire != fmt.Sprint(minor) {
+					t.Errorf("sent amount %s", wire)
+				}
+				if p.Amount != minor || p.Currency != code {
+					t.Errorf("read back %d %s", p.Amount, p.Currency)
+				}
+				ev, err := e.event(wire, code)
+				if err != nil || ev.Amount != minor || ev.Currency != code {
+					t.Errorf("event read back %d %s %v", ev.Amount, ev.Currency, err)
+				}
+			})
+		}
+	}
+}
+
+// CreateRefusesUnknownCurrencies checks that a create in a code that is not an
+// ISO currency with a minor unit is refused (NonRetryable,
+// ErrAmountNotRepresentable) before any request.
+func CreateRefusesUnknownCurrencies(t *testing.T, e ISOEcho) {
+	t.Helper()
+	for _, code := range []string{"XYZ", "usd", "", "US", "HRK", "XAU", "XDR"} {
+		t.Run(fmt.Sprintf("%q", code), func(t *testing.T) {
+			_, _, n, err := e.create(t, 100, code)
+			AssertClass(t, err, provider.ErrNonRetryable)
+			if !errors.Is(err, provider.ErrAmountNotRepresentable) {
+				t.Errorf("err %v does not wrap ErrAmountNotRepresentable", err)
+			}
+			if n != 0 {
+				t.Errorf("%d requests sent", n)
+			}
+		})
+	}
+}
