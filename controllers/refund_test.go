@@ -611,14 +611,11 @@ func TestConcurrentRefundsCreatedOutOfNameOrderWithinASecond(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund")
 	s := fixture.StartSim(t, paysim.Options{})
 	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
-	held, release, aOwned := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	held, release, aRead := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once, aOnce sync.Once
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
 	o.WrapClient = func(c client.Client) client.Client {
-		return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
-			if rf, ok := w.Object.(*v1alpha1.Refund); ok && rf.Name == "pair-a" && !w.Status() {
-				defer aOnce.Do(func() { close(aOwned) }) // its reconcile is under way
-			}
+		writes := fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
 			if rf, ok := w.Object.(*v1alpha1.Refund); ok && rf.Name == "pair-b" && w.Status() && rf.Status.CreateRequestedAt != nil && rf.Status.ProviderRefundID == "" {
 				once.Do(func() { close(held) })
 				select {
@@ -628,6 +625,8 @@ func TestConcurrentRefundsCreatedOutOfNameOrderWithinASecond(t *testing.T) {
 			}
 			return do()
 		})
+		// pair-a's reconcile is under way once it has read pair-a.
+		return readsOf{Client: writes, name: "pair-a", read: func() { aOnce.Do(func() { close(aRead) }) }}
 	}
 	fixture.StartManager(t, env, ns, o)
 	p := paidPayment(t, ns, "kukopay", "order", 1999)
@@ -645,13 +644,13 @@ func TestConcurrentRefundsCreatedOutOfNameOrderWithinASecond(t *testing.T) {
 		t.Fatalf("the Refunds were created in different seconds (%s, %s): the race was not set up", b.CreationTimestamp, a.CreationTimestamp)
 	}
 	select {
-	case <-aOwned:
+	case <-aRead:
 	case <-time.After(fixture.Timeout):
 		t.Fatalf("pair-a was never reconciled:\n%s", fixture.DescribeRefunds(t, env.Client, ns))
 	}
-	// pair-a's reconcile is past its ownerReference: deciding on the cache
-	// it would store its marker within milliseconds. Give it that chance
-	// while pair-b's marker is still held back.
+	// pair-a's reconcile has read it: deciding on the cache it would store
+	// its marker within milliseconds. Give it that chance while pair-b's
+	// marker is still held back.
 	time.Sleep(500 * time.Millisecond)
 	close(release)
 
@@ -1236,4 +1235,18 @@ func TestAStripeRefundThatFailsAfterSucceedingFreesItsMoney(t *testing.T) {
 	if n := len(m.Requests.Calls(fixture.IsRefundCreate)); n != 2 {
 		t.Errorf("%d refund calls, want 2 (the reversed one, the new one)", n)
 	}
+}
+
+// readsOf calls read whenever a Refund of name is read through it.
+type readsOf struct {
+	client.Client
+	name string
+	read func()
+}
+
+func (r readsOf) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1alpha1.Refund); ok && key.Name == r.name {
+		r.read()
+	}
+	return r.Client.Get(ctx, key, obj, opts...)
 }
