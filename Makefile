@@ -74,31 +74,28 @@ stripe-mock: ## Build stripe-mock (pinned in hack/stripemock) into bin/ unless S
 	else echo "using STRIPE_MOCK=$(STRIPE_MOCK)"; fi
 
 .PHONY: test
-test: ## Verify, then run the unit and envtest suites (the Helm chart's module too) with a short run of every provider parser's fuzz target beside them.
-	@$(MAKE) --no-print-directory suites FUZZ_BESIDE=1
+test: ## Verify, run the unit and envtest suites (the Helm chart's module too), then the CI-sized chaos soak with a short fuzz run of every provider parser beside it.
+	@$(MAKE) --no-print-directory suites
+	@$(MAKE) --no-print-directory soak FUZZ_BESIDE=1
 
 # suites runs verify-then-vet beside the test servers' builds: on a cold
 # machine each is a long build with idle moments (a link, one large package,
 # module downloads) that the others fill. vet waits for verify, which
 # regenerates files in place for a moment.
 .PHONY: suites
-suites: ## make test without its fuzz run: verify, vet and the test servers' builds at once, then the unit and envtest suites, the Helm chart's module beside the main one (its output after).
+suites: ## make test without its soak and fuzz run: verify, vet and the test servers' builds at once, then the unit and envtest suites, the Helm chart's module beside the main one (its output after).
 	@mkdir -p $(LOCALBIN)
 	$(MAKE) --no-print-directory -j3 --output-sync=line verify-then-vet envtest stripe-mock
 	@echo "cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...  (beside the next ones; its output follows them)"
 	@(cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...) >$(LOCALBIN)/helm-test.log 2>&1 & chart=$$!; \
 	echo "go test -count=1 -timeout $(GO_TEST_TIMEOUT) $(RACE_FREE_PKGS)  (beside the next one; its output follows it)"; \
 	go test -count=1 -timeout $(GO_TEST_TIMEOUT) $(RACE_FREE_PKGS) >$(LOCALBIN)/race-free-test.log 2>&1 & free=$$!; \
-	fuzz=; if [ -n "$(FUZZ_BESIDE)" ]; then \
-	echo "nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/  (make fuzz-short on the cores the suites leave idle; its output follows them)"; \
-	nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/ >$(LOCALBIN)/fuzz-short.log 2>&1 & fuzz=$$!; fi; \
 	pkgs=$$(go list ./... | grep -vxF "$$(go list $(RACE_FREE_PKGS))"); \
 	echo "go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./... (but $(RACE_FREE_PKGS))"; \
 	go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) $$pkgs; main=$$?; \
 	wait $$free; racefree=$$?; cat $(LOCALBIN)/race-free-test.log; \
 	wait $$chart; helm=$$?; cat $(LOCALBIN)/helm-test.log; \
-	fuzzed=0; if [ -n "$$fuzz" ]; then wait $$fuzz; fuzzed=$$?; cat $(LOCALBIN)/fuzz-short.log; fi; \
-	test $$main = 0 && test $$racefree = 0 && test $$helm = 0 && test $$fuzzed = 0
+	test $$main = 0 && test $$racefree = 0 && test $$helm = 0
 
 .PHONY: verify-then-vet
 verify-then-vet: verify
@@ -137,10 +134,19 @@ bench: envtest ## Benchmark receiver, manager and happy path on a local control 
 	go run ./cmd/benchmark $(if $(SRC),-src $(SRC)) $(BENCH_FLAGS)
 
 # The soak's test binary is built static and -trimpath, like the binaries it
-# runs (harness.Build): their packages are compiled once for both.
+# runs (harness.Build): their packages are compiled once for both. With
+# FUZZ_BESIDE set (make test), make fuzz-short runs beside it at the lowest
+# CPU priority: the soak mostly waits on its chaos windows, and the fuzz
+# workers take the cores it leaves idle.
 .PHONY: soak
 soak: envtest ## Chaos soak over real processes, then invariants (docs/soak.md); N=1000 for the full one.
-	PAYWARDEN_SOAK=1 SOAK_N=$(N) CGO_ENABLED=0 go test -trimpath -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./test/soak/
+	@fuzz=; if [ -n "$(FUZZ_BESIDE)" ]; then \
+	echo "nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/  (make fuzz-short beside the soak; its output follows the soak's)"; \
+	nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/ >$(LOCALBIN)/fuzz-short.log 2>&1 & fuzz=$$!; fi; \
+	echo "PAYWARDEN_SOAK=1 SOAK_N=$(N) CGO_ENABLED=0 go test -trimpath -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./test/soak/"; \
+	PAYWARDEN_SOAK=1 SOAK_N=$(N) CGO_ENABLED=0 go test -trimpath -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./test/soak/; soaked=$$?; \
+	fuzzed=0; if [ -n "$$fuzz" ]; then wait $$fuzz; fuzzed=$$?; cat $(LOCALBIN)/fuzz-short.log; fi; \
+	test $$soaked = 0 && test $$fuzzed = 0
 
 ##@ Build
 
