@@ -338,7 +338,8 @@ func (r *Backfill) run(ctx context.Context, prov *v1alpha1.PaymentProvider, e *g
 
 // inInbox reports whether the event's WebhookEvent is already in the cache,
 // so re-reading the overlap costs no API call. A miss is not proof: the
-// inbox's create is the dedup.
+// cache holds open events only (a finished one costs the create that finds
+// it), and the inbox's create is the dedup.
 func (r *Backfill) inInbox(ctx context.Context, prov *v1alpha1.PaymentProvider, ev provider.Event) bool {
 	if ev.ID == "" {
 		return false

@@ -25,8 +25,9 @@ import (
 // RegisterMetrics registers everything the manager exports on reg: the
 // shared and manager metrics of internal/metrics and the cache-derived
 // gauges, read from reader (the manager's cache) while leader reports true
-// (nil: always).
-func RegisterMetrics(reg prometheus.Registerer, reader client.Reader, leader func() bool) error {
+// (nil: always), with the finished WebhookEvents finished counted (nil:
+// none; the cache does not hold them).
+func RegisterMetrics(reg prometheus.Registerer, reader client.Reader, leader func() bool, finished *FinishedEvents) error {
 	if err := metrics.RegisterShared(reg); err != nil {
 		return err
 	}
@@ -35,7 +36,7 @@ func RegisterMetrics(reg prometheus.Registerer, reader client.Reader, leader fun
 	}
 	for _, c := range []prometheus.Collector{
 		PaymentCollector{Reader: reader, Leader: leader},
-		InboxCollector{Reader: reader, Leader: leader},
+		InboxCollector{Reader: reader, Leader: leader, Finished: finished},
 		ProviderCollector{Reader: reader, Leader: leader},
 		RefundCollector{Reader: reader, Leader: leader},
 	} {
@@ -130,9 +131,13 @@ func (c PaymentCollector) Collect(ch chan<- prometheus.Metric) {
 // oldest event still waiting (Pending or Orphaned) has waited. A Pending
 // event older than a few minutes means the inbox processor is not keeping
 // up; an Orphaned one that stays means a provider reports payments no
-// Payment here matches.
+// Payment here matches. Open events are counted from the cache; finished
+// ones, which the cache does not hold, as the last FinishedEvents pass
+// found them.
 type InboxCollector struct {
 	Reader client.Reader
+	// Finished counts the finished events (nil: they are not reported).
+	Finished *FinishedEvents
 	// Leader gates the collector (nil: always reports).
 	Leader func() bool
 	// Clock defaults to real time.
@@ -141,7 +146,7 @@ type InboxCollector struct {
 
 var (
 	webhookEventsDesc = prometheus.NewDesc("paywarden_webhook_events",
-		"WebhookEvents stored, by namespace, provider and result (Pending for events not yet applied; reported by the leader only).",
+		"WebhookEvents stored, by namespace, provider and result (Pending for events not yet applied; finished results as of the last retention pass; reported by the leader only).",
 		[]string{"namespace", "provider", "result"}, nil)
 	webhookEventsOldestDesc = prometheus.NewDesc("paywarden_webhook_events_oldest_age_seconds",
 		"Age of the oldest WebhookEvent still waiting to be applied, by namespace, provider and result (Pending or Orphaned; reported by the leader only).",
@@ -169,19 +174,23 @@ func (c InboxCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.Clock != nil {
 		now = c.Clock.Now()
 	}
-	type key struct{ ns, provider, result string }
-	counts, oldest := map[key]int{}, map[key]time.Time{}
+	counts, oldest := c.Finished.finishedCounts(), map[inboxKey]time.Time{}
+	if counts == nil {
+		counts = map[inboxKey]int{}
+	}
 	for i := range list.Items {
 		e := &list.Items[i]
 		result := e.Status.Result
 		if result == "" {
 			result = v1alpha1.ResultPending
 		}
-		k := key{e.Namespace, e.Spec.Provider, string(result)}
-		counts[k]++
 		if result.IsDone() {
+			// Finished a moment ago, still in the cache: the next pass
+			// counts it.
 			continue
 		}
+		k := inboxKey{e.Namespace, e.Spec.Provider, string(result)}
+		counts[k]++
 		at := e.Spec.ReceivedAt.Time
 		if at.IsZero() {
 			at = e.CreationTimestamp.Time

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/webhookbundle"
 )
 
@@ -36,13 +37,18 @@ import (
 //     same resourceVersion.
 
 // CacheOptions are the manager's cache options; bundleNamespace is where
-// the WebhookBundleReconciler keeps the verification bundles.
+// the WebhookBundleReconciler keeps the verification bundles. Memory follows
+// work (SPEC §12.4): the cache holds the WebhookEvents still to be applied,
+// not the finished ones retention keeps for days.
 func CacheOptions(bundleNamespace string) cache.Options {
 	return cache.Options{
 		// Managed fields are the bulk of most objects and never read.
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Transform: StripSecret(bundleNamespace)},
+			// Only open events: a finished one is never acted on again
+			// (FinishedEvents deletes it past retention, from the API server).
+			&v1alpha1.WebhookEvent{}: {Field: OpenWebhookEvents()},
 		},
 		// A read of a type without an informer is an error instead of a
 		// new informer started on the fly.

@@ -79,6 +79,13 @@ type Options struct {
 	LedgerNamespace string
 	// LedgerRetention overrides ledger.DefaultRetention.
 	LedgerRetention time.Duration
+	// FinishedEventsEvery overrides DefaultFinishedEventsEvery: how often
+	// finished WebhookEvents past retention are looked for.
+	FinishedEventsEvery time.Duration
+	// Namespaces are the namespaces the manager's cache watches, when it
+	// does not watch all of them: what the controllers read from the API
+	// server directly is kept to them too.
+	Namespaces []string
 }
 
 // Wiring is what Setup built: one gateway shared by every controller, and
@@ -91,6 +98,9 @@ type Wiring struct {
 	ProviderEvents *ProviderEvents
 	Payments       *PaymentReconciler
 	Inbox          *WebhookEventReconciler
+	// FinishedEvents deletes finished WebhookEvents past retention; it runs
+	// with the inbox processor.
+	FinishedEvents *FinishedEvents
 	Providers      *PaymentProviderReconciler
 	Sweep          *Sweep
 	Backfill       *Backfill
@@ -130,7 +140,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Wiring, error) {
 	setups := map[Controller]func(ctrl.Manager) error{
 		ControllerSweep:     w.Sweep.SetupWithManager,
 		ControllerPayment:   w.Payments.SetupWithManager,
-		ControllerInbox:     w.Inbox.SetupWithManager,
+		ControllerInbox:     w.setupInbox,
 		ControllerProvider:  w.Providers.SetupWithManager,
 		ControllerBackfill:  w.Backfill.SetupWithManager,
 		ControllerRetention: w.Retention.SetupWithManager,
@@ -198,6 +208,9 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, PendingGrace: o.PendingGrace, MaxConcurrentReconciles: o.InboxMaxConcurrentReconciles,
 	}
+	w.FinishedEvents = &FinishedEvents{
+		APIReader: mgr.GetAPIReader(), Client: writer, Clock: clk, Every: o.FinishedEventsEvery, Namespaces: o.Namespaces,
+	}
 	w.Providers = &PaymentProviderReconciler{
 		Client: writer, APIReader: mgr.GetAPIReader(), Secrets: secrets, Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, Events: w.ProviderEvents,
@@ -215,4 +228,13 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 		Clock: clk, Gateway: w.Gateway, Ledger: led,
 	}
 	return w, nil
+}
+
+// setupInbox registers the inbox processor, which handles open events, and
+// the pass that deletes finished ones past retention.
+func (w *Wiring) setupInbox(mgr ctrl.Manager) error {
+	if err := w.Inbox.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return mgr.Add(w.FinishedEvents)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
+	"github.com/paywarden/paywarden/internal/payment"
 )
 
 // DefaultPendingGrace is how long after receipt the inbox processor leaves a
@@ -41,8 +42,9 @@ const indexEventProvider = "webhookevent.provider"
 
 // WebhookEventReconciler is the inbox processor (SPEC §7): it applies events
 // the receiver stored but did not finish (Pending, after a grace period),
-// applies Orphaned events once their Payment appears, and deletes events
-// older than the provider's retention.webhookEvents.
+// applies Orphaned events once their Payment appears, and deletes open events
+// older than the provider's retention.webhookEvents. Its cache holds open
+// events only (CacheOptions): finished ones are FinishedEvents' to delete.
 type WebhookEventReconciler struct {
 	Client    client.Client
 	APIReader client.Reader
@@ -137,32 +139,26 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		prov = nil
 	}
 
-	retention := v1alpha1.DefaultWebhookRetention
-	if prov != nil {
-		retention = prov.Spec.WebhookEventRetention()
+	if evt.Status.Result.IsDone() {
+		// Finished (the cache's copy may lag the result's write by a
+		// moment): FinishedEvents deletes it past retention.
+		return ctrl.Result{}, nil
 	}
 	now := r.Clock.Now()
-	// The API server's creation time, not receivedAt: retention must not
-	// depend on the clock of whichever receiver replica stored the event.
-	expiresIn := retention - now.Sub(evt.CreationTimestamp.Time)
+	expiresIn := payment.EventExpiresAt(evt, prov).Sub(now)
 	if expiresIn <= 0 {
 		uid := evt.UID
 		if err := r.Client.Delete(ctx, evt, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("delete expired event %s: %w", req.NamespacedName, err)
 		}
-		log.V(1).Info("deleted webhook event past retention", "eventID", evt.Spec.EventID, "retention", retention)
+		log.V(1).Info("deleted webhook event past retention", "eventID", evt.Spec.EventID, "result", evt.Status.Result)
 		return ctrl.Result{}, nil
 	}
 
-	switch evt.Status.Result {
-	case v1alpha1.ResultOrphaned:
+	if evt.Status.Result == v1alpha1.ResultOrphaned {
 		// Waiting for its Payment: orphansOf wakes it when one appears.
-	case "", v1alpha1.ResultPending:
-		if wait := r.PendingGrace - now.Sub(evt.Spec.ReceivedAt.Time); wait > 0 {
-			return ctrl.Result{RequeueAfter: min(wait, expiresIn)}, nil
-		}
-	default:
-		return ctrl.Result{RequeueAfter: expiresIn}, nil
+	} else if wait := r.PendingGrace - now.Sub(evt.Spec.ReceivedAt.Time); wait > 0 {
+		return ctrl.Result{RequeueAfter: min(wait, expiresIn)}, nil
 	}
 	if prov == nil {
 		// Without its provider the payload cannot be parsed; the event waits
@@ -184,7 +180,7 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{}, ferr
 		}
 		log.Info("webhook event cannot be re-applied", "eventID", evt.Spec.EventID, "result", out.Result, "reason", err.Error())
-		return ctrl.Result{RequeueAfter: expiresIn}, nil
+		return untilExpiry(out.Result, expiresIn), nil
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -196,7 +192,16 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	log.V(1).Info("webhook event processed", "eventID", evt.Spec.EventID, "result", out.Result, "payment", out.Payment)
-	return ctrl.Result{RequeueAfter: expiresIn}, nil
+	return untilExpiry(out.Result, expiresIn), nil
+}
+
+// untilExpiry comes back to an event still open at its expiry, to delete
+// it; a finished one leaves the cache, and FinishedEvents deletes it.
+func untilExpiry(result v1alpha1.EventResult, expiresIn time.Duration) ctrl.Result {
+	if result.IsDone() {
+		return ctrl.Result{}
+	}
+	return ctrl.Result{RequeueAfter: expiresIn}
 }
 
 // orphansOf maps a Payment to the Orphaned events that may be about it.

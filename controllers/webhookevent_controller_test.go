@@ -78,7 +78,8 @@ func TestWebhookEventProcessor(t *testing.T) {
 	// One worker makes its queue FIFO, which flushInboxProcessor relies on.
 	o := fixture.Run(controllers.ControllerInbox)
 	o.PendingGrace, o.InboxMaxConcurrentReconciles = 2*time.Second, 1
-	fixture.StartManager(t, env, "", o)
+	o.FinishedEventsEvery = time.Second
+	m := fixture.StartManager(t, env, "", o)
 	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
 
 	// Issue 5, test 7.
@@ -198,17 +199,35 @@ func TestWebhookEventProcessor(t *testing.T) {
 		}
 	})
 
-	t.Run("events past the provider's retention are deleted", func(t *testing.T) {
-		prov := inboxKukoPay(t, rcv, func(p *fixture.Provider) { p.Retention = 3 * time.Second })
-		ev := fixture.KukoPayEvent{ID: "evt_old", Type: "customer.created", Status: "succeeded", PaymentID: "pay_old", MerchantRef: "order-old", Amount: 1, Currency: "USD"}
-		if r := deliverKukoPay(t, rcv.WebhookURL(prov.Namespace, prov.Name), ev); r.Code != http.StatusOK {
-			t.Fatalf("status %d", r.Code)
+	t.Run("finished events leave the cache and are deleted past the provider's retention", func(t *testing.T) {
+		short := inboxKukoPay(t, rcv, func(p *fixture.Provider) { p.Retention = 3 * time.Second })
+		long := inboxKukoPay(t, rcv)
+		for _, c := range []struct {
+			prov *v1alpha1.PaymentProvider
+			id   string
+		}{{short, "evt_old"}, {long, "evt_kept"}} {
+			ev := fixture.KukoPayEvent{ID: c.id, Type: "customer.created", Status: "succeeded", PaymentID: "pay_" + c.id, MerchantRef: "order-" + c.id, Amount: 1, Currency: "USD"}
+			if r := deliverKukoPay(t, rcv.WebhookURL(c.prov.Namespace, c.prov.Name), ev); r.Code != http.StatusOK {
+				t.Fatalf("status %d", r.Code)
+			}
 		}
-		if e := fixture.WebhookEventFor(t, env.Client, prov.Namespace, prov.Name, "evt_old"); e == nil {
-			t.Fatal("event not stored")
+		kept := fixture.WaitEventResult(t, env.Client, long.Namespace, long.Name, "evt_kept", v1alpha1.ResultIgnored, fixture.Timeout)
+		// Finished: the API server has it, the manager's cache lets it go.
+		fixture.Eventually(t, fixture.Timeout, "the finished event to leave the manager's cache", func() bool {
+			return apierrors.IsNotFound(m.Client().Get(context.Background(), client.ObjectKeyFromObject(kept), &v1alpha1.WebhookEvent{}))
+		})
+		fixture.Eventually(t, fixture.Timeout, "the finished event past retention to be deleted", func() bool {
+			return fixture.WebhookEventFor(t, env.Client, short.Namespace, short.Name, "evt_old") == nil
+		})
+		// The pass that deleted it kept the one within retention, and
+		// counted it for the gauge.
+		if fixture.WebhookEventFor(t, env.Client, long.Namespace, long.Name, "evt_kept") == nil {
+			t.Fatal("an event within its provider's retention was deleted")
 		}
-		fixture.Eventually(t, fixture.Timeout, "the event past retention to be deleted", func() bool {
-			return fixture.WebhookEventFor(t, env.Client, prov.Namespace, prov.Name, "evt_old") == nil
+		fixture.Eventually(t, fixture.Timeout, "the kept event counted in paywarden_webhook_events", func() (bool, string) {
+			got := fixture.Gauge(t, controllers.InboxCollector{Reader: m.Client(), Finished: m.FinishedEvents}, "paywarden_webhook_events",
+				map[string]string{"namespace": long.Namespace, "provider": long.Name, "result": string(v1alpha1.ResultIgnored)})
+			return got == 1, fmt.Sprintf("gauge %v, want 1", got)
 		})
 	})
 }

@@ -45,6 +45,14 @@ func (r EventResult) IsDone() bool {
 	return r != "" && r != ResultPending && r != ResultOrphaned
 }
 
+// FinishedResults are the results IsDone reports true for. The manager's
+// cache holds only events without one of them (controllers.CacheOptions):
+// a field selector can exclude values, not list the ones to keep.
+var FinishedResults = []EventResult{ResultApplied, ResultDuplicate, ResultStale, ResultConflict, ResultIgnored}
+
+// FieldResult is the selectable field of a WebhookEvent's result.
+const FieldResult = "status.result"
+
 // WebhookEventSpec is one provider event as received; immutable.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
 type WebhookEventSpec struct {

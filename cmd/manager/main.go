@@ -113,10 +113,11 @@ func run(metricsAddr, probeAddr string, election election, bundleNS string, work
 	if err := mgr.Add(leader); err != nil {
 		return err
 	}
-	if err := controllers.RegisterMetrics(crmetrics.Registry, mgr.GetCache(), leader.IsLeader); err != nil {
+	w, err := controllers.Setup(mgr, controllers.Options{MaxConcurrentReconciles: workers, BundleNamespace: bundleNS, LedgerRetention: ledgerKeep})
+	if err != nil {
 		return err
 	}
-	if _, err := controllers.Setup(mgr, controllers.Options{MaxConcurrentReconciles: workers, BundleNamespace: bundleNS, LedgerRetention: ledgerKeep}); err != nil {
+	if err := controllers.RegisterMetrics(crmetrics.Registry, mgr.GetCache(), leader.IsLeader, w.FinishedEvents); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -50,7 +50,7 @@ func TestCacheGaugesOnlyOnTheLeaderAndTheAlertsFire(t *testing.T) {
 
 	leading := false
 	reg := prometheus.NewRegistry()
-	if err := controllers.RegisterMetrics(reg, cache, func() bool { return leading }); err != nil {
+	if err := controllers.RegisterMetrics(reg, cache, func() bool { return leading }, nil); err != nil {
 		t.Fatal(err)
 	}
 	scrape := func() map[string]*dto.MetricFamily {

@@ -65,7 +65,7 @@ func exported(t *testing.T) map[string][]string {
 	t.Helper()
 	d := &describing{reg: prometheus.NewRegistry(), labels: map[string][]string{}}
 	// cmd/manager: controllers.RegisterMetrics on the manager's cache.
-	if err := controllers.RegisterMetrics(d, fake.NewClientBuilder().WithScheme(scheme.New()).Build(), nil); err != nil {
+	if err := controllers.RegisterMetrics(d, fake.NewClientBuilder().WithScheme(scheme.New()).Build(), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	r := &describing{reg: prometheus.NewRegistry(), labels: d.labels}
