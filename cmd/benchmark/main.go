@@ -49,6 +49,7 @@ func run() error {
 	flag.IntVar(&opts.InFlightSmall, "inflight-small", 1000, "in-flight payments of the first manager RSS figure")
 	flag.IntVar(&opts.InFlightLarge, "inflight-large", 10000, "in-flight payments of the second RSS figure, all due at once (the backlog)")
 	flag.IntVar(&opts.Retained, "retained", 0, "also measure the manager's RSS with this many settled Payments and finished WebhookEvents (takes minutes; 0 skips it)")
+	flag.StringVar(&opts.Only, "only", "", "run only this phase: receiver, happy, manager, retained (with -retained) or priorities")
 	qps := flag.Int("backlog-qps", 50, "the backlog provider's qps")
 	burst := flag.Int("backlog-burst", 100, "the backlog provider's burst")
 	flag.Parse()

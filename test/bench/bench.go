@@ -62,6 +62,9 @@ type Options struct {
 	// that many settled Payments and finished WebhookEvents (off by default:
 	// it takes minutes; docs/capacity.md uses it).
 	Retained int
+	// Only, when set, names the one phase to run (receiver, happy,
+	// manager, retained, priorities).
+	Only string
 	// Log receives progress lines.
 	Log io.Writer
 }
@@ -256,16 +259,16 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 	defer st.Stop()
 	b := &bench{st: st, opts: opts, res: res}
 	for _, phase := range []struct {
-		name string
-		run  func(context.Context) error
+		key, name string
+		run       func(context.Context) error
 	}{
-		{"receiver against a bare client", b.receiver},
-		{"happy path", b.happyPath},
-		{"manager memory and backlog", b.manager},
-		{"manager memory with retained objects", b.retained},
-		{"gateway priorities", b.priorities},
+		{"receiver", "receiver against a bare client", b.receiver},
+		{"happy", "happy path", b.happyPath},
+		{"manager", "manager memory and backlog", b.manager},
+		{"retained", "manager memory with retained objects", b.retained},
+		{"priorities", "gateway priorities", b.priorities},
 	} {
-		if phase.name == "manager memory with retained objects" && opts.Retained <= 0 {
+		if phase.key == "retained" && opts.Retained <= 0 || opts.Only != "" && phase.key != opts.Only {
 			continue
 		}
 		b.logf("phase: %s", phase.name)
@@ -273,7 +276,9 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 			return res, fmt.Errorf("%s: %w (logs in %s/logs)", phase.name, err, opts.Dir)
 		}
 	}
-	res.Targets = targets(res)
+	if opts.Only == "" {
+		res.Targets = targets(res)
+	}
 	res.Duration = time.Since(res.Started).Round(time.Second).String()
 	return res, nil
 }
