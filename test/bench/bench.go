@@ -251,6 +251,15 @@ type Target struct {
 // Run measures the tree opts.Src.
 func Run(ctx context.Context, opts Options) (*Results, error) {
 	opts.defaults()
+	switch opts.Only {
+	case "", "receiver", "happy", "manager", "priorities":
+	case "retained":
+		if opts.Retained <= 0 {
+			return nil, fmt.Errorf("-only retained needs -retained N (the settled Payments to keep)")
+		}
+	default:
+		return nil, fmt.Errorf("unknown phase %q: want receiver, happy, manager, retained or priorities", opts.Only)
+	}
 	res := &Results{Source: opts.Src, Commit: commit(opts.Src), Started: time.Now(), CPUs: runtime.NumCPU()}
 	st, err := startStack(ctx, opts)
 	if err != nil {
