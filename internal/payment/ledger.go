@@ -79,8 +79,12 @@ func (l ledger) warn(reason, msg string) {
 	*l.events = append(*l.events, Event{Warning: true, Reason: reason, Message: msg})
 }
 
-func (l ledger) reviewReason() string {
-	if c := meta.FindStatusCondition(*l.conditions, v1alpha1.ConditionNeedsReview); c != nil && c.Status == metav1.ConditionTrue {
+func (l ledger) reviewReason() string { return reviewReason(*l.conditions) }
+
+// reviewReason is the reason of the NeedsReview condition while it stands,
+// "" when nobody needs to look.
+func reviewReason(conds []metav1.Condition) string {
+	if c := meta.FindStatusCondition(conds, v1alpha1.ConditionNeedsReview); c != nil && c.Status == metav1.ConditionTrue {
 		return c.Reason
 	}
 	return ""

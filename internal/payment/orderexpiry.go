@@ -48,8 +48,7 @@ func neverCompleted(st *v1alpha1.PaymentStatus) bool {
 	case v1alpha1.PhaseProcessing:
 		return st.PayerApproved
 	case v1alpha1.PhaseUnknown:
-		l := ledger{conditions: &st.Conditions}
-		return !IsHumanReason(l.reviewReason()) && st.AmountToCapture == nil
+		return !IsHumanReason(reviewReason(st.Conditions)) && st.AmountToCapture == nil
 	}
 	return false
 }

@@ -217,13 +217,9 @@ func paymentObservations(p *v1alpha1.Payment) []Observation {
 // Apply's rules read, not its bookkeeping (history, event ids, times).
 func exploreKey(p *v1alpha1.Payment) string {
 	st := &p.Status
-	review := ""
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionNeedsReview); c != nil && c.Status == metav1.ConditionTrue {
-		review = c.Reason
-	}
 	disputed := meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDisputed)
 	return fmt.Sprintf("%s|%v|%v|%v|%s|%s|%s|%s|%s", st.Phase, st.PayerApproved, st.ExpiredLocally, disputed,
-		review, moneyKey(st.AmountToCapture), moneyKey(st.AmountRefunded), moneyKey(st.AmountReceived), st.ProviderPaymentID+"/"+st.CheckoutID)
+		reviewReason(st.Conditions), moneyKey(st.AmountToCapture), moneyKey(st.AmountRefunded), moneyKey(st.AmountReceived), st.ProviderPaymentID+"/"+st.CheckoutID)
 }
 
 func moneyKey(m *v1alpha1.Money) string {
@@ -280,9 +276,5 @@ func refundObservations() []Observation {
 
 func exploreRefundKey(r *v1alpha1.Refund) string {
 	st := &r.Status
-	review := ""
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionNeedsReview); c != nil && c.Status == metav1.ConditionTrue {
-		review = c.Reason
-	}
-	return fmt.Sprintf("%s|%s|%s|%s", st.Phase, review, moneyKey(st.Amount), st.ProviderRefundID)
+	return fmt.Sprintf("%s|%s|%s|%s", st.Phase, reviewReason(st.Conditions), moneyKey(st.Amount), st.ProviderRefundID)
 }
