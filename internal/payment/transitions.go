@@ -28,7 +28,7 @@ import (
 // each phase (the empty phase of a payment nobody has decided on included),
 // the phases a history step from it may end in.
 func AllowedTransitions() map[v1alpha1.PaymentPhase][]v1alpha1.PaymentPhase {
-	steps := map[v1alpha1.PaymentPhase]map[v1alpha1.PaymentPhase]bool{}
+	steps := stepSet[v1alpha1.PaymentPhase]{}
 	seen := map[string]bool{}
 	var queue []*v1alpha1.Payment
 	var push func(p *v1alpha1.Payment)
@@ -50,10 +50,7 @@ func AllowedTransitions() map[v1alpha1.PaymentPhase][]v1alpha1.PaymentPhase {
 		for _, o := range paymentObservations(p) {
 			res := Apply(p, o, exploreNow)
 			for _, h := range res.Status.History[len(p.Status.History):] {
-				if steps[h.From] == nil {
-					steps[h.From] = map[v1alpha1.PaymentPhase]bool{}
-				}
-				steps[h.From][h.To] = true
+				steps.add(h.From, h.To)
 			}
 			next := p.DeepCopy()
 			next.Status = res.Status
@@ -65,20 +62,13 @@ func AllowedTransitions() map[v1alpha1.PaymentPhase][]v1alpha1.PaymentPhase {
 			push(next)
 		}
 	}
-	out := map[v1alpha1.PaymentPhase][]v1alpha1.PaymentPhase{}
-	for from, tos := range steps {
-		for to := range tos {
-			out[from] = append(out[from], to)
-		}
-		slices.Sort(out[from])
-	}
-	return out
+	return steps.table()
 }
 
 // AllowedRefundTransitions is the Refund state machine's transition table,
 // found the same way (ApplyRefund over every phase and observation).
 func AllowedRefundTransitions() map[v1alpha1.RefundPhase][]v1alpha1.RefundPhase {
-	steps := map[v1alpha1.RefundPhase]map[v1alpha1.RefundPhase]bool{}
+	steps := stepSet[v1alpha1.RefundPhase]{}
 	seen := map[string]bool{}
 	var queue []*v1alpha1.Refund
 	push := func(r *v1alpha1.Refund) {
@@ -97,11 +87,7 @@ func AllowedRefundTransitions() map[v1alpha1.RefundPhase][]v1alpha1.RefundPhase 
 		for _, o := range obs {
 			res := ApplyRefund(r, o, exploreNow)
 			for _, h := range res.Status.History[len(r.Status.History):] {
-				from, to := v1alpha1.RefundPhase(h.From), v1alpha1.RefundPhase(h.To)
-				if steps[from] == nil {
-					steps[from] = map[v1alpha1.RefundPhase]bool{}
-				}
-				steps[from][to] = true
+				steps.add(v1alpha1.RefundPhase(h.From), v1alpha1.RefundPhase(h.To))
 			}
 			next := r.DeepCopy()
 			next.Status = res.Status
@@ -110,8 +96,24 @@ func AllowedRefundTransitions() map[v1alpha1.RefundPhase][]v1alpha1.RefundPhase 
 			push(next)
 		}
 	}
-	out := map[v1alpha1.RefundPhase][]v1alpha1.RefundPhase{}
-	for from, tos := range steps {
+	return steps.table()
+}
+
+// stepSet is the history steps an exploration found: from -> to.
+type stepSet[P ~string] map[P]map[P]bool
+
+func (s stepSet[P]) add(from, to P) {
+	if s[from] == nil {
+		s[from] = map[P]bool{}
+	}
+	s[from][to] = true
+}
+
+// table is the transition table of the steps: for each phase, the phases a
+// step from it ends in, sorted.
+func (s stepSet[P]) table() map[P][]P {
+	out := map[P][]P{}
+	for from, tos := range s {
 		for to := range tos {
 			out[from] = append(out[from], to)
 		}
