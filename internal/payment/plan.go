@@ -415,22 +415,23 @@ func neverCreated(p *v1alpha1.Payment, now time.Time) Outcome {
 }
 
 func referenceTaken(p *v1alpha1.Payment, owner string, now time.Time) Outcome {
-	c := begin(p, now)
-	c.apply(Observation{
-		Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonDuplicatePayment,
-		Reason: fmt.Sprintf("merchant reference %q is already used by Payment %s of provider %s; this Payment was not created at the provider, so the order cannot be charged twice: delete it, or give it its own spec.merchantReference",
-			p.MerchantRef(), owner, p.Spec.ProviderRef.Name),
-	})
-	c.park()
-	return c.done()
+	return parkedAsDuplicate(p, fmt.Sprintf("merchant reference %q is already used by Payment %s of provider %s; this Payment was not created at the provider, so the order cannot be charged twice: delete it, or give it its own spec.merchantReference",
+		p.MerchantRef(), owner, p.Spec.ProviderRef.Name), now)
 }
 
 func keyTaken(p *v1alpha1.Payment, owner string, now time.Time) Outcome {
+	return parkedAsDuplicate(p, fmt.Sprintf("spec.idempotencyKey %q is already used by Payment %s of provider %s; this Payment was not created at the provider, which would answer it with that Payment's create: delete it, or give it its own spec.idempotencyKey",
+		p.Spec.IdempotencyKey, owner, p.Spec.ProviderRef.Name), now)
+}
+
+// parkedAsDuplicate parks a payment never created at the provider because
+// another Payment holds what its create would use: it is reviewed as a
+// DuplicatePayment, for the reason given.
+func parkedAsDuplicate(p *v1alpha1.Payment, reason string, now time.Time) Outcome {
 	c := begin(p, now)
 	c.apply(Observation{
 		Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonDuplicatePayment,
-		Reason: fmt.Sprintf("spec.idempotencyKey %q is already used by Payment %s of provider %s; this Payment was not created at the provider, which would answer it with that Payment's create: delete it, or give it its own spec.idempotencyKey",
-			p.Spec.IdempotencyKey, owner, p.Spec.ProviderRef.Name),
+		Reason: reason,
 	})
 	c.park()
 	return c.done()
