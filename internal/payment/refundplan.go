@@ -366,13 +366,7 @@ func AfterRefundCreate(r *v1alpha1.Refund, pol Policy, call RefundCall, now time
 	}
 	switch class := Classify(call.Err); {
 	case class == Answered && call.Refund.ID != "":
-		if c.foreignAnswer(call.Refund) {
-			break
-		}
-		c.apply(FromRefund(call.Refund, v1alpha1.SourceCreate, ""))
-		st.ProviderRefundID = call.Refund.ID
-		c.sched().answered()
-		c.startSchedule(pol)
+		c.created(pol, call.Refund)
 	case class == Answered:
 		c.noAnswer(pol, fmt.Errorf("the provider answered the refund without a refund id"), false)
 	case class == NoAnswer:
@@ -409,33 +403,19 @@ func AfterRefundLookup(r *v1alpha1.Refund, pol Policy, call RefundCall, now time
 	afterConflict := st.Query.LastErrorClass == KeyConflict.StatusName() && now.Sub(st.CreateRequestedAt.Time) < pol.LookupAfter()
 	switch class := Classify(call.Err); {
 	case class == Answered && call.Refund.ID != "":
-		if c.foreignAnswer(call.Refund) {
-			break
-		}
-		c.apply(FromRefund(call.Refund, v1alpha1.SourceCreate, ""))
-		st.ProviderRefundID = call.Refund.ID
-		c.sched().answered()
-		c.startSchedule(pol)
+		c.created(pol, call.Refund)
 	case class == NoAnswer:
 		c.noAnswer(pol, call.Err, false)
 	case class == ConfigProblem:
 		c.sched().configProblem(pol, call.Err)
 	case afterConflict:
-		found := "the provider answered without a refund id"
-		if call.Err != nil {
-			found = call.Err.Error()
-		}
 		c.keyConflict(pol, fmt.Errorf("a first refund with this Refund's idempotency key exists at the provider; looking reference %q up found nothing yet (%s)",
-			r.Reference(), found), 0)
+			r.Reference(), foundInstead(call.Err)), 0)
 	default:
-		found := "the provider answered without a refund id"
-		if call.Err != nil {
-			found = call.Err.Error()
-		}
 		c.apply(Observation{
 			Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonCreateOutcomeUnknown,
 			Reason: fmt.Sprintf("a refund was requested at %s and may have reached the provider; past the idempotency window, looking reference %q up found nothing usable (%s): a new refund could pay back twice",
-				st.CreateRequestedAt.UTC().Format(time.RFC3339), r.Reference(), found),
+				st.CreateRequestedAt.UTC().Format(time.RFC3339), r.Reference(), foundInstead(call.Err)),
 		})
 		c.park()
 	}
@@ -507,6 +487,27 @@ func (c *refundChange) foreignAnswer(got provider.Refund) bool {
 	})
 	c.park()
 	return true
+}
+
+// created takes the refund the provider answered a create or a lookup with,
+// unless it is another Refund's (foreignAnswer), and starts its schedule.
+func (c *refundChange) created(pol Policy, got provider.Refund) {
+	if c.foreignAnswer(got) {
+		return
+	}
+	c.apply(FromRefund(got, v1alpha1.SourceCreate, ""))
+	c.st().ProviderRefundID = got.ID
+	c.sched().answered()
+	c.startSchedule(pol)
+}
+
+// foundInstead is what a lookup by reference that found no refund got: its
+// error, or an answer without a refund id.
+func foundInstead(err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "the provider answered without a refund id"
 }
 
 func (c *refundChange) startSchedule(pol Policy) {
