@@ -74,7 +74,7 @@ func Requery(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
 	if phase == "" {
 		phase = v1alpha1.PhasePending
 	}
-	m := machine{st: *st, obs: Observation{Source: v1alpha1.SourceManual}, now: now}
+	m := machine{st: *st, deciding: deciding{obs: Observation{Source: v1alpha1.SourceManual}, now: now}}
 	m.appendHistory(phase, phase, "Requery: restart the status-query schedule")
 	c.p.Status = m.st
 	c.event(false, "Requery", "status-query schedule restarted by an operator")

@@ -156,21 +156,32 @@ const (
 // one observation and the current time, it returns the new status and what it
 // decided. It is the only place that changes a payment's phase.
 func Apply(p *v1alpha1.Payment, obs Observation, now time.Time) Result {
-	m := machine{spec: &p.Spec, st: *p.Status.DeepCopy(), obs: obs, now: now}
+	m := machine{spec: &p.Spec, st: *p.Status.DeepCopy(), deciding: deciding{obs: obs, now: now}}
 	m.run()
 	m.finish()
 	return Result{Status: m.st, Source: obs.Source, Decision: m.decision, Reason: m.reason, Events: m.events, Transition: m.transition}
 }
 
 type machine struct {
-	spec       *v1alpha1.PaymentSpec
-	st         v1alpha1.PaymentStatus
+	spec *v1alpha1.PaymentSpec
+	st   v1alpha1.PaymentStatus
+	deciding
+}
+
+// deciding is what a state machine, the payment's or the refund's, works out
+// about one observation at a time: what it decided and why, and the Events
+// and the phase change it announces.
+type deciding struct {
 	obs        Observation
 	now        time.Time
 	decision   Decision
 	reason     string
 	events     []Event
 	transition *Transition
+}
+
+func (d *deciding) decide(decision Decision, format string, args ...any) {
+	d.decision, d.reason = decision, fmt.Sprintf(format, args...)
 }
 
 func (m *machine) run() {
@@ -781,11 +792,6 @@ func (m *machine) recordAmount() {
 		a := *m.obs.Amount
 		m.st.AmountReceived = &a
 	}
-}
-
-func (m *machine) decide(d Decision, format string, args ...any) {
-	m.decision = d
-	m.reason = fmt.Sprintf(format, args...)
 }
 
 // finish keeps the derived parts of status in line with the rest.

@@ -27,21 +27,16 @@ type RefundResult struct {
 
 // ApplyRefund runs the refund's state machine on one observation.
 func ApplyRefund(r *v1alpha1.Refund, obs Observation, now time.Time) RefundResult {
-	m := refundMachine{r: r, st: *r.Status.DeepCopy(), obs: obs, now: now}
+	m := refundMachine{r: r, st: *r.Status.DeepCopy(), deciding: deciding{obs: obs, now: now}}
 	m.run()
 	m.finish()
 	return RefundResult{Status: m.st, Source: obs.Source, Decision: m.decision, Reason: m.reason, Events: m.events, Transition: m.transition}
 }
 
 type refundMachine struct {
-	r          *v1alpha1.Refund
-	st         v1alpha1.RefundStatus
-	obs        Observation
-	now        time.Time
-	decision   Decision
-	reason     string
-	events     []Event
-	transition *Transition
+	r  *v1alpha1.Refund
+	st v1alpha1.RefundStatus
+	deciding
 }
 
 func (m *refundMachine) ledger() ledger {
@@ -56,10 +51,6 @@ func (m *refundMachine) phase() v1alpha1.RefundPhase {
 		return v1alpha1.RefundPending
 	}
 	return m.st.Phase
-}
-
-func (m *refundMachine) decide(d Decision, format string, args ...any) {
-	m.decision, m.reason = d, fmt.Sprintf(format, args...)
 }
 
 func (m *refundMachine) run() {
