@@ -3,7 +3,6 @@ package payment_test
 import (
 	"errors"
 	"fmt"
-	"math/rand"
 	"strings"
 	"testing"
 	"time"
@@ -911,19 +910,11 @@ func TestKeyOwner(t *testing.T) {
 // payment is failed except by the provider's refusal or failure, attempts
 // never exceed the schedule.
 func TestLoopProperties(t *testing.T) {
-	seed := *propSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (rerun with -payment.seed=%d)", seed, seed)
-	r := newRand(seed)
+	r, seed := propRand(t)
 	statuses := []provider.Status{provider.StatusPending, provider.StatusProcessing, provider.StatusSucceeded, provider.StatusFailed, provider.StatusExpired, provider.StatusUnknown, provider.StatusRefund,
 		provider.StatusApproved, provider.StatusAuthorized, provider.StatusCanceled}
 	errs := []error{nil, nil, nil, errNoAnswer, errTimeout, errThrottled, errInProgress, errUnauthorized, errRedirect, errNotFound, errRefused, errUnsupported}
-	runs := 300
-	if testing.Short() {
-		runs = 30
-	}
+	runs := propCount(300)
 	for i := 0; i < runs; i++ {
 		pol := testPolicy()
 		pol.JitterPercent = 10
@@ -994,8 +985,6 @@ func TestLoopProperties(t *testing.T) {
 		}
 	}
 }
-
-func newRand(seed int64) *rand.Rand { return rand.New(rand.NewSource(seed)) }
 
 func dumpHistory(h []v1alpha1.HistoryEntry) string {
 	var b strings.Builder

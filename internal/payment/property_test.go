@@ -44,12 +44,7 @@ const (
 // invariants of SPEC §2.1 after every step. Rerun a failure with
 // -payment.seed=<seed from the log>.
 func TestApplySequenceProperties(t *testing.T) {
-	seed := *propSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (rerun with -payment.seed=%d)", seed, seed)
-	r := rand.New(rand.NewSource(seed))
+	r, seed := propRand(t)
 	runs := *propRuns
 	if runs <= 0 {
 		// Apply is pure and runs on one goroutine: the race detector has
@@ -59,9 +54,7 @@ func TestApplySequenceProperties(t *testing.T) {
 			runs = 500
 		}
 	}
-	if testing.Short() {
-		runs /= 10
-	}
+	runs = propCount(runs)
 	t.Logf("%d sequences", runs)
 	for i := 0; i < runs; i++ {
 		steps := 1 + r.Intn(propMaxSteps)
@@ -98,6 +91,27 @@ func FuzzApplySequence(f *testing.F) {
 			t.Fatalf("%v\n%s", err, sc)
 		}
 	})
+}
+
+// propRand is a property test's random source: seeded with -payment.seed,
+// else from the clock, and the seed logged to run a failure again.
+func propRand(t *testing.T) (*rand.Rand, int64) {
+	t.Helper()
+	seed := *propSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("seed %d (rerun with -payment.seed=%d)", seed, seed)
+	return rand.New(rand.NewSource(seed)), seed
+}
+
+// propCount is how many cases a property test draws: n, a tenth of n under
+// -short.
+func propCount(n int) int {
+	if testing.Short() {
+		return n / 10
+	}
+	return n
 }
 
 // raceEnabled reports whether the test binary was built with -race.
@@ -581,16 +595,8 @@ func authoritative(obs payment.Observation, spec v1alpha1.PaymentSpec, st *v1alp
 // answered for Policy.MaxUnreachable), never consumes a schedule attempt and
 // never records a failure. Rerun a failure with -payment.seed=<seed>.
 func TestCallSequenceProperties(t *testing.T) {
-	seed := *propSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (rerun with -payment.seed=%d)", seed, seed)
-	r := rand.New(rand.NewSource(seed))
-	runs := 400
-	if testing.Short() {
-		runs = 40
-	}
+	r, seed := propRand(t)
+	runs := propCount(400)
 	for i := 0; i < runs; i++ {
 		if err := checkCallSequence(randChooser{r}, 1+r.Intn(60)); err != nil {
 			t.Fatalf("seed %d, sequence %d: %v", seed, i, err)
@@ -716,16 +722,8 @@ func checkCallSequence(c chooser, steps int) error {
 // none of those in flight, the refunds add up to no more than the payment
 // received. Sums are computed without overflow (math/big).
 func TestRefundAllowanceProperties(t *testing.T) {
-	seed := *propSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (rerun with -payment.seed=%d)", seed, seed)
-	r := rand.New(rand.NewSource(seed))
-	runs := 5000
-	if testing.Short() {
-		runs = 500
-	}
+	r, seed := propRand(t)
+	runs := propCount(5000)
 	for i := 0; i < runs; i++ {
 		if err := checkRefundAllowance(randChooser{r}); err != nil {
 			t.Fatalf("seed %d, case %d: %v", seed, i, err)

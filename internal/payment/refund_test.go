@@ -2,7 +2,6 @@ package payment_test
 
 import (
 	"fmt"
-	"math/rand"
 	"slices"
 	"strings"
 	"sync"
@@ -290,12 +289,7 @@ func sameRefundStatus(a, b *v1alpha1.RefundStatus) bool {
 // TestRefundSequenceProperties runs random observation sequences through the
 // refund machine and checks its invariants after every step.
 func TestRefundSequenceProperties(t *testing.T) {
-	seed := *propSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (rerun with -payment.seed=%d)", seed, seed)
-	r := rand.New(rand.NewSource(seed))
+	r, seed := propRand(t)
 	for i := 0; i < 1000; i++ {
 		if err := checkRefundSequence(randChooser{r}, 1+r.Intn(40)); err != nil {
 			t.Fatalf("seed %d sequence %d: %v", seed, i, err)
