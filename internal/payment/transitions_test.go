@@ -12,12 +12,7 @@ import (
 // tests check the other way round: every step a random sequence takes is in
 // the table.
 func TestAllowedTransitions(t *testing.T) {
-	pay := allowedTransitions()
-	for _, tc := range []struct {
-		name     string
-		from, to v1alpha1.PaymentPhase
-		allowed  bool
-	}{
+	checkTransitions(t, allowedTransitions(), []transitionCase[v1alpha1.PaymentPhase]{
 		{"a new payment is created pending", "", v1alpha1.PhasePending, true},
 		{"an approved payment is authorized", v1alpha1.PhaseProcessing, v1alpha1.PhaseAuthorized, true},
 		{"a capture under way is processing", v1alpha1.PhaseAuthorized, v1alpha1.PhaseProcessing, true},
@@ -31,26 +26,30 @@ func TestAllowedTransitions(t *testing.T) {
 		{"a payment that took money is never canceled", v1alpha1.PhaseSucceeded, v1alpha1.PhaseCanceled, false},
 		{"a refunded payment is never authorized", v1alpha1.PhaseRefunded, v1alpha1.PhaseAuthorized, false},
 		{"unknown does not go back to processing", v1alpha1.PhaseUnknown, v1alpha1.PhaseProcessing, false},
-	} {
-		if got := slices.Contains(pay[tc.from], tc.to); got != tc.allowed {
-			t.Errorf("%s: %q -> %q allowed %v, want %v (table %v)", tc.name, tc.from, tc.to, got, tc.allowed, pay[tc.from])
-		}
-	}
-	ref := allowedRefundTransitions()
-	for _, tc := range []struct {
-		name     string
-		from, to v1alpha1.RefundPhase
-		allowed  bool
-	}{
+	})
+	checkTransitions(t, allowedRefundTransitions(), []transitionCase[v1alpha1.RefundPhase]{
 		{"a refund is sent", v1alpha1.RefundPending, v1alpha1.RefundProcessing, true},
 		{"a refund succeeds", v1alpha1.RefundProcessing, v1alpha1.RefundSucceeded, true},
 		{"a refund fails after it succeeded", v1alpha1.RefundSucceeded, v1alpha1.RefundFailed, true},
 		{"an unknown refund is settled by the provider", v1alpha1.RefundUnknown, v1alpha1.RefundSucceeded, true},
 		{"a failed refund never succeeds without an operator", v1alpha1.RefundFailed, v1alpha1.RefundSucceeded, false},
 		{"a settled refund never goes back", v1alpha1.RefundSucceeded, v1alpha1.RefundProcessing, false},
-	} {
-		if got := slices.Contains(ref[tc.from], tc.to); got != tc.allowed {
-			t.Errorf("%s: %q -> %q allowed %v, want %v (table %v)", tc.name, tc.from, tc.to, got, tc.allowed, ref[tc.from])
+	})
+}
+
+// transitionCase is one step a state diagram draws (allowed) or rules out.
+type transitionCase[P ~string] struct {
+	name     string
+	from, to P
+	allowed  bool
+}
+
+// checkTransitions checks each case against an explored transition table.
+func checkTransitions[P ~string](t *testing.T, table map[P][]P, cases []transitionCase[P]) {
+	t.Helper()
+	for _, tc := range cases {
+		if got := slices.Contains(table[tc.from], tc.to); got != tc.allowed {
+			t.Errorf("%s: %q -> %q allowed %v, want %v (table %v)", tc.name, tc.from, tc.to, got, tc.allowed, table[tc.from])
 		}
 	}
 }
