@@ -607,17 +607,8 @@ func drive(t *testing.T, p *v1alpha1.Payment, pol payment.Policy, script provide
 			t.Logf("%s %s (%s) -> %v [attempts %d phase %s op %v]", now.Format(time.TimeOnly), s.Action, s.Why, payment.Classify(call.Err), p.Status.Query.Attempts, p.Status.Phase, p.Status.Operation != nil)
 		}
 		calls = append(calls, callLog{action: s.Action, at: now, class: payment.Classify(call.Err)})
-		var out payment.Outcome
-		switch s.Action {
-		case payment.Create:
-			out = payment.AfterCreate(p, pol, call, now)
-		case payment.Lookup:
-			out = payment.AfterLookup(p, pol, call, now)
-		case payment.Query:
-			out = payment.AfterQuery(p, pol, call, s.CloseOut, now)
-		case payment.CallAuthorize, payment.CallCapture, payment.CallCancel:
-			out = payment.AfterOperation(p, pol, payment.OperationOf(s.Action), call, now)
-		default:
+		out, ok := afterCall(p, pol, s, call, now)
+		if !ok {
 			t.Fatalf("unexpected action %s", s.Action)
 		}
 		next := store(p, out)
@@ -630,6 +621,22 @@ func drive(t *testing.T, p *v1alpha1.Payment, pol payment.Policy, script provide
 		}
 	}
 	return p, calls
+}
+
+// afterCall hands a call's answer to the After function of the call Plan
+// asked for; ok is false for a step that makes no call.
+func afterCall(p *v1alpha1.Payment, pol payment.Policy, s payment.Step, call payment.Call, now time.Time) (out payment.Outcome, ok bool) {
+	switch s.Action {
+	case payment.Create:
+		return payment.AfterCreate(p, pol, call, now), true
+	case payment.Lookup:
+		return payment.AfterLookup(p, pol, call, now), true
+	case payment.Query:
+		return payment.AfterQuery(p, pol, call, s.CloseOut, now), true
+	case payment.CallAuthorize, payment.CallCapture, payment.CallCancel:
+		return payment.AfterOperation(p, pol, payment.OperationOf(s.Action), call, now), true
+	}
+	return payment.Outcome{}, false
 }
 
 // traceDrive logs every call drive makes (set it while debugging a seed).

@@ -675,16 +675,9 @@ func checkCallSequence(c chooser, steps int) error {
 		if c.intn(2) == 0 {
 			call = answer(propCallStatuses[c.intn(len(propCallStatuses))])
 		}
-		var out payment.Outcome
-		switch s.Action {
-		case payment.Create:
-			out = payment.AfterCreate(p, pol, call, now)
-		case payment.Lookup:
-			out = payment.AfterLookup(p, pol, call, now)
-		case payment.Query:
-			out = payment.AfterQuery(p, pol, call, s.CloseOut, now)
-		default:
-			out = payment.AfterOperation(p, pol, payment.OperationOf(s.Action), call, now)
+		out, ok := afterCall(p, pol, s, call, now)
+		if !ok {
+			return fmt.Errorf("step %d: Plan chose %s, which makes no call", i, s.Action)
 		}
 		prev, next := &p.Status, &out.Status
 		if unclassified(call.Err) {
