@@ -160,49 +160,67 @@ func TestApplyRefund(t *testing.T) {
 	})
 }
 
-func TestRefundAllowance(t *testing.T) {
-	full := func() *v1alpha1.Refund { return newRefund("r", 0, t0.Add(time.Minute)) }
-	part := func(v int64) *v1alpha1.Refund { return newRefund("r", v, t0.Add(time.Minute)) }
-	pending := buildPayment(nil, givenPending)
-	failedPay := buildPayment(nil, givenFailed)
-	for _, tc := range []struct {
-		name     string
-		refund   *v1alpha1.Refund
-		payment  *v1alpha1.Payment
-		siblings []v1alpha1.Refund
-		amount   int64
-		wait     string
-		refusal  string
-	}{
-		{"no payment yet: wait", full(), nil, nil, 0, v1alpha1.ReasonPaymentNotFound, ""},
-		{"a pending payment: wait", full(), pending, nil, 0, v1alpha1.ReasonPaymentNotSucceeded, ""},
-		{"a failed payment: refused", full(), failedPay, nil, 0, "", v1alpha1.ReasonPaymentNotPaid},
-		{"no amount refunds everything received", full(), paidPayment(0), nil, orderValue, "", ""},
-		{"a partial refund", part(500), paidPayment(0), nil, 500, "", ""},
-		{"more than received is refused", part(orderValue + 1), paidPayment(0), nil, 0, "", v1alpha1.ReasonOverRefund},
-		{"dashboard refunds count", part(1500), paidPayment(600), nil, 0, "", v1alpha1.ReasonOverRefund},
-		{"the rest after a dashboard refund", full(), paidPayment(600), nil, orderValue - 600, "", ""},
-		{"a succeeded Refund counts once with the provider's figure", part(1000), paidPayment(500), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, 1000, "", ""},
-		{"a Refund in flight counts", part(1000), paidPayment(0), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund},
-		{"a provider total that may already count a Refund in flight: wait for it rather than refuse", part(500), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, v1alpha1.ReasonEarlierRefundInFlight, ""},
-		{"everything, while the provider total may count a Refund in flight: wait", full(), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, v1alpha1.ReasonEarlierRefundInFlight, ""},
-		{"too much even if the provider total counts the Refund in flight: refused", part(1000), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund},
-		{"a provider total beyond the Refunds that fits only if it counts the one in flight: wait", part(400), paidPayment(1500), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, v1alpha1.ReasonEarlierRefundInFlight, ""},
-		{"nothing left whatever the provider total counts: refused", full(), paidPayment(orderValue), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund},
-		{"once the Refund in flight succeeded it is counted once", part(500), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundSucceeded)}, 500, "", ""},
-		{"a failed Refund does not count", part(1000), paidPayment(0), []v1alpha1.Refund{sentRefund("a", 1999, v1alpha1.RefundFailed)}, 1000, "", ""},
-		{"an older Refund not sent yet counts", part(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("a", 1500, t0)}, 0, "", v1alpha1.ReasonOverRefund},
-		{"a newer Refund not sent yet does not", part(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("z", 1500, t0.Add(time.Hour))}, 1000, "", ""},
-		{"an older Refund of everything, undecided: wait", part(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("a", 0, t0)}, 0, v1alpha1.ReasonEarlierRefundUndecided, ""},
-		{"another currency is refused", func() *v1alpha1.Refund { r := part(100); r.Spec.Amount.Currency = "EUR"; return r }(), paidPayment(0), nil, 0, "", v1alpha1.ReasonOverRefund},
-	} {
+// fullRefund is a Refund of everything the payment received; partRefund
+// one of v minor units. Both are created a minute after t0.
+func fullRefund() *v1alpha1.Refund { return newRefund("r", 0, t0.Add(time.Minute)) }
+
+func partRefund(v int64) *v1alpha1.Refund { return newRefund("r", v, t0.Add(time.Minute)) }
+
+// allowanceCase is a Refund decided beside its payment and sibling Refunds:
+// the amount it may refund, or why it waits or is refused.
+type allowanceCase struct {
+	name     string
+	refund   *v1alpha1.Refund
+	payment  *v1alpha1.Payment
+	siblings []v1alpha1.Refund
+	amount   int64
+	wait     string
+	refusal  string
+	says     string // in the refusal
+}
+
+// checkAllowance checks RefundAllowance's answer to each case.
+func checkAllowance(t *testing.T, cases []allowanceCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			amount, wait, refusal := payment.RefundAllowance(tc.refund, tc.payment, tc.siblings)
 			if wait != tc.wait || !strings.HasPrefix(refusal, tc.refusal) || (tc.refusal == "") != (refusal == "") || amount.Value != tc.amount {
 				t.Fatalf("amount %d wait %q refusal %q, want %d %q %q", amount.Value, wait, refusal, tc.amount, tc.wait, tc.refusal)
 			}
+			if !strings.Contains(refusal, tc.says) {
+				t.Errorf("refusal %q does not say %q", refusal, tc.says)
+			}
 		})
 	}
+}
+
+func TestRefundAllowance(t *testing.T) {
+	pending := buildPayment(nil, givenPending)
+	failedPay := buildPayment(nil, givenFailed)
+	checkAllowance(t, []allowanceCase{
+		{"no payment yet: wait", fullRefund(), nil, nil, 0, v1alpha1.ReasonPaymentNotFound, "", ""},
+		{"a pending payment: wait", fullRefund(), pending, nil, 0, v1alpha1.ReasonPaymentNotSucceeded, "", ""},
+		{"a failed payment: refused", fullRefund(), failedPay, nil, 0, "", v1alpha1.ReasonPaymentNotPaid, ""},
+		{"no amount refunds everything received", fullRefund(), paidPayment(0), nil, orderValue, "", "", ""},
+		{"a partial refund", partRefund(500), paidPayment(0), nil, 500, "", "", ""},
+		{"more than received is refused", partRefund(orderValue + 1), paidPayment(0), nil, 0, "", v1alpha1.ReasonOverRefund, ""},
+		{"dashboard refunds count", partRefund(1500), paidPayment(600), nil, 0, "", v1alpha1.ReasonOverRefund, ""},
+		{"the rest after a dashboard refund", fullRefund(), paidPayment(600), nil, orderValue - 600, "", "", ""},
+		{"a succeeded Refund counts once with the provider's figure", partRefund(1000), paidPayment(500), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, 1000, "", "", ""},
+		{"a Refund in flight counts", partRefund(1000), paidPayment(0), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund, ""},
+		{"a provider total that may already count a Refund in flight: wait for it rather than refuse", partRefund(500), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
+		{"everything, while the provider total may count a Refund in flight: wait", fullRefund(), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
+		{"too much even if the provider total counts the Refund in flight: refused", partRefund(1000), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund, ""},
+		{"a provider total beyond the Refunds that fits only if it counts the one in flight: wait", partRefund(400), paidPayment(1500), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
+		{"nothing left whatever the provider total counts: refused", fullRefund(), paidPayment(orderValue), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund, ""},
+		{"once the Refund in flight succeeded it is counted once", partRefund(500), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundSucceeded)}, 500, "", "", ""},
+		{"a failed Refund does not count", partRefund(1000), paidPayment(0), []v1alpha1.Refund{sentRefund("a", 1999, v1alpha1.RefundFailed)}, 1000, "", "", ""},
+		{"an older Refund not sent yet counts", partRefund(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("a", 1500, t0)}, 0, "", v1alpha1.ReasonOverRefund, ""},
+		{"a newer Refund not sent yet does not", partRefund(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("z", 1500, t0.Add(time.Hour))}, 1000, "", "", ""},
+		{"an older Refund of everything, undecided: wait", partRefund(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("a", 0, t0)}, 0, v1alpha1.ReasonEarlierRefundUndecided, "", ""},
+		{"another currency is refused", func() *v1alpha1.Refund { r := partRefund(100); r.Spec.Amount.Currency = "EUR"; return r }(), paidPayment(0), nil, 0, "", v1alpha1.ReasonOverRefund, ""},
+	})
 	// Two Refunds created together that add up to more than received: the
 	// later one is refused, whichever is decided first.
 	a, b := newRefund("a", 1200, t0), newRefund("b", 1200, t0)
