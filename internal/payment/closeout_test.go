@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/provider"
@@ -21,11 +19,7 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 		pol.Lifecycle, pol.LifecycleKnown = provider.Lifecycle{Cancel: true}, true
 		return pol
 	}
-	expiring := func() *v1alpha1.Payment {
-		p := created("close-out")
-		p.Spec.ExpiresAfter = &metav1.Duration{Duration: 10 * time.Minute}
-		return p
-	}
+	expiring := func() *v1alpha1.Payment { return expiresAfter(created("close-out"), 10*time.Minute) }
 	past := t0.Add(11 * time.Minute)
 	// closeOutQuery runs the close-out's status query (answered Pending)
 	// and returns the payment as stored.

@@ -54,6 +54,12 @@ func newPay(name string) *v1alpha1.Payment {
 	}
 }
 
+// expiresAfter sets p's spec.expiresAfter to d.
+func expiresAfter(p *v1alpha1.Payment, d time.Duration) *v1alpha1.Payment {
+	p.Spec.ExpiresAfter = &metav1.Duration{Duration: d}
+	return p
+}
+
 func store(p *v1alpha1.Payment, out payment.Outcome) *v1alpha1.Payment {
 	cp := p.DeepCopy()
 	cp.Status = out.Status
@@ -180,11 +186,7 @@ func TestPlan(t *testing.T) {
 			now: t0.Add(window * 90 / 100), action: payment.Lookup,
 		},
 		{
-			name: "an unpaid payment never created is closed out locally past expiresAfter, without a call", pay: func() *v1alpha1.Payment {
-				p := newPay("never-created")
-				p.Spec.ExpiresAfter = &metav1.Duration{Duration: 30 * time.Minute}
-				return p
-			},
+			name: "an unpaid payment never created is closed out locally past expiresAfter, without a call", pay: func() *v1alpha1.Payment { return expiresAfter(newPay("never-created"), 30*time.Minute) },
 			now: t0.Add(31 * time.Minute), action: payment.Write,
 			check: func(t *testing.T, s payment.Step) {
 				st := s.Outcome.Status
@@ -195,8 +197,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "past expiresAfter a create that may have gone out is looked up, never sent again", pay: func() *v1alpha1.Payment {
-				p := newPay("expired-marked")
-				p.Spec.ExpiresAfter = &metav1.Duration{Duration: 30 * time.Minute}
+				p := expiresAfter(newPay("expired-marked"), 30*time.Minute)
 				p = store(p, planned(p, pol, t0).Outcome)
 				return store(p, payment.AfterCreate(p, pol, fails(errNoAnswer), t0.Add(29*time.Minute)))
 			},
@@ -260,19 +261,11 @@ func TestPlan(t *testing.T) {
 			now: t0.Add(30 * time.Second), action: payment.Query,
 		},
 		{
-			name: "a wait ends at expiresAfter for the close-out's fresh query", pay: func() *v1alpha1.Payment {
-				p := created("expiring")
-				p.Spec.ExpiresAfter = &metav1.Duration{Duration: 10 * time.Second}
-				return p
-			},
+			name: "a wait ends at expiresAfter for the close-out's fresh query", pay: func() *v1alpha1.Payment { return expiresAfter(created("expiring"), 10*time.Second) },
 			now: t0.Add(5 * time.Second), action: payment.Wait, at: t0.Add(10 * time.Second),
 		},
 		{
-			name: "past expiresAfter the fresh query is due at once and closes out", pay: func() *v1alpha1.Payment {
-				p := created("expired")
-				p.Spec.ExpiresAfter = &metav1.Duration{Duration: 10 * time.Second}
-				return p
-			},
+			name: "past expiresAfter the fresh query is due at once and closes out", pay: func() *v1alpha1.Payment { return expiresAfter(created("expired"), 10*time.Second) },
 			now: t0.Add(11 * time.Second), action: payment.Query,
 			check: func(t *testing.T, s payment.Step) {
 				if !s.CloseOut {
@@ -818,11 +811,7 @@ func TestScenarioConfigurationProblemsNeverSettle(t *testing.T) {
 
 func TestReferenceOwner(t *testing.T) {
 	at := func(name string, offset time.Duration, phase v1alpha1.PaymentPhase) v1alpha1.Payment {
-		p := newPay(name)
-		p.Spec.MerchantReference = "ORD-1"
-		p.CreationTimestamp = metav1.NewTime(t0.Add(offset))
-		p.Status.Phase = phase
-		return *p
+		return placed(name, "ORD-1", "", offset, phase)
 	}
 	first, second := at("first", 0, v1alpha1.PhasePending), at("second", time.Second, "")
 	twin := at("a-twin", time.Second, "")
@@ -860,18 +849,24 @@ func TestReferenceOwner(t *testing.T) {
 	}
 }
 
+// placed is a payment of order ref (spec.merchantReference) under
+// spec.idempotencyKey key ("" for the default one), created offset after t0
+// and now in phase.
+func placed(name, ref, key string, offset time.Duration, phase v1alpha1.PaymentPhase) v1alpha1.Payment {
+	p := newPay(name)
+	p.Spec.MerchantReference, p.Spec.IdempotencyKey = ref, key
+	p.CreationTimestamp = metav1.NewTime(t0.Add(offset))
+	p.Status.Phase = phase
+	return *p
+}
+
 // TestKeyOwner: a user-set spec.idempotencyKey is unique among the Payments
 // of a provider like a merchant reference (SPEC §12.1), but a key is never
 // released: the provider replays whatever answered it first, so a second
 // Payment under it would be given the first one's payment.
 func TestKeyOwner(t *testing.T) {
 	at := func(name, key string, offset time.Duration, phase v1alpha1.PaymentPhase) v1alpha1.Payment {
-		p := newPay(name)
-		p.Spec.MerchantReference = "ORD-" + name // the references differ: only the key is shared
-		p.Spec.IdempotencyKey = key
-		p.CreationTimestamp = metav1.NewTime(t0.Add(offset))
-		p.Status.Phase = phase
-		return *p
+		return placed(name, "ORD-"+name, key, offset, phase) // the references differ: only the key is shared
 	}
 	first, second := at("first", "key-1", 0, v1alpha1.PhasePending), at("second", "key-1", time.Second, "")
 	twin := at("a-twin", "key-1", time.Second, "")

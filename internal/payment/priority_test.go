@@ -34,11 +34,7 @@ func TestPlanMarksScheduledQueriesAndAnnouncedCalls(t *testing.T) {
 		{name: "the create itself is no scheduled query", pay: store(newPay("marked"), planned(newPay("marked"), pol, t0).Outcome), now: t0, action: payment.Create},
 		{name: "a status query on the schedule is scheduled", pay: created("due"), now: t0.Add(30 * time.Second), action: payment.Query, scheduled: true},
 		{name: "the look-up of a capture's outcome is not", pay: capturing(), now: t0.Add(2 * time.Second), action: payment.Query},
-		{name: "a write that is no marker announces nothing", pay: func() *v1alpha1.Payment {
-			p := newPay("expired")
-			p.Spec.ExpiresAfter = &metav1.Duration{Duration: time.Minute}
-			return p
-		}(), now: t0.Add(time.Minute), action: payment.Write},
+		{name: "a write that is no marker announces nothing", pay: expiresAfter(newPay("expired"), time.Minute), now: t0.Add(time.Minute), action: payment.Write},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,8 +93,7 @@ func TestQueryMoot(t *testing.T) {
 // earlier reconcile may have been sent: that one is looked up.
 func TestAFreshCreateMarkerPastExpirySentNothing(t *testing.T) {
 	pol := testPolicy()
-	p := newPay("late")
-	p.Spec.ExpiresAfter = &metav1.Duration{Duration: 2 * time.Second}
+	p := expiresAfter(newPay("late"), 2*time.Second)
 	marked := store(p, planned(p, pol, t0.Add(2*time.Second-time.Millisecond)).Outcome)
 	if marked.Status.CreateRequestedAt == nil {
 		t.Fatal("no create marker before the expiry")

@@ -24,9 +24,8 @@ func rvCanCancel() payment.Policy {
 }
 
 func rvExpiring(capture v1alpha1.CaptureMethod) *v1alpha1.Payment {
-	p := created("co")
+	p := expiresAfter(created("co"), 10*time.Minute)
 	p.Spec.CaptureMethod = capture
-	p.Spec.ExpiresAfter = &metav1.Duration{Duration: 10 * time.Minute}
 	return p
 }
 
