@@ -31,6 +31,14 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 		}
 		return store(p, payment.AfterQuery(p, pol, answer(provider.StatusPending), true, past))
 	}
+	// cancelAnswered runs the close-out's query at a provider that can
+	// cancel, then gives the cancel call its answer.
+	cancelAnswered := func(t *testing.T, call payment.Call) (*v1alpha1.Payment, payment.Policy) {
+		t.Helper()
+		pol := canCancel()
+		p := closeOutQuery(t, expiring(), pol)
+		return store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, call, past)), pol
+	}
 
 	t.Run("closed at the provider, then Expired", func(t *testing.T) {
 		pol := canCancel()
@@ -52,10 +60,7 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 		}
 	})
 	t.Run("paid meanwhile: the cancel finds it paid", func(t *testing.T) {
-		pol := canCancel()
-		p := closeOutQuery(t, expiring(), pol)
-		paid := answer(provider.StatusSucceeded)
-		p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, paid, past))
+		p, _ := cancelAnswered(t, answer(provider.StatusSucceeded))
 		if p.Status.Phase != v1alpha1.PhaseSucceeded || review(p) != "" {
 			t.Fatalf("phase %s review %q, want Succeeded", p.Status.Phase, review(p))
 		}
@@ -70,9 +75,7 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 			{provider.StatusProcessing, v1alpha1.PhaseProcessing},
 			{provider.StatusSucceeded, v1alpha1.PhaseSucceeded},
 		} {
-			pol := canCancel()
-			p := closeOutQuery(t, expiring(), pol)
-			p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, fails(errRefused), past))
+			p, pol := cancelAnswered(t, fails(errRefused))
 			if p.Status.Phase.IsFinal() || p.Status.Operation != nil || !p.Status.CloseOutRefused {
 				t.Fatalf("refused: phase %s operation %+v refused %v, want a fresh query first", p.Status.Phase, p.Status.Operation, p.Status.CloseOutRefused)
 			}
@@ -117,9 +120,7 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 			{provider.StatusProcessing, v1alpha1.PhaseProcessing},
 			{provider.StatusAuthorized, v1alpha1.PhaseAuthorized},
 		} {
-			pol := canCancel()
-			p := closeOutQuery(t, expiring(), pol)
-			p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, answer(tc.ans), past))
+			p, _ := cancelAnswered(t, answer(tc.ans))
 			if p.Status.Phase != tc.want {
 				t.Errorf("cancel answered %s: phase %s, want %s", tc.ans, p.Status.Phase, tc.want)
 			}
