@@ -821,18 +821,11 @@ func TestReferenceOwner(t *testing.T) {
 	other := at("other-provider", -time.Hour, v1alpha1.PhasePending)
 	other.Spec.ProviderRef.Name = "paypal"
 	all := []v1alpha1.Payment{first, second, twin, failed, expired, canceled, other}
-	for _, tc := range []struct {
-		p    v1alpha1.Payment
-		want string
-	}{
+	checkOwners(t, "owner", payment.ReferenceOwner, all, []ownerCase{
 		{first, ""},
 		{second, "first"},
 		{twin, "first"},
-	} {
-		if got := payment.ReferenceOwner(&tc.p, all); got != tc.want {
-			t.Errorf("%s: owner %q, want %q", tc.p.Name, got, tc.want)
-		}
-	}
+	})
 	// An order whose payment ended without taking money (declined, expired
 	// unpaid, canceled) may be paid again under the same reference (SPEC §12.1).
 	for _, ended := range []v1alpha1.Payment{failed, expired, canceled} {
@@ -846,6 +839,24 @@ func TestReferenceOwner(t *testing.T) {
 	}
 	if got := payment.ReferenceOwner(&twin, []v1alpha1.Payment{second, twin}); got != "" {
 		t.Errorf("same second: a-twin owned by %q", got)
+	}
+}
+
+// ownerCase is a payment and the payment that owns its merchant reference or
+// key, "" for itself.
+type ownerCase struct {
+	p    v1alpha1.Payment
+	want string
+}
+
+// checkOwners checks owner's answer (ReferenceOwner or KeyOwner) for each
+// case among all.
+func checkOwners(t *testing.T, what string, owner func(*v1alpha1.Payment, []v1alpha1.Payment) string, all []v1alpha1.Payment, cases []ownerCase) {
+	t.Helper()
+	for _, tc := range cases {
+		if got := owner(&tc.p, all); got != tc.want {
+			t.Errorf("%s: %s %q, want %q", tc.p.Name, what, got, tc.want)
+		}
 	}
 }
 
@@ -875,21 +886,14 @@ func TestKeyOwner(t *testing.T) {
 	otherProvider.Spec.ProviderRef.Name = "paypal"
 	defaulted, defaultedToo := at("defaulted", "", -time.Hour, v1alpha1.PhasePending), at("defaulted-too", "", 0, "")
 	all := []v1alpha1.Payment{first, second, twin, other, otherProvider, defaulted, defaultedToo}
-	for _, tc := range []struct {
-		p    v1alpha1.Payment
-		want string
-	}{
+	checkOwners(t, "key owner", payment.KeyOwner, all, []ownerCase{
 		{first, ""},
 		{second, "first"},
 		{twin, "first"},
 		{other, ""},
 		{otherProvider, ""},
 		{defaultedToo, ""}, // a default key is not checked here
-	} {
-		if got := payment.KeyOwner(&tc.p, all); got != tc.want {
-			t.Errorf("%s: key owner %q, want %q", tc.p.Name, got, tc.want)
-		}
-	}
+	})
 	for _, phase := range []v1alpha1.PaymentPhase{v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseCanceled} {
 		ended := at("ended", "key-1", -time.Hour, phase)
 		if got := payment.KeyOwner(&second, []v1alpha1.Payment{ended, second}); got != "ended" {
