@@ -878,166 +878,6 @@ func TestApply(t *testing.T) {
 			phase:    succeeded,
 			conds:    reviewing(v1alpha1.ReasonConflictingStatus),
 		},
-		{
-			name:     "a paywarden-raised RetriesExhausted on a failed payment is stale",
-			given:    givenFailed,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
-			decision: payment.Stale,
-			phase:    failed,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised NonRetryableQueryError on a failed payment is stale",
-			given:    givenFailed,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonNonRetryableQueryError)),
-			decision: payment.Stale,
-			phase:    failed,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised CreateOutcomeUnknown on a failed payment is stale",
-			given:    givenFailed,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonCreateOutcomeUnknown)),
-			decision: payment.Stale,
-			phase:    failed,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised ProviderUnreachable on a failed payment is stale",
-			given:    givenFailed,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonProviderUnreachable)),
-			decision: payment.Stale,
-			phase:    failed,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised RetriesExhausted on a expired by the provider payment is stale",
-			given:    givenProviderExpired,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
-			decision: payment.Stale,
-			phase:    expired,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised NonRetryableQueryError on a expired by the provider payment is stale",
-			given:    givenProviderExpired,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonNonRetryableQueryError)),
-			decision: payment.Stale,
-			phase:    expired,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised CreateOutcomeUnknown on a expired by the provider payment is stale",
-			given:    givenProviderExpired,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonCreateOutcomeUnknown)),
-			decision: payment.Stale,
-			phase:    expired,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised ProviderUnreachable on a expired by the provider payment is stale",
-			given:    givenProviderExpired,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonProviderUnreachable)),
-			decision: payment.Stale,
-			phase:    expired,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised RetriesExhausted on a expired locally payment is stale",
-			given:    givenLocallyExpired,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
-			decision: payment.Stale,
-			phase:    expired,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised NonRetryableQueryError on a expired locally payment is stale",
-			given:    givenLocallyExpired,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonNonRetryableQueryError)),
-			decision: payment.Stale,
-			phase:    expired,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised CreateOutcomeUnknown on a expired locally payment is stale",
-			given:    givenLocallyExpired,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonCreateOutcomeUnknown)),
-			decision: payment.Stale,
-			phase:    expired,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised ProviderUnreachable on a expired locally payment is stale",
-			given:    givenLocallyExpired,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonProviderUnreachable)),
-			decision: payment.Stale,
-			phase:    expired,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised RetriesExhausted on a partially refunded payment is stale",
-			given:    givenPartiallyRefunded,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
-			decision: payment.Stale,
-			phase:    partially,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised NonRetryableQueryError on a partially refunded payment is stale",
-			given:    givenPartiallyRefunded,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonNonRetryableQueryError)),
-			decision: payment.Stale,
-			phase:    partially,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised CreateOutcomeUnknown on a partially refunded payment is stale",
-			given:    givenPartiallyRefunded,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonCreateOutcomeUnknown)),
-			decision: payment.Stale,
-			phase:    partially,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised ProviderUnreachable on a partially refunded payment is stale",
-			given:    givenPartiallyRefunded,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonProviderUnreachable)),
-			decision: payment.Stale,
-			phase:    partially,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised RetriesExhausted on a refunded payment is stale",
-			given:    givenRefunded,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonRetriesExhausted)),
-			decision: payment.Stale,
-			phase:    refundedP,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised NonRetryableQueryError on a refunded payment is stale",
-			given:    givenRefunded,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonNonRetryableQueryError)),
-			decision: payment.Stale,
-			phase:    refundedP,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised CreateOutcomeUnknown on a refunded payment is stale",
-			given:    givenRefunded,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonCreateOutcomeUnknown)),
-			decision: payment.Stale,
-			phase:    refundedP,
-			conds:    []string{readySettled},
-		},
-		{
-			name:     "a paywarden-raised ProviderUnreachable on a refunded payment is stale",
-			given:    givenRefunded,
-			obs:      obsQuery(payment.ObservedUnknown, withReview(v1alpha1.ReasonProviderUnreachable)),
-			decision: payment.Stale,
-			phase:    refundedP,
-			conds:    []string{readySettled},
-		},
 
 		// Final phases do not flip.
 		{
@@ -1544,6 +1384,30 @@ func TestApply(t *testing.T) {
 			phase:    processing,
 			conds:    []string{readyInProgress},
 		},
+	}
+
+	// A reason paywarden raises itself never reopens a settled payment.
+	for _, settled := range []struct {
+		name  string
+		given []payment.Observation
+		phase v1alpha1.PaymentPhase
+	}{
+		{"failed", givenFailed, failed},
+		{"expired by the provider", givenProviderExpired, expired},
+		{"expired locally", givenLocallyExpired, expired},
+		{"partially refunded", givenPartiallyRefunded, partially},
+		{"refunded", givenRefunded, refundedP},
+	} {
+		for _, reason := range []string{v1alpha1.ReasonRetriesExhausted, v1alpha1.ReasonNonRetryableQueryError, v1alpha1.ReasonCreateOutcomeUnknown, v1alpha1.ReasonProviderUnreachable} {
+			cases = append(cases, machineCase{
+				name:     fmt.Sprintf("a paywarden-raised %s on a %s payment is stale", reason, settled.name),
+				given:    settled.given,
+				obs:      obsQuery(payment.ObservedUnknown, withReview(reason)),
+				decision: payment.Stale,
+				phase:    settled.phase,
+				conds:    []string{readySettled},
+			})
+		}
 	}
 
 	runMachineCases(t, cases)
