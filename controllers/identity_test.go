@@ -52,8 +52,7 @@ func TestDeletedAndReappliedObjectsAdoptTheirOutcome(t *testing.T) {
 		t.Run(string(typ), func(t *testing.T) {
 			t.Parallel()
 			ns := fixture.Namespace(t, env.Client, "identity")
-			s := fixture.StartSim(t, paysim.Options{})
-			fixture.CreateProvider(t, env.Client, refundProvider(ns, typ, s))
+			s, _ := simProvider(t, ns, typ)
 			m := ledgerManager(t, ns)
 
 			a := paidPayment(t, ns, string(typ), "order-a", 1999)
@@ -131,8 +130,7 @@ func sameMoney(a, b *v1alpha1.Money) bool {
 func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := ledgerManager(t, ns)
 	// The provider keeps it pending until the test has seen the deletion
 	// wait, however long that takes, then lets it succeed.
@@ -175,8 +173,7 @@ func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
 func TestRestoredCopyIsLookedUpBeforeCreate(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment)) // no ledger
 	p := paidPayment(t, ns, "kukopay", "backed-up", 1999)
 	if s.Counters().Searches != 0 {
@@ -214,8 +211,7 @@ func TestRestoredCopyIsLookedUpBeforeCreate(t *testing.T) {
 func TestRetentionRemembersPaymentsWithoutTheFinalizer(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderGeneric, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderGeneric)
 	ledgerNS := fixture.Namespace(t, env.Client, "ledger")
 	o := fixture.Run(controllers.ControllerPayment)
 	o.LedgerNamespace = ledgerNS
@@ -286,8 +282,7 @@ func TestADeletedAuthorizedPaymentCanStillBeCanceled(t *testing.T) {
 func TestANamespaceDeletedWithMoneyInFlightDoesNotHang(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, prov := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := ledgerManager(t, ns)
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomePending})
 	p = fixture.WaitPayment(t, env.Client, p, "created at the provider", func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" })
@@ -320,8 +315,7 @@ func TestANamespaceDeletedWithMoneyInFlightDoesNotHang(t *testing.T) {
 func TestRestoredRefundCopyIsNeverSentAgain(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := refundManager(t, ns) // no ledger
 	p := paidPayment(t, ns, "kukopay", "backed-up", 1999)
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: p.Name, Amount: 500})

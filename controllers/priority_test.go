@@ -214,7 +214,7 @@ func TestRefundReadsItsPaymentBackAheadOfScheduledQueries(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "prio")
 	s := fixture.StartSim(t, paysim.Options{})
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 2, Burst: 1})
-	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund))
+	m := refundManager(t, ns)
 	paid := fixture.TrackedPayment(t, env.Client, s, prov, "paid", paysim.OutcomeSucceed)
 	fixture.WaitPhase(t, env.Client, paid, v1alpha1.PhaseSucceeded, 10*time.Second)
 	queryBacklog(t, m, s, prov, 30)

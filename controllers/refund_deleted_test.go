@@ -32,8 +32,7 @@ import (
 // which other tests sharing the control plane could make too short.
 func TestRefundDeletedBeforeItsMarkerIsNeverSent(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	var deleted atomic.Bool
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
 	o.WrapClient = func(c client.Client) client.Client {
@@ -95,8 +94,7 @@ func boolString(b bool) string {
 // which other tests sharing the control plane could make too short.
 func TestWaitingRefundDeletedAsItsPaymentSucceedsIsNeverSent(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	var paid, deleted atomic.Bool
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
 	o.WrapClient = func(c client.Client) client.Client {
@@ -157,8 +155,7 @@ func paymentTookMoney(rf *v1alpha1.Refund) bool {
 // too short.
 func TestASettledRefundIsListedWhileItsProviderIsUnusable(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	var broke atomic.Bool
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
 	o.WrapClient = func(c client.Client) client.Client {

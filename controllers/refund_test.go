@@ -52,10 +52,38 @@ func refundProvider(ns string, typ v1alpha1.ProviderType, s *fixture.Sim) fixtur
 	return p
 }
 
+// simProvider starts paysim and creates refundProvider(ns, typ) at it.
+func simProvider(t *testing.T, ns string, typ v1alpha1.ProviderType) (*fixture.Sim, *v1alpha1.PaymentProvider) {
+	t.Helper()
+	s := fixture.StartSim(t, paysim.Options{})
+	return s, fixture.CreateProvider(t, env.Client, refundProvider(ns, typ, s))
+}
+
 // refundManager runs the payment and refund controllers (and cs) over ns.
 func refundManager(t *testing.T, ns string, cs ...controllers.Controller) *fixture.Manager {
 	t.Helper()
 	return fixture.StartManager(t, env, ns, fixture.Run(append([]controllers.Controller{controllers.ControllerPayment, controllers.ControllerRefund}, cs...)...))
+}
+
+// webhookRefunds runs the payment, refund and inbox controllers over a new
+// namespace and the real receiver, and a provider of typ at a new paysim
+// that sends its webhooks, signed with secret, through that receiver.
+func webhookRefunds(t *testing.T, typ v1alpha1.ProviderType, secret string) (string, *fixture.Manager, *fixture.Sim, *v1alpha1.PaymentProvider) {
+	t.Helper()
+	ns := fixture.Namespace(t, env.Client, "refund")
+	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund, controllers.ControllerInbox)
+	o.PendingGrace = time.Second
+	m := fixture.StartManager(t, env, ns, o)
+	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
+	s := fixture.StartSim(t, paysim.Options{})
+	pp := refundProvider(ns, typ, s)
+	pp.SigningSecrets = map[string]string{"current": secret}
+	prov := fixture.CreateProvider(t, env.Client, pp)
+	fixture.WaitCached(t, rcv.Cache, prov)
+	if err := s.SetWebhookTarget(string(typ), rcv.WebhookURL(ns, prov.Name), []byte(secret)); err != nil {
+		t.Fatal(err)
+	}
+	return ns, m, s, prov
 }
 
 // paidPayment creates a Payment of amount USD that paysim's default script
@@ -193,8 +221,7 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderKukoPay, v1alpha1.ProviderPayPal, v1alpha1.ProviderGeneric, v1alpha1.ProviderStripe} {
 		t.Run(string(typ), func(t *testing.T) {
 			ns := fixture.Namespace(t, env.Client, "refund")
-			s := fixture.StartSim(t, paysim.Options{})
-			fixture.CreateProvider(t, env.Client, refundProvider(ns, typ, s))
+			s, _ := simProvider(t, ns, typ)
 			var conf conflicts
 			o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
 			o.WrapClient = conf.wrap
@@ -300,6 +327,30 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 	}
 }
 
+// refundCrash runs the payment and refund controllers over a new namespace
+// with a kukopay provider at a new paysim, under a manager that crash kills;
+// there it makes a Refund of 7.00 USD of a paid 19.99 USD payment, waits for
+// the crash and stops that manager. The Refund must then hold its marker
+// (Pending, 700 USD, createRequestedAt) without a refund id; it is returned
+// as stored, with the key of its refund calls.
+func refundCrash(t *testing.T, crash *fixture.Crash) (ns string, s *fixture.Sim, first *fixture.Manager, p *v1alpha1.Payment, rf *v1alpha1.Refund, key string) {
+	t.Helper()
+	ns = fixture.Namespace(t, env.Client, "refund")
+	s, _ = simProvider(t, ns, v1alpha1.ProviderKukoPay)
+	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
+	o.WrapClient = crash.Wrap
+	first = fixture.StartManager(t, env, ns, o)
+	p = paidPayment(t, ns, "kukopay", "order", 1999)
+	rf = fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "crash", Payment: p.Name, Amount: 700})
+	crash.Wait(t)
+	first.Stop()
+	rf = fixture.GetRefund(t, env.Client, rf)
+	if st := rf.Status; st.CreateRequestedAt == nil || st.ProviderRefundID != "" || !amountIs(st.Amount, 700, "USD") || st.Phase != v1alpha1.RefundPending {
+		t.Fatalf("after the crash the Refund holds %s, want the marker (Pending, 700 USD, createRequestedAt) without a refund id", fixture.Dump(st))
+	}
+	return ns, s, first, p, rf, refundKey(t, v1alpha1.ProviderKukoPay, rf)
+}
+
 // TestRefundCrashAroundTheRefundCallRefundsOnce: the manager dies after the
 // refund marker is stored, before the call or after it (before its answer
 // is stored). The next manager finds the marker without a refund id and
@@ -314,34 +365,14 @@ func TestRefundCrashAroundTheRefundCallRefundsOnce(t *testing.T) {
 		rf, ok := w.Object.(*v1alpha1.Refund)
 		return ok && w.Status() && rf.Status.ProviderRefundID != ""
 	}
-	checkMarker := func(t *testing.T, rf *v1alpha1.Refund) {
-		t.Helper()
-		st := fixture.GetRefund(t, env.Client, rf).Status
-		if st.CreateRequestedAt == nil || st.ProviderRefundID != "" || !amountIs(st.Amount, 700, "USD") || st.Phase != v1alpha1.RefundPending {
-			t.Fatalf("after the crash the Refund holds %s, want the marker (Pending, 700 USD, createRequestedAt) without a refund id", fixture.Dump(st))
-		}
-	}
 
 	t.Run("dies after the marker, before the call", func(t *testing.T) {
-		ns := fixture.Namespace(t, env.Client, "refund")
-		s := fixture.StartSim(t, paysim.Options{})
-		fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
-		crash := fixture.CrashAfter(isMarker)
-		o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
-		o.WrapClient = crash.Wrap
-		first := fixture.StartManager(t, env, ns, o)
-		p := paidPayment(t, ns, "kukopay", "order", 1999)
-		rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "crash", Payment: p.Name, Amount: 700})
-		crash.Wait(t)
-		first.Stop()
-		checkMarker(t, rf)
-		rf = fixture.GetRefund(t, env.Client, rf)
-		key := refundKey(t, v1alpha1.ProviderKukoPay, rf)
+		ns, s, first, p, rf, key := refundCrash(t, fixture.CrashAfter(isMarker))
 		if calls := first.Requests.Calls(fixture.IsRefundCreate); len(calls) != 0 || s.Counters().ActionsByKey[key] != 0 {
 			t.Fatalf("the dying manager called the provider after the marker: %+v", calls)
 		}
 
-		fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund))
+		refundManager(t, ns)
 		got := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
 		c := s.Counters()
 		if c.RefundsByPayment[p.Status.ProviderPaymentID] != 1 || c.ActionsByKey[key] != 1 {
@@ -354,26 +385,14 @@ func TestRefundCrashAroundTheRefundCallRefundsOnce(t *testing.T) {
 	})
 
 	t.Run("dies after the call, before its answer is stored", func(t *testing.T) {
-		ns := fixture.Namespace(t, env.Client, "refund")
-		s := fixture.StartSim(t, paysim.Options{})
-		fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
-		crash := fixture.CrashBefore(isAnswer)
-		o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
-		o.WrapClient = crash.Wrap
-		first := fixture.StartManager(t, env, ns, o)
-		p := paidPayment(t, ns, "kukopay", "order", 1999)
-		rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "crash", Payment: p.Name, Amount: 700})
-		crash.Wait(t)
-		first.Stop() // the answer is gone with the process
-		checkMarker(t, rf)
-		rf = fixture.GetRefund(t, env.Client, rf)
-		key := refundKey(t, v1alpha1.ProviderKukoPay, rf)
+		// The dying manager made the refund; its answer is gone with the process.
+		ns, s, _, p, rf, key := refundCrash(t, fixture.CrashBefore(isAnswer))
 		made, _ := s.Payment(paysim.KukoPay, p.Status.ProviderPaymentID)
 		if len(made.Refunds) != 1 || s.Counters().ActionsByKey[key] != 1 {
 			t.Fatalf("paysim holds refunds %+v after %d calls with key %s, want the one the dying manager made with one call", made.Refunds, s.Counters().ActionsByKey[key], key)
 		}
 
-		fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund))
+		refundManager(t, ns)
 		got := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
 		c := s.Counters()
 		if c.RefundsByPayment[p.Status.ProviderPaymentID] != 1 || c.ActionsByKey[key] != 2 {
@@ -392,8 +411,7 @@ func TestRefundCrashAroundTheRefundCallRefundsOnce(t *testing.T) {
 func TestFailedWriteOfARefundAnswerStoresItWithoutCallingAgain(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	failed := fixture.FailWrites(fixture.Once(func(w fixture.Write) bool {
 		rf, ok := w.Object.(*v1alpha1.Refund)
 		return ok && w.Status() && rf.Status.ProviderRefundID != ""
@@ -454,8 +472,7 @@ func TestRefundLostAnswerIsRetriedWithTheSameKey(t *testing.T) {
 func TestOverRefundIsRefusedBeforeAnyCall(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := refundManager(t, ns)
 	p := paidPayment(t, ns, "kukopay", "order", 1999)
 	s.ResetCounters()
@@ -507,8 +524,7 @@ func TestOverRefundIsRefusedBeforeAnyCall(t *testing.T) {
 func TestConcurrentRefundsNeverRefundMoreThanReceived(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	refundManager(t, ns)
 	for i := range 3 {
 		p := paidPayment(t, ns, "kukopay", fmt.Sprintf("order-%d", i), 1999)
@@ -537,8 +553,7 @@ func TestConcurrentRefundsNeverRefundMoreThanReceived(t *testing.T) {
 func TestARefundWaitsWhileTheProviderTotalMayCountOneInFlight(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	if err := s.Script(paysim.Rule{Provider: paysim.KukoPay, Amount: 2999, Script: paysim.Script{Outcome: paysim.OutcomeSucceed, RefundOutcome: paysim.OutcomePending}}); err != nil {
 		t.Fatal(err)
 	}
@@ -609,8 +624,7 @@ func TestARefundWaitsWhileTheProviderTotalMayCountOneInFlight(t *testing.T) {
 // second both creates fall into, which a busy control plane can miss.
 func TestConcurrentRefundsCreatedOutOfNameOrderWithinASecond(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	held, release, aRead := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once, aOnce sync.Once
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
@@ -690,8 +704,7 @@ func TestRefundEventBeforeItsRefundIsSeenIsAppliedOnceItIs(t *testing.T) {
 	o.WrapClient = func(c client.Client) client.Client { return laggingRefunds{c, &lagging} }
 	ns := fixture.Namespace(t, env.Client, "refund")
 	m := fixture.StartManager(t, env, ns, o)
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, prov := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	p := paidPayment(t, ns, prov.Name, "order", 1999)
 	id := p.Status.ProviderPaymentID
 
@@ -806,8 +819,7 @@ func (r laggingRefunds) List(ctx context.Context, list client.ObjectList, opts .
 func TestRefundFailedAtTheProvider(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := refundManager(t, ns)
 
 	check := func(t *testing.T, p *v1alpha1.Payment, rf *v1alpha1.Refund, source v1alpha1.ObservationSource) {
@@ -871,19 +883,7 @@ func TestRefundFailedAtTheProvider(t *testing.T) {
 func TestDashboardRefundIsCountedOnce(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_dashboard"
-	ns := fixture.Namespace(t, env.Client, "refund")
-	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund, controllers.ControllerInbox)
-	o.PendingGrace = time.Second
-	m := fixture.StartManager(t, env, ns, o)
-	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
-	s := fixture.StartSim(t, paysim.Options{})
-	pp := refundProvider(ns, v1alpha1.ProviderKukoPay, s)
-	pp.SigningSecrets = map[string]string{"current": secret}
-	prov := fixture.CreateProvider(t, env.Client, pp)
-	fixture.WaitCached(t, rcv.Cache, prov)
-	if err := s.SetWebhookTarget(paysim.KukoPay, rcv.WebhookURL(ns, prov.Name), []byte(secret)); err != nil {
-		t.Fatal(err)
-	}
+	ns, m, s, prov := webhookRefunds(t, v1alpha1.ProviderKukoPay, secret)
 	p := paidPayment(t, ns, prov.Name, "order", 1999)
 	id := p.Status.ProviderPaymentID
 
@@ -943,8 +943,7 @@ func TestDashboardRefundIsCountedOnce(t *testing.T) {
 func TestRefundWaitsForItsPayment(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := refundManager(t, ns)
 
 	t.Run("waits until the payment succeeds", func(t *testing.T) {
@@ -1005,8 +1004,7 @@ func TestRefundWaitsForItsPayment(t *testing.T) {
 func TestRetentionKeepsAPaymentWhileItsRefundsAreInFlight(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, prov := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := refundManager(t, ns, controllers.ControllerRetention)
 	if err := s.Script(paysim.Rule{Provider: paysim.KukoPay, Amount: 3003, Script: paysim.Script{Outcome: paysim.OutcomeSucceed, RefundOutcome: paysim.OutcomePending}}); err != nil {
 		t.Fatal(err)
@@ -1057,8 +1055,7 @@ func TestRetentionKeepsAPaymentWhileItsRefundsAreInFlight(t *testing.T) {
 func TestARecreatedRefundIsNotSettledByItsPredecessorsEvent(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, prov := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	first := refundManager(t, ns)
 	p := paidPayment(t, ns, prov.Name, "order", 1999)
 	id := p.Status.ProviderPaymentID
@@ -1197,19 +1194,7 @@ func TestARefundThatSettlesAlwaysMovesItsPaymentsTotal(t *testing.T) {
 func TestAStripeRefundThatFailsAfterSucceedingFreesItsMoney(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_reversal"
-	ns := fixture.Namespace(t, env.Client, "refund")
-	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund, controllers.ControllerInbox)
-	o.PendingGrace = time.Second
-	m := fixture.StartManager(t, env, ns, o)
-	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
-	s := fixture.StartSim(t, paysim.Options{})
-	pp := refundProvider(ns, v1alpha1.ProviderStripe, s)
-	pp.SigningSecrets = map[string]string{"current": secret}
-	prov := fixture.CreateProvider(t, env.Client, pp)
-	fixture.WaitCached(t, rcv.Cache, prov)
-	if err := s.SetWebhookTarget(paysim.Stripe, rcv.WebhookURL(ns, prov.Name), []byte(secret)); err != nil {
-		t.Fatal(err)
-	}
+	ns, m, s, prov := webhookRefunds(t, v1alpha1.ProviderStripe, secret)
 	p := paidPayment(t, ns, prov.Name, "order", 1999)
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "all", Payment: p.Name})
 	done := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
