@@ -246,10 +246,8 @@ func TestRetentionRemembersPaymentsWithoutTheFinalizer(t *testing.T) {
 // and the payment goes.
 func TestADeletedAuthorizedPaymentCanStillBeCanceled(t *testing.T) {
 	t.Parallel()
-	s := fixture.StartSim(t, paysim.Options{})
-	payersWait(t, s, paysim.PayPal, 0)
-	ns := fixture.Namespace(t, env.Client, "identity")
-	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: payerSchedule})
+	s, prov := startPayPal(t, paysim.Options{}, "identity", payerSchedule)
+	ns := prov.Namespace
 	o := fixture.Run(controllers.ControllerPayment)
 	o.LedgerNamespace = fixture.Namespace(t, env.Client, "ledger")
 	m := fixture.StartManager(t, env, ns, o)
