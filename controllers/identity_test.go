@@ -124,18 +124,29 @@ func sameMoney(a, b *v1alpha1.Money) bool {
 	return *a == *b
 }
 
+// inFlightPayment runs the payment and refund controllers, with a ledger,
+// over a new namespace with a kukopay provider at a new paysim, and creates
+// there a Payment "in-flight" that the provider keeps pending: it returns
+// once the payment is created at the provider.
+func inFlightPayment(t *testing.T) (*fixture.Sim, *v1alpha1.PaymentProvider, *fixture.Manager, *v1alpha1.Payment) {
+	t.Helper()
+	ns := fixture.Namespace(t, env.Client, "identity")
+	s, prov := simProvider(t, ns, v1alpha1.ProviderKukoPay)
+	m := ledgerManager(t, ns)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomePending})
+	p = fixture.WaitPayment(t, env.Client, p, "created at the provider", func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" })
+	return s, prov, m, p
+}
+
 // TestDeletionWaitsWhileMoneyIsInFlight: a Payment deleted while its outcome
 // is not known stays (its finalizer), says why in an Event, is driven on to
 // its final answer and only then goes, remembered in the ledger.
 func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
 	t.Parallel()
-	ns := fixture.Namespace(t, env.Client, "identity")
-	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
-	m := ledgerManager(t, ns)
 	// The provider keeps it pending until the test has seen the deletion
 	// wait, however long that takes, then lets it succeed.
-	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomePending})
-	p = fixture.WaitPayment(t, env.Client, p, "created at the provider", func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" })
+	s, _, m, p := inFlightPayment(t)
+	ns := p.Namespace
 	if p.Status.Phase.IsFinal() {
 		t.Fatalf("settled too early to test: %s", p.Status.Phase)
 	}
@@ -279,11 +290,8 @@ func TestADeletedAuthorizedPaymentCanStillBeCanceled(t *testing.T) {
 // nothing and waits for review.
 func TestANamespaceDeletedWithMoneyInFlightDoesNotHang(t *testing.T) {
 	t.Parallel()
-	ns := fixture.Namespace(t, env.Client, "identity")
-	s, prov := simProvider(t, ns, v1alpha1.ProviderKukoPay)
-	m := ledgerManager(t, ns)
-	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomePending})
-	p = fixture.WaitPayment(t, env.Client, p, "created at the provider", func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" })
+	s, prov, m, p := inFlightPayment(t)
+	ns := p.Namespace
 	deleteAndWaitGone(t, prov.DeepCopy())
 	deleteAndWaitGone(t, p.DeepCopy())
 	m.Events.Wait(t, "Warning", "DeletedUnsettled")
