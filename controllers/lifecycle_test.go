@@ -661,9 +661,8 @@ func TestAuthorizationExpiresUncaptured(t *testing.T) {
 // capture annotation takes the money once.
 func TestKukoPayCheckoutAndManualCapture(t *testing.T) {
 	t.Parallel()
-	s := fixture.StartSim(t, paysim.Options{})
 	ns := fixture.Namespace(t, env.Client, "checkout")
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: payerSchedule})
+	s, prov := kukopayAt(t, ns, fixture.Provider{Schedule: payerSchedule})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
 		Payment:       fixture.Payment{Namespace: ns, Name: "hosted", Provider: prov.Name, Outcome: paysim.OutcomeNeedsAction},

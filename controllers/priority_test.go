@@ -27,8 +27,7 @@ func TestCreateGoesAheadOfScheduledQueries(t *testing.T) {
 	// Serial: its bound races a backlog drained at a fixed rate, so it
 	// runs alone, before the package's parallel tests load the machine.
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
+	s, prov := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}, QPS: 1, Burst: 1})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	queryBacklog(t, m, s, prov, 30)
 
@@ -72,8 +71,7 @@ func queryBacklog(t *testing.T, m *fixture.Manager, s *fixture.Sim, prov *v1alph
 func TestRateLimitedCreateIsNeverCreateOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}, QPS: 1, Burst: 1})
 	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	var pays []*v1alpha1.Payment
 	for i := 0; i < 6; i++ {
@@ -122,8 +120,7 @@ func reviewOf(p *v1alpha1.Payment) string {
 func TestNoQueryForAPaymentSeenSettled(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Quiet: true})
+	s, prov := kukopayAt(t, ns, fixture.Provider{Quiet: true})
 	const name = "settles"
 	var settled atomic.Pointer[v1alpha1.Payment]
 	o := fixture.Run(controllers.ControllerPayment)
@@ -193,8 +190,7 @@ func TestBackfillGoesAheadOfScheduledQueries(t *testing.T) {
 	// Serial: its bound races a backlog drained at a fixed rate, so it
 	// runs alone, before the package's parallel tests load the machine.
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
+	s, prov := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}, QPS: 1, Burst: 1})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerBackfill))
 	queryBacklog(t, m, s, prov, 30)
 	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
@@ -212,8 +208,7 @@ func TestRefundReadsItsPaymentBackAheadOfScheduledQueries(t *testing.T) {
 	// Serial: its bound races a backlog drained at a fixed rate, so it
 	// runs alone, before the package's parallel tests load the machine.
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 2, Burst: 1})
+	s, prov := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}, QPS: 2, Burst: 1})
 	m := refundManager(t, ns)
 	paid := fixture.TrackedPayment(t, env.Client, s, prov, "paid", paysim.OutcomeSucceed)
 	fixture.WaitPhase(t, env.Client, paid, v1alpha1.PhaseSucceeded, 10*time.Second)
@@ -233,8 +228,7 @@ func TestRefundReadsItsPaymentBackAheadOfScheduledQueries(t *testing.T) {
 func TestAProbeWhoseMarkerWriteFailedIsHandedBack(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, Failures: 1, OpenFor: "300ms"})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}, Failures: 1, OpenFor: "300ms"})
 	lost := fixture.FailWrites(fixture.Once(fixture.StatusOf(func(p *v1alpha1.Payment) bool {
 		return p.Name == "second" && p.Status.CreateRequestedAt != nil
 	})), nil)
@@ -266,8 +260,7 @@ func TestAProbeWhoseMarkerWriteFailedIsHandedBack(t *testing.T) {
 func TestExpiryBetweenTheCreateMarkerAndTheCallSendsNothing(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}})
 	var expiry atomic.Pointer[time.Time]
 	o := fixture.Run(controllers.ControllerPayment)
 	o.WrapClient = func(c client.Client) client.Client {
