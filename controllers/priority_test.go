@@ -263,17 +263,15 @@ func TestExpiryBetweenTheCreateMarkerAndTheCallSendsNothing(t *testing.T) {
 	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}})
 	var expiry atomic.Pointer[time.Time]
 	o := fixture.Run(controllers.ControllerPayment)
-	o.WrapClient = func(c client.Client) client.Client {
-		return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
-			err := do()
-			if p, ok := w.Object.(*v1alpha1.Payment); ok && w.Status() && p.Status.CreateRequestedAt != nil && p.Status.ProviderPaymentID == "" {
-				at := p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration)
-				expiry.Store(&at)
-				time.Sleep(time.Until(at) + 100*time.Millisecond) // the expiry passes between the marker and the call
-			}
-			return err
-		})
-	}
+	o.WrapClient = fixture.AroundWrites(func(w fixture.Write, do func() error) error {
+		err := do()
+		if p, ok := w.Object.(*v1alpha1.Payment); ok && w.Status() && p.Status.CreateRequestedAt != nil && p.Status.ProviderPaymentID == "" {
+			at := p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration)
+			expiry.Store(&at)
+			time.Sleep(time.Until(at) + 100*time.Millisecond) // the expiry passes between the marker and the call
+		}
+		return err
+	})
 	fixture.StartManager(t, env, ns, o)
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "late", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "3s"})
 	got := fixture.WaitPayment(t, env.Client, p, "settled", func(p *v1alpha1.Payment) bool {
@@ -302,17 +300,15 @@ func TestACreateThatWentOutIsNeverDeclaredUnsent(t *testing.T) {
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"200ms"}})
 	var slept atomic.Bool
 	o := fixture.Run(controllers.ControllerPayment)
-	o.WrapClient = func(c client.Client) client.Client {
-		return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
-			err := do()
-			if p, ok := w.Object.(*v1alpha1.Payment); ok && w.Status() && p.Status.CreateRequestedAt != nil && p.Status.ProviderPaymentID == "" &&
-				p.Status.Query.LastError != "" && slept.CompareAndSwap(false, true) {
-				s.SetFaults(paysim.Faults{})
-				time.Sleep(time.Until(p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration)) + 100*time.Millisecond)
-			}
-			return err
-		})
-	}
+	o.WrapClient = fixture.AroundWrites(func(w fixture.Write, do func() error) error {
+		err := do()
+		if p, ok := w.Object.(*v1alpha1.Payment); ok && w.Status() && p.Status.CreateRequestedAt != nil && p.Status.ProviderPaymentID == "" &&
+			p.Status.Query.LastError != "" && slept.CompareAndSwap(false, true) {
+			s.SetFaults(paysim.Faults{})
+			time.Sleep(time.Until(p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration)) + 100*time.Millisecond)
+		}
+		return err
+	})
 	fixture.StartManager(t, env, ns, o)
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "lost", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "3s"})
 	got := fixture.WaitPayment(t, env.Client, p, "found or settled", func(p *v1alpha1.Payment) bool {

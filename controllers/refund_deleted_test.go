@@ -35,19 +35,17 @@ func TestRefundDeletedBeforeItsMarkerIsNeverSent(t *testing.T) {
 	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	var deleted atomic.Bool
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
-	o.WrapClient = func(c client.Client) client.Client {
-		return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
-			err := do()
-			rf, ok := w.Object.(*v1alpha1.Refund)
-			if err == nil && ok && !w.Status() && w.Verb == "patch" && len(rf.OwnerReferences) > 0 && rf.Status.CreateRequestedAt == nil &&
-				deleted.CompareAndSwap(false, true) {
-				// The user deletes the Refund now: after it was owned, before
-				// any marker.
-				userDeletes(t, rf)
-			}
-			return err
-		})
-	}
+	o.WrapClient = fixture.AroundWrites(func(w fixture.Write, do func() error) error {
+		err := do()
+		rf, ok := w.Object.(*v1alpha1.Refund)
+		if err == nil && ok && !w.Status() && w.Verb == "patch" && len(rf.OwnerReferences) > 0 && rf.Status.CreateRequestedAt == nil &&
+			deleted.CompareAndSwap(false, true) {
+			// The user deletes the Refund now: after it was owned, before
+			// any marker.
+			userDeletes(t, rf)
+		}
+		return err
+	})
 	m := fixture.StartManager(t, env, ns, o)
 	p := paidPayment(t, ns, "kukopay", "order", 1999)
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "changed-my-mind", Payment: p.Name, Amount: 500})
@@ -158,20 +156,18 @@ func TestASettledRefundIsListedWhileItsProviderIsUnusable(t *testing.T) {
 	simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	var broke atomic.Bool
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
-	o.WrapClient = func(c client.Client) client.Client {
-		return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
-			rf, ok := w.Object.(*v1alpha1.Refund)
-			if ok && w.Status() && rf.Name == "second" && rf.Status.Phase == v1alpha1.RefundSucceeded && broke.CompareAndSwap(false, true) {
-				sec := &corev1.Secret{}
-				sec.Namespace, sec.Name = ns, "kukopay-credentials"
-				if err := env.Client.Delete(context.Background(), sec); err != nil {
-					t.Errorf("delete the credentials: %v", err)
-				}
-				time.Sleep(500 * time.Millisecond) // the manager's cache sees it
+	o.WrapClient = fixture.AroundWrites(func(w fixture.Write, do func() error) error {
+		rf, ok := w.Object.(*v1alpha1.Refund)
+		if ok && w.Status() && rf.Name == "second" && rf.Status.Phase == v1alpha1.RefundSucceeded && broke.CompareAndSwap(false, true) {
+			sec := &corev1.Secret{}
+			sec.Namespace, sec.Name = ns, "kukopay-credentials"
+			if err := env.Client.Delete(context.Background(), sec); err != nil {
+				t.Errorf("delete the credentials: %v", err)
 			}
-			return do()
-		})
-	}
+			time.Sleep(500 * time.Millisecond) // the manager's cache sees it
+		}
+		return do()
+	})
 	fixture.StartManager(t, env, ns, o)
 	p := paidPayment(t, ns, "kukopay", "order", 1999)
 	first := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "first", Payment: p.Name, Amount: 500})
