@@ -111,6 +111,20 @@ func waitRefunded(t *testing.T, p *v1alpha1.Payment, phase v1alpha1.PaymentPhase
 	return got
 }
 
+// refundRest makes the Refund "rest" of p, without an amount: it must
+// refund exactly the left USD that are left, and p must end Refunded in
+// full. It returns the Refund as created and as succeeded, and p as
+// Refunded.
+func refundRest(t *testing.T, p *v1alpha1.Payment, left int64) (*v1alpha1.Refund, *v1alpha1.Refund, *v1alpha1.Payment) {
+	t.Helper()
+	rest := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: p.Namespace, Name: "rest", Payment: p.Name})
+	got := fixture.WaitRefundPhase(t, env.Client, rest, v1alpha1.RefundSucceeded)
+	if !amountIs(got.Status.Amount, left, "USD") {
+		t.Errorf("the Refund of the rest (no amount) refunded %+v, want the %d USD left", got.Status.Amount, left)
+	}
+	return rest, got, waitRefunded(t, p, v1alpha1.PhaseRefunded, p.Spec.Amount.Value)
+}
+
 // waitListed waits until the payment's status.refunds lists rf as want.
 func waitListed(t *testing.T, p *v1alpha1.Payment, want v1alpha1.RefundSummary) *v1alpha1.Payment {
 	t.Helper()
@@ -277,12 +291,7 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 			before := refundCost{paymentStatus: fixture.CountWrites(m.WritesBy(controllers.ControllerRefund), p, true),
 				paymentOwn: fixture.CountWrites(m.WritesBy(controllers.ControllerPayment), p, true)}
 			before.paymentConflicts, before.refundConflicts = conf.get()
-			rest := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "rest", Payment: p.Name})
-			got = fixture.WaitRefundPhase(t, env.Client, rest, v1alpha1.RefundSucceeded)
-			if !amountIs(got.Status.Amount, 1499, "USD") {
-				t.Errorf("Refund without an amount refunded %+v, want the 1499 USD left", got.Status.Amount)
-			}
-			pay = waitRefunded(t, p, v1alpha1.PhaseRefunded, 1999)
+			rest, got, pay := refundRest(t, p, 1499)
 			pay = waitListed(t, pay, v1alpha1.RefundSummary{Name: "rest", Amount: "14.99 USD", Phase: v1alpha1.RefundSucceeded})
 			waitListed(t, pay, v1alpha1.RefundSummary{Name: "part", Amount: "5.00 USD", Phase: v1alpha1.RefundSucceeded})
 			cost2 := measure(rest, got, since, before)
@@ -785,12 +794,7 @@ func TestRefundEventBeforeItsRefundIsSeenIsAppliedOnceItIs(t *testing.T) {
 	}
 
 	// A Refund of the rest counts the one the event settled.
-	rest := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "rest", Payment: p.Name})
-	got = fixture.WaitRefundPhase(t, env.Client, rest, v1alpha1.RefundSucceeded)
-	if !amountIs(got.Status.Amount, 1499, "USD") {
-		t.Errorf("the rest refunded %+v, want 1499 USD", got.Status.Amount)
-	}
-	waitRefunded(t, p, v1alpha1.PhaseRefunded, 1999)
+	refundRest(t, p, 1499)
 }
 
 // laggingRefunds is a cache that has not seen any Refund yet, while lagging.
@@ -925,12 +929,7 @@ func TestDashboardRefundIsCountedOnce(t *testing.T) {
 		t.Errorf("the refused Refund was sent (%d refund calls before, %d after)", calls, n)
 	}
 
-	rest := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "rest", Payment: p.Name})
-	got = fixture.WaitRefundPhase(t, env.Client, rest, v1alpha1.RefundSucceeded)
-	if !amountIs(got.Status.Amount, 499, "USD") {
-		t.Errorf("the rest refunded %+v, want the 499 USD left after the dashboard refund", got.Status.Amount)
-	}
-	waitRefunded(t, p, v1alpha1.PhaseRefunded, 1999)
+	refundRest(t, p, 499)
 	if n, total := fixture.SimRefunds(t, s, v1alpha1.ProviderKukoPay, id); n != 3 || total != 1999 {
 		t.Errorf("paysim made %d refunds totalling %d, want 3 of 1999", n, total)
 	}
