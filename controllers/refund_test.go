@@ -86,6 +86,23 @@ func webhookRefunds(t *testing.T, typ v1alpha1.ProviderType, secret string) (str
 	return ns, m, s, prov
 }
 
+// refundSucceeded waits for paysim's first KukoPay refund.succeeded event
+// about the provider payment id.
+func refundSucceeded(t *testing.T, s *fixture.Sim, id string) paysim.EventRecord {
+	t.Helper()
+	var rec paysim.EventRecord
+	fixture.Eventually(t, fixture.Timeout, "paysim's refund.succeeded of "+id, func() bool {
+		for _, e := range s.Events(string(v1alpha1.ProviderKukoPay)) {
+			if e.PaymentID == id && e.Type == "refund.succeeded" {
+				rec = e
+				return true
+			}
+		}
+		return false
+	})
+	return rec
+}
+
 // paidPayment creates a Payment of amount USD that paysim's default script
 // settles at once, and waits until paywarden has seen it succeed.
 func paidPayment(t *testing.T, ns, prov, name string, amount int64) *v1alpha1.Payment {
@@ -728,16 +745,7 @@ func TestRefundEventBeforeItsRefundIsSeenIsAppliedOnceItIs(t *testing.T) {
 	if err != nil || made.Status != provider.RefundSucceeded {
 		t.Fatalf("refund at paysim: %+v %v", made, err)
 	}
-	var rec paysim.EventRecord
-	fixture.Eventually(t, fixture.Timeout, "paysim's refund.succeeded", func() bool {
-		for _, e := range s.Events(string(v1alpha1.ProviderKukoPay)) {
-			if e.PaymentID == id && e.Type == "refund.succeeded" {
-				rec = e
-				return true
-			}
-		}
-		return false
-	})
+	rec := refundSucceeded(t, s, id)
 	ev, err := kukopay.ParseEvent(rec.Raw)
 	if err != nil {
 		t.Fatal(err)
@@ -1063,16 +1071,7 @@ func TestARecreatedRefundIsNotSettledByItsPredecessorsEvent(t *testing.T) {
 	oldDone := fixture.WaitRefundPhase(t, env.Client, old, v1alpha1.RefundSucceeded)
 	waitRefunded(t, p, v1alpha1.PhasePartiallyRefunded, 500)
 	oldKey := refundKey(t, v1alpha1.ProviderKukoPay, oldDone)
-	var rec paysim.EventRecord
-	fixture.Eventually(t, fixture.Timeout, "paysim's refund.succeeded of the old r1", func() bool {
-		for _, e := range s.Events(string(v1alpha1.ProviderKukoPay)) {
-			if e.PaymentID == id && e.Type == "refund.succeeded" {
-				rec = e
-				return true
-			}
-		}
-		return false
-	})
+	rec := refundSucceeded(t, s, id)
 
 	// r1 is deleted (its finalizer is let go by the running manager once it
 	// is settled) and applied again (by hand, or a GitOps re-sync), asking 300.
