@@ -52,8 +52,7 @@ func TestDeletedAndReappliedObjectsAdoptTheirOutcome(t *testing.T) {
 		t.Run(string(typ), func(t *testing.T) {
 			t.Parallel()
 			ns := fixture.Namespace(t, env.Client, "identity")
-			s := fixture.StartSim(t, paysim.Options{})
-			fixture.CreateProvider(t, env.Client, refundProvider(ns, typ, s))
+			s, _ := simProvider(t, ns, typ)
 			m := ledgerManager(t, ns)
 
 			a := paidPayment(t, ns, string(typ), "order-a", 1999)
@@ -125,19 +124,29 @@ func sameMoney(a, b *v1alpha1.Money) bool {
 	return *a == *b
 }
 
+// inFlightPayment runs the payment and refund controllers, with a ledger,
+// over a new namespace with a kukopay provider at a new paysim, and creates
+// there a Payment "in-flight" that the provider keeps pending: it returns
+// once the payment is created at the provider.
+func inFlightPayment(t *testing.T) (*fixture.Sim, *v1alpha1.PaymentProvider, *fixture.Manager, *v1alpha1.Payment) {
+	t.Helper()
+	ns := fixture.Namespace(t, env.Client, "identity")
+	s, prov := simProvider(t, ns, v1alpha1.ProviderKukoPay)
+	m := ledgerManager(t, ns)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomePending})
+	p = fixture.WaitPayment(t, env.Client, p, "created at the provider", func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" })
+	return s, prov, m, p
+}
+
 // TestDeletionWaitsWhileMoneyIsInFlight: a Payment deleted while its outcome
 // is not known stays (its finalizer), says why in an Event, is driven on to
 // its final answer and only then goes, remembered in the ledger.
 func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
 	t.Parallel()
-	ns := fixture.Namespace(t, env.Client, "identity")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
-	m := ledgerManager(t, ns)
 	// The provider keeps it pending until the test has seen the deletion
 	// wait, however long that takes, then lets it succeed.
-	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomePending})
-	p = fixture.WaitPayment(t, env.Client, p, "created at the provider", func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" })
+	s, _, m, p := inFlightPayment(t)
+	ns := p.Namespace
 	if p.Status.Phase.IsFinal() {
 		t.Fatalf("settled too early to test: %s", p.Status.Phase)
 	}
@@ -175,8 +184,7 @@ func TestDeletionWaitsWhileMoneyIsInFlight(t *testing.T) {
 func TestRestoredCopyIsLookedUpBeforeCreate(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment)) // no ledger
 	p := paidPayment(t, ns, "kukopay", "backed-up", 1999)
 	if s.Counters().Searches != 0 {
@@ -214,8 +222,7 @@ func TestRestoredCopyIsLookedUpBeforeCreate(t *testing.T) {
 func TestRetentionRemembersPaymentsWithoutTheFinalizer(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderGeneric, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderGeneric)
 	ledgerNS := fixture.Namespace(t, env.Client, "ledger")
 	o := fixture.Run(controllers.ControllerPayment)
 	o.LedgerNamespace = ledgerNS
@@ -250,10 +257,8 @@ func TestRetentionRemembersPaymentsWithoutTheFinalizer(t *testing.T) {
 // and the payment goes.
 func TestADeletedAuthorizedPaymentCanStillBeCanceled(t *testing.T) {
 	t.Parallel()
-	s := fixture.StartSim(t, paysim.Options{})
-	payersWait(t, s, paysim.PayPal, 0)
-	ns := fixture.Namespace(t, env.Client, "identity")
-	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: payerSchedule})
+	s, prov := startPayPal(t, paysim.Options{}, "identity", payerSchedule)
+	ns := prov.Namespace
 	o := fixture.Run(controllers.ControllerPayment)
 	o.LedgerNamespace = fixture.Namespace(t, env.Client, "ledger")
 	m := fixture.StartManager(t, env, ns, o)
@@ -285,12 +290,8 @@ func TestADeletedAuthorizedPaymentCanStillBeCanceled(t *testing.T) {
 // nothing and waits for review.
 func TestANamespaceDeletedWithMoneyInFlightDoesNotHang(t *testing.T) {
 	t.Parallel()
-	ns := fixture.Namespace(t, env.Client, "identity")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
-	m := ledgerManager(t, ns)
-	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "in-flight", Provider: "kukopay", Outcome: paysim.OutcomePending})
-	p = fixture.WaitPayment(t, env.Client, p, "created at the provider", func(p *v1alpha1.Payment) bool { return p.Status.ProviderPaymentID != "" })
+	s, prov, m, p := inFlightPayment(t)
+	ns := p.Namespace
 	deleteAndWaitGone(t, prov.DeepCopy())
 	deleteAndWaitGone(t, p.DeepCopy())
 	m.Events.Wait(t, "Warning", "DeletedUnsettled")
@@ -320,8 +321,7 @@ func TestANamespaceDeletedWithMoneyInFlightDoesNotHang(t *testing.T) {
 func TestRestoredRefundCopyIsNeverSentAgain(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "identity")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := refundManager(t, ns) // no ledger
 	p := paidPayment(t, ns, "kukopay", "backed-up", 1999)
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: p.Name, Amount: 500})

@@ -22,8 +22,7 @@ import (
 func TestKeyConflictConcernsOneCall(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	s, prov := kukopayAt(t, ns, fixture.Provider{Schedule: fast})
 	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerProvider))
 
 	// The first requests under the keys: another body (with metadata) than the

@@ -43,6 +43,17 @@ func payersWait(t *testing.T, s *fixture.Sim, provider string, period time.Durat
 	}
 }
 
+// startPayPal runs paysim of opts with payers who wait for the test's
+// approve call, and a PayPal provider in a new namespace whose status
+// queries follow schedule.
+func startPayPal(t *testing.T, opts paysim.Options, namespace string, schedule []string) (*fixture.Sim, *v1alpha1.PaymentProvider) {
+	t.Helper()
+	s := fixture.StartSim(t, opts)
+	payersWait(t, s, paysim.PayPal, 0)
+	ns := fixture.Namespace(t, env.Client, namespace)
+	return s, fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: schedule})
+}
+
 // awaitPayer waits until p waits for its payer (status.customerAction) and
 // returns it.
 func awaitPayer(t *testing.T, p *v1alpha1.Payment) *v1alpha1.Payment {
@@ -231,13 +242,11 @@ func TestPayPalApprovalByStatusQueryIsCapturedOnce(t *testing.T) {
 	var hits atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
 	t.Cleanup(target.Close)
-	s := fixture.StartSim(t, paysim.Options{Faults: paysim.Faults{DropRate: 1}})
-	payersWait(t, s, paysim.PayPal, 0)
+	s, prov := startPayPal(t, paysim.Options{Faults: paysim.Faults{DropRate: 1}}, "checkout", payerSchedule)
+	ns := prov.Namespace
 	if err := s.SetWebhookTarget(paysim.PayPal, target.URL); err != nil {
 		t.Fatal(err)
 	}
-	ns := fixture.Namespace(t, env.Client, "checkout")
-	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: payerSchedule})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{Payment: fixture.Payment{Namespace: ns, Name: "by-query", Provider: prov.Name}})
 
@@ -267,10 +276,8 @@ func TestPayPalApprovalByStatusQueryIsCapturedOnce(t *testing.T) {
 // Warning Event and no call.
 func TestPayPalManualCapture(t *testing.T) {
 	t.Parallel()
-	s := fixture.StartSim(t, paysim.Options{})
-	payersWait(t, s, paysim.PayPal, 0)
-	ns := fixture.Namespace(t, env.Client, "checkout")
-	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: payerSchedule})
+	s, prov := startPayPal(t, paysim.Options{}, "checkout", payerSchedule)
+	ns := prov.Namespace
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	manual := func(name string) *v1alpha1.Payment {
 		return fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
@@ -478,13 +485,11 @@ func TestCaptureWithoutAnAnswerIsLookedUpFirst(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := fixture.StartSim(t, paysim.Options{Faults: tc.faults})
-			payersWait(t, s, paysim.PayPal, 0)
-			ns := fixture.Namespace(t, env.Client, "checkout")
 			// The capture's outcome is looked up a first step (1s) after the
 			// call: time enough to end the fault before.
 			schedule := append([]string{"1s"}, payerSchedule[1:]...)
-			prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: schedule})
+			s, prov := startPayPal(t, paysim.Options{Faults: tc.faults}, "checkout", schedule)
+			ns := prov.Namespace
 			m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 			p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{Payment: fixture.Payment{Namespace: ns, Name: "no-answer", Provider: prov.Name}})
 			id := approve(t, s, v1alpha1.ProviderPayPal, p)
@@ -518,10 +523,8 @@ func TestCaptureWithoutAnAnswerIsLookedUpFirst(t *testing.T) {
 // not canceled: a Warning Event points at a Refund, and nothing is called.
 func TestCancel(t *testing.T) {
 	t.Parallel()
-	s := fixture.StartSim(t, paysim.Options{})
-	payersWait(t, s, paysim.PayPal, 0)
-	ns := fixture.Namespace(t, env.Client, "checkout")
-	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: payerSchedule})
+	s, prov := startPayPal(t, paysim.Options{}, "checkout", payerSchedule)
+	ns := prov.Namespace
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	create := func(name string, method v1alpha1.CaptureMethod) *v1alpha1.Payment {
 		return fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{Payment: fixture.Payment{Namespace: ns, Name: name, Provider: prov.Name}, CaptureMethod: method})
@@ -600,10 +603,8 @@ func TestCancel(t *testing.T) {
 // the payment being parked in Unknown/CreateOutcomeUnknown.
 func TestCancelWhileACheckoutCreateIsUnknown(t *testing.T) {
 	t.Parallel()
-	s := fixture.StartSim(t, paysim.Options{})
-	payersWait(t, s, paysim.PayPal, 0)
-	ns := fixture.Namespace(t, env.Client, "checkout")
-	prov := fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: payerSchedule})
+	s, prov := startPayPal(t, paysim.Options{}, "checkout", payerSchedule)
+	ns := prov.Namespace
 	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{Payment: fixture.Payment{Namespace: ns, Name: "lost-create", Provider: prov.Name}, CaptureMethod: v1alpha1.CaptureAutomatic})
 	fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) {
 		marked := metav1.NewTime(time.Now().Add(-time.Minute))
@@ -660,9 +661,8 @@ func TestAuthorizationExpiresUncaptured(t *testing.T) {
 // capture annotation takes the money once.
 func TestKukoPayCheckoutAndManualCapture(t *testing.T) {
 	t.Parallel()
-	s := fixture.StartSim(t, paysim.Options{})
 	ns := fixture.Namespace(t, env.Client, "checkout")
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: payerSchedule})
+	s, prov := kukopayAt(t, ns, fixture.Provider{Schedule: payerSchedule})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
 		Payment:       fixture.Payment{Namespace: ns, Name: "hosted", Provider: prov.Name, Outcome: paysim.OutcomeNeedsAction},

@@ -25,11 +25,19 @@ import (
 // fast is a compressed schedule: the real one's shape in milliseconds.
 var fast = []string{"150ms", "150ms", "150ms", "300ms", "300ms", "300ms"}
 
+// kukopayAt starts paysim and creates in ns the PaymentProvider "kukopay" at
+// it, of p's settings.
+func kukopayAt(t *testing.T, ns string, p fixture.Provider) (*fixture.Sim, *v1alpha1.PaymentProvider) {
+	t.Helper()
+	s := fixture.StartSim(t, paysim.Options{})
+	p.Namespace, p.Name, p.Sim = ns, "kukopay", s
+	return s, fixture.CreateProvider(t, env.Client, p)
+}
+
 func TestHappyPath(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: fast})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	// Succeeds 40 simulated seconds after creation (0.4 s here): the first
 	// query finds it Processing, a later one Succeeded.
@@ -108,8 +116,7 @@ func TestHappyPathWebhookFirst(t *testing.T) {
 func TestCrashBetweenCreateAndStatusWriteDoesNotChargeTwice(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: fast})
 	// The manager dies before any write of the create's answer.
 	lost := fixture.FailWrites(func(w fixture.Write) bool {
 		p, ok := w.Object.(*v1alpha1.Payment)
@@ -140,8 +147,7 @@ func TestCrashBetweenCreateAndStatusWriteDoesNotChargeTwice(t *testing.T) {
 func TestFailedWriteOfACreateAnswerStoresItWithoutCallingAgain(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: fast})
 	failed := fixture.FailWrites(fixture.Once(func(w fixture.Write) bool {
 		p, ok := w.Object.(*v1alpha1.Payment)
 		return ok && w.Status() && p.Status.ProviderPaymentID != ""
@@ -162,8 +168,7 @@ func TestFailedWriteOfACreateAnswerStoresItWithoutCallingAgain(t *testing.T) {
 func TestKeyWindowPassedWithoutRecordNeedsReview(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast, KeyWindow: "1h"})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: fast, KeyWindow: "1h"})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "lost-create", Provider: "kukopay"})
 	// A create was requested two hours ago and its outcome never recorded.
 	long := metav1.NewTime(time.Now().Add(-2 * time.Hour))
@@ -190,8 +195,7 @@ func TestKeyWindowPassedWithoutRecordNeedsReview(t *testing.T) {
 func TestKeyWindowPassedAdoptsThePaymentFoundByReference(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast, KeyWindow: "1h"})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: fast, KeyWindow: "1h"})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "found-later", Provider: "kukopay"})
 	// The first create reached the provider; its answer was lost.
 	adapter, err := kukopay.New(provider.Config{Name: "test", APIURL: s.URL + "/kukopay", Credentials: map[string][]byte{"apiKey": []byte("k")}})
@@ -227,9 +231,8 @@ func TestKeyWindowPassedAdoptsThePaymentFoundByReference(t *testing.T) {
 func TestFailingQueriesNeverFailThePayment(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
 	schedule := []string{"100ms", "100ms", "100ms", "100ms", "100ms", "100ms", "100ms", "100ms"}
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: schedule, Timeout: "300ms", Failures: 100})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: schedule, Timeout: "300ms", Failures: 100})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "flaky", Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s"})
 	fixture.Eventually(t, 10*time.Second, "the payment to exist at the provider", func() bool { return fixture.GetPayment(t, env.Client, p).Status.ProviderPaymentID != "" })
@@ -290,8 +293,7 @@ func TestFailingQueriesNeverFailThePayment(t *testing.T) {
 func TestRetryAfterIsHonoured(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"50ms", "50ms", "50ms"}, Failures: 100})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"50ms", "50ms", "50ms"}, Failures: 100})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	// Every status query is throttled from the start (the create goes
 	// through), so no answer can land between the create and the 429s
@@ -331,8 +333,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 func TestExhaustedScheduleStopsQuerying(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "100ms", "100ms"}})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"100ms", "100ms", "100ms"}})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "stuck", Provider: "kukopay", Outcome: paysim.OutcomeProcessing, After: "1s"})
 
@@ -360,8 +361,7 @@ func TestExhaustedScheduleStopsQuerying(t *testing.T) {
 func TestRestartContinuesTheSchedule(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "3s", "3s", "3s"}})
+	kukopayAt(t, ns, fixture.Provider{Schedule: []string{"100ms", "3s", "3s", "3s"}})
 	first := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	var payments []*v1alpha1.Payment
 	for i := 0; i < 5; i++ {
@@ -444,12 +444,11 @@ func TestRateLimitBoundsProviderCalls(t *testing.T) {
 func TestCircuitBreakerDefersWithoutConsumingAttempts(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
 	schedule := make([]string, 10)
 	for i := range schedule {
 		schedule[i] = "100ms"
 	}
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: schedule, Failures: 3, OpenFor: "1s"})
+	s, prov := kukopayAt(t, ns, fixture.Provider{Schedule: schedule, Failures: 3, OpenFor: "1s"})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	// Succeeds 1 s after creation (100 simulated seconds): after the outage
 	// has begun, so the answer can only arrive through the recovered circuit.
@@ -496,8 +495,7 @@ func TestCircuitBreakerDefersWithoutConsumingAttempts(t *testing.T) {
 func TestUnpaidCloseOut(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h", "1h"}})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h", "1h"}})
 	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	// expiresAfter leaves room for the creates on a loaded machine: one
 	// not sent by then is expired locally, never created (another rule).
@@ -529,8 +527,7 @@ func TestUnpaidCloseOut(t *testing.T) {
 func TestTrackedPaymentNeverCreates(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: fast})
 	adapter, err := kukopay.New(provider.Config{Name: "checkout", APIURL: s.URL + "/kukopay", Credentials: map[string][]byte{"apiKey": []byte("k")}})
 	if err != nil {
 		t.Fatal(err)
@@ -557,8 +554,7 @@ func TestTrackedPaymentNeverCreates(t *testing.T) {
 func TestAmountMismatchThenOperatorActions(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: fast})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "short-paid", Provider: "kukopay", Outcome: paysim.OutcomeMismatch, After: "10s"})
 
@@ -626,8 +622,7 @@ func TestAmountMismatchThenOperatorActions(t *testing.T) {
 func TestSettledPaymentIsNeverRewritten(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: fast})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "settled", Provider: "kukopay", Outcome: paysim.OutcomeSucceed, After: "1s"})
 	got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, 20*time.Second)

@@ -54,8 +54,7 @@ func unresolvedCreate(t *testing.T, p *v1alpha1.Payment) {
 func TestRequeryOfAnUnresolvedCreateLooksUpOnce(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "100ms"}, KeyWindow: "1h", QPS: 100, Burst: 100})
+	kukopayAt(t, ns, fixture.Provider{Schedule: []string{"100ms", "100ms"}, KeyWindow: "1h", QPS: 100, Burst: 100})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "lost-create", Provider: "kukopay"})
 	unresolvedCreate(t, p)
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
@@ -85,8 +84,7 @@ func TestRequeryOfAnUnresolvedCreateLooksUpOnce(t *testing.T) {
 func TestRequeryFindsTheLostPaymentAndFollowsIt(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"100ms", "100ms", "100ms"}, KeyWindow: "1h"})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"100ms", "100ms", "100ms"}, KeyWindow: "1h"})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "found-later", Provider: "kukopay"})
 	id := fixture.SimCreate(t, s, v1alpha1.ProviderKukoPay, ns+".found-later", paysim.OutcomeProcessing)
 	unresolvedCreate(t, p)
@@ -115,8 +113,7 @@ func TestRecreatedPaymentIsNeverDecidedOnFromTheOldObject(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ns := fixture.Namespace(t, env.Client, "pay")
-			s := fixture.StartSim(t, paysim.Options{})
-			fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s})
+			kukopayAt(t, ns, fixture.Provider{})
 			old := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order", Provider: "kukopay"})
 			if marked {
 				fixture.SetStatus(t, env.Client, old, func(st *v1alpha1.PaymentStatus) {
@@ -237,8 +234,7 @@ func TestRefusedConfigurationIsNotAVerdict(t *testing.T) {
 func TestSharedMerchantReferenceCreatesOnce(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}})
+	kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}})
 	first := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "first", Provider: "kukopay", MerchantReference: "ORD-1001"})
 	time.Sleep(1100 * time.Millisecond) // creation times have second precision
 	second := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "second", Provider: "kukopay", MerchantReference: "ORD-1001"})
@@ -270,8 +266,7 @@ func TestSharedMerchantReferenceCreatesOnce(t *testing.T) {
 func TestSharedIdempotencyKeyCreatesOnce(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}})
 	first := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "first", Provider: "kukopay", MerchantReference: "ORD-1001", IdempotencyKey: "checkout-7"})
 	time.Sleep(1100 * time.Millisecond) // creation times have second precision
 	second := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "second", Provider: "kukopay", MerchantReference: "ORD-1002", IdempotencyKey: "checkout-7"})

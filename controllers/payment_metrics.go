@@ -72,6 +72,18 @@ func leads(leader func() bool) bool { return leader == nil || leader() }
 // collectTimeout bounds one cache read at scrape time.
 const collectTimeout = 5 * time.Second
 
+// listToCollect reads list through r for a collector: false, and nothing to
+// report, when this replica does not lead or the read failed.
+func listToCollect(r client.Reader, leader func() bool, list client.ObjectList) bool {
+	if !leads(leader) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
+	defer cancel()
+	// Read only, never kept or modified: no copies of the cache's objects.
+	return r.List(ctx, list, client.UnsafeDisableDeepCopy) == nil
+}
+
 // PaymentCollector exports paywarden_payments and
 // paywarden_payments_needs_review (SPEC §8).
 type PaymentCollector struct {
@@ -95,14 +107,8 @@ func (c PaymentCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c PaymentCollector) Collect(ch chan<- prometheus.Metric) {
-	if !leads(c.Leader) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
-	defer cancel()
 	var list v1alpha1.PaymentList
-	// Read only, never kept or modified: no copies of the cache's objects.
-	if err := c.Reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+	if !listToCollect(c.Reader, c.Leader, &list) {
 		return
 	}
 	type key struct{ ns, provider, phase string }
@@ -161,13 +167,8 @@ func (c InboxCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c InboxCollector) Collect(ch chan<- prometheus.Metric) {
-	if !leads(c.Leader) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
-	defer cancel()
 	var list v1alpha1.WebhookEventList
-	if err := c.Reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+	if !listToCollect(c.Reader, c.Leader, &list) {
 		return
 	}
 	now := time.Now()
@@ -227,13 +228,8 @@ func (c ProviderCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c ProviderCollector) Collect(ch chan<- prometheus.Metric) {
-	if !leads(c.Leader) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
-	defer cancel()
 	var list v1alpha1.PaymentProviderList
-	if err := c.Reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+	if !listToCollect(c.Reader, c.Leader, &list) {
 		return
 	}
 	for i := range list.Items {
@@ -262,13 +258,8 @@ func (c RefundCollector) Describe(ch chan<- *prometheus.Desc) { ch <- refundsDes
 
 // Collect implements prometheus.Collector.
 func (c RefundCollector) Collect(ch chan<- prometheus.Metric) {
-	if !leads(c.Leader) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
-	defer cancel()
 	var list v1alpha1.RefundList
-	if err := c.Reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+	if !listToCollect(c.Reader, c.Leader, &list) {
 		return
 	}
 	type key struct{ ns, phase string }

@@ -281,7 +281,7 @@ func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1
 	}
 
 	credName := spec.CredentialsSecretRef.Name
-	creds, err := r.secret(ctx, prov.Namespace, credName)
+	creds, err := readSecret(ctx, r.Secrets, prov.Namespace, credName)
 	if err != nil {
 		return verdict{}, err
 	}
@@ -341,7 +341,7 @@ func (r *PaymentProviderReconciler) validateSigning(ctx context.Context, prov *v
 	if ref == nil {
 		return webhooks, nil, nil
 	}
-	signing, err := r.secret(ctx, prov.Namespace, ref.Name)
+	signing, err := readSecret(ctx, r.Secrets, prov.Namespace, ref.Name)
 	if err != nil {
 		return "", nil, err
 	}
@@ -371,18 +371,6 @@ func derefVerdict(v *verdict) verdict {
 		return verdict{}
 	}
 	return *v
-}
-
-// secret reads a Secret by name; nil when it does not exist.
-func (r *PaymentProviderReconciler) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
-	s := &corev1.Secret{}
-	if err := r.Secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
-	}
-	return s, nil
 }
 
 // activeKeys are the signing Secret's keys with a value, sorted; the receiver

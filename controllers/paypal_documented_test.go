@@ -30,21 +30,6 @@ func (c *shiftedClock) Now() time.Time                  { return time.Now().Add(
 func (c *shiftedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func (c *shiftedClock) Add(d time.Duration)             { c.shift.Add(int64(d)) }
 
-// startPayPal runs paysim (on clk's time, when set) with payers who wait for
-// the test's approve call, and a PayPal provider in a new namespace whose
-// status queries follow schedule.
-func startPayPal(t *testing.T, clk *shiftedClock, namespace string, schedule []string) (*fixture.Sim, *v1alpha1.PaymentProvider) {
-	t.Helper()
-	opts := paysim.Options{}
-	if clk != nil {
-		opts.Now = clk.Now
-	}
-	s := fixture.StartSim(t, opts)
-	payersWait(t, s, paysim.PayPal, 0)
-	ns := fixture.Namespace(t, env.Client, namespace)
-	return s, fixture.CreatePayPalProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "paypal", Sim: s, Schedule: schedule})
-}
-
 // heldSchedule sees a payer's approval within a second, then reads the
 // payment once an hour (a Manual payment waiting for its capture).
 var heldSchedule = []string{"200ms", "200ms", "200ms", "200ms", "200ms", "1h"}
@@ -57,7 +42,7 @@ var heldSchedule = []string{"200ms", "200ms", "200ms", "200ms", "200ms", "1h"}
 func TestPayPalOrderNobodyCompletedEndsExpired(t *testing.T) {
 	t.Parallel()
 	clk := &shiftedClock{}
-	s, prov := startPayPal(t, clk, "expiry", []string{"200ms", "1h"})
+	s, prov := startPayPal(t, paysim.Options{Now: clk.Now}, "expiry", []string{"200ms", "1h"})
 	ns := prov.Namespace
 	opts := fixture.Run(controllers.ControllerPayment)
 	opts.Clock = clk
@@ -118,7 +103,7 @@ func simEventOf(t *testing.T, s *fixture.Sim, typ, id string) paysim.EventRecord
 func TestPayPalAuthorizationVoidedAtItsEndIsExpired(t *testing.T) {
 	t.Parallel()
 	clk := &shiftedClock{}
-	s, prov := startPayPal(t, clk, "voided", heldSchedule)
+	s, prov := startPayPal(t, paysim.Options{Now: clk.Now}, "voided", heldSchedule)
 	ns := prov.Namespace
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox))
 	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
@@ -209,7 +194,7 @@ func TestPayPalInstrumentDeclinedWaitsForThePayerAgain(t *testing.T) {
 func TestPayPalFundsGuaranteedForTheHonorPeriod(t *testing.T) {
 	t.Parallel()
 	clk := &shiftedClock{}
-	s, prov := startPayPal(t, clk, "honor", heldSchedule)
+	s, prov := startPayPal(t, paysim.Options{Now: clk.Now}, "honor", heldSchedule)
 	ns := prov.Namespace
 	opts := fixture.Run(controllers.ControllerPayment)
 	opts.Clock = clk
@@ -252,7 +237,7 @@ func TestPayPalFundsGuaranteedForTheHonorPeriod(t *testing.T) {
 // review.
 func TestPayPalApprovalReversedEndsExpired(t *testing.T) {
 	t.Parallel()
-	s, prov := startPayPal(t, nil, "reversed", heldSchedule)
+	s, prov := startPayPal(t, paysim.Options{}, "reversed", heldSchedule)
 	ns := prov.Namespace
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerInbox))
 	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{

@@ -27,8 +27,7 @@ func TestCreateGoesAheadOfScheduledQueries(t *testing.T) {
 	// Serial: its bound races a backlog drained at a fixed rate, so it
 	// runs alone, before the package's parallel tests load the machine.
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
+	s, prov := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}, QPS: 1, Burst: 1})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	queryBacklog(t, m, s, prov, 30)
 
@@ -72,8 +71,7 @@ func queryBacklog(t *testing.T, m *fixture.Manager, s *fixture.Sim, prov *v1alph
 func TestRateLimitedCreateIsNeverCreateOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}, QPS: 1, Burst: 1})
 	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	var pays []*v1alpha1.Payment
 	for i := 0; i < 6; i++ {
@@ -122,8 +120,7 @@ func reviewOf(p *v1alpha1.Payment) string {
 func TestNoQueryForAPaymentSeenSettled(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Quiet: true})
+	s, prov := kukopayAt(t, ns, fixture.Provider{Quiet: true})
 	const name = "settles"
 	var settled atomic.Pointer[v1alpha1.Payment]
 	o := fixture.Run(controllers.ControllerPayment)
@@ -193,8 +190,7 @@ func TestBackfillGoesAheadOfScheduledQueries(t *testing.T) {
 	// Serial: its bound races a backlog drained at a fixed rate, so it
 	// runs alone, before the package's parallel tests load the machine.
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 1, Burst: 1})
+	s, prov := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}, QPS: 1, Burst: 1})
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerBackfill))
 	queryBacklog(t, m, s, prov, 30)
 	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
@@ -212,9 +208,8 @@ func TestRefundReadsItsPaymentBackAheadOfScheduledQueries(t *testing.T) {
 	// Serial: its bound races a backlog drained at a fixed rate, so it
 	// runs alone, before the package's parallel tests load the machine.
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, QPS: 2, Burst: 1})
-	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund))
+	s, prov := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}, QPS: 2, Burst: 1})
+	m := refundManager(t, ns)
 	paid := fixture.TrackedPayment(t, env.Client, s, prov, "paid", paysim.OutcomeSucceed)
 	fixture.WaitPhase(t, env.Client, paid, v1alpha1.PhaseSucceeded, 10*time.Second)
 	queryBacklog(t, m, s, prov, 30)
@@ -233,8 +228,7 @@ func TestRefundReadsItsPaymentBackAheadOfScheduledQueries(t *testing.T) {
 func TestAProbeWhoseMarkerWriteFailedIsHandedBack(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}, Failures: 1, OpenFor: "300ms"})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}, Failures: 1, OpenFor: "300ms"})
 	lost := fixture.FailWrites(fixture.Once(fixture.StatusOf(func(p *v1alpha1.Payment) bool {
 		return p.Name == "second" && p.Status.CreateRequestedAt != nil
 	})), nil)
@@ -266,21 +260,18 @@ func TestAProbeWhoseMarkerWriteFailedIsHandedBack(t *testing.T) {
 func TestExpiryBetweenTheCreateMarkerAndTheCallSendsNothing(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "prio")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"1h"}})
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}})
 	var expiry atomic.Pointer[time.Time]
 	o := fixture.Run(controllers.ControllerPayment)
-	o.WrapClient = func(c client.Client) client.Client {
-		return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
-			err := do()
-			if p, ok := w.Object.(*v1alpha1.Payment); ok && w.Status() && p.Status.CreateRequestedAt != nil && p.Status.ProviderPaymentID == "" {
-				at := p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration)
-				expiry.Store(&at)
-				time.Sleep(time.Until(at) + 100*time.Millisecond) // the expiry passes between the marker and the call
-			}
-			return err
-		})
-	}
+	o.WrapClient = fixture.AroundWrites(func(w fixture.Write, do func() error) error {
+		err := do()
+		if p, ok := w.Object.(*v1alpha1.Payment); ok && w.Status() && p.Status.CreateRequestedAt != nil && p.Status.ProviderPaymentID == "" {
+			at := p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration)
+			expiry.Store(&at)
+			time.Sleep(time.Until(at) + 100*time.Millisecond) // the expiry passes between the marker and the call
+		}
+		return err
+	})
 	fixture.StartManager(t, env, ns, o)
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "late", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "3s"})
 	got := fixture.WaitPayment(t, env.Client, p, "settled", func(p *v1alpha1.Payment) bool {
@@ -309,17 +300,15 @@ func TestACreateThatWentOutIsNeverDeclaredUnsent(t *testing.T) {
 	fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: []string{"200ms"}})
 	var slept atomic.Bool
 	o := fixture.Run(controllers.ControllerPayment)
-	o.WrapClient = func(c client.Client) client.Client {
-		return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
-			err := do()
-			if p, ok := w.Object.(*v1alpha1.Payment); ok && w.Status() && p.Status.CreateRequestedAt != nil && p.Status.ProviderPaymentID == "" &&
-				p.Status.Query.LastError != "" && slept.CompareAndSwap(false, true) {
-				s.SetFaults(paysim.Faults{})
-				time.Sleep(time.Until(p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration)) + 100*time.Millisecond)
-			}
-			return err
-		})
-	}
+	o.WrapClient = fixture.AroundWrites(func(w fixture.Write, do func() error) error {
+		err := do()
+		if p, ok := w.Object.(*v1alpha1.Payment); ok && w.Status() && p.Status.CreateRequestedAt != nil && p.Status.ProviderPaymentID == "" &&
+			p.Status.Query.LastError != "" && slept.CompareAndSwap(false, true) {
+			s.SetFaults(paysim.Faults{})
+			time.Sleep(time.Until(p.CreationTimestamp.Add(p.Spec.ExpiresAfter.Duration)) + 100*time.Millisecond)
+		}
+		return err
+	})
 	fixture.StartManager(t, env, ns, o)
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "lost", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "3s"})
 	got := fixture.WaitPayment(t, env.Client, p, "found or settled", func(p *v1alpha1.Payment) bool {

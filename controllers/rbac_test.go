@@ -59,9 +59,8 @@ func TestManagerRunsWithTheShippedRBAC(t *testing.T) {
 		t.Fatal("the manager was not elected with the namespaced leader-election Role")
 	}
 
-	s := fixture.StartSim(t, paysim.Options{})
 	ns := fixture.Namespace(t, env.Client, "pay")
-	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Sim: s, Schedule: fast})
+	_, prov := kukopayAt(t, ns, fixture.Provider{Schedule: fast})
 	fixture.CreateSecret(t, env.Client, ns, "kukopay-webhook", map[string]string{"current": "whsec"})
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		fresh := fixture.GetProvider(t, env.Client, ns, prov.Name)

@@ -32,23 +32,20 @@ import (
 // which other tests sharing the control plane could make too short.
 func TestRefundDeletedBeforeItsMarkerIsNeverSent(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	var deleted atomic.Bool
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
-	o.WrapClient = func(c client.Client) client.Client {
-		return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
-			err := do()
-			rf, ok := w.Object.(*v1alpha1.Refund)
-			if err == nil && ok && !w.Status() && w.Verb == "patch" && len(rf.OwnerReferences) > 0 && rf.Status.CreateRequestedAt == nil &&
-				deleted.CompareAndSwap(false, true) {
-				// The user deletes the Refund now: after it was owned, before
-				// any marker.
-				userDeletes(t, rf)
-			}
-			return err
-		})
-	}
+	o.WrapClient = fixture.AroundWrites(func(w fixture.Write, do func() error) error {
+		err := do()
+		rf, ok := w.Object.(*v1alpha1.Refund)
+		if err == nil && ok && !w.Status() && w.Verb == "patch" && len(rf.OwnerReferences) > 0 && rf.Status.CreateRequestedAt == nil &&
+			deleted.CompareAndSwap(false, true) {
+			// The user deletes the Refund now: after it was owned, before
+			// any marker.
+			userDeletes(t, rf)
+		}
+		return err
+	})
 	m := fixture.StartManager(t, env, ns, o)
 	p := paidPayment(t, ns, "kukopay", "order", 1999)
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "changed-my-mind", Payment: p.Name, Amount: 500})
@@ -95,8 +92,7 @@ func boolString(b bool) string {
 // which other tests sharing the control plane could make too short.
 func TestWaitingRefundDeletedAsItsPaymentSucceedsIsNeverSent(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	var paid, deleted atomic.Bool
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
 	o.WrapClient = func(c client.Client) client.Client {
@@ -157,24 +153,21 @@ func paymentTookMoney(rf *v1alpha1.Refund) bool {
 // too short.
 func TestASettledRefundIsListedWhileItsProviderIsUnusable(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund-deleted")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	var broke atomic.Bool
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
-	o.WrapClient = func(c client.Client) client.Client {
-		return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
-			rf, ok := w.Object.(*v1alpha1.Refund)
-			if ok && w.Status() && rf.Name == "second" && rf.Status.Phase == v1alpha1.RefundSucceeded && broke.CompareAndSwap(false, true) {
-				sec := &corev1.Secret{}
-				sec.Namespace, sec.Name = ns, "kukopay-credentials"
-				if err := env.Client.Delete(context.Background(), sec); err != nil {
-					t.Errorf("delete the credentials: %v", err)
-				}
-				time.Sleep(500 * time.Millisecond) // the manager's cache sees it
+	o.WrapClient = fixture.AroundWrites(func(w fixture.Write, do func() error) error {
+		rf, ok := w.Object.(*v1alpha1.Refund)
+		if ok && w.Status() && rf.Name == "second" && rf.Status.Phase == v1alpha1.RefundSucceeded && broke.CompareAndSwap(false, true) {
+			sec := &corev1.Secret{}
+			sec.Namespace, sec.Name = ns, "kukopay-credentials"
+			if err := env.Client.Delete(context.Background(), sec); err != nil {
+				t.Errorf("delete the credentials: %v", err)
 			}
-			return do()
-		})
-	}
+			time.Sleep(500 * time.Millisecond) // the manager's cache sees it
+		}
+		return do()
+	})
 	fixture.StartManager(t, env, ns, o)
 	p := paidPayment(t, ns, "kukopay", "order", 1999)
 	first := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "first", Payment: p.Name, Amount: 500})

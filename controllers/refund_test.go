@@ -52,10 +52,55 @@ func refundProvider(ns string, typ v1alpha1.ProviderType, s *fixture.Sim) fixtur
 	return p
 }
 
+// simProvider starts paysim and creates refundProvider(ns, typ) at it.
+func simProvider(t *testing.T, ns string, typ v1alpha1.ProviderType) (*fixture.Sim, *v1alpha1.PaymentProvider) {
+	t.Helper()
+	s := fixture.StartSim(t, paysim.Options{})
+	return s, fixture.CreateProvider(t, env.Client, refundProvider(ns, typ, s))
+}
+
 // refundManager runs the payment and refund controllers (and cs) over ns.
 func refundManager(t *testing.T, ns string, cs ...controllers.Controller) *fixture.Manager {
 	t.Helper()
 	return fixture.StartManager(t, env, ns, fixture.Run(append([]controllers.Controller{controllers.ControllerPayment, controllers.ControllerRefund}, cs...)...))
+}
+
+// webhookRefunds runs the payment, refund and inbox controllers over a new
+// namespace and the real receiver, and a provider of typ at a new paysim
+// that sends its webhooks, signed with secret, through that receiver.
+func webhookRefunds(t *testing.T, typ v1alpha1.ProviderType, secret string) (string, *fixture.Manager, *fixture.Sim, *v1alpha1.PaymentProvider) {
+	t.Helper()
+	ns := fixture.Namespace(t, env.Client, "refund")
+	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund, controllers.ControllerInbox)
+	o.PendingGrace = time.Second
+	m := fixture.StartManager(t, env, ns, o)
+	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
+	s := fixture.StartSim(t, paysim.Options{})
+	pp := refundProvider(ns, typ, s)
+	pp.SigningSecrets = map[string]string{"current": secret}
+	prov := fixture.CreateProvider(t, env.Client, pp)
+	fixture.WaitCached(t, rcv.Cache, prov)
+	if err := s.SetWebhookTarget(string(typ), rcv.WebhookURL(ns, prov.Name), []byte(secret)); err != nil {
+		t.Fatal(err)
+	}
+	return ns, m, s, prov
+}
+
+// refundSucceeded waits for paysim's first KukoPay refund.succeeded event
+// about the provider payment id.
+func refundSucceeded(t *testing.T, s *fixture.Sim, id string) paysim.EventRecord {
+	t.Helper()
+	var rec paysim.EventRecord
+	fixture.Eventually(t, fixture.Timeout, "paysim's refund.succeeded of "+id, func() bool {
+		for _, e := range s.Events(string(v1alpha1.ProviderKukoPay)) {
+			if e.PaymentID == id && e.Type == "refund.succeeded" {
+				rec = e
+				return true
+			}
+		}
+		return false
+	})
+	return rec
 }
 
 // paidPayment creates a Payment of amount USD that paysim's default script
@@ -81,6 +126,20 @@ func waitRefunded(t *testing.T, p *v1alpha1.Payment, phase v1alpha1.PaymentPhase
 		return got.Status.Phase == phase && a != nil && a.Value == total, "status:\n" + fixture.Dump(got.Status)
 	})
 	return got
+}
+
+// refundRest makes the Refund "rest" of p, without an amount: it must
+// refund exactly the left USD that are left, and p must end Refunded in
+// full. It returns the Refund as created and as succeeded, and p as
+// Refunded.
+func refundRest(t *testing.T, p *v1alpha1.Payment, left int64) (*v1alpha1.Refund, *v1alpha1.Refund, *v1alpha1.Payment) {
+	t.Helper()
+	rest := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: p.Namespace, Name: "rest", Payment: p.Name})
+	got := fixture.WaitRefundPhase(t, env.Client, rest, v1alpha1.RefundSucceeded)
+	if !amountIs(got.Status.Amount, left, "USD") {
+		t.Errorf("the Refund of the rest (no amount) refunded %+v, want the %d USD left", got.Status.Amount, left)
+	}
+	return rest, got, waitRefunded(t, p, v1alpha1.PhaseRefunded, p.Spec.Amount.Value)
 }
 
 // waitListed waits until the payment's status.refunds lists rf as want.
@@ -193,8 +252,7 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 	for _, typ := range []v1alpha1.ProviderType{v1alpha1.ProviderKukoPay, v1alpha1.ProviderPayPal, v1alpha1.ProviderGeneric, v1alpha1.ProviderStripe} {
 		t.Run(string(typ), func(t *testing.T) {
 			ns := fixture.Namespace(t, env.Client, "refund")
-			s := fixture.StartSim(t, paysim.Options{})
-			fixture.CreateProvider(t, env.Client, refundProvider(ns, typ, s))
+			s, _ := simProvider(t, ns, typ)
 			var conf conflicts
 			o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
 			o.WrapClient = conf.wrap
@@ -250,12 +308,7 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 			before := refundCost{paymentStatus: fixture.CountWrites(m.WritesBy(controllers.ControllerRefund), p, true),
 				paymentOwn: fixture.CountWrites(m.WritesBy(controllers.ControllerPayment), p, true)}
 			before.paymentConflicts, before.refundConflicts = conf.get()
-			rest := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "rest", Payment: p.Name})
-			got = fixture.WaitRefundPhase(t, env.Client, rest, v1alpha1.RefundSucceeded)
-			if !amountIs(got.Status.Amount, 1499, "USD") {
-				t.Errorf("Refund without an amount refunded %+v, want the 1499 USD left", got.Status.Amount)
-			}
-			pay = waitRefunded(t, p, v1alpha1.PhaseRefunded, 1999)
+			rest, got, pay := refundRest(t, p, 1499)
 			pay = waitListed(t, pay, v1alpha1.RefundSummary{Name: "rest", Amount: "14.99 USD", Phase: v1alpha1.RefundSucceeded})
 			waitListed(t, pay, v1alpha1.RefundSummary{Name: "part", Amount: "5.00 USD", Phase: v1alpha1.RefundSucceeded})
 			cost2 := measure(rest, got, since, before)
@@ -300,6 +353,30 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 	}
 }
 
+// refundCrash runs the payment and refund controllers over a new namespace
+// with a kukopay provider at a new paysim, under a manager that crash kills;
+// there it makes a Refund of 7.00 USD of a paid 19.99 USD payment, waits for
+// the crash and stops that manager. The Refund must then hold its marker
+// (Pending, 700 USD, createRequestedAt) without a refund id; it is returned
+// as stored, with the key of its refund calls.
+func refundCrash(t *testing.T, crash *fixture.Crash) (ns string, s *fixture.Sim, first *fixture.Manager, p *v1alpha1.Payment, rf *v1alpha1.Refund, key string) {
+	t.Helper()
+	ns = fixture.Namespace(t, env.Client, "refund")
+	s, _ = simProvider(t, ns, v1alpha1.ProviderKukoPay)
+	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
+	o.WrapClient = crash.Wrap
+	first = fixture.StartManager(t, env, ns, o)
+	p = paidPayment(t, ns, "kukopay", "order", 1999)
+	rf = fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "crash", Payment: p.Name, Amount: 700})
+	crash.Wait(t)
+	first.Stop()
+	rf = fixture.GetRefund(t, env.Client, rf)
+	if st := rf.Status; st.CreateRequestedAt == nil || st.ProviderRefundID != "" || !amountIs(st.Amount, 700, "USD") || st.Phase != v1alpha1.RefundPending {
+		t.Fatalf("after the crash the Refund holds %s, want the marker (Pending, 700 USD, createRequestedAt) without a refund id", fixture.Dump(st))
+	}
+	return ns, s, first, p, rf, refundKey(t, v1alpha1.ProviderKukoPay, rf)
+}
+
 // TestRefundCrashAroundTheRefundCallRefundsOnce: the manager dies after the
 // refund marker is stored, before the call or after it (before its answer
 // is stored). The next manager finds the marker without a refund id and
@@ -314,34 +391,14 @@ func TestRefundCrashAroundTheRefundCallRefundsOnce(t *testing.T) {
 		rf, ok := w.Object.(*v1alpha1.Refund)
 		return ok && w.Status() && rf.Status.ProviderRefundID != ""
 	}
-	checkMarker := func(t *testing.T, rf *v1alpha1.Refund) {
-		t.Helper()
-		st := fixture.GetRefund(t, env.Client, rf).Status
-		if st.CreateRequestedAt == nil || st.ProviderRefundID != "" || !amountIs(st.Amount, 700, "USD") || st.Phase != v1alpha1.RefundPending {
-			t.Fatalf("after the crash the Refund holds %s, want the marker (Pending, 700 USD, createRequestedAt) without a refund id", fixture.Dump(st))
-		}
-	}
 
 	t.Run("dies after the marker, before the call", func(t *testing.T) {
-		ns := fixture.Namespace(t, env.Client, "refund")
-		s := fixture.StartSim(t, paysim.Options{})
-		fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
-		crash := fixture.CrashAfter(isMarker)
-		o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
-		o.WrapClient = crash.Wrap
-		first := fixture.StartManager(t, env, ns, o)
-		p := paidPayment(t, ns, "kukopay", "order", 1999)
-		rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "crash", Payment: p.Name, Amount: 700})
-		crash.Wait(t)
-		first.Stop()
-		checkMarker(t, rf)
-		rf = fixture.GetRefund(t, env.Client, rf)
-		key := refundKey(t, v1alpha1.ProviderKukoPay, rf)
+		ns, s, first, p, rf, key := refundCrash(t, fixture.CrashAfter(isMarker))
 		if calls := first.Requests.Calls(fixture.IsRefundCreate); len(calls) != 0 || s.Counters().ActionsByKey[key] != 0 {
 			t.Fatalf("the dying manager called the provider after the marker: %+v", calls)
 		}
 
-		fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund))
+		refundManager(t, ns)
 		got := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
 		c := s.Counters()
 		if c.RefundsByPayment[p.Status.ProviderPaymentID] != 1 || c.ActionsByKey[key] != 1 {
@@ -354,26 +411,14 @@ func TestRefundCrashAroundTheRefundCallRefundsOnce(t *testing.T) {
 	})
 
 	t.Run("dies after the call, before its answer is stored", func(t *testing.T) {
-		ns := fixture.Namespace(t, env.Client, "refund")
-		s := fixture.StartSim(t, paysim.Options{})
-		fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
-		crash := fixture.CrashBefore(isAnswer)
-		o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
-		o.WrapClient = crash.Wrap
-		first := fixture.StartManager(t, env, ns, o)
-		p := paidPayment(t, ns, "kukopay", "order", 1999)
-		rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "crash", Payment: p.Name, Amount: 700})
-		crash.Wait(t)
-		first.Stop() // the answer is gone with the process
-		checkMarker(t, rf)
-		rf = fixture.GetRefund(t, env.Client, rf)
-		key := refundKey(t, v1alpha1.ProviderKukoPay, rf)
+		// The dying manager made the refund; its answer is gone with the process.
+		ns, s, _, p, rf, key := refundCrash(t, fixture.CrashBefore(isAnswer))
 		made, _ := s.Payment(paysim.KukoPay, p.Status.ProviderPaymentID)
 		if len(made.Refunds) != 1 || s.Counters().ActionsByKey[key] != 1 {
 			t.Fatalf("paysim holds refunds %+v after %d calls with key %s, want the one the dying manager made with one call", made.Refunds, s.Counters().ActionsByKey[key], key)
 		}
 
-		fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund))
+		refundManager(t, ns)
 		got := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
 		c := s.Counters()
 		if c.RefundsByPayment[p.Status.ProviderPaymentID] != 1 || c.ActionsByKey[key] != 2 {
@@ -392,8 +437,7 @@ func TestRefundCrashAroundTheRefundCallRefundsOnce(t *testing.T) {
 func TestFailedWriteOfARefundAnswerStoresItWithoutCallingAgain(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	failed := fixture.FailWrites(fixture.Once(func(w fixture.Write) bool {
 		rf, ok := w.Object.(*v1alpha1.Refund)
 		return ok && w.Status() && rf.Status.ProviderRefundID != ""
@@ -454,8 +498,7 @@ func TestRefundLostAnswerIsRetriedWithTheSameKey(t *testing.T) {
 func TestOverRefundIsRefusedBeforeAnyCall(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := refundManager(t, ns)
 	p := paidPayment(t, ns, "kukopay", "order", 1999)
 	s.ResetCounters()
@@ -507,8 +550,7 @@ func TestOverRefundIsRefusedBeforeAnyCall(t *testing.T) {
 func TestConcurrentRefundsNeverRefundMoreThanReceived(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	refundManager(t, ns)
 	for i := range 3 {
 		p := paidPayment(t, ns, "kukopay", fmt.Sprintf("order-%d", i), 1999)
@@ -537,8 +579,7 @@ func TestConcurrentRefundsNeverRefundMoreThanReceived(t *testing.T) {
 func TestARefundWaitsWhileTheProviderTotalMayCountOneInFlight(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	if err := s.Script(paysim.Rule{Provider: paysim.KukoPay, Amount: 2999, Script: paysim.Script{Outcome: paysim.OutcomeSucceed, RefundOutcome: paysim.OutcomePending}}); err != nil {
 		t.Fatal(err)
 	}
@@ -609,8 +650,7 @@ func TestARefundWaitsWhileTheProviderTotalMayCountOneInFlight(t *testing.T) {
 // second both creates fall into, which a busy control plane can miss.
 func TestConcurrentRefundsCreatedOutOfNameOrderWithinASecond(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	held, release, aRead := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var once, aOnce sync.Once
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
@@ -690,8 +730,7 @@ func TestRefundEventBeforeItsRefundIsSeenIsAppliedOnceItIs(t *testing.T) {
 	o.WrapClient = func(c client.Client) client.Client { return laggingRefunds{c, &lagging} }
 	ns := fixture.Namespace(t, env.Client, "refund")
 	m := fixture.StartManager(t, env, ns, o)
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, prov := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	p := paidPayment(t, ns, prov.Name, "order", 1999)
 	id := p.Status.ProviderPaymentID
 
@@ -706,16 +745,7 @@ func TestRefundEventBeforeItsRefundIsSeenIsAppliedOnceItIs(t *testing.T) {
 	if err != nil || made.Status != provider.RefundSucceeded {
 		t.Fatalf("refund at paysim: %+v %v", made, err)
 	}
-	var rec paysim.EventRecord
-	fixture.Eventually(t, fixture.Timeout, "paysim's refund.succeeded", func() bool {
-		for _, e := range s.Events(string(v1alpha1.ProviderKukoPay)) {
-			if e.PaymentID == id && e.Type == "refund.succeeded" {
-				rec = e
-				return true
-			}
-		}
-		return false
-	})
+	rec := refundSucceeded(t, s, id)
 	ev, err := kukopay.ParseEvent(rec.Raw)
 	if err != nil {
 		t.Fatal(err)
@@ -772,12 +802,7 @@ func TestRefundEventBeforeItsRefundIsSeenIsAppliedOnceItIs(t *testing.T) {
 	}
 
 	// A Refund of the rest counts the one the event settled.
-	rest := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "rest", Payment: p.Name})
-	got = fixture.WaitRefundPhase(t, env.Client, rest, v1alpha1.RefundSucceeded)
-	if !amountIs(got.Status.Amount, 1499, "USD") {
-		t.Errorf("the rest refunded %+v, want 1499 USD", got.Status.Amount)
-	}
-	waitRefunded(t, p, v1alpha1.PhaseRefunded, 1999)
+	refundRest(t, p, 1499)
 }
 
 // laggingRefunds is a cache that has not seen any Refund yet, while lagging.
@@ -806,8 +831,7 @@ func (r laggingRefunds) List(ctx context.Context, list client.ObjectList, opts .
 func TestRefundFailedAtTheProvider(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := refundManager(t, ns)
 
 	check := func(t *testing.T, p *v1alpha1.Payment, rf *v1alpha1.Refund, source v1alpha1.ObservationSource) {
@@ -871,19 +895,7 @@ func TestRefundFailedAtTheProvider(t *testing.T) {
 func TestDashboardRefundIsCountedOnce(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_dashboard"
-	ns := fixture.Namespace(t, env.Client, "refund")
-	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund, controllers.ControllerInbox)
-	o.PendingGrace = time.Second
-	m := fixture.StartManager(t, env, ns, o)
-	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
-	s := fixture.StartSim(t, paysim.Options{})
-	pp := refundProvider(ns, v1alpha1.ProviderKukoPay, s)
-	pp.SigningSecrets = map[string]string{"current": secret}
-	prov := fixture.CreateProvider(t, env.Client, pp)
-	fixture.WaitCached(t, rcv.Cache, prov)
-	if err := s.SetWebhookTarget(paysim.KukoPay, rcv.WebhookURL(ns, prov.Name), []byte(secret)); err != nil {
-		t.Fatal(err)
-	}
+	ns, m, s, prov := webhookRefunds(t, v1alpha1.ProviderKukoPay, secret)
 	p := paidPayment(t, ns, prov.Name, "order", 1999)
 	id := p.Status.ProviderPaymentID
 
@@ -925,12 +937,7 @@ func TestDashboardRefundIsCountedOnce(t *testing.T) {
 		t.Errorf("the refused Refund was sent (%d refund calls before, %d after)", calls, n)
 	}
 
-	rest := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "rest", Payment: p.Name})
-	got = fixture.WaitRefundPhase(t, env.Client, rest, v1alpha1.RefundSucceeded)
-	if !amountIs(got.Status.Amount, 499, "USD") {
-		t.Errorf("the rest refunded %+v, want the 499 USD left after the dashboard refund", got.Status.Amount)
-	}
-	waitRefunded(t, p, v1alpha1.PhaseRefunded, 1999)
+	refundRest(t, p, 499)
 	if n, total := fixture.SimRefunds(t, s, v1alpha1.ProviderKukoPay, id); n != 3 || total != 1999 {
 		t.Errorf("paysim made %d refunds totalling %d, want 3 of 1999", n, total)
 	}
@@ -943,8 +950,7 @@ func TestDashboardRefundIsCountedOnce(t *testing.T) {
 func TestRefundWaitsForItsPayment(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := refundManager(t, ns)
 
 	t.Run("waits until the payment succeeds", func(t *testing.T) {
@@ -1005,8 +1011,7 @@ func TestRefundWaitsForItsPayment(t *testing.T) {
 func TestRetentionKeepsAPaymentWhileItsRefundsAreInFlight(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, prov := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := refundManager(t, ns, controllers.ControllerRetention)
 	if err := s.Script(paysim.Rule{Provider: paysim.KukoPay, Amount: 3003, Script: paysim.Script{Outcome: paysim.OutcomeSucceed, RefundOutcome: paysim.OutcomePending}}); err != nil {
 		t.Fatal(err)
@@ -1057,8 +1062,7 @@ func TestRetentionKeepsAPaymentWhileItsRefundsAreInFlight(t *testing.T) {
 func TestARecreatedRefundIsNotSettledByItsPredecessorsEvent(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
-	s := fixture.StartSim(t, paysim.Options{})
-	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, s))
+	s, prov := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	first := refundManager(t, ns)
 	p := paidPayment(t, ns, prov.Name, "order", 1999)
 	id := p.Status.ProviderPaymentID
@@ -1067,16 +1071,7 @@ func TestARecreatedRefundIsNotSettledByItsPredecessorsEvent(t *testing.T) {
 	oldDone := fixture.WaitRefundPhase(t, env.Client, old, v1alpha1.RefundSucceeded)
 	waitRefunded(t, p, v1alpha1.PhasePartiallyRefunded, 500)
 	oldKey := refundKey(t, v1alpha1.ProviderKukoPay, oldDone)
-	var rec paysim.EventRecord
-	fixture.Eventually(t, fixture.Timeout, "paysim's refund.succeeded of the old r1", func() bool {
-		for _, e := range s.Events(string(v1alpha1.ProviderKukoPay)) {
-			if e.PaymentID == id && e.Type == "refund.succeeded" {
-				rec = e
-				return true
-			}
-		}
-		return false
-	})
+	rec := refundSucceeded(t, s, id)
 
 	// r1 is deleted (its finalizer is let go by the running manager once it
 	// is settled) and applied again (by hand, or a GitOps re-sync), asking 300.
@@ -1197,19 +1192,7 @@ func TestARefundThatSettlesAlwaysMovesItsPaymentsTotal(t *testing.T) {
 func TestAStripeRefundThatFailsAfterSucceedingFreesItsMoney(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_reversal"
-	ns := fixture.Namespace(t, env.Client, "refund")
-	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund, controllers.ControllerInbox)
-	o.PendingGrace = time.Second
-	m := fixture.StartManager(t, env, ns, o)
-	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
-	s := fixture.StartSim(t, paysim.Options{})
-	pp := refundProvider(ns, v1alpha1.ProviderStripe, s)
-	pp.SigningSecrets = map[string]string{"current": secret}
-	prov := fixture.CreateProvider(t, env.Client, pp)
-	fixture.WaitCached(t, rcv.Cache, prov)
-	if err := s.SetWebhookTarget(paysim.Stripe, rcv.WebhookURL(ns, prov.Name), []byte(secret)); err != nil {
-		t.Fatal(err)
-	}
+	ns, m, s, prov := webhookRefunds(t, v1alpha1.ProviderStripe, secret)
 	p := paidPayment(t, ns, prov.Name, "order", 1999)
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "all", Payment: p.Name})
 	done := fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)

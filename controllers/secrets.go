@@ -194,3 +194,16 @@ func (r *SecretReader) Held() []types.NamespacedName {
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
 }
+
+// readSecret reads the Secret ns/name through secrets; nil when it does not
+// exist.
+func readSecret(ctx context.Context, secrets client.Reader, ns, name string) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	if err := secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
+	}
+	return s, nil
+}

@@ -109,16 +109,18 @@ func (r *WebhookBundleReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, r.deleteBundle(ctx, req.NamespacedName)
 	}
 
+	// A referenced Secret that does not exist is nil: the bundle then lacks
+	// its keys, and the provider controller reports the provider not Ready.
 	var signing, creds *corev1.Secret
 	var err error
 	if ref := prov.Spec.Webhook.SigningSecretRef; ref != nil && ref.Name != "" {
-		if signing, err = r.secret(ctx, prov.Namespace, ref.Name); err != nil {
+		if signing, err = readSecret(ctx, r.Secrets, prov.Namespace, ref.Name); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	// Credentials are read only for types whose verification uses them.
 	if caps, ok := providers.Lookup(string(prov.Spec.Type)); ok && caps.Verification.Credentials {
-		if creds, err = r.secret(ctx, prov.Namespace, prov.Spec.CredentialsSecretRef.Name); err != nil {
+		if creds, err = readSecret(ctx, r.Secrets, prov.Namespace, prov.Spec.CredentialsSecretRef.Name); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -167,20 +169,6 @@ func (r *WebhookBundleReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	log.FromContext(ctx).Info("webhook bundle updated", "provider", req.NamespacedName.String(), "bundle", have.Name, "keys", len(have.Data))
 	return ctrl.Result{}, nil
-}
-
-// secret reads a referenced Secret; nil when it does not exist (the bundle
-// then lacks its keys, and the provider controller reports the provider
-// not Ready).
-func (r *WebhookBundleReconciler) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
-	s := &corev1.Secret{}
-	if err := r.Secrets.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
-	}
-	return s, nil
 }
 
 // deleteBundle deletes the bundle of a provider that is gone. Only a bundle

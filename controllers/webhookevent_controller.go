@@ -217,16 +217,15 @@ func (r *WebhookEventReconciler) orphansOf(ctx context.Context, obj client.Objec
 	seen := map[types.NamespacedName]bool{}
 	var reqs []reconcile.Request
 	for _, k := range keys {
-		var l v1alpha1.WebhookEventList
-		if err := r.Client.List(ctx, &l, client.InNamespace(p.Namespace), client.MatchingFields{indexOrphanKeys: k}); err != nil {
+		found, err := r.eventsWhere(ctx, p.Namespace, indexOrphanKeys, k)
+		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "list orphaned webhook events", "payment", client.ObjectKeyFromObject(p))
 			continue
 		}
-		for _, e := range l.Items {
-			n := client.ObjectKeyFromObject(&e)
-			if !seen[n] {
-				seen[n] = true
-				reqs = append(reqs, reconcile.Request{NamespacedName: n})
+		for _, req := range found {
+			if !seen[req.NamespacedName] {
+				seen[req.NamespacedName] = true
+				reqs = append(reqs, req)
 			}
 		}
 	}
@@ -241,31 +240,34 @@ func (r *WebhookEventReconciler) orphansOfRefund(ctx context.Context, obj client
 	}
 	// Keyed by the whole reference: an event about an earlier Refund of the
 	// same name (another UID) does not wait for this one.
-	var l v1alpha1.WebhookEventList
-	key := "refund:" + rf.Reference()
-	if err := r.Client.List(ctx, &l, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexOrphanKeys: key}); err != nil {
+	reqs, err := r.eventsWhere(ctx, obj.GetNamespace(), indexOrphanKeys, "refund:"+rf.Reference())
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list orphaned webhook events", "refund", client.ObjectKeyFromObject(obj))
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(l.Items))
-	for _, e := range l.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&e)})
 	}
 	return reqs
 }
 
 // eventsOf maps a PaymentProvider to its events.
 func (r *WebhookEventReconciler) eventsOf(ctx context.Context, obj client.Object) []reconcile.Request {
-	var l v1alpha1.WebhookEventList
-	if err := r.Client.List(ctx, &l, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexEventProvider: obj.GetName()}); err != nil {
+	reqs, err := r.eventsWhere(ctx, obj.GetNamespace(), indexEventProvider, obj.GetName())
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list webhook events of provider", "provider", client.ObjectKeyFromObject(obj))
-		return nil
+	}
+	return reqs
+}
+
+// eventsWhere lists, as requests, the WebhookEvents in ns whose indexed
+// field holds value; nil when the list fails.
+func (r *WebhookEventReconciler) eventsWhere(ctx context.Context, ns, field, value string) ([]reconcile.Request, error) {
+	var l v1alpha1.WebhookEventList
+	if err := r.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{field: value}); err != nil {
+		return nil, err
 	}
 	reqs := make([]reconcile.Request, 0, len(l.Items))
 	for _, e := range l.Items {
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&e)})
 	}
-	return reqs
+	return reqs, nil
 }
 
 // orphanKeysOfEvent indexes only Orphaned events: the index stays as small as

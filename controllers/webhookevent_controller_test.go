@@ -137,18 +137,16 @@ func TestWebhookEventProcessor(t *testing.T) {
 		// receiver is stopped then.
 		var crashed atomic.Bool
 		var dying *fixture.Receiver
-		dying = fixture.StartReceiver(t, env, fixture.ReceiverOptions{WrapClient: func(c client.Client) client.Client {
-			return fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
-				if crashed.Load() {
-					return errProcessGone
-				}
-				err := do()
-				if _, ok := w.Object.(*v1alpha1.WebhookEvent); ok && w.Verb == "create" && err == nil && crashed.CompareAndSwap(false, true) {
-					go func() { _ = dying.Stop() }()
-				}
-				return err
-			})
-		}})
+		dying = fixture.StartReceiver(t, env, fixture.ReceiverOptions{WrapClient: fixture.AroundWrites(func(w fixture.Write, do func() error) error {
+			if crashed.Load() {
+				return errProcessGone
+			}
+			err := do()
+			if _, ok := w.Object.(*v1alpha1.WebhookEvent); ok && w.Verb == "create" && err == nil && crashed.CompareAndSwap(false, true) {
+				go func() { _ = dying.Stop() }()
+			}
+			return err
+		})})
 		prov := inboxKukoPay(t, dying)
 		p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: prov.Namespace, Name: "order-9", Provider: prov.Name, MerchantReference: "order-9", ProviderPaymentID: "pay_9", Amount: 900, Currency: "USD"})
 		fixture.WaitCached(t, dying.Cache, p)
