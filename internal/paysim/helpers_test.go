@@ -138,24 +138,6 @@ func (e *env) create(t *testing.T, name, key, ref string, amount int64, meta map
 	return p
 }
 
-// fakeClock is an injectable clock for timestamps and expiry.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func newAdapter(name, base string, c map[string][]byte) (provider.Provider, error) {
 	return providers.New(name, provider.Config{Name: "test/" + name, APIURL: base + "/" + name, Credentials: c, Timeout: time.Second})
 }

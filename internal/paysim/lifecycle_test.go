@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
@@ -325,7 +327,7 @@ func TestAuthorizationExpiresOnTheScaledClock(t *testing.T) {
 		}
 	})
 	t.Run("PayPal's 29 days on a clock that tests move", func(t *testing.T) {
-		clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+		clk := clocktesting.NewFakeClock(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC))
 		e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeApprove}})
 		p := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000, CaptureMethod: provider.CaptureManual})
 		eventually(t, "approval", func() bool { return e.status(t, paysim.PayPal, p.ID).Status == provider.StatusApproved })
@@ -333,11 +335,11 @@ func TestAuthorizationExpiresOnTheScaledClock(t *testing.T) {
 		if err != nil || !got.AuthorizationExpiresAt.Equal(clk.Now().Add(29*24*time.Hour)) {
 			t.Fatalf("%+v %v", got, err)
 		}
-		clk.Add(29*24*time.Hour - time.Second)
+		clk.Step(29*24*time.Hour - time.Second)
 		if got := e.status(t, paysim.PayPal, p.ID); got.Status != provider.StatusAuthorized {
 			t.Fatalf("expired early: %+v", got)
 		}
-		clk.Add(time.Second)
+		clk.Step(time.Second)
 		if got := e.status(t, paysim.PayPal, p.ID); got.Status != provider.StatusExpired {
 			t.Fatalf("not expired: %+v", got)
 		}
@@ -387,13 +389,13 @@ func TestKukoPayNeedsActionAndManualCapture(t *testing.T) {
 		}
 	})
 	t.Run("an unpaid checkout expires with its link", func(t *testing.T) {
-		clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+		clk := clocktesting.NewFakeClock(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC))
 		e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
 		p := e.createWith(t, paysim.KukoPay, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000, Checkout: shopCheckout})
 		if !p.CustomerAction.ExpiresAt.Equal(clk.Now().Add(paysim.DefaultCheckoutTTL)) {
 			t.Fatalf("%+v", p.CustomerAction)
 		}
-		clk.Add(paysim.DefaultCheckoutTTL)
+		clk.Step(paysim.DefaultCheckoutTTL)
 		got := e.status(t, paysim.KukoPay, p.ID)
 		if got.Status != provider.StatusExpired || got.CustomerAction != nil || got.FailureCode != "" {
 			t.Fatalf("%+v", got)

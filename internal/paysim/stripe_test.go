@@ -15,6 +15,8 @@ import (
 	stripego "github.com/stripe/stripe-go/v84"
 	"github.com/stripe/stripe-go/v84/webhook"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/paywarden/paywarden/internal/paysim"
 )
 
@@ -415,13 +417,13 @@ func TestStripePayerPage(t *testing.T) {
 // Events, "List all events"), whatever created[gte] asks for; a page cursor that
 // names an event past that is no such event.
 func TestStripeEventsGoBackThirtyDays(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	e := startStripe(t, paysim.Options{Now: clk.Now})
 	for _, ref := range []string{"OLD", "NEW"} {
 		if code, _, body := e.do(t, "POST", "/v1/payment_intents", "ev-"+ref, intentForm("1000", ref)); code != 200 {
 			t.Fatalf("%d %s", code, body)
 		}
-		clk.Add(20 * 24 * time.Hour)
+		clk.Step(20 * 24 * time.Hour)
 	}
 	// Now: OLD is 40 days old, NEW 20 days.
 	all := e.sim.Events(paysim.Stripe)

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
@@ -19,33 +20,15 @@ import (
 
 var ctx = context.Background()
 
-// clock is a settable clock shared by paysim and the adapter.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 var keys atomic.Int64
 
 func key(prefix string) string { return fmt.Sprint(prefix, "-", keys.Add(1)) }
 
 // simAdapter runs paysim (payments wait for the payer unless opts scripts otherwise)
 // and a KukoPay adapter against it, both on clk.
-func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *kukopay.Adapter, *clock) {
+func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *kukopay.Adapter, *clocktesting.FakeClock) {
 	t.Helper()
-	clk := &clock{t: now}
+	clk := clocktesting.NewFakeClock(now)
 	if opts.DefaultScript == nil {
 		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomeAbandon}
 	}
@@ -449,7 +432,7 @@ func TestAuthorizationExpiresUncaptured(t *testing.T) {
 	if !p.AuthorizationExpiresAt.Equal(now.Add(time.Hour)) {
 		t.Fatalf("expires %v", p.AuthorizationExpiresAt)
 	}
-	clk.Add(time.Hour)
+	clk.Step(time.Hour)
 	got, err := a.Get(ctx, p.ID)
 	if err != nil || got.Status != provider.StatusExpired || got.FailureCode != provider.FailureAuthorizationExpired {
 		t.Fatalf("%+v %v", got, err)

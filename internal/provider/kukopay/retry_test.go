@@ -36,7 +36,7 @@ func TestCreateRetriedLaterSendsTheSameBody(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			clk.Add(20 * time.Minute)
+			clk.Step(20 * time.Minute)
 			again, err := a.Create(ctx, req)
 			if err != nil {
 				t.Fatalf("retry 20 minutes later refused: %v", err)
@@ -73,7 +73,7 @@ func TestLostCreateAnswerRetriedLaterIsReplayed(t *testing.T) {
 				t.Fatalf("lost answer: %v", err)
 			}
 			srv.Sim.SetFaults(paysim.Faults{})
-			clk.Add(20 * time.Minute)
+			clk.Step(20 * time.Minute)
 			p, err := a.Create(ctx, req)
 			if err != nil {
 				t.Fatalf("retry refused: %v", err)
