@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
@@ -53,7 +54,7 @@ func (e *env) rawCall(t *testing.T, prov, method, path, key, body string) (int, 
 			req.Header.Set(kukopay.HeaderIdempotencyKey, key)
 		}
 	case paysim.PayPal:
-		req.Header.Set("Authorization", "Bearer "+e.paypalToken(t))
+		req.Header.Set("Authorization", "Bearer "+paysimtest.PayPalToken(t, e.srv.URL, "pp-id", "pp-secret"))
 		if key != "" {
 			req.Header.Set(paypal.HeaderRequestID, key)
 		}
@@ -70,23 +71,6 @@ func (e *env) rawCall(t *testing.T, prov, method, path, key, body string) (int, 
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, b
-}
-
-func (e *env) paypalToken(t *testing.T) string {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/paypal/v1/oauth2/token", strings.NewReader("grant_type=client_credentials"))
-	req.SetBasicAuth("pp-id", "pp-secret")
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var tok paypal.TokenResponse
-	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
-		t.Fatal(err)
-	}
-	return tok.AccessToken
 }
 
 func (e *env) status(t *testing.T, name, id string) provider.Payment {

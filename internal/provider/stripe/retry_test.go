@@ -1,8 +1,6 @@
 package stripe_test
 
 import (
-	"bytes"
-	"net/http"
 	"testing"
 	"time"
 
@@ -32,16 +30,6 @@ func recordedSim(t *testing.T, clk *clocktesting.FakeClock, faults paysim.Faults
 	return srv, a
 }
 
-func sessionBodies(srv *paysimtest.Server) [][]byte {
-	var out [][]byte
-	for _, r := range srv.Requests(false) {
-		if r.Method == http.MethodPost && r.Path == "/stripe/v1/checkout/sessions" {
-			out = append(out, r.Body)
-		}
-	}
-	return out
-}
-
 // A Checkout Session create retried later must carry the parameters of the first
 // attempt: Stripe compares them under the idempotency key (idempotency_error). The
 // expiry is clamped from the create marker's time, so neither the 30-minute step nor
@@ -63,22 +51,7 @@ func TestSessionCreateRetriedLaterSendsTheSameParameters(t *testing.T) {
 			srv, a := recordedSim(t, clk, paysim.Faults{})
 			req := checkoutReq("key-retry-"+tt.expiresAfter.String(), "ORD-RETRY", 1000)
 			req.ExpiresAt, req.RequestedAt = created.Add(tt.expiresAfter), marked
-			first, err := a.Create(ctx, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clk.Step(20 * time.Minute)
-			again, err := a.Create(ctx, req)
-			if err != nil {
-				t.Fatalf("retry 20 minutes later refused: %v", err)
-			}
-			if again.ID != first.ID {
-				t.Fatalf("retry answered %s, first %s", again.ID, first.ID)
-			}
-			bodies := sessionBodies(srv)
-			if len(bodies) != 2 || !bytes.Equal(bodies[0], bodies[1]) {
-				t.Fatalf("parameters differ:\n %s\n %s", bodies[0], bodies[len(bodies)-1])
-			}
+			paysimtest.RetriedLaterSendsTheSameBody(t, srv, a, clk, req, "/stripe/v1/checkout/sessions")
 		})
 	}
 }
