@@ -64,13 +64,7 @@ func (e *env) rawCall(t *testing.T, prov, method, path, key, body string) (int, 
 			req.Header.Set("Idempotency-Key", key)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b
+	return send(t, req)
 }
 
 func (e *env) status(t *testing.T, name, id string) provider.Payment {

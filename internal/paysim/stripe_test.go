@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 )
 
 const stripeKey = "sk_test_paysim"
@@ -36,12 +37,7 @@ func startStripe(t *testing.T, opts paysim.Options) *stripeEnv {
 	if opts.TimeFactor == 0 {
 		opts.TimeFactor = 0.0001
 	}
-	sim := paysim.New(opts)
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() {
-		sim.Close()
-		srv.Close()
-	})
+	sim, srv := paysimtest.Serve(t, opts)
 	return &stripeEnv{sim: sim, srv: srv}
 }
 
@@ -64,13 +60,7 @@ func (e *stripeEnv) do(t *testing.T, method, path, key string, form url.Values) 
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b
+	return send(t, req)
 }
 
 func intentForm(amount, ref string) url.Values {

@@ -34,6 +34,20 @@ type Server struct {
 	reqs []Request
 }
 
+// Serve runs a paysim.Sim with opts behind an httptest server that records
+// nothing, both closed at the end of the test (the Sim first: it cancels
+// deliveries and slow answers).
+func Serve(t testing.TB, opts paysim.Options) (*paysim.Sim, *httptest.Server) {
+	t.Helper()
+	sim := paysim.New(opts)
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() {
+		sim.Close()
+		srv.Close()
+	})
+	return sim, srv
+}
+
 // Start runs a paysim.Sim with opts behind an httptest server, both closed at the end
 // of the test (the Sim first, so no delivery outlives it).
 func Start(t testing.TB, opts paysim.Options) *Server {
