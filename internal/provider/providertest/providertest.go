@@ -213,6 +213,18 @@ func CreateRefusesUnknownCurrencies(t *testing.T, e ISOEcho) {
 // status. what names the raw status in the subtests' names ("jobStatus").
 func StatusTable(t *testing.T, what string, want, table map[string]provider.Status, mapStatus func(t *testing.T, raw string) provider.Status, unlisted string) {
 	t.Helper()
+	statusTable(t, what, want, table, mapStatus, unlisted, provider.StatusUnknown)
+}
+
+// RefundStatusTable is StatusTable for an adapter's refund status table: a
+// refund status the table does not list (unlisted) maps to RefundUnknown.
+func RefundStatusTable(t *testing.T, want, table map[string]provider.RefundStatus, mapStatus func(raw string) provider.RefundStatus, unlisted string) {
+	t.Helper()
+	statusTable(t, "refund status", want, table, func(_ *testing.T, raw string) provider.RefundStatus { return mapStatus(raw) }, unlisted, provider.RefundUnknown)
+}
+
+func statusTable[S ~string](t *testing.T, what string, want, table map[string]S, mapStatus func(t *testing.T, raw string) S, unlisted string, unknown S) {
+	t.Helper()
 	if len(table) != len(want) {
 		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
 	}
@@ -226,8 +238,8 @@ func StatusTable(t *testing.T, what string, want, table map[string]provider.Stat
 			}
 		})
 	}
-	t.Run("an unlisted "+what+" is Unknown, never final", func(t *testing.T) {
-		if got := mapStatus(t, unlisted); got != provider.StatusUnknown {
+	t.Run("an unlisted "+what+" is "+string(unknown)+", never final", func(t *testing.T) {
+		if got := mapStatus(t, unlisted); got != unknown {
 			t.Fatalf("got %s", got)
 		}
 	})
