@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/providers"
 )
@@ -36,12 +37,7 @@ func start(t *testing.T, opts paysim.Options) *env {
 	if opts.DefaultScript == nil {
 		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomePending}
 	}
-	sim := paysim.New(opts)
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() {
-		sim.Close() // first: cancels deliveries and slow answers
-		srv.Close()
-	})
+	sim, srv := paysimtest.Serve(t, opts)
 	e := &env{sim: sim, srv: srv, p: map[string]provider.Provider{}}
 	for _, name := range allProviders {
 		e.p[name] = e.adapter(t, name, time.Second, opts.Now)
@@ -138,28 +134,22 @@ func (e *env) create(t *testing.T, name, key, ref string, amount int64, meta map
 	return p
 }
 
-// fakeClock is an injectable clock for timestamps and expiry.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func newAdapter(name, base string, c map[string][]byte) (provider.Provider, error) {
 	return providers.New(name, provider.Config{Name: "test/" + name, APIURL: base + "/" + name, Credentials: c, Timeout: time.Second})
 }
 
 func createReq(key, ref string, amount int64, meta map[string]string) provider.CreateRequest {
 	return provider.CreateRequest{IdempotencyKey: key, MerchantReference: ref, Amount: amount, Currency: "USD", Description: "test", Metadata: meta}
+}
+
+// send sends req and returns the answer's status, headers and body.
+func send(t *testing.T, req *http.Request) (int, http.Header, []byte) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
 }

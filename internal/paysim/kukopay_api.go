@@ -159,34 +159,33 @@ func kukopayError(status int, code, msg string) answer {
 	return jsonAnswer(status, kukopay.ErrorBody{Error: kukopay.ErrorDetail{Code: code, Message: msg}})
 }
 
-// kukopayActionLocked reads the optional JSON body of a call on the payment id
-// into req and finds that payment, brought up to date; when the body is not JSON
-// or there is no such payment, it returns no payment and the error answer.
-func (s *Sim) kukopayActionLocked(id string, body []byte, req any) (*payment, answer) {
-	if err := optionalJSON(body, req); err != nil {
-		return nil, kukopayError(http.StatusBadRequest, "invalid_request", "invalid JSON body")
-	}
-	p, ok := s.payments[KukoPay][id]
-	if !ok {
-		return nil, kukopayError(http.StatusNotFound, kukopay.ErrorCodeResourceMissing, "no such payment: "+id)
-	}
-	s.refreshLocked(p)
-	return p, answer{}
-}
-
-// kukopayCapture: POST /v1/payments/{id}/capture {amount_to_capture}, for a payment in
-// requires_capture; 0 captures amount_capturable.
-func (s *Sim) kukopayCapture(w http.ResponseWriter, r *http.Request) {
+// kukopayAction serves a call on the payment {id} (capture, cancel):
+// authenticated and idempotent, its optional JSON body read into a new R and
+// the payment looked up and brought up to date before act answers (under the
+// lock, as idempotentCall runs it).
+func kukopayAction[R any](s *Sim, w http.ResponseWriter, r *http.Request, act func(id string, p *payment, req *R) answer) {
 	if !s.kukopayAuth(w, r) {
 		return
 	}
 	id := r.PathValue("id")
 	s.idempotentCall(w, r, KukoPay, kukopay.HeaderIdempotencyKey, func(body []byte) answer {
-		var req kukopay.CaptureRequest
-		p, refused := s.kukopayActionLocked(id, body, &req)
-		if p == nil {
-			return refused
+		var req R
+		if err := optionalJSON(body, &req); err != nil {
+			return kukopayError(http.StatusBadRequest, "invalid_request", "invalid JSON body")
 		}
+		p, ok := s.payments[KukoPay][id]
+		if !ok {
+			return kukopayError(http.StatusNotFound, kukopay.ErrorCodeResourceMissing, "no such payment: "+id)
+		}
+		s.refreshLocked(p)
+		return act(id, p, &req)
+	})
+}
+
+// kukopayCapture: POST /v1/payments/{id}/capture {amount_to_capture}, for a payment in
+// requires_capture; 0 captures amount_capturable.
+func (s *Sim) kukopayCapture(w http.ResponseWriter, r *http.Request) {
+	kukopayAction(s, w, r, func(id string, p *payment, req *kukopay.CaptureRequest) answer {
 		switch p.state {
 		case stAuthorized:
 		case stSucceeded, stProcessing:
@@ -209,16 +208,7 @@ func (s *Sim) kukopayCapture(w http.ResponseWriter, r *http.Request) {
 // kukopayCancel: POST /v1/payments/{id}/cancel {cancellation_reason}, for a payment
 // that took no money (pending, requires_action, requires_capture).
 func (s *Sim) kukopayCancel(w http.ResponseWriter, r *http.Request) {
-	if !s.kukopayAuth(w, r) {
-		return
-	}
-	id := r.PathValue("id")
-	s.idempotentCall(w, r, KukoPay, kukopay.HeaderIdempotencyKey, func(body []byte) answer {
-		var req kukopay.CancelRequest
-		p, refused := s.kukopayActionLocked(id, body, &req)
-		if p == nil {
-			return refused
-		}
+	kukopayAction(s, w, r, func(id string, p *payment, req *kukopay.CancelRequest) answer {
 		switch p.state {
 		case stPending, stAuthorized:
 		case stCanceled:

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
@@ -51,7 +54,7 @@ func (e *env) rawCall(t *testing.T, prov, method, path, key, body string) (int, 
 			req.Header.Set(kukopay.HeaderIdempotencyKey, key)
 		}
 	case paysim.PayPal:
-		req.Header.Set("Authorization", "Bearer "+e.paypalToken(t))
+		req.Header.Set("Authorization", "Bearer "+paysimtest.PayPalToken(t, e.srv.URL, "pp-id", "pp-secret"))
 		if key != "" {
 			req.Header.Set(paypal.HeaderRequestID, key)
 		}
@@ -61,30 +64,7 @@ func (e *env) rawCall(t *testing.T, prov, method, path, key, body string) (int, 
 			req.Header.Set("Idempotency-Key", key)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b
-}
-
-func (e *env) paypalToken(t *testing.T) string {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/paypal/v1/oauth2/token", strings.NewReader("grant_type=client_credentials"))
-	req.SetBasicAuth("pp-id", "pp-secret")
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var tok paypal.TokenResponse
-	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
-		t.Fatal(err)
-	}
-	return tok.AccessToken
+	return send(t, req)
 }
 
 func (e *env) status(t *testing.T, name, id string) provider.Payment {
@@ -325,7 +305,7 @@ func TestAuthorizationExpiresOnTheScaledClock(t *testing.T) {
 		}
 	})
 	t.Run("PayPal's 29 days on a clock that tests move", func(t *testing.T) {
-		clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+		clk := clocktesting.NewFakeClock(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC))
 		e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeApprove}})
 		p := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000, CaptureMethod: provider.CaptureManual})
 		eventually(t, "approval", func() bool { return e.status(t, paysim.PayPal, p.ID).Status == provider.StatusApproved })
@@ -333,11 +313,11 @@ func TestAuthorizationExpiresOnTheScaledClock(t *testing.T) {
 		if err != nil || !got.AuthorizationExpiresAt.Equal(clk.Now().Add(29*24*time.Hour)) {
 			t.Fatalf("%+v %v", got, err)
 		}
-		clk.Add(29*24*time.Hour - time.Second)
+		clk.Step(29*24*time.Hour - time.Second)
 		if got := e.status(t, paysim.PayPal, p.ID); got.Status != provider.StatusAuthorized {
 			t.Fatalf("expired early: %+v", got)
 		}
-		clk.Add(time.Second)
+		clk.Step(time.Second)
 		if got := e.status(t, paysim.PayPal, p.ID); got.Status != provider.StatusExpired {
 			t.Fatalf("not expired: %+v", got)
 		}
@@ -387,13 +367,13 @@ func TestKukoPayNeedsActionAndManualCapture(t *testing.T) {
 		}
 	})
 	t.Run("an unpaid checkout expires with its link", func(t *testing.T) {
-		clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+		clk := clocktesting.NewFakeClock(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC))
 		e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
 		p := e.createWith(t, paysim.KukoPay, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000, Checkout: shopCheckout})
 		if !p.CustomerAction.ExpiresAt.Equal(clk.Now().Add(paysim.DefaultCheckoutTTL)) {
 			t.Fatalf("%+v", p.CustomerAction)
 		}
-		clk.Add(paysim.DefaultCheckoutTTL)
+		clk.Step(paysim.DefaultCheckoutTTL)
 		got := e.status(t, paysim.KukoPay, p.ID)
 		if got.Status != provider.StatusExpired || got.CustomerAction != nil || got.FailureCode != "" {
 			t.Fatalf("%+v", got)

@@ -186,10 +186,12 @@ func (s *Sim) paypalPaymentLocked(index map[string]*payment, id string) (*paymen
 	return p, ok
 }
 
-// paypalCaptureOrder: POST /v2/checkout/orders/{id}/capture, for an APPROVED order
-// with intent CAPTURE. A second capture (another PayPal-Request-Id) is refused with
-// ORDER_ALREADY_CAPTURED; the same id replays the first answer.
-func (s *Sim) paypalCaptureOrder(w http.ResponseWriter, r *http.Request) {
+// paypalOrderCall serves a call on an APPROVED order {id}, authenticated and
+// idempotent: capture (manual false) or authorize (manual true). PayPal refuses
+// it for an unknown order, an order of the other intent, one the payer has
+// not approved and one whose funding source is declined; act answers for the
+// order otherwise.
+func (s *Sim) paypalOrderCall(w http.ResponseWriter, r *http.Request, manual bool, act func(p *payment) answer) {
 	if !s.paypalAuth(w, r) {
 		return
 	}
@@ -199,12 +201,25 @@ func (s *Sim) paypalCaptureOrder(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case !ok:
 			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no order "+id)
-		case p.manual:
+		case p.manual && !manual:
 			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueActionDoesNotMatchIntent, "the order's intent is AUTHORIZE")
+		case !p.manual && manual:
+			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueActionDoesNotMatchIntent, "the order's intent is CAPTURE")
 		case p.state == stPending:
 			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueOrderNotApproved, "the payer has not approved the order")
 		case p.state == stApproved && s.declineFundingLocked(p):
 			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueInstrumentDeclined, "the payer's funding source was declined; the payer must approve the order again with another one")
+		}
+		return act(p)
+	})
+}
+
+// paypalCaptureOrder: POST /v2/checkout/orders/{id}/capture, for an APPROVED order
+// with intent CAPTURE. A second capture (another PayPal-Request-Id) is refused with
+// ORDER_ALREADY_CAPTURED; the same id replays the first answer.
+func (s *Sim) paypalCaptureOrder(w http.ResponseWriter, r *http.Request) {
+	s.paypalOrderCall(w, r, false, func(p *payment) answer {
+		switch {
 		case p.state == stApproved:
 			s.captureLocked(p, p.amount, true)
 			return jsonAnswer(http.StatusCreated, s.paypalOrder(p))
@@ -219,21 +234,8 @@ func (s *Sim) paypalCaptureOrder(w http.ResponseWriter, r *http.Request) {
 // paypalAuthorizeOrder: POST /v2/checkout/orders/{id}/authorize, for an APPROVED order
 // with intent AUTHORIZE.
 func (s *Sim) paypalAuthorizeOrder(w http.ResponseWriter, r *http.Request) {
-	if !s.paypalAuth(w, r) {
-		return
-	}
-	id := r.PathValue("id")
-	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func([]byte) answer {
-		p, ok := s.paypalPaymentLocked(s.payments[PayPal], id)
+	s.paypalOrderCall(w, r, true, func(p *payment) answer {
 		switch {
-		case !ok:
-			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no order "+id)
-		case !p.manual:
-			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueActionDoesNotMatchIntent, "the order's intent is CAPTURE")
-		case p.state == stPending:
-			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueOrderNotApproved, "the payer has not approved the order")
-		case p.state == stApproved && s.declineFundingLocked(p):
-			return paypalIssue(http.StatusUnprocessableEntity, paypal.IssueInstrumentDeclined, "the payer's funding source was declined; the payer must approve the order again with another one")
 		case p.state == stApproved:
 			s.authorizeLocked(p)
 			return jsonAnswer(http.StatusCreated, s.paypalOrder(p))
@@ -286,19 +288,26 @@ func authorizationRefusal(a *authorization, void bool) answer {
 	}
 }
 
-// paypalActionLocked reads the optional JSON body of a call on the PayPal
-// object id of kind what into req and finds its order through index; when the
-// body is not JSON or there is no such object, it returns no payment and the
-// error answer.
-func (s *Sim) paypalActionLocked(index map[string]*payment, what, id string, body []byte, req any) (*payment, answer) {
-	if err := optionalJSON(body, req); err != nil {
-		return nil, paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
+// paypalAction serves a call on the PayPal object {id} of kind what (an
+// authorization or a capture), authenticated and idempotent: its optional JSON
+// body is read into a new R and its order found through index before act
+// answers; a body that is not JSON or an unknown object is refused.
+func paypalAction[R any](s *Sim, w http.ResponseWriter, r *http.Request, index map[string]*payment, what string, act func(p *payment, req *R) answer) {
+	if !s.paypalAuth(w, r) {
+		return
 	}
-	p, ok := s.paypalPaymentLocked(index, id)
-	if !ok {
-		return nil, paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no "+what+" "+id)
-	}
-	return p, answer{}
+	id := r.PathValue("id")
+	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func(body []byte) answer {
+		var req R
+		if err := optionalJSON(body, &req); err != nil {
+			return paypalIssue(http.StatusBadRequest, "MALFORMED_REQUEST_JSON", err.Error())
+		}
+		p, ok := s.paypalPaymentLocked(index, id)
+		if !ok {
+			return paypalIssue(http.StatusNotFound, "INVALID_RESOURCE_ID", "no "+what+" "+id)
+		}
+		return act(p, &req)
+	})
 }
 
 // paypalCaptureAuthorization: POST /v2/payments/authorizations/{id}/capture
@@ -306,16 +315,7 @@ func (s *Sim) paypalActionLocked(index map[string]*payment, what, id string, bod
 // capture per authorization (a partial capture with final_capture false leaves it
 // PARTIALLY_CAPTURED, and paysim refuses further captures).
 func (s *Sim) paypalCaptureAuthorization(w http.ResponseWriter, r *http.Request) {
-	if !s.paypalAuth(w, r) {
-		return
-	}
-	id := r.PathValue("id")
-	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func(body []byte) answer {
-		var req paypal.CaptureAuthorizationRequest
-		p, refused := s.paypalActionLocked(s.byAuth, "authorization", id, body, &req)
-		if p == nil {
-			return refused
-		}
+	paypalAction(s, w, r, s.byAuth, "authorization", func(p *payment, req *paypal.CaptureAuthorizationRequest) answer {
 		a := p.auth
 		if a.status != "CREATED" {
 			return authorizationRefusal(a, false)
@@ -371,16 +371,7 @@ func (s *Sim) paypalGetCapture(w http.ResponseWriter, r *http.Request) {
 // custom_id, note_to_payer}; 201 with the refund (COMPLETED, or PENDING/FAILED as the
 // payment's script says).
 func (s *Sim) paypalRefundCapture(w http.ResponseWriter, r *http.Request) {
-	if !s.paypalAuth(w, r) {
-		return
-	}
-	id := r.PathValue("id")
-	s.idempotentCall(w, r, PayPal, paypal.HeaderRequestID, func(body []byte) answer {
-		var req paypal.RefundCaptureRequest
-		p, refused := s.paypalActionLocked(s.byCap, "capture", id, body, &req)
-		if p == nil {
-			return refused
-		}
+	paypalAction(s, w, r, s.byCap, "capture", func(p *payment, req *paypal.RefundCaptureRequest) answer {
 		rr := refundRequest{reference: req.InvoiceID, reason: req.NoteToPayer, customID: req.CustomID}
 		if req.Amount != nil {
 			n, err := paypal.ParseAmount(req.Amount.Value, req.Amount.CurrencyCode)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 )
@@ -24,7 +26,7 @@ import (
 // RESOURCE_NOT_FOUND to a read or a capture, and sends no webhook. A captured
 // or authorized order does not expire this way.
 func TestPayPalOrderNobodyCompletedExpiresAndIsNotFound(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC))
 	e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
 	pp := e.p[paysim.PayPal]
 	waiting := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k1", MerchantReference: "r1", Amount: 1000})
@@ -42,16 +44,16 @@ func TestPayPalOrderNobodyCompletedExpiresAndIsNotFound(t *testing.T) {
 	if _, err := pp.Authorize(bg, provider.ActionRequest{PaymentID: authorized.ID, IdempotencyKey: "a4"}); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(time.Hour)
+	clk.Step(time.Hour)
 	if err := e.sim.Approve(paysim.PayPal, approved.ID); err != nil {
 		t.Fatal(err)
 	}
 
-	clk.Add(2*time.Hour - time.Second)
+	clk.Step(2*time.Hour - time.Second)
 	if got := e.status(t, paysim.PayPal, waiting.ID); got.Status != provider.StatusPending {
 		t.Fatalf("a second before its lifetime the order is %+v", got)
 	}
-	clk.Add(time.Second)
+	clk.Step(time.Second)
 	if _, err := pp.Get(bg, waiting.ID); !errors.Is(err, provider.ErrNotFound) {
 		t.Fatalf("an order not approved within 3h: %v, want not found", err)
 	}
@@ -64,11 +66,11 @@ func TestPayPalOrderNobodyCompletedExpiresAndIsNotFound(t *testing.T) {
 	if got := e.status(t, paysim.PayPal, approved.ID); got.Status != provider.StatusApproved {
 		t.Fatalf("approved 2h ago, the order is %+v; its lifetime restarts at the approval", got)
 	}
-	clk.Add(time.Hour)
+	clk.Step(time.Hour)
 	if _, err := pp.Capture(bg, provider.ActionRequest{PaymentID: approved.ID, IdempotencyKey: "c2"}); !errors.Is(err, provider.ErrNotFound) {
 		t.Fatalf("capture 3h after the approval: %v, want not found", err)
 	}
-	clk.Add(30 * 24 * time.Hour)
+	clk.Step(30 * 24 * time.Hour)
 	if got := e.status(t, paysim.PayPal, captured.ID); got.Status != provider.StatusSucceeded {
 		t.Fatalf("a captured order is %+v", got)
 	}
@@ -104,7 +106,7 @@ func TestPayPalOrderLifetimeRunsOnTheScaledClock(t *testing.T) {
 // validity, as for a merchant's void (Payments v2 webhook events); the event's
 // authorization reads VOIDED, a later read of the order shows it EXPIRED.
 func TestPayPalAuthorizationAtItsValidityEndIsVoided(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC))
 	e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
 	p := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "r", Amount: 1000, CaptureMethod: provider.CaptureManual})
 	if err := e.sim.Approve(paysim.PayPal, p.ID); err != nil {
@@ -114,7 +116,7 @@ func TestPayPalAuthorizationAtItsValidityEndIsVoided(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(29 * 24 * time.Hour)
+	clk.Step(29 * 24 * time.Hour)
 	if got := e.status(t, paysim.PayPal, p.ID); got.Status != provider.StatusExpired || got.RawStatus != "COMPLETED/authorization:EXPIRED" {
 		t.Fatalf("after 29 days the order reads %+v", got)
 	}
@@ -179,7 +181,7 @@ func TestPayPalInstrumentDeclinedSendsThePayerBack(t *testing.T) {
 // period"). paysim captures within the honor period, and after it does what
 // the script's afterHonorPeriod says (fail: DECLINED).
 func TestPayPalHonorPeriodGuaranteesTheFundsForThreeDays(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC))
 	e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon, AfterHonorPeriod: paysim.OutcomeFail}})
 	pp := e.p[paysim.PayPal]
 	authorized := func(ref string) provider.Payment {
@@ -193,11 +195,11 @@ func TestPayPalHonorPeriodGuaranteesTheFundsForThreeDays(t *testing.T) {
 		return p
 	}
 	within, after := authorized("within"), authorized("after")
-	clk.Add(3*24*time.Hour - time.Second)
+	clk.Step(3*24*time.Hour - time.Second)
 	if got, err := pp.Capture(bg, provider.ActionRequest{PaymentID: within.ID, IdempotencyKey: "c-within"}); err != nil || got.Status != provider.StatusSucceeded {
 		t.Fatalf("a capture inside the honor period: %+v %v", got, err)
 	}
-	clk.Add(time.Second)
+	clk.Step(time.Second)
 	if got, err := pp.Capture(bg, provider.ActionRequest{PaymentID: after.ID, IdempotencyKey: "c-after"}); err != nil || got.Status != provider.StatusFailed || got.RawStatus != "COMPLETED/DECLINED" {
 		t.Fatalf("a capture after the honor period, scripted to be declined: %+v %v", got, err)
 	}
@@ -214,7 +216,7 @@ func TestPayPalHonorPeriodGuaranteesTheFundsForThreeDays(t *testing.T) {
 	if _, err := e2.p[paysim.PayPal].Authorize(bg, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(10 * 24 * time.Hour)
+	clk.Step(10 * 24 * time.Hour)
 	if got, err := e2.p[paysim.PayPal].Capture(bg, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "c"}); err != nil || got.Status != provider.StatusSucceeded {
 		t.Fatalf("an unscripted capture on day 10: %+v %v", got, err)
 	}
@@ -268,7 +270,7 @@ func TestPayPalApprovalReversedCancelsTheOrder(t *testing.T) {
 // first, byte for byte as delivered, and none older than 30 days.
 func TestPayPalEventsAreListedNewestFirst(t *testing.T) {
 	t0 := time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
-	clk := &fakeClock{t: t0}
+	clk := clocktesting.NewFakeClock(t0)
 	e := start(t, paysim.Options{Now: clk.Now, DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}, Faults: paysim.Faults{DropRate: 1}})
 	sink := newReceiver(t, e.p[paysim.PayPal], nil, nil)
 	if err := e.sim.SetWebhookTarget(paysim.PayPal, sink.srv.URL); err != nil {
@@ -281,7 +283,7 @@ func TestPayPalEventsAreListedNewestFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i < 10 {
-			clk.Add(time.Minute)
+			clk.Step(time.Minute)
 		}
 	}
 	recorded := e.sim.Events(paysim.PayPal)
@@ -353,7 +355,7 @@ func TestPayPalEventsAreListedNewestFirst(t *testing.T) {
 
 	// A page's link still leads on after newer events arrive.
 	_, next := list("?page_size=4")
-	clk.Add(time.Minute)
+	clk.Step(time.Minute)
 	newer := e.createWith(t, paysim.PayPal, provider.CreateRequest{IdempotencyKey: "k-new", MerchantReference: "r-new", Amount: 1000})
 	if err := e.sim.Approve(paysim.PayPal, newer.ID); err != nil {
 		t.Fatal(err)
@@ -363,7 +365,7 @@ func TestPayPalEventsAreListedNewestFirst(t *testing.T) {
 	}
 
 	// 30 days on, the first events are gone from the list.
-	clk.Add(30*24*time.Hour - 2*time.Minute) // 30 days after the 10th approval
+	clk.Step(30*24*time.Hour - 2*time.Minute) // 30 days after the 10th approval
 	if got := all("?page_size=100"); len(got) != 4 || got[0] != e.sim.Events(paysim.PayPal)[12].ID {
 		t.Errorf("after 30 days: %v; want the 4 events of the last 30 days", got)
 	}

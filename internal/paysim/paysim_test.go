@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 )
@@ -69,10 +71,10 @@ func TestKukoPayOutTradeNoIsIdempotentBeyondTheKey(t *testing.T) {
 }
 
 func TestIdempotencyWindowExpires(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC))
 	e := start(t, paysim.Options{Now: clk.Now, IdempotencyWindow: time.Hour})
 	a := e.create(t, paysim.Generic, "key-1", "ref-1", 1000, nil)
-	clk.Add(2 * time.Hour)
+	clk.Step(2 * time.Hour)
 	b := e.create(t, paysim.Generic, "key-1", "ref-1", 1000, nil)
 	if a.ID == b.ID || e.sim.Counters().PaymentsCreated != 2 {
 		t.Fatal("an expired key must not replay")
@@ -82,14 +84,14 @@ func TestIdempotencyWindowExpires(t *testing.T) {
 // PayPal keeps a create's PayPal-Request-Id for 6 hours (Orders v2 reference,
 // "Create order", PayPal-Request-Id), not for paysim's generic 24h.
 func TestPayPalCreateKeyReplaysForSixHours(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC))
 	e := start(t, paysim.Options{Now: clk.Now})
 	a := e.create(t, paysim.PayPal, "key-1", "ref-1", 1000, nil)
-	clk.Add(6*time.Hour - time.Minute)
+	clk.Step(6*time.Hour - time.Minute)
 	if b := e.create(t, paysim.PayPal, "key-1", "ref-1", 1000, nil); b.ID != a.ID {
 		t.Fatalf("inside 6h the key must replay: %s then %s", a.ID, b.ID)
 	}
-	clk.Add(2 * time.Minute)
+	clk.Step(2 * time.Minute)
 	if c := e.create(t, paysim.PayPal, "key-1", "ref-1", 1000, nil); c.ID == a.ID || e.sim.Counters().PaymentsCreated != 2 {
 		t.Fatalf("past 6h the key is forgotten: got %s again", c.ID)
 	}
@@ -527,14 +529,14 @@ func TestFindByMerchantReference(t *testing.T) {
 func TestListEventsPagesAndFiltersBySince(t *testing.T) {
 	for _, name := range []string{paysim.KukoPay, paysim.Generic} {
 		t.Run(name, func(t *testing.T) {
-			clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+			clk := clocktesting.NewFakeClock(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC))
 			e := start(t, paysim.Options{Now: clk.Now})
 			old := e.create(t, name, "old", "ref-old", 100, nil)
 			if err := e.sim.SetOutcome(name, old.ID, paysim.Script{Outcome: paysim.OutcomeSucceed}); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, "old event", func() bool { return len(e.sim.Events(name)) == 1 })
-			clk.Add(time.Hour)
+			clk.Step(time.Hour)
 			since := clk.Now()
 			const n = 105 // more than one page of 100
 			for i := range n {
@@ -611,7 +613,7 @@ func TestRefundAndDispute(t *testing.T) {
 }
 
 func TestPayPalTokenIsCachedUntilExpiry(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC))
 	e := start(t, paysim.Options{Now: clk.Now, PayPalTokenTTL: time.Hour})
 	pp := e.p[paysim.PayPal]
 	p := e.create(t, paysim.PayPal, "k", "r", 100, nil)
@@ -623,7 +625,7 @@ func TestPayPalTokenIsCachedUntilExpiry(t *testing.T) {
 	if n := e.sim.Counters().TokensIssued; n != 1 {
 		t.Fatalf("%d tokens for 4 calls", n)
 	}
-	clk.Add(58 * time.Minute) // inside the refresh margin
+	clk.Step(58 * time.Minute) // inside the refresh margin
 	if _, err := pp.Get(context.Background(), p.ID); err != nil {
 		t.Fatal(err)
 	}

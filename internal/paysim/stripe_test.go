@@ -15,7 +15,10 @@ import (
 	stripego "github.com/stripe/stripe-go/v84"
 	"github.com/stripe/stripe-go/v84/webhook"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 )
 
 const stripeKey = "sk_test_paysim"
@@ -34,12 +37,7 @@ func startStripe(t *testing.T, opts paysim.Options) *stripeEnv {
 	if opts.TimeFactor == 0 {
 		opts.TimeFactor = 0.0001
 	}
-	sim := paysim.New(opts)
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() {
-		sim.Close()
-		srv.Close()
-	})
+	sim, srv := paysimtest.Serve(t, opts)
 	return &stripeEnv{sim: sim, srv: srv}
 }
 
@@ -62,13 +60,7 @@ func (e *stripeEnv) do(t *testing.T, method, path, key string, form url.Values) 
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b
+	return send(t, req)
 }
 
 func intentForm(amount, ref string) url.Values {
@@ -415,13 +407,13 @@ func TestStripePayerPage(t *testing.T) {
 // Events, "List all events"), whatever created[gte] asks for; a page cursor that
 // names an event past that is no such event.
 func TestStripeEventsGoBackThirtyDays(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	e := startStripe(t, paysim.Options{Now: clk.Now})
 	for _, ref := range []string{"OLD", "NEW"} {
 		if code, _, body := e.do(t, "POST", "/v1/payment_intents", "ev-"+ref, intentForm("1000", ref)); code != 200 {
 			t.Fatalf("%d %s", code, body)
 		}
-		clk.Add(20 * 24 * time.Hour)
+		clk.Step(20 * 24 * time.Hour)
 	}
 	// Now: OLD is 40 days old, NEW 20 days.
 	all := e.sim.Events(paysim.Stripe)

@@ -870,14 +870,23 @@ func (o *options) completePayments(keep func(*v1alpha1.Payment) bool) func(*cobr
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
-		var names []string
-		for i := range items {
-			if strings.HasPrefix(items[i].Name, toComplete) && (keep == nil || keep(&items[i])) {
-				names = append(names, items[i].Name)
-			}
-		}
-		return names, cobra.ShellCompDirectiveNoFileComp
+		return withPrefix(items, toComplete, keep), cobra.ShellCompDirectiveNoFileComp
 	}
+}
+
+// withPrefix returns the names of the objects that start with prefix and that
+// keep accepts (nil accepts all), in order.
+func withPrefix[T any, P interface {
+	*T
+	GetName() string
+}](items []T, prefix string, keep func(P) bool) []string {
+	var names []string
+	for i := range items {
+		if o := P(&items[i]); strings.HasPrefix(o.GetName(), prefix) && (keep == nil || keep(o)) {
+			names = append(names, o.GetName())
+		}
+	}
+	return names
 }
 
 // completeTargets completes what resolve and requery take: payment names
@@ -909,11 +918,9 @@ func (o *options) completeTargets(keepPayment func(*v1alpha1.Payment) bool, keep
 		if err := s.c.List(cmd.Context(), &list, client.InNamespace(s.ns)); err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
-		var names []string
-		for i := range list.Items {
-			if rf := &list.Items[i]; strings.HasPrefix(rf.Name, prefix) && keepRefund(rf) {
-				names = append(names, typ+"/"+rf.Name)
-			}
+		names := withPrefix(list.Items, prefix, keepRefund)
+		for i := range names {
+			names[i] = typ + "/" + names[i]
 		}
 		return names, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -932,13 +939,7 @@ func (o *options) completeProviders(cmd *cobra.Command, args []string, toComplet
 	if err := s.c.List(cmd.Context(), &list, client.InNamespace(s.ns)); err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
-	var names []string
-	for _, prov := range list.Items {
-		if strings.HasPrefix(prov.Name, toComplete) {
-			names = append(names, prov.Name)
-		}
-	}
-	return names, cobra.ShellCompDirectiveNoFileComp
+	return withPrefix[v1alpha1.PaymentProvider](list.Items, toComplete, nil), cobra.ShellCompDirectiveNoFileComp
 }
 
 func (o *options) completeNamespaces(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
@@ -950,11 +951,5 @@ func (o *options) completeNamespaces(cmd *cobra.Command, _ []string, toComplete 
 	if err := c.List(cmd.Context(), &list); err != nil {
 		return nil, cobra.ShellCompDirectiveError
 	}
-	var names []string
-	for _, ns := range list.Items {
-		if strings.HasPrefix(ns.Name, toComplete) {
-			names = append(names, ns.Name)
-		}
-	}
-	return names, cobra.ShellCompDirectiveNoFileComp
+	return withPrefix[corev1.Namespace](list.Items, toComplete, nil), cobra.ShellCompDirectiveNoFileComp
 }

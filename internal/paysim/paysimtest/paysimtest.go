@@ -5,6 +5,7 @@ package paysimtest
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/provider/paypal"
 )
 
 // Request is one recorded request.
@@ -30,6 +32,20 @@ type Server struct {
 
 	mu   sync.Mutex
 	reqs []Request
+}
+
+// Serve runs a paysim.Sim with opts behind an httptest server that records
+// nothing, both closed at the end of the test (the Sim first: it cancels
+// deliveries and slow answers).
+func Serve(t testing.TB, opts paysim.Options) (*paysim.Sim, *httptest.Server) {
+	t.Helper()
+	sim := paysim.New(opts)
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() {
+		sim.Close()
+		srv.Close()
+	})
+	return sim, srv
 }
 
 // Start runs a paysim.Sim with opts behind an httptest server, both closed at the end
@@ -77,4 +93,45 @@ func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reqs = nil
+}
+
+// Sent returns the recorded requests to method path, oldest first.
+func (s *Server) Sent(method, path string) []Request {
+	var out []Request
+	for _, r := range s.Requests(false) {
+		if r.Method == method && r.Path == path {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Only returns the one recorded request to method path; the test fails
+// unless exactly one reached paysim.
+func (s *Server) Only(t testing.TB, method, path string) Request {
+	t.Helper()
+	found := s.Sent(method, path)
+	if len(found) != 1 {
+		t.Fatalf("%d %s %s, want 1 (requests %v)", len(found), method, path, s.Requests(false))
+	}
+	return found[0]
+}
+
+// PayPalToken gets an OAuth2 access token from paysim's PayPal API at the
+// server URL base, with the client id and secret, as the adapter would.
+func PayPalToken(t testing.TB, base, id, secret string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/paypal/v1/oauth2/token", strings.NewReader("grant_type=client_credentials"))
+	req.SetBasicAuth(id, secret)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tok paypal.TokenResponse
+	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
+		t.Fatal(err)
+	}
+	return tok.AccessToken
 }

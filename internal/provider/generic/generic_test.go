@@ -143,22 +143,8 @@ func TestJobStatusTable(t *testing.T) {
 		"unknown": provider.StatusUnknown, "expired": provider.StatusExpired,
 		"partially_refunded": provider.StatusRefund, "refunded": provider.StatusRefund,
 	}
-	table := generic.JobStatuses()
-	if len(table) != len(want) {
-		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
-	}
-	for raw, st := range want {
-		t.Run(fmt.Sprintf("jobStatus %s is %s", raw, st), func(t *testing.T) {
-			if got := generic.MapJobStatus(raw); got != st || table[raw] != st {
-				t.Fatalf("got %s, table %s", got, table[raw])
-			}
-		})
-	}
-	t.Run("an unlisted jobStatus is Unknown", func(t *testing.T) {
-		if got := generic.MapJobStatus("paused"); got != provider.StatusUnknown {
-			t.Fatal(got)
-		}
-	})
+	providertest.StatusTable(t, "jobStatus", want, generic.JobStatuses(),
+		func(_ *testing.T, raw string) provider.Status { return generic.MapJobStatus(raw) }, "paused")
 }
 
 func TestEventTypeTable(t *testing.T) {
@@ -228,16 +214,5 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add(body)
 	f.Add([]byte(`{"id":"m","type":"job.unknown","timestamp":"x","data":null}`))
 	f.Add([]byte(`{"id":"m","type":"job.refunded","data":{"amountRefunded":null}}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ev, err := generic.ParseEvent(b)
-		if err != nil {
-			if !errors.Is(err, provider.ErrMalformedEvent) {
-				t.Fatalf("error not classified: %v", err)
-			}
-			return
-		}
-		if ev.ID == "" || ev.Type == "" || string(ev.Raw) != string(b) || ev.Supported == (ev.Status == "") {
-			t.Fatalf("bad event %+v", ev)
-		}
-	})
+	f.Fuzz(func(t *testing.T, b []byte) { providertest.FuzzedEvent(t, b, generic.ParseEvent) })
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/generic"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 var ctx = context.Background()
@@ -40,19 +41,11 @@ func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *generic
 
 func onlyRequest(t *testing.T, srv *paysimtest.Server, method, path string) paysimtest.Request {
 	t.Helper()
-	var found []paysimtest.Request
-	for _, r := range srv.Requests(false) {
-		if r.Method == method && r.Path == path {
-			found = append(found, r)
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("%d %s %s (requests %v)", len(found), method, path, srv.Requests(false))
-	}
-	if got := found[0].Header.Get("Authorization"); got != "Bearer tok" {
+	r := srv.Only(t, method, path)
+	if got := r.Header.Get("Authorization"); got != "Bearer tok" {
 		t.Errorf("Authorization %q", got)
 	}
-	return found[0]
+	return r
 }
 
 func TestCreateSendsCheckoutAndSurfacesTheAction(t *testing.T) {
@@ -150,17 +143,7 @@ func TestRefundsSettleLaterWithEvents(t *testing.T) {
 	if err != nil || r.Status != provider.RefundProcessing || r.RawStatus != "processing" {
 		t.Fatalf("%+v %v", r, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := a.GetRefund(ctx, p.ID, r.ID)
-		if err == nil && got.Status == provider.RefundSucceeded {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%+v %v", got, err)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	providertest.WaitRefund(t, a, p.ID, r.ID, provider.RefundSucceeded)
 	if err := srv.Sim.SetOutcome(paysim.Generic, p.ID, paysim.Script{Outcome: paysim.OutcomeAbandon, RefundOutcome: paysim.OutcomeFail}); err != nil {
 		t.Fatal(err)
 	}
@@ -168,16 +151,7 @@ func TestRefundsSettleLaterWithEvents(t *testing.T) {
 	if err != nil || failed.Status != provider.RefundFailed || failed.FailureCode == "" {
 		t.Fatalf("%+v %v", failed, err)
 	}
-	var refunds []provider.Event
-	for _, e := range srv.Sim.Events(paysim.Generic) {
-		ev, err := generic.ParseEvent(e.Raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.Refund != nil {
-			refunds = append(refunds, ev)
-		}
-	}
+	refunds := paysimtest.Events(t, srv.Sim, paysim.Generic, generic.ParseEvent, func(ev provider.Event) bool { return ev.Refund != nil })
 	if len(refunds) != 2 {
 		t.Fatalf("%d refund events", len(refunds))
 	}
@@ -192,19 +166,7 @@ func TestRefundsSettleLaterWithEvents(t *testing.T) {
 func TestLostRefundAnswerThenRetryRefundsOnce(t *testing.T) {
 	srv, a := simAdapter(t, paysim.Options{})
 	p := paidJob(t, srv, a, 1000)
-	srv.Sim.SetFaults(paysim.Faults{LostResponseRate: 1, Operations: []string{paysim.OpRefund}})
-	req := provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: "refund-lost", Reference: "ns.lost", Amount: 1000, Currency: "USD"}
-	if _, err := a.CreateRefund(ctx, req); !errors.Is(err, provider.ErrRetryable) {
-		t.Fatalf("%v", err)
-	}
-	srv.Sim.SetFaults(paysim.Faults{})
-	r, err := a.CreateRefund(ctx, req)
-	if err != nil || r.Amount != 1000 || r.Status != provider.RefundSucceeded {
-		t.Fatalf("%+v %v", r, err)
-	}
-	if n := srv.Sim.Counters().RefundsByPayment[p.ID]; n != 1 {
-		t.Fatalf("refunded %d times", n)
-	}
+	paysimtest.LostRefundAnswerRefundsOnce(t, srv, a, provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: "refund-lost", Reference: "ns.lost", Amount: 1000, Currency: "USD"})
 }
 
 func TestLifecycleCapabilities(t *testing.T) {

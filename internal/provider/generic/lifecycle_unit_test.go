@@ -6,6 +6,7 @@ import (
 
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/generic"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 func TestJobActionIsACustomerActionOnlyWhileNotFinal(t *testing.T) {
@@ -28,13 +29,5 @@ func TestJobActionIsACustomerActionOnlyWhileNotFinal(t *testing.T) {
 
 func TestRefundStatusTable(t *testing.T) {
 	want := map[string]provider.RefundStatus{"processing": provider.RefundProcessing, "succeeded": provider.RefundSucceeded, "failed": provider.RefundFailed, "unknown": provider.RefundUnknown}
-	table := generic.RefundStatuses()
-	if len(table) != len(want) {
-		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
-	}
-	for raw, st := range want {
-		if got := generic.MapRefundStatus(raw); got != st || table[raw] != st {
-			t.Errorf("%s is %s, want %s", raw, got, st)
-		}
-	}
+	providertest.RefundStatusTable(t, want, generic.RefundStatuses(), generic.MapRefundStatus, "paused")
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"testing"
 	"time"
 
@@ -100,25 +99,8 @@ func TestPaymentStatusTable(t *testing.T) {
 		"partially_refunded": provider.StatusRefund, "refunded": provider.StatusRefund,
 		"requires_action": provider.StatusPending, "requires_capture": provider.StatusAuthorized, "canceled": provider.StatusCanceled,
 	}
-	table := kukopay.PaymentStatuses()
-	if len(table) != len(want) {
-		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
-	}
-	for raw, st := range want {
-		t.Run(fmt.Sprintf("%s is %s", raw, st), func(t *testing.T) {
-			if got := kukopay.MapPaymentStatus(raw); got != st {
-				t.Fatalf("got %s", got)
-			}
-			if table[raw] != st {
-				t.Fatalf("table says %s", table[raw])
-			}
-		})
-	}
-	t.Run("an unlisted status is Unknown, never final", func(t *testing.T) {
-		if got := kukopay.MapPaymentStatus("on_hold"); got != provider.StatusUnknown {
-			t.Fatalf("got %s", got)
-		}
-	})
+	providertest.StatusTable(t, "status", want, kukopay.PaymentStatuses(),
+		func(_ *testing.T, raw string) provider.Status { return kukopay.MapPaymentStatus(raw) }, "on_hold")
 }
 
 func TestEventTypeTable(t *testing.T) {
@@ -169,29 +151,10 @@ func TestParseEvent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := kukopay.ParseEvent([]byte(tt.raw))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got.Raw) != tt.raw {
-				t.Error("Raw is not the exact input")
-			}
-			if !got.OccurredAt.Equal(time.Unix(1758456000, 0)) {
-				t.Errorf("OccurredAt = %v", got.OccurredAt)
-			}
-			got.Raw, got.OccurredAt = nil, time.Time{}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
-			}
+			providertest.ParsedEvent(t, kukopay.ParseEvent, tt.raw, time.Unix(1758456000, 0), tt.want)
 		})
 	}
-	for _, bad := range []string{``, `[]`, `{"id":"e"}`, `{"type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded","data":{"object":[1]}}`, `{"id":"e","type":"payment.succeeded","created":"x"}`} {
-		t.Run("malformed "+bad, func(t *testing.T) {
-			if _, err := kukopay.ParseEvent([]byte(bad)); !errors.Is(err, provider.ErrMalformedEvent) {
-				t.Fatalf("err = %v", err)
-			}
-		})
-	}
+	providertest.MalformedEvents(t, kukopay.ParseEvent, ``, `[]`, `{"id":"e"}`, `{"type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded","data":{"object":[1]}}`, `{"id":"e","type":"payment.succeeded","created":"x"}`)
 }
 
 func FuzzParseSignatureHeader(f *testing.F) {
@@ -223,19 +186,5 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add([]byte(`{"id":"evt_3","type":"refund.succeeded","created":1,"data":{"object":{"payment":"p","amount":1,"payment_amount_refunded":2}}}`))
 	f.Add([]byte(`{"id":"e","type":"dispute.created","data":{"object":null}}`))
 	f.Add([]byte(`{"id":"e","type":"x.y","created":-9223372036854775808,"data":{"object":"s"}}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ev, err := kukopay.ParseEvent(b)
-		if err != nil {
-			if !errors.Is(err, provider.ErrMalformedEvent) {
-				t.Fatalf("error not classified: %v", err)
-			}
-			return
-		}
-		if ev.ID == "" || ev.Type == "" || string(ev.Raw) != string(b) {
-			t.Fatalf("accepted event without id/type or altered raw: %+v", ev)
-		}
-		if ev.Supported == (ev.Status == "") {
-			t.Fatalf("supported=%v with status %q", ev.Supported, ev.Status)
-		}
-	})
+	f.Fuzz(func(t *testing.T, b []byte) { providertest.FuzzedEvent(t, b, kukopay.ParseEvent) })
 }

@@ -6,36 +6,20 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 var ctx = context.Background()
-
-// clock is a settable clock shared by paysim and the adapter.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 var keys atomic.Int64
 
@@ -43,9 +27,9 @@ func key(prefix string) string { return fmt.Sprint(prefix, "-", keys.Add(1)) }
 
 // simAdapter runs paysim (payments wait for the payer unless opts scripts otherwise)
 // and a KukoPay adapter against it, both on clk.
-func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *kukopay.Adapter, *clock) {
+func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *kukopay.Adapter, *clocktesting.FakeClock) {
 	t.Helper()
-	clk := &clock{t: now}
+	clk := clocktesting.NewFakeClock(now)
 	if opts.DefaultScript == nil {
 		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomeAbandon}
 	}
@@ -61,23 +45,9 @@ func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *kukopay
 	return srv, a, clk
 }
 
-func lastRequest(t *testing.T, srv *paysimtest.Server, method, path string) paysimtest.Request {
-	t.Helper()
-	var found []paysimtest.Request
-	for _, r := range srv.Requests(false) {
-		if r.Method == method && r.Path == path {
-			found = append(found, r)
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("%d %s %s, want 1 (requests %v)", len(found), method, path, srv.Requests(false))
-	}
-	return found[0]
-}
-
 func wantRequest(t *testing.T, srv *paysimtest.Server, method, path, idemKey, body string) paysimtest.Request {
 	t.Helper()
-	r := lastRequest(t, srv, method, path)
+	r := srv.Only(t, method, path)
 	if got := r.Header.Get(kukopay.HeaderIdempotencyKey); got != idemKey {
 		t.Errorf("Idempotency-Key %q, want %q", got, idemKey)
 	}
@@ -330,7 +300,7 @@ func TestRefunds(t *testing.T) {
 	if got, err := a.FindRefund(ctx, p.ID, "ns.refund-1"); err != nil || got != want {
 		t.Fatalf("FindRefund %+v %v", got, err)
 	}
-	if q := lastRequest(t, srv, http.MethodGet, "/kukopay/v1/refunds").RawQuery; q != "payment="+p.ID+"&reference=ns.refund-1" {
+	if q := srv.Only(t, http.MethodGet, "/kukopay/v1/refunds").RawQuery; q != "payment="+p.ID+"&reference=ns.refund-1" {
 		t.Errorf("query %q", q)
 	}
 	if _, err := a.FindRefund(ctx, p.ID, "ns.other"); !errors.Is(err, provider.ErrNotFound) {
@@ -379,7 +349,7 @@ func TestRefundOutcomesAndEvents(t *testing.T) {
 	if err != nil || r1.Status != provider.RefundPending {
 		t.Fatalf("%+v %v", r1, err)
 	}
-	waitRefund(t, a, ok.ID, r1.ID, provider.RefundSucceeded)
+	providertest.WaitRefund(t, a, ok.ID, r1.ID, provider.RefundSucceeded)
 	if err := srv.Sim.SetOutcome(paysim.KukoPay, ok.ID, paysim.Script{Outcome: paysim.OutcomeAbandon, RefundOutcome: paysim.OutcomeFail}); err != nil {
 		t.Fatal(err)
 	}
@@ -387,16 +357,7 @@ func TestRefundOutcomesAndEvents(t *testing.T) {
 	if err != nil || r2.Status != provider.RefundFailed || r2.FailureCode == "" {
 		t.Fatalf("%+v %v", r2, err)
 	}
-	var got []provider.Event
-	for _, e := range srv.Sim.Events(paysim.KukoPay) {
-		ev, err := kukopay.ParseEvent(e.Raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(ev.Type, "refund.") {
-			got = append(got, ev)
-		}
-	}
+	got := paysimtest.Events(t, srv.Sim, paysim.KukoPay, kukopay.ParseEvent, func(ev provider.Event) bool { return strings.HasPrefix(ev.Type, "refund.") })
 	if len(got) != 2 {
 		t.Fatalf("%d refund events", len(got))
 	}
@@ -408,39 +369,12 @@ func TestRefundOutcomesAndEvents(t *testing.T) {
 	}
 }
 
-func waitRefund(t *testing.T, a *kukopay.Adapter, paymentID, refundID string, want provider.RefundStatus) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r, err := a.GetRefund(ctx, paymentID, refundID)
-		if err == nil && r.Status == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("refund %s: %+v %v, want %s", refundID, r, err, want)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // TestLostRefundAnswerThenRetryRefundsOnce is the double-refund trap: the refund was
 // made, its answer lost; the retry with the same Idempotency-Key gets the same refund.
 func TestLostRefundAnswerThenRetryRefundsOnce(t *testing.T) {
 	srv, a, _ := simAdapter(t, paysim.Options{})
 	p := paid(t, srv, a, 1000)
-	srv.Sim.SetFaults(paysim.Faults{LostResponseRate: 1, Operations: []string{paysim.OpRefund}})
-	req := provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: "refund-lost", Reference: "ns.lost", Amount: 1000, Currency: "EUR"}
-	if _, err := a.CreateRefund(ctx, req); !errors.Is(err, provider.ErrRetryable) {
-		t.Fatalf("%v", err)
-	}
-	srv.Sim.SetFaults(paysim.Faults{})
-	r, err := a.CreateRefund(ctx, req)
-	if err != nil || r.Status != provider.RefundSucceeded || r.Amount != 1000 {
-		t.Fatalf("%+v %v", r, err)
-	}
-	if n := srv.Sim.Counters().RefundsByPayment[p.ID]; n != 1 {
-		t.Fatalf("refunded %d times", n)
-	}
+	paysimtest.LostRefundAnswerRefundsOnce(t, srv, a, provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: "refund-lost", Reference: "ns.lost", Amount: 1000, Currency: "EUR"})
 }
 
 func TestAuthorizationExpiresUncaptured(t *testing.T) {
@@ -449,7 +383,7 @@ func TestAuthorizationExpiresUncaptured(t *testing.T) {
 	if !p.AuthorizationExpiresAt.Equal(now.Add(time.Hour)) {
 		t.Fatalf("expires %v", p.AuthorizationExpiresAt)
 	}
-	clk.Add(time.Hour)
+	clk.Step(time.Hour)
 	got, err := a.Get(ctx, p.ID)
 	if err != nil || got.Status != provider.StatusExpired || got.FailureCode != provider.FailureAuthorizationExpired {
 		t.Fatalf("%+v %v", got, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/kukopay"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 func TestPaymentLifecycleStatuses(t *testing.T) {
@@ -48,16 +49,5 @@ func TestPaymentLifecycleStatuses(t *testing.T) {
 
 func TestRefundStatusTable(t *testing.T) {
 	want := map[string]provider.RefundStatus{"pending": provider.RefundPending, "succeeded": provider.RefundSucceeded, "failed": provider.RefundFailed, "canceled": provider.RefundFailed}
-	table := kukopay.RefundStatuses()
-	if len(table) != len(want) {
-		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
-	}
-	for raw, st := range want {
-		if got := kukopay.MapRefundStatus(raw); got != st || table[raw] != st {
-			t.Errorf("refund %s is %s, want %s", raw, got, st)
-		}
-	}
-	if got := kukopay.MapRefundStatus("requires_action"); got != provider.RefundUnknown {
-		t.Errorf("unlisted: %s", got)
-	}
+	providertest.RefundStatusTable(t, want, kukopay.RefundStatuses(), kukopay.MapRefundStatus, "requires_action")
 }

@@ -1,13 +1,12 @@
 package kukopay_test
 
 import (
-	"bytes"
 	"errors"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
 )
 
@@ -32,27 +31,7 @@ func TestCreateRetriedLaterSendsTheSameBody(t *testing.T) {
 				IdempotencyKey: key("retry"), MerchantReference: key("ORD"), Amount: 1000, Currency: "EUR",
 				Checkout: shop, ExpiresAt: now.Add(tt.expiresAfter), RequestedAt: marked,
 			}
-			first, err := a.Create(ctx, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clk.Add(20 * time.Minute)
-			again, err := a.Create(ctx, req)
-			if err != nil {
-				t.Fatalf("retry 20 minutes later refused: %v", err)
-			}
-			if again.ID != first.ID {
-				t.Fatalf("retry created %s, first %s", again.ID, first.ID)
-			}
-			var bodies [][]byte
-			for _, r := range srv.Requests(false) {
-				if r.Method == http.MethodPost && r.Path == "/kukopay/v1/payments" {
-					bodies = append(bodies, r.Body)
-				}
-			}
-			if len(bodies) != 2 || !bytes.Equal(bodies[0], bodies[1]) {
-				t.Fatalf("bodies differ:\n %s\n %s", bodies[0], bodies[len(bodies)-1])
-			}
+			paysimtest.RetriedLaterSendsTheSameBody(t, srv, a, clk, req, "/kukopay/v1/payments")
 		})
 	}
 }
@@ -73,7 +52,7 @@ func TestLostCreateAnswerRetriedLaterIsReplayed(t *testing.T) {
 				t.Fatalf("lost answer: %v", err)
 			}
 			srv.Sim.SetFaults(paysim.Faults{})
-			clk.Add(20 * time.Minute)
+			clk.Step(20 * time.Minute)
 			p, err := a.Create(ctx, req)
 			if err != nil {
 				t.Fatalf("retry refused: %v", err)

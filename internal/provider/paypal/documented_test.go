@@ -6,9 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
@@ -18,16 +19,6 @@ import (
 // PayPal behaviour as PayPal documents it and paysim models it
 // (docs/providers.md, "Documented behaviour"): what the adapter reports.
 
-// simClock is a clock a test moves while paysim reads it.
-type simClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *simClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *simClock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
-
 // TestExpiredOrderIsNotFoundToEveryCall: PayPal deletes an order nobody
 // completed after paypal.OrderLifetime; the adapter reports every call about
 // it as ErrNotFound (never a refusal), which is what the core needs to decide
@@ -36,14 +27,14 @@ func TestExpiredOrderIsNotFoundToEveryCall(t *testing.T) {
 	if got := paypal.Capabilities().Lifecycle.OrderLifetime; got != 3*time.Hour {
 		t.Fatalf("OrderLifetime %v, want PayPal's 3h", got)
 	}
-	clk := &simClock{t: simNow}
+	clk := clocktesting.NewFakeClock(simNow)
 	srv, a := simAdapter(t, paysim.Options{Now: clk.Now})
 	waiting := createOrder(t, a, provider.CaptureAutomatic, 1000, "USD")
 	approved := createOrder(t, a, provider.CaptureManual, 1000, "USD")
 	if err := srv.Sim.Approve(paysim.PayPal, approved.ID); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(paypal.OrderLifetime)
+	clk.Step(paypal.OrderLifetime)
 	for name, call := range map[string]func(id string) error{
 		"get": func(id string) error { _, err := a.Get(ctx, id); return err },
 		"capture": func(id string) error {
@@ -74,10 +65,10 @@ func TestExpiredOrderIsNotFoundToEveryCall(t *testing.T) {
 // that time), and reports a VOIDED event whose authorization reads EXPIRED as
 // Expired.
 func TestVoidedAtTheEndOfValidity(t *testing.T) {
-	clk := &simClock{t: simNow}
+	clk := clocktesting.NewFakeClock(simNow)
 	srv, a := simAdapter(t, paysim.Options{Now: clk.Now})
 	auth := authorizedOrder(t, srv, a, 1000, "USD")
-	clk.Add(29 * 24 * time.Hour)
+	clk.Step(29 * 24 * time.Hour)
 	if got, err := a.Get(ctx, auth.ID); err != nil || got.Status != provider.StatusExpired {
 		t.Fatalf("after 29 days: %+v %v", got, err)
 	}
@@ -195,15 +186,15 @@ func TestListEventsReadsEveryEventNewestFirst(t *testing.T) {
 	if !caps.EventsAPI || !caps.EventsNewestFirst || caps.EventsRetention != 30*24*time.Hour {
 		t.Fatalf("capabilities %+v: want an events API, newest first, 30 days", caps)
 	}
-	clk := &simClock{t: simNow}
+	clk := clocktesting.NewFakeClock(simNow)
 	srv, a := simAdapter(t, paysim.Options{Now: clk.Now, Faults: paysim.Faults{DropRate: 1}})
 	before := capturedOrder(t, srv, a, 1000)
-	clk.Add(time.Minute)
+	clk.Step(time.Minute)
 	since := clk.Now()
 	var orders []string
 	for range 60 { // 120 events: more than one page
 		orders = append(orders, capturedOrder(t, srv, a, 1000).ID)
-		clk.Add(time.Second)
+		clk.Step(time.Second)
 	}
 	if err := srv.Sim.Refund(paysim.PayPal, orders[0], 300); err != nil {
 		t.Fatal(err)

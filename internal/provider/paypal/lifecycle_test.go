@@ -184,24 +184,6 @@ func TestCaptureOfAnApprovedCaptureIntentOrder(t *testing.T) {
 	})
 }
 
-// simToken gets an OAuth2 token from paysim, as the adapter would.
-func simToken(t *testing.T, srv *paysimtest.Server) string {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/paypal/v1/oauth2/token", strings.NewReader("grant_type=client_credentials"))
-	req.SetBasicAuth("id", "secret")
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var tok paypal.TokenResponse
-	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
-		t.Fatal(err)
-	}
-	return tok.AccessToken
-}
-
 // rawCall sends an authenticated request to paysim's PayPal API at path (a POST with
 // {} and a PayPal-Request-Id when key is set) and returns the answer.
 func rawCall(t *testing.T, srv *paysimtest.Server, method, path, key string) (int, []byte) {
@@ -211,7 +193,7 @@ func rawCall(t *testing.T, srv *paysimtest.Server, method, path, key string) (in
 		body = strings.NewReader(`{}`)
 	}
 	req, _ := http.NewRequest(method, srv.URL+"/paypal"+path, body)
-	req.Header.Set("Authorization", "Bearer "+simToken(t, srv))
+	req.Header.Set("Authorization", "Bearer "+paysimtest.PayPalToken(t, srv.URL, "id", "secret"))
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set(paypal.HeaderRequestID, key)
@@ -538,19 +520,7 @@ func TestLostCaptureAnswerThenRetryCapturesOnce(t *testing.T) {
 func TestLostRefundAnswerThenRetryRefundsOnce(t *testing.T) {
 	srv, a := simAdapter(t, paysim.Options{})
 	p := capturedOrder(t, srv, a, 1000)
-	srv.Sim.SetFaults(paysim.Faults{LostResponseRate: 1, Operations: []string{paysim.OpRefund}})
-	req := provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: "refund-lost", Reference: "ref", Amount: 1000, Currency: "USD"}
-	if _, err := a.CreateRefund(ctx, req); !errors.Is(err, provider.ErrRetryable) {
-		t.Fatalf("%v", err)
-	}
-	srv.Sim.SetFaults(paysim.Faults{})
-	r, err := a.CreateRefund(ctx, req)
-	if err != nil || r.Status != provider.RefundSucceeded || r.Amount != 1000 {
-		t.Fatalf("retry: %+v %v", r, err)
-	}
-	if n := srv.Sim.Counters().RefundsByPayment[p.ID]; n != 1 {
-		t.Fatalf("refunded %d times", n)
-	}
+	r := paysimtest.LostRefundAnswerRefundsOnce(t, srv, a, provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: "refund-lost", Reference: "ref", Amount: 1000, Currency: "USD"})
 	if v := mustView(t, srv, p.ID); len(v.Refunds) != 1 || v.Refunds[0].ID != r.ID {
 		t.Fatalf("refunds %+v", v.Refunds)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 var ctx = context.Background()
@@ -103,22 +104,7 @@ func TestRefundStatusTable(t *testing.T) {
 	want := map[string]provider.RefundStatus{
 		"COMPLETED": provider.RefundSucceeded, "PENDING": provider.RefundPending, "FAILED": provider.RefundFailed, "CANCELLED": provider.RefundFailed,
 	}
-	table := paypal.RefundStatuses()
-	if len(table) != len(want) {
-		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
-	}
-	for raw, st := range want {
-		t.Run(fmt.Sprintf("refund %s is %s", raw, st), func(t *testing.T) {
-			if got := paypal.MapRefundStatus(raw); got != st || table[raw] != st {
-				t.Fatalf("got %s", got)
-			}
-		})
-	}
-	t.Run("an unlisted refund status is Unknown", func(t *testing.T) {
-		if got := paypal.MapRefundStatus("ON_HOLD"); got != provider.RefundUnknown {
-			t.Fatal(got)
-		}
-	})
+	providertest.RefundStatusTable(t, want, paypal.RefundStatuses(), paypal.MapRefundStatus, "ON_HOLD")
 }
 
 // TestAlreadyCapturedRaceIsState: PayPal says "already captured" to the capture call

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -203,5 +204,114 @@ func CreateRefusesUnknownCurrencies(t *testing.T, e ISOEcho) {
 				t.Errorf("%d requests sent", n)
 			}
 		})
+	}
+}
+
+// StatusTable checks an adapter's status table (table) against want, row by
+// row, and the adapter's mapping of each raw status through mapStatus; a
+// status the table does not list (unlisted) maps to Unknown, never to a final
+// status. what names the raw status in the subtests' names ("jobStatus").
+func StatusTable(t *testing.T, what string, want, table map[string]provider.Status, mapStatus func(t *testing.T, raw string) provider.Status, unlisted string) {
+	t.Helper()
+	statusTable(t, what, want, table, mapStatus, unlisted, provider.StatusUnknown)
+}
+
+// RefundStatusTable is StatusTable for an adapter's refund status table: a
+// refund status the table does not list (unlisted) maps to RefundUnknown.
+func RefundStatusTable(t *testing.T, want, table map[string]provider.RefundStatus, mapStatus func(raw string) provider.RefundStatus, unlisted string) {
+	t.Helper()
+	statusTable(t, "refund status", want, table, func(_ *testing.T, raw string) provider.RefundStatus { return mapStatus(raw) }, unlisted, provider.RefundUnknown)
+}
+
+func statusTable[S ~string](t *testing.T, what string, want, table map[string]S, mapStatus func(t *testing.T, raw string) S, unlisted string, unknown S) {
+	t.Helper()
+	if len(table) != len(want) {
+		t.Errorf("table has %d rows, test covers %d", len(table), len(want))
+	}
+	for raw, st := range want {
+		t.Run(fmt.Sprintf("%s %s is %s", what, raw, st), func(t *testing.T) {
+			if table[raw] != st {
+				t.Errorf("table says %s", table[raw])
+			}
+			if got := mapStatus(t, raw); got != st {
+				t.Fatalf("got %s", got)
+			}
+		})
+	}
+	t.Run("an unlisted "+what+" is "+string(unknown)+", never final", func(t *testing.T) {
+		if got := mapStatus(t, unlisted); got != unknown {
+			t.Fatalf("got %s", got)
+		}
+	})
+}
+
+// ParsedEvent checks an adapter's ParseEvent (parse) on the webhook body raw:
+// the event is want, occurred at occurredAt, with raw unaltered as Raw.
+func ParsedEvent(t testing.TB, parse func([]byte) (provider.Event, error), raw string, occurredAt time.Time, want provider.Event) {
+	t.Helper()
+	got, err := parse([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Raw) != raw {
+		t.Error("Raw is not the exact input")
+	}
+	if !got.OccurredAt.Equal(occurredAt) {
+		t.Errorf("OccurredAt = %v", got.OccurredAt)
+	}
+	got.Raw, got.OccurredAt = nil, time.Time{}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+// MalformedEvents checks that an adapter's ParseEvent (parse) refuses every
+// body of malformed as provider.ErrMalformedEvent, in a subtest each.
+func MalformedEvents(t *testing.T, parse func([]byte) (provider.Event, error), malformed ...string) {
+	t.Helper()
+	for _, bad := range malformed {
+		t.Run("malformed "+bad, func(t *testing.T) {
+			if _, err := parse([]byte(bad)); !errors.Is(err, provider.ErrMalformedEvent) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+// FuzzedEvent is the check of an adapter's FuzzParseEvent on the fuzzed body
+// b: ParseEvent (parse) refuses it as provider.ErrMalformedEvent, or accepts
+// an event with an id and a type, b unaltered as Raw, and a status exactly
+// when it is supported.
+func FuzzedEvent(t *testing.T, b []byte, parse func([]byte) (provider.Event, error)) {
+	t.Helper()
+	ev, err := parse(b)
+	if err != nil {
+		if !errors.Is(err, provider.ErrMalformedEvent) {
+			t.Fatalf("error not classified: %v", err)
+		}
+		return
+	}
+	if ev.ID == "" || ev.Type == "" || string(ev.Raw) != string(b) {
+		t.Fatalf("accepted event without id/type or altered raw: %+v", ev)
+	}
+	if ev.Supported == (ev.Status == "") {
+		t.Fatalf("supported=%v with status %q", ev.Supported, ev.Status)
+	}
+}
+
+// WaitRefund polls the refund refundID of paymentID through a until it is
+// want, for at most 10 seconds, and returns it.
+func WaitRefund(t testing.TB, a provider.Provider, paymentID, refundID string, want provider.RefundStatus) provider.Refund {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := a.GetRefund(context.Background(), paymentID, refundID)
+		if err == nil && r.Status == want {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refund %s: %+v %v, want %s", refundID, r, err, want)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/paysim"
+	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/providertest"
 	"github.com/paywarden/paywarden/internal/provider/stripe"
@@ -41,12 +42,7 @@ func startSim(t *testing.T, opts paysim.Options) *simEnv {
 	if opts.TimeFactor == 0 {
 		opts.TimeFactor = 0.0001 // 30 simulated minutes are 0.18s
 	}
-	sim := paysim.New(opts)
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() {
-		sim.Close()
-		srv.Close()
-	})
+	sim, srv := paysimtest.Serve(t, opts)
 	a, err := stripe.New(provider.Config{
 		Name: "ns/stripe", APIURL: srv.URL + "/stripe", Timeout: 5 * time.Second, Now: opts.Now,
 		Credentials: map[string][]byte{stripe.CredentialSecretKey: []byte(simKey)},

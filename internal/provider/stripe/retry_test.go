@@ -1,11 +1,10 @@
 package stripe_test
 
 import (
-	"bytes"
-	"net/http"
-	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
@@ -14,26 +13,8 @@ import (
 	"github.com/paywarden/paywarden/internal/provider/stripe"
 )
 
-// fakeClock is a settable clock shared by paysim and the adapter.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // recordedSim runs paysim's Stripe mode on clk, recording what the adapter sends.
-func recordedSim(t *testing.T, clk *fakeClock, faults paysim.Faults) (*paysimtest.Server, *stripe.Adapter) {
+func recordedSim(t *testing.T, clk *clocktesting.FakeClock, faults paysim.Faults) (*paysimtest.Server, *stripe.Adapter) {
 	t.Helper()
 	srv := paysimtest.Start(t, paysim.Options{
 		StripeSecretKey: simKey, Now: clk.Now, Faults: faults,
@@ -47,16 +28,6 @@ func recordedSim(t *testing.T, clk *fakeClock, faults paysim.Faults) (*paysimtes
 		t.Fatal(err)
 	}
 	return srv, a
-}
-
-func sessionBodies(srv *paysimtest.Server) [][]byte {
-	var out [][]byte
-	for _, r := range srv.Requests(false) {
-		if r.Method == http.MethodPost && r.Path == "/stripe/v1/checkout/sessions" {
-			out = append(out, r.Body)
-		}
-	}
-	return out
 }
 
 // A Checkout Session create retried later must carry the parameters of the first
@@ -76,26 +47,11 @@ func TestSessionCreateRetriedLaterSendsTheSameParameters(t *testing.T) {
 		{"an expiry over 24 hours left to Stripe's default", 48 * time.Hour},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := &fakeClock{t: marked}
+			clk := clocktesting.NewFakeClock(marked)
 			srv, a := recordedSim(t, clk, paysim.Faults{})
 			req := checkoutReq("key-retry-"+tt.expiresAfter.String(), "ORD-RETRY", 1000)
 			req.ExpiresAt, req.RequestedAt = created.Add(tt.expiresAfter), marked
-			first, err := a.Create(ctx, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clk.Add(20 * time.Minute)
-			again, err := a.Create(ctx, req)
-			if err != nil {
-				t.Fatalf("retry 20 minutes later refused: %v", err)
-			}
-			if again.ID != first.ID {
-				t.Fatalf("retry answered %s, first %s", again.ID, first.ID)
-			}
-			bodies := sessionBodies(srv)
-			if len(bodies) != 2 || !bytes.Equal(bodies[0], bodies[1]) {
-				t.Fatalf("parameters differ:\n %s\n %s", bodies[0], bodies[len(bodies)-1])
-			}
+			paysimtest.RetriedLaterSendsTheSameBody(t, srv, a, clk, req, "/stripe/v1/checkout/sessions")
 		})
 	}
 }
@@ -104,14 +60,14 @@ func TestSessionCreateRetriedLaterSendsTheSameParameters(t *testing.T) {
 // lost; the retry twenty minutes later is replayed, not refused, and one session exists.
 func TestLostSessionCreateRetriedLaterIsReplayed(t *testing.T) {
 	marked := time.Date(2026, 3, 1, 12, 10, 7, 0, time.UTC)
-	clk := &fakeClock{t: marked}
+	clk := clocktesting.NewFakeClock(marked)
 	srv, a := recordedSim(t, clk, paysim.Faults{LostResponseRate: 1, Operations: []string{paysim.OpCreate}})
 	req := checkoutReq("key-lost-later", "ORD-LOST-LATER", 1000)
 	req.ExpiresAt, req.RequestedAt = marked.Add(10*time.Minute), marked
 	_, err := a.Create(ctx, req)
 	providertest.AssertClass(t, err, provider.ErrRetryable)
 	srv.Sim.SetFaults(paysim.Faults{})
-	clk.Add(20 * time.Minute)
+	clk.Step(20 * time.Minute)
 	p, err := a.Create(ctx, req)
 	if err != nil {
 		t.Fatalf("retry refused: %v", err)
