@@ -298,6 +298,13 @@ func isCloseOut(op *v1alpha1.Operation) bool {
 	return op.Kind == v1alpha1.OperationCancel && op.Reason == v1alpha1.ReasonUnpaidTimeout
 }
 
+// closedOut: obs says the provider's object is closed (canceled or expired)
+// while paywarden's close-out cancel is under way: the close-out's effect,
+// whichever way it is seen first.
+func closedOut(st *v1alpha1.PaymentStatus, obs Observation) bool {
+	return st.Operation != nil && isCloseOut(st.Operation) && (obs.Observed == ObservedCanceled || obs.Observed == ObservedExpired)
+}
+
 // readAgain records a read of a settled payment made for its refunded total
 // (RefundsUncounted): when it was made and how many there were, from which
 // Plan paces the next one while the total is still behind (refundReadDue).

@@ -59,6 +59,43 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 			t.Errorf("history %+v, want UnpaidTimeout", last)
 		}
 	})
+	t.Run("the close seen before the cancel's answer: Expired, not Canceled", func(t *testing.T) {
+		// The provider's event of the close can come before the cancel
+		// call's answer is stored (or instead of it, when the answer is
+		// lost); so can a look-up of the cancel's outcome.
+		for name, seen := range map[string]func(*v1alpha1.Payment, payment.Policy) payment.Outcome{
+			"webhook canceled": func(p *v1alpha1.Payment, _ payment.Policy) payment.Outcome {
+				return payment.ApplyEvent(p, payment.Observation{Source: v1alpha1.SourceWebhook, EventID: "evt_close", Observed: payment.ObservedCanceled}, past)
+			},
+			"webhook expired": func(p *v1alpha1.Payment, _ payment.Policy) payment.Outcome {
+				return payment.ApplyEvent(p, payment.Observation{Source: v1alpha1.SourceWebhook, EventID: "evt_close", Observed: payment.ObservedExpired}, past)
+			},
+			"look-up": func(p *v1alpha1.Payment, pol payment.Policy) payment.Outcome {
+				return payment.AfterQuery(p, pol, answer(provider.StatusCanceled), true, past.Add(2*time.Second))
+			},
+		} {
+			pol := canCancel()
+			p := closeOutQuery(t, expiring(), pol)
+			p = store(p, seen(p, pol))
+			if p.Status.Phase != v1alpha1.PhaseExpired || p.Status.Operation != nil {
+				t.Fatalf("%s: phase %s operation %+v, want Expired", name, p.Status.Phase, p.Status.Operation)
+			}
+			if last := p.Status.History[len(p.Status.History)-1]; last.Reason != v1alpha1.ReasonUnpaidTimeout {
+				t.Errorf("%s: history %+v, want UnpaidTimeout", name, last)
+			}
+			// The cancel's answer, arriving after, changes nothing.
+			if again := store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, answer(provider.StatusCanceled), past)); again.Status.Phase != v1alpha1.PhaseExpired {
+				t.Errorf("%s: then the answer: phase %s, want Expired", name, again.Status.Phase)
+			}
+		}
+		// A cancel the operator asked for stays Canceled.
+		p := created("operator-cancel")
+		p.Status.Operation = &v1alpha1.Operation{Kind: v1alpha1.OperationCancel, Reason: "customer changed their mind"}
+		p = store(p, payment.ApplyEvent(p, payment.Observation{Source: v1alpha1.SourceWebhook, EventID: "evt_c", Observed: payment.ObservedCanceled}, past))
+		if p.Status.Phase != v1alpha1.PhaseCanceled {
+			t.Errorf("an operator's cancel: phase %s, want Canceled", p.Status.Phase)
+		}
+	})
 	t.Run("paid meanwhile: the cancel finds it paid", func(t *testing.T) {
 		p, _ := cancelAnswered(t, answer(provider.StatusSucceeded))
 		if p.Status.Phase != v1alpha1.PhaseSucceeded || review(p) != "" {

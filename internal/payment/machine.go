@@ -200,6 +200,12 @@ func (m *machine) run() {
 	if voidedAtItsEnd(&m.st, m.obs, m.now) {
 		m.obs = expiredAtItsEnd(&m.st, m.obs)
 	}
+	if closedOut(&m.st, m.obs) {
+		// paywarden's close-out cancel (§2.5) seen done, by its answer, a
+		// look-up or the provider's event (which can come first): what
+		// paywarden calls Expired is what the provider now holds.
+		m.obs.Observed, m.obs.Reason = ObservedExpired, v1alpha1.ReasonUnpaidTimeout
+	}
 	switch m.obs.Observed {
 	case ObservedApproved:
 		m.approved()

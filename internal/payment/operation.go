@@ -336,12 +336,7 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 		unpaid := false
 		for _, obs := range FromPayment(call.Payment, source) {
 			unpaid = unpaid || obs.Observed == ObservedPending
-			switch {
-			case closeOut && (obs.Observed == ObservedCanceled || obs.Observed == ObservedExpired):
-				// Closed at the provider: what paywarden calls Expired is
-				// what the provider now holds.
-				obs.Observed, obs.Reason = ObservedExpired, v1alpha1.ReasonUnpaidTimeout
-			case kind == v1alpha1.OperationCancel && obs.Observed == ObservedCanceled:
+			if kind == v1alpha1.OperationCancel && obs.Observed == ObservedCanceled {
 				obs.Reason = v1alpha1.ReasonCanceledByOperator + ": " + op.Reason
 			}
 			if fundingDeclined(st, kind, obs) {
