@@ -100,10 +100,20 @@ func (r *WebhookBundleReconciler) providersOf(ctx context.Context, o client.Obje
 func (r *WebhookBundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	prov := &v1alpha1.PaymentProvider{}
 	if err := r.Client.Get(ctx, req.NamespacedName, prov); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, r.deleteBundle(ctx, req.NamespacedName)
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, err
+		// Not in the cache: a provider just created may not have reached
+		// it yet while its bundle (written by an earlier reconcile or
+		// another manager) already has. Only the API server says it is
+		// gone; a bundle deleted wrongly answers the provider's webhooks
+		// 503 until it is written again.
+		if err := r.APIReader.Get(ctx, req.NamespacedName, prov); err != nil {
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{}, r.deleteBundle(ctx, req.NamespacedName)
+			}
+			return ctrl.Result{}, err
+		}
 	}
 	if !prov.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.deleteBundle(ctx, req.NamespacedName)

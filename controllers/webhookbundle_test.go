@@ -13,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
@@ -162,6 +164,47 @@ func TestWebhookBundlesFollowProvidersAndSecrets(t *testing.T) {
 		}
 		waitBundle(t, kuko)
 	})
+}
+
+// A provider the cache does not hold yet (just created, the watch behind)
+// keeps its bundle: the reconcile a bundle's own creation triggers can come
+// before the provider reaches the cache, and only the API server may say the
+// provider is gone.
+func TestWebhookBundleOfAProviderNotYetCachedIsKept(t *testing.T) {
+	t.Parallel()
+	fixture.EnsureNamespace(t, env.Client, testenv.SystemNamespace)
+	ctx := context.Background()
+	ns := fixture.Namespace(t, env.Client, "bundle-lag")
+	prov := bundleProvider(t, ns, "kuko", v1alpha1.ProviderKukoPay, "")
+	if err := env.Client.Create(ctx, webhookbundle.Desired(testenv.SystemNamespace, prov, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	behind := fixture.Intercept(env.Client, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*v1alpha1.PaymentProvider); ok {
+				return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("paymentproviders").GroupResource(), key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	r := &controllers.WebhookBundleReconciler{Client: behind, APIReader: env.Client, Secrets: env.Client, Namespace: testenv.SystemNamespace}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(prov)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if err := env.Client.Get(ctx, bundleKey(prov), &corev1.Secret{}); err != nil {
+		t.Fatalf("the bundle of a provider that exists: %v", err)
+	}
+	// Gone at the API server too: its bundle goes.
+	if err := env.Client.Delete(ctx, prov); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if err := env.Client.Get(ctx, bundleKey(prov), &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the bundle of a deleted provider: %v, want not found", err)
+	}
 }
 
 // The manager's cache holds no Secret data: an unrelated Secret with data
