@@ -305,6 +305,15 @@ func closedOut(st *v1alpha1.PaymentStatus, obs Observation) bool {
 	return st.Operation != nil && isCloseOut(st.Operation) && (obs.Observed == ObservedCanceled || obs.Observed == ObservedExpired)
 }
 
+// canceledByOperator: obs says the provider's object is canceled while the
+// cancel an operator asked for is under way: that cancel's effect, for its
+// reason, whichever way it is seen first (its answer, a look-up, the
+// provider's event).
+func canceledByOperator(st *v1alpha1.PaymentStatus, obs Observation) bool {
+	op := st.Operation
+	return op != nil && op.Kind == v1alpha1.OperationCancel && !isCloseOut(op) && obs.Observed == ObservedCanceled
+}
+
 // readAgain records a read of a settled payment made for its refunded total
 // (RefundsUncounted): when it was made and how many there were, from which
 // Plan paces the next one while the total is still behind (refundReadDue).

@@ -19,14 +19,18 @@ import (
 // due to authorization reaching its 30 day validity period or ... manually
 // voided", PayPal webhook event names, Payments v2). It is the end when it
 // comes at or after authorizationExpiresAt (the event's own time, else now)
-// and paywarden did not ask for a cancel (no cancel operation, not the cancel
-// call's answer).
+// and paywarden did not ask for a cancel before then (no cancel operation,
+// or one asked for at or after authorizationExpiresAt; not the cancel call's
+// answer otherwise).
 func voidedAtItsEnd(st *v1alpha1.PaymentStatus, obs Observation, now time.Time) bool {
 	if obs.Observed != ObservedCanceled || st.Phase != v1alpha1.PhaseAuthorized || st.AuthorizationExpiresAt == nil {
 		return false
 	}
-	if obs.Source == v1alpha1.SourceCancel || (st.Operation != nil && st.Operation.Kind == v1alpha1.OperationCancel) {
-		return false
+	if op := st.Operation; obs.Source == v1alpha1.SourceCancel || (op != nil && op.Kind == v1alpha1.OperationCancel) {
+		// paywarden's cancel voided it, unless that cancel was asked for
+		// once the authorization had ended: nothing was left for it to void,
+		// whether its answer, a look-up or the void's event comes first.
+		return op != nil && op.Kind == v1alpha1.OperationCancel && !op.RequestedAt.Time.Before(st.AuthorizationExpiresAt.Time)
 	}
 	at := obs.OccurredAt
 	if at.IsZero() {

@@ -206,6 +206,11 @@ func (m *machine) run() {
 		// paywarden calls Expired is what the provider now holds.
 		m.obs.Observed, m.obs.Reason = ObservedExpired, v1alpha1.ReasonUnpaidTimeout
 	}
+	if canceledByOperator(&m.st, m.obs) {
+		// The operator's cancel (§11.5) seen done, by its answer, a look-up
+		// or the provider's event (which can come first).
+		m.obs.Reason = v1alpha1.ReasonCanceledByOperator + ": " + m.st.Operation.Reason
+	}
 	switch m.obs.Observed {
 	case ObservedApproved:
 		m.approved()

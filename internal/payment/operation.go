@@ -336,9 +336,6 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 		unpaid := false
 		for _, obs := range FromPayment(call.Payment, source) {
 			unpaid = unpaid || obs.Observed == ObservedPending
-			if kind == v1alpha1.OperationCancel && obs.Observed == ObservedCanceled {
-				obs.Reason = v1alpha1.ReasonCanceledByOperator + ": " + op.Reason
-			}
 			if fundingDeclined(st, kind, obs) {
 				obs = payerMustApproveAgain(obs, kind, call.Payment)
 				back = c.apply(obs).Decision == Applied

@@ -98,6 +98,11 @@ func (m *refundMachine) succeeded(from v1alpha1.RefundPhase) {
 	case from == v1alpha1.RefundSucceeded:
 		m.confirm()
 		m.decide(Stale, "already Succeeded")
+	case from == v1alpha1.RefundFailed && m.beforeTheFailure():
+		// Delivered late (events come in any order): the refund succeeded
+		// before it failed, which is a refund failing after it succeeded
+		// (Stripe), not a contradiction.
+		m.decide(Stale, "succeeded at %s, before the refund failed: it failed after it succeeded", m.obs.OccurredAt.UTC().Format(time.RFC3339))
 	case from == v1alpha1.RefundFailed:
 		m.conflict(from)
 	default:
@@ -121,6 +126,25 @@ func (m *refundMachine) succeeded(from v1alpha1.RefundPhase) {
 		}
 		m.moveTo(v1alpha1.RefundSucceeded, "")
 	}
+}
+
+// beforeTheFailure: obs is an event that happened no later than the failure
+// of the Failed refund was reported (the failure's event time, else when a
+// read found it failed).
+func (m *refundMachine) beforeTheFailure() bool {
+	if m.obs.OccurredAt.IsZero() {
+		return false
+	}
+	var failedAt time.Time
+	switch last, h := m.st.LastEvent, m.st.History; {
+	case last != nil && last.Time != nil:
+		failedAt = last.Time.Time
+	case len(h) > 0:
+		failedAt = h[len(h)-1].Time.Time
+	default:
+		return false
+	}
+	return !m.obs.OccurredAt.After(failedAt)
 }
 
 func (m *refundMachine) failed(from v1alpha1.RefundPhase) {
