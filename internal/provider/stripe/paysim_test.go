@@ -25,7 +25,7 @@ import (
 // (stripe-mock does not): sessions and intents move through Stripe's statuses,
 // webhooks are signed and retried, faults are injected.
 
-const simKey = "sk_test_paysim"
+const simKey = paysimtest.StripeKey
 
 type simEnv struct {
 	sim *paysim.Sim
@@ -35,14 +35,7 @@ type simEnv struct {
 
 func startSim(t *testing.T, opts paysim.Options) *simEnv {
 	t.Helper()
-	opts.StripeSecretKey = simKey
-	if opts.DefaultScript == nil {
-		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomePending}
-	}
-	if opts.TimeFactor == 0 {
-		opts.TimeFactor = 0.0001 // 30 simulated minutes are 0.18s
-	}
-	sim, srv := paysimtest.Serve(t, opts)
+	sim, srv := paysimtest.ServeStripe(t, opts)
 	a, err := stripe.New(provider.Config{
 		Name: "ns/stripe", APIURL: srv.URL + "/stripe", Timeout: 5 * time.Second, Now: opts.Now,
 		Credentials: map[string][]byte{stripe.CredentialSecretKey: []byte(simKey)},
