@@ -89,6 +89,33 @@ func EachTolerance(t *testing.T, what string, ts time.Time, check func(t *testin
 	}
 }
 
+// ToleranceBothDirections is EachTolerance for a verification at a clock:
+// verify with the tolerance at our clock now is accepted within the
+// tolerance, else rejected for it.
+func ToleranceBothDirections(t *testing.T, what string, ts time.Time, verify func(tol time.Duration, now time.Time) error) {
+	t.Helper()
+	EachTolerance(t, what, ts, func(t *testing.T, tol time.Duration, c ClockCase) {
+		AssertTolerance(t, verify(tol, c.Now), c.OK)
+	})
+}
+
+// ChangeRejected checks, in a subtest, that a change (named change) to the
+// independently signed webhook vector makes its verification fail (err) for
+// no matching signature.
+func ChangeRejected(t *testing.T, vector, change string, err error) {
+	t.Helper()
+	t.Run(vector+" rejected with "+change, func(t *testing.T) {
+		AssertRejected(t, err, provider.ErrNoMatchingSignature)
+	})
+}
+
+// Flip changes one byte of s (the middle one, by one bit).
+func Flip(s string) string {
+	b := []byte(s)
+	b[len(b)/2] ^= 0x01
+	return string(b)
+}
+
 // AssertTolerance checks a verification at a clock: accepted when ok, else
 // rejected for the timestamp tolerance.
 func AssertTolerance(t testing.TB, err error, ok bool) {
