@@ -375,11 +375,7 @@ func status(code int, retryAfter, body string) http.HandlerFunc {
 }
 
 func problem(code int, body string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/problem+json; charset=utf-8")
-		w.WriteHeader(code)
-		_, _ = w.Write([]byte(body))
-	}
+	return providertest.Answer(code, "application/problem+json; charset=utf-8", body)
 }
 
 func FuzzParseRetryAfter(f *testing.F) {

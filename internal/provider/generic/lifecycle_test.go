@@ -3,10 +3,8 @@ package generic_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,9 +17,8 @@ import (
 
 var ctx = context.Background()
 
-var keys atomic.Int64
-
-func key(prefix string) string { return fmt.Sprint(prefix, "-", keys.Add(1)) }
+// key returns a fresh idempotency key.
+var key = new(providertest.Keys).Next
 
 func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *generic.Adapter) {
 	t.Helper()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,9 +20,8 @@ import (
 
 var ctx = context.Background()
 
-var keys atomic.Int64
-
-func key(prefix string) string { return fmt.Sprint(prefix, "-", keys.Add(1)) }
+// key returns a fresh idempotency key.
+var key = new(providertest.Keys).Next
 
 // simAdapter runs paysim (payments wait for the payer unless opts scripts otherwise)
 // and a KukoPay adapter against it, both on clk.

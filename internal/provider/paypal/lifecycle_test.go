@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 var simNow = time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
@@ -40,10 +40,8 @@ func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *paypal.
 	return srv, a
 }
 
-var keys atomic.Int64
-
 // key returns a fresh idempotency key.
-func key(prefix string) string { return fmt.Sprint(prefix, "-", keys.Add(1)) }
+var key = new(providertest.Keys).Next
 
 func createOrder(t *testing.T, a *paypal.Adapter, capture provider.CaptureMethod, amount int64, currency string) provider.Payment {
 	t.Helper()
