@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
@@ -89,6 +90,20 @@ func Start(t testing.TB, opts paysim.Options) *Server {
 		srv.Close()
 	})
 	return s
+}
+
+// StartAt is Start for an adapter's lifecycle tests: unless opts say
+// otherwise, no payer ever pays (the default script abandons) and paysim's
+// clock stands still at now.
+func StartAt(t testing.TB, opts paysim.Options, now time.Time) *Server {
+	t.Helper()
+	if opts.DefaultScript == nil {
+		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomeAbandon}
+	}
+	if opts.Now == nil {
+		opts.Now = func() time.Time { return now }
+	}
+	return Start(t, opts)
 }
 
 // Requests returns the recorded provider requests (not control calls), oldest first.

@@ -22,13 +22,7 @@ var key = new(providertest.Keys).Next
 
 func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *generic.Adapter) {
 	t.Helper()
-	if opts.DefaultScript == nil {
-		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomeAbandon}
-	}
-	if opts.Now == nil {
-		opts.Now = func() time.Time { return now }
-	}
-	srv := paysimtest.Start(t, opts)
+	srv := paysimtest.StartAt(t, opts, now)
 	a, err := generic.New(provider.Config{Name: "ns/gen", APIURL: srv.URL + "/generic", Credentials: map[string][]byte{"token": []byte("tok")}, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -23,13 +23,7 @@ var simNow = time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
 // a PayPal adapter against it.
 func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *paypal.Adapter) {
 	t.Helper()
-	if opts.DefaultScript == nil {
-		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomeAbandon}
-	}
-	if opts.Now == nil {
-		opts.Now = func() time.Time { return simNow }
-	}
-	srv := paysimtest.Start(t, opts)
+	srv := paysimtest.StartAt(t, opts, simNow)
 	a, err := paypal.New(provider.Config{
 		Name: "ns/pp", APIURL: srv.URL + "/paypal", WebhookID: paysim.DefaultPayPalWebhookID, Timeout: 2 * time.Second,
 		Credentials: map[string][]byte{"clientID": []byte("id"), "clientSecret": []byte("secret")},
