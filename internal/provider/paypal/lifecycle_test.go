@@ -199,12 +199,20 @@ func rawCall(t *testing.T, srv *paysimtest.Server, method, path, key string) (in
 	return resp.StatusCode, b
 }
 
-func authorizedOrder(t *testing.T, srv *paysimtest.Server, a *paypal.Adapter, amount int64, currency string) provider.Payment {
+// approvedOrder creates an order of amount in currency, with capture, and has
+// its payer approve it.
+func approvedOrder(t *testing.T, srv *paysimtest.Server, a *paypal.Adapter, capture provider.CaptureMethod, amount int64, currency string) provider.Payment {
 	t.Helper()
-	p := createOrder(t, a, provider.CaptureManual, amount, currency)
+	p := createOrder(t, a, capture, amount, currency)
 	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+func authorizedOrder(t *testing.T, srv *paysimtest.Server, a *paypal.Adapter, amount int64, currency string) provider.Payment {
+	t.Helper()
+	p := approvedOrder(t, srv, a, provider.CaptureManual, amount, currency)
 	got, err := a.Authorize(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "auth-" + p.ID})
 	if err != nil || got.Status != provider.StatusAuthorized {
 		t.Fatalf("authorize: %+v %v", got, err)
@@ -214,10 +222,7 @@ func authorizedOrder(t *testing.T, srv *paysimtest.Server, a *paypal.Adapter, am
 
 func TestAuthorizeAnApprovedAuthorizeIntentOrder(t *testing.T) {
 	srv, a := simAdapter(t, paysim.Options{})
-	p := createOrder(t, a, provider.CaptureManual, 1999, "USD")
-	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
-		t.Fatal(err)
-	}
+	p := approvedOrder(t, srv, a, provider.CaptureManual, 1999, "USD")
 	got, err := a.Get(ctx, p.ID)
 	if err != nil || got.Status != provider.StatusApproved {
 		t.Fatalf("%+v %v", got, err)
@@ -395,10 +400,7 @@ func TestCancel(t *testing.T) {
 
 func capturedOrder(t *testing.T, srv *paysimtest.Server, a *paypal.Adapter, amount int64) provider.Payment {
 	t.Helper()
-	p := createOrder(t, a, provider.CaptureAutomatic, amount, "USD")
-	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
-		t.Fatal(err)
-	}
+	p := approvedOrder(t, srv, a, provider.CaptureAutomatic, amount, "USD")
 	got, err := a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "cap-" + p.ID})
 	if err != nil || got.Status != provider.StatusSucceeded {
 		t.Fatalf("%+v %v", got, err)
