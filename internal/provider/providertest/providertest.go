@@ -1,6 +1,8 @@
 // Package providertest holds the checks the provider adapters' tests share:
-// error classes, signature verdicts, the timestamp tolerance around a fixed
-// vector, and the event type tables. Only test files import it.
+// error classes, signature verdicts and signed vectors, the timestamp
+// tolerance around a fixed vector, the event and status tables, the ISO
+// currency round trip; and their scaffolding: the adapter under test against
+// a fake server, canned answers, idempotency keys. Only test files import it.
 package providertest
 
 import (
