@@ -2,6 +2,7 @@ package webhookreceiver_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -111,6 +112,27 @@ func (k kukoPay) deliverTo(t *testing.T, base string, ev fixture.KukoPayEvent) f
 	return fixture.Send(t, "POST", base+"/webhooks/"+k.ns+"/"+k.name, body, fixture.KukoPayHeader(body, time.Now(), k.secret))
 }
 
+// deliverInBackground sends a correctly signed event of k to the receiver at
+// base from another goroutine; the channel gets the answer's status code, 0
+// when no answer came.
+func (k kukoPay) deliverInBackground(t *testing.T, base string, ev fixture.KukoPayEvent) <-chan int {
+	t.Helper()
+	body := ev.Body(t)
+	answered := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", base+"/webhooks/"+k.ns+"/"+k.name, bytes.NewReader(body))
+		req.Header = fixture.KukoPayHeader(body, time.Now(), k.secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	return answered
+}
+
 // 1000 connections that declare a 16 MiB body (the largest maxBodyBytes)
 // and send none cost the receiver under heapBound of heap and goroutine
 // stacks together (they would cost 16 GiB if a declared length sized a
@@ -197,20 +219,7 @@ func TestConcurrencyBoundShedsWithoutReadingTheBody(t *testing.T) {
 	path := "/webhooks/" + k.ns + "/" + k.name
 	stalled := holdConns(t, base, path, 5, 512, "")
 
-	answered := make(chan int, 1)
-	go func() {
-		ev := fixture.KukoPayEvent{ID: "evt_slot", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_slot", MerchantRef: "order-slot", Amount: 1, Currency: "USD"}
-		body := ev.Body(t)
-		req, _ := http.NewRequest("POST", base+path, strings.NewReader(string(body)))
-		req.Header = fixture.KukoPayHeader(body, time.Now(), k.secret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			answered <- 0
-			return
-		}
-		resp.Body.Close()
-		answered <- resp.StatusCode
-	}()
+	answered := k.deliverInBackground(t, base, fixture.KukoPayEvent{ID: "evt_slot", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_slot", MerchantRef: "order-slot", Amount: 1, Currency: "USD"})
 	select {
 	case <-hold.entered:
 	case <-time.After(fixture.Timeout):

@@ -1,7 +1,6 @@
 package webhookreceiver_test
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -49,20 +48,7 @@ func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.Start(ctx) }()
 
-	ev := k.event("evt_drain", "payment.succeeded", "succeeded", p)
-	body := ev.Body(t)
-	answered := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/webhooks/"+k.ns+"/"+k.name, bytes.NewReader(body))
-		req.Header = fixture.KukoPayHeader(body, time.Now(), k.secret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			answered <- 0
-			return
-		}
-		resp.Body.Close()
-		answered <- resp.StatusCode
-	}()
+	answered := k.deliverInBackground(t, "http://"+ln.Addr().String(), k.event("evt_drain", "payment.succeeded", "succeeded", p))
 	<-g.entered
 	stop()
 	// New connections are refused once shutdown began.

@@ -45,19 +45,13 @@ func (s *Sim) controlRoutes(m *http.ServeMux) {
 			URL     string   `json:"url"`
 			Secrets []string `json:"secrets"`
 		}
-		if err := readJSON(w, r, &body); err != nil {
-			controlError(w, http.StatusBadRequest, err)
-			return
-		}
-		secrets := make([][]byte, 0, len(body.Secrets))
-		for _, sec := range body.Secrets {
-			secrets = append(secrets, []byte(sec))
-		}
-		if err := s.SetWebhookTarget(r.PathValue("provider"), body.URL, secrets...); err != nil {
-			controlError(w, http.StatusNotFound, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		controlCall(w, r, &body, false, http.StatusNotFound, func() error {
+			secrets := make([][]byte, 0, len(body.Secrets))
+			for _, sec := range body.Secrets {
+				secrets = append(secrets, []byte(sec))
+			}
+			return s.SetWebhookTarget(r.PathValue("provider"), body.URL, secrets...)
+		})
 	})
 	m.HandleFunc("GET /_paysim/payments/{provider}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Payments(r.PathValue("provider")))
@@ -72,15 +66,7 @@ func (s *Sim) controlRoutes(m *http.ServeMux) {
 	})
 	m.HandleFunc("POST /_paysim/payments/{provider}/{id}/outcome", func(w http.ResponseWriter, r *http.Request) {
 		var sc Script
-		if err := readJSON(w, r, &sc); err != nil {
-			controlError(w, http.StatusBadRequest, err)
-			return
-		}
-		if err := s.SetOutcome(r.PathValue("provider"), r.PathValue("id"), sc); err != nil {
-			controlError(w, http.StatusNotFound, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		controlCall(w, r, &sc, false, http.StatusNotFound, func() error { return s.SetOutcome(r.PathValue("provider"), r.PathValue("id"), sc) })
 	})
 	m.HandleFunc("POST /_paysim/payments/{provider}/{id}/refund", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {

@@ -238,43 +238,35 @@ func (s *Sim) stripeSetOutcome(id string, sc Script) error {
 
 // stripeRefund refunds amount of an intent (0: the rest) as from the Dashboard.
 func (s *Sim) stripeRefund(id string, amount int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pi, err := s.stripeIntentForLocked(id)
-	if err != nil {
+	return s.withStripeIntent(id, func(pi *stripeIntent) error {
+		_, err := s.stripeRefundLocked(pi, amount, "", nil)
 		return err
-	}
-	_, err = s.stripeRefundLocked(pi, amount, "", nil)
-	return err
+	})
 }
 
 // stripeDispute opens a dispute on an intent's charge.
 func (s *Sim) stripeDispute(id, reason string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pi, err := s.stripeIntentForLocked(id)
-	if err != nil {
-		return err
-	}
-	if pi.charge == nil || pi.charge.captured == 0 {
-		return fmt.Errorf("paysim: payment %s has no captured charge to dispute", pi.id)
-	}
-	if reason == "" {
-		reason = string(stripego.DisputeReasonFraudulent)
-	}
-	pi.disputed = true
-	d := stripego.Dispute{
-		ID: s.newID("dp_", 24, alphaNum), Object: "dispute", Amount: pi.charge.captured, Currency: stripego.Currency(pi.currency),
-		Charge: &stripego.Charge{ID: pi.charge.id}, PaymentIntent: &stripego.PaymentIntent{ID: pi.id},
-		Reason: stripego.DisputeReason(reason), Status: stripego.DisputeStatusNeedsResponse, Created: s.now().Unix(),
-		Metadata: map[string]string{},
-	}
-	pi.dispute = &d
-	s.stripeEmitLocked(stripego.EventTypeChargeDisputeCreated, pi.id, renderJSON(d, nil))
-	// Stripe, "Disputes > How disputes work": the disputed amount (and fee)
-	// is withdrawn from the balance when the dispute is opened.
-	s.stripeEmitLocked(stripego.EventTypeChargeDisputeFundsWithdrawn, pi.id, renderJSON(d, nil))
-	return nil
+	return s.withStripeIntent(id, func(pi *stripeIntent) error {
+		if pi.charge == nil || pi.charge.captured == 0 {
+			return fmt.Errorf("paysim: payment %s has no captured charge to dispute", pi.id)
+		}
+		if reason == "" {
+			reason = string(stripego.DisputeReasonFraudulent)
+		}
+		pi.disputed = true
+		d := stripego.Dispute{
+			ID: s.newID("dp_", 24, alphaNum), Object: "dispute", Amount: pi.charge.captured, Currency: stripego.Currency(pi.currency),
+			Charge: &stripego.Charge{ID: pi.charge.id}, PaymentIntent: &stripego.PaymentIntent{ID: pi.id},
+			Reason: stripego.DisputeReason(reason), Status: stripego.DisputeStatusNeedsResponse, Created: s.now().Unix(),
+			Metadata: map[string]string{},
+		}
+		pi.dispute = &d
+		s.stripeEmitLocked(stripego.EventTypeChargeDisputeCreated, pi.id, renderJSON(d, nil))
+		// Stripe, "Disputes > How disputes work": the disputed amount (and fee)
+		// is withdrawn from the balance when the dispute is opened.
+		s.stripeEmitLocked(stripego.EventTypeChargeDisputeFundsWithdrawn, pi.id, renderJSON(d, nil))
+		return nil
+	})
 }
 
 // StripeCloseDispute ends the open dispute of a payment (an intent or its
@@ -283,34 +275,34 @@ func (s *Sim) stripeDispute(id, reason string) error {
 // (charge.dispute.funds_reinstated) and closes with status won; a lost one
 // closes with status lost and the funds stay withdrawn.
 func (s *Sim) StripeCloseDispute(id string, won bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pi, err := s.stripeIntentForLocked(id)
-	if err != nil {
-		return err
-	}
-	d := pi.dispute
-	if d == nil || d.Status == stripego.DisputeStatusWon || d.Status == stripego.DisputeStatusLost {
-		return fmt.Errorf("paysim: payment %s has no open dispute", pi.id)
-	}
-	d.Status = stripego.DisputeStatusLost
-	if won {
-		d.Status = stripego.DisputeStatusWon
-		s.stripeEmitLocked(stripego.EventTypeChargeDisputeFundsReinstated, pi.id, renderJSON(*d, nil))
-	}
-	s.stripeEmitLocked(stripego.EventTypeChargeDisputeClosed, pi.id, renderJSON(*d, nil))
-	return nil
+	return s.withStripeIntent(id, func(pi *stripeIntent) error {
+		d := pi.dispute
+		if d == nil || d.Status == stripego.DisputeStatusWon || d.Status == stripego.DisputeStatusLost {
+			return fmt.Errorf("paysim: payment %s has no open dispute", pi.id)
+		}
+		d.Status = stripego.DisputeStatusLost
+		if won {
+			d.Status = stripego.DisputeStatusWon
+			s.stripeEmitLocked(stripego.EventTypeChargeDisputeFundsReinstated, pi.id, renderJSON(*d, nil))
+		}
+		s.stripeEmitLocked(stripego.EventTypeChargeDisputeClosed, pi.id, renderJSON(*d, nil))
+		return nil
+	})
 }
 
-func (s *Sim) stripeIntentForLocked(id string) (*stripeIntent, error) {
+// withStripeIntent runs do, under s.mu, on the intent id names (an intent, or
+// the session that has it).
+func (s *Sim) withStripeIntent(id string, do func(pi *stripeIntent) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if cs, ok := s.stripe.sessions[id]; ok {
 		id = cs.intent
 	}
 	pi, ok := s.stripe.intents[id]
 	if !ok {
-		return nil, fmt.Errorf("paysim: no stripe payment intent for %q", id)
+		return fmt.Errorf("paysim: no stripe payment intent for %q", id)
 	}
-	return pi, nil
+	return do(pi)
 }
 
 // --- lifecycle --------------------------------------------------------------
@@ -339,18 +331,10 @@ func (s *Sim) stripeNewSessionLocked(cs *stripeSession, host string) {
 // stripeScheduleSessionLocked makes the payer act after sc.After.
 func (s *Sim) stripeScheduleSessionLocked(cs *stripeSession, sc Script) {
 	cs.script = sc
-	cs.gen++
-	gen := cs.gen
-	if sc.Outcome == OutcomePending || sc.Outcome == OutcomeUnknown {
-		return
-	}
-	s.afterLocked(sc.After, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if cs.gen != gen || s.closed || cs.status != stripego.CheckoutSessionStatusOpen {
-			return
+	s.stripeAfterLocked(&cs.gen, sc, func() {
+		if cs.status == stripego.CheckoutSessionStatusOpen {
+			s.stripeSessionActLocked(cs, sc)
 		}
-		s.stripeSessionActLocked(cs, sc)
 	})
 }
 
@@ -411,18 +395,26 @@ func (s *Sim) stripeNewIntentLocked(pi *stripeIntent) {
 // stripeScheduleIntentLocked applies sc to an intent after sc.After.
 func (s *Sim) stripeScheduleIntentLocked(pi *stripeIntent, sc Script) {
 	pi.script = sc
-	pi.gen++
-	gen := pi.gen
+	s.stripeAfterLocked(&pi.gen, sc, func() { s.stripeApplyLocked(pi, sc) })
+}
+
+// stripeAfterLocked starts a new generation of a session's or an intent's
+// script (gen) and runs act, under s.mu, after sc.After: unless sc leaves the
+// object as it is (pending, unknown), a newer script replaced it by then, or
+// the Sim closed.
+func (s *Sim) stripeAfterLocked(gen *int, sc Script, act func()) {
+	*gen++
+	mine := *gen
 	if sc.Outcome == OutcomePending || sc.Outcome == OutcomeUnknown {
 		return
 	}
 	s.afterLocked(sc.After, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if pi.gen != gen || s.closed {
+		if *gen != mine || s.closed {
 			return
 		}
-		s.stripeApplyLocked(pi, sc)
+		act()
 	})
 }
 

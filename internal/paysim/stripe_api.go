@@ -269,11 +269,6 @@ func invalid(w http.ResponseWriter, param, msg string) {
 	stripeError(w, http.StatusBadRequest, stripego.Error{Type: stripego.ErrorTypeInvalidRequest, Param: param, Msg: msg}, nil)
 }
 
-func missing(w http.ResponseWriter, kind, param, id string) {
-	stripeError(w, http.StatusNotFound, stripego.Error{Type: stripego.ErrorTypeInvalidRequest, Code: stripego.ErrorCodeResourceMissing,
-		Param: param, Msg: fmt.Sprintf("No such %s: '%s'", kind, id)}, nil)
-}
-
 // formMap collects "prefix[key]=value" members into a map.
 func formMap(f url.Values, prefix string) map[string]string {
 	out := map[string]string{}
@@ -404,16 +399,26 @@ func (s *Sim) stripeSessionGet(w http.ResponseWriter, r *http.Request, f url.Val
 // objects (kind, or param when missing), as render shows it with the request's
 // expand; it counts as a status query of that id.
 func stripeGet[T any](s *Sim, w http.ResponseWriter, r *http.Request, f url.Values, objects map[string]T, kind, param string, render func(T, []string) json.RawMessage) {
+	stripeObject(s, w, r, objects, kind, param, func(id string, obj T) {
+		s.counters.QueriesByPayment[id]++
+		writeRaw(w, http.StatusOK, "application/json", render(obj, formList(f, "expand")))
+	})
+}
+
+// stripeObject runs found, under s.mu, on the Stripe object with the id in the
+// path, one of objects; a missing one is answered as Stripe does, 404
+// resource_missing "No such <kind>" naming param.
+func stripeObject[T any](s *Sim, w http.ResponseWriter, r *http.Request, objects map[string]T, kind, param string, found func(id string, obj T)) {
 	id := r.PathValue("id")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	obj, ok := objects[id]
 	if !ok {
-		missing(w, kind, param, id)
+		stripeError(w, http.StatusNotFound, stripego.Error{Type: stripego.ErrorTypeInvalidRequest, Code: stripego.ErrorCodeResourceMissing,
+			Param: param, Msg: fmt.Sprintf("No such %s: '%s'", kind, id)}, nil)
 		return
 	}
-	s.counters.QueriesByPayment[id]++
-	writeRaw(w, http.StatusOK, "application/json", render(obj, formList(f, "expand")))
+	found(id, obj)
 }
 
 func (s *Sim) stripeSessionList(w http.ResponseWriter, _ *http.Request, f url.Values) {
@@ -463,20 +468,14 @@ func writeStripeList[T any](w http.ResponseWriter, f url.Values, listURL, noSuch
 }
 
 func (s *Sim) stripeSessionExpire(w http.ResponseWriter, r *http.Request, f url.Values) {
-	id := r.PathValue("id")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cs, ok := s.stripe.sessions[id]
-	if !ok {
-		missing(w, "checkout.session", "session", id)
-		return
-	}
-	if cs.status != stripego.CheckoutSessionStatusOpen {
-		invalid(w, "", "Only Checkout Sessions with a status of `open` can be expired. This session has a status of `"+string(cs.status)+"`.")
-		return
-	}
-	s.stripeExpireSessionLocked(cs, stripego.PaymentIntentCancellationReasonExpired)
-	writeRaw(w, http.StatusOK, "application/json", s.stripeSessionJSON(cs, formList(f, "expand")))
+	stripeObject(s, w, r, s.stripe.sessions, "checkout.session", "session", func(_ string, cs *stripeSession) {
+		if cs.status != stripego.CheckoutSessionStatusOpen {
+			invalid(w, "", "Only Checkout Sessions with a status of `open` can be expired. This session has a status of `"+string(cs.status)+"`.")
+			return
+		}
+		s.stripeExpireSessionLocked(cs, stripego.PaymentIntentCancellationReasonExpired)
+		writeRaw(w, http.StatusOK, "application/json", s.stripeSessionJSON(cs, formList(f, "expand")))
+	})
 }
 
 func (s *Sim) stripeIntentCreate(w http.ResponseWriter, _ *http.Request, f url.Values) {
@@ -598,34 +597,27 @@ func (s *Sim) stripeIntentSearch(w http.ResponseWriter, _ *http.Request, f url.V
 }
 
 func (s *Sim) stripeIntentCapture(w http.ResponseWriter, r *http.Request, f url.Values) {
-	id := r.PathValue("id")
 	amount, ok := formInt(w, f, "amount_to_capture", false)
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pi, ok := s.stripe.intents[id]
-	if !ok {
-		missing(w, "payment_intent", "intent", id)
-		return
-	}
-	if pi.status != stripego.PaymentIntentStatusRequiresCapture {
-		stripeError(w, http.StatusBadRequest, stripego.Error{Type: stripego.ErrorTypeInvalidRequest, Code: stripego.ErrorCodePaymentIntentUnexpectedState,
-			Msg: "This PaymentIntent could not be captured because it has a status of " + string(pi.status) + ". Only a PaymentIntent with one of the following statuses may be captured: requires_capture."}, s.stripeIntentJSON(pi, nil))
-		return
-	}
-	if amount < 0 || amount > pi.capturable {
-		stripeError(w, http.StatusBadRequest, stripego.Error{Type: stripego.ErrorTypeInvalidRequest, Code: stripego.ErrorCodeAmountTooLarge, Param: "amount_to_capture",
-			Msg: fmt.Sprintf("The amount to capture (%d) must be at most the amount capturable (%d).", amount, pi.capturable)}, nil)
-		return
-	}
-	s.stripeCaptureLocked(pi, amount)
-	writeRaw(w, http.StatusOK, "application/json", s.stripeIntentJSON(pi, formList(f, "expand")))
+	stripeObject(s, w, r, s.stripe.intents, "payment_intent", "intent", func(_ string, pi *stripeIntent) {
+		if pi.status != stripego.PaymentIntentStatusRequiresCapture {
+			stripeError(w, http.StatusBadRequest, stripego.Error{Type: stripego.ErrorTypeInvalidRequest, Code: stripego.ErrorCodePaymentIntentUnexpectedState,
+				Msg: "This PaymentIntent could not be captured because it has a status of " + string(pi.status) + ". Only a PaymentIntent with one of the following statuses may be captured: requires_capture."}, s.stripeIntentJSON(pi, nil))
+			return
+		}
+		if amount < 0 || amount > pi.capturable {
+			stripeError(w, http.StatusBadRequest, stripego.Error{Type: stripego.ErrorTypeInvalidRequest, Code: stripego.ErrorCodeAmountTooLarge, Param: "amount_to_capture",
+				Msg: fmt.Sprintf("The amount to capture (%d) must be at most the amount capturable (%d).", amount, pi.capturable)}, nil)
+			return
+		}
+		s.stripeCaptureLocked(pi, amount)
+		writeRaw(w, http.StatusOK, "application/json", s.stripeIntentJSON(pi, formList(f, "expand")))
+	})
 }
 
 func (s *Sim) stripeIntentCancel(w http.ResponseWriter, r *http.Request, f url.Values) {
-	id := r.PathValue("id")
 	reason := stripego.PaymentIntentCancellationReason(f.Get("cancellation_reason"))
 	switch reason {
 	case "", stripego.PaymentIntentCancellationReasonDuplicate, stripego.PaymentIntentCancellationReasonFraudulent,
@@ -634,26 +626,21 @@ func (s *Sim) stripeIntentCancel(w http.ResponseWriter, r *http.Request, f url.V
 		invalid(w, "cancellation_reason", "Invalid cancellation_reason: "+string(reason))
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	pi, ok := s.stripe.intents[id]
-	if !ok {
-		missing(w, "payment_intent", "intent", id)
-		return
-	}
-	if cs := s.stripe.sessions[pi.session]; cs != nil && cs.status == stripego.CheckoutSessionStatusOpen {
-		invalid(w, "", "This PaymentIntent belongs to an open Checkout Session and cannot be canceled directly. Expire the Checkout Session instead.")
-		return
-	}
-	if !stripeCancelable(pi.status) {
-		stripeError(w, http.StatusBadRequest, stripego.Error{Type: stripego.ErrorTypeInvalidRequest, Code: stripego.ErrorCodePaymentIntentUnexpectedState,
-			Msg: "You cannot cancel this PaymentIntent because it has a status of " + string(pi.status) + "."}, s.stripeIntentJSON(pi, nil))
-		return
-	}
-	s.stripe.counters.Cancels++
-	s.counters.VoidsByPayment[pi.id]++
-	s.stripeCancelLocked(pi, reason)
-	writeRaw(w, http.StatusOK, "application/json", s.stripeIntentJSON(pi, formList(f, "expand")))
+	stripeObject(s, w, r, s.stripe.intents, "payment_intent", "intent", func(_ string, pi *stripeIntent) {
+		if cs := s.stripe.sessions[pi.session]; cs != nil && cs.status == stripego.CheckoutSessionStatusOpen {
+			invalid(w, "", "This PaymentIntent belongs to an open Checkout Session and cannot be canceled directly. Expire the Checkout Session instead.")
+			return
+		}
+		if !stripeCancelable(pi.status) {
+			stripeError(w, http.StatusBadRequest, stripego.Error{Type: stripego.ErrorTypeInvalidRequest, Code: stripego.ErrorCodePaymentIntentUnexpectedState,
+				Msg: "You cannot cancel this PaymentIntent because it has a status of " + string(pi.status) + "."}, s.stripeIntentJSON(pi, nil))
+			return
+		}
+		s.stripe.counters.Cancels++
+		s.counters.VoidsByPayment[pi.id]++
+		s.stripeCancelLocked(pi, reason)
+		writeRaw(w, http.StatusOK, "application/json", s.stripeIntentJSON(pi, formList(f, "expand")))
+	})
 }
 
 // stripeEvents serves GET /v1/events newest first, like Stripe: created[gte|gt|lte|lt]
@@ -836,15 +823,9 @@ func (s *Sim) stripeRefundCreate(w http.ResponseWriter, _ *http.Request, f url.V
 }
 
 func (s *Sim) stripeRefundGet(w http.ResponseWriter, r *http.Request, _ url.Values) {
-	id := r.PathValue("id")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rf, ok := s.stripe.refunds[id]
-	if !ok {
-		missing(w, "refund", "refund", id)
-		return
-	}
-	writeRaw(w, http.StatusOK, "application/json", s.stripeRefundJSON(rf))
+	stripeObject(s, w, r, s.stripe.refunds, "refund", "refund", func(_ string, rf *stripeRefund) {
+		writeRaw(w, http.StatusOK, "application/json", s.stripeRefundJSON(rf))
+	})
 }
 
 func (s *Sim) stripeRefundList(w http.ResponseWriter, _ *http.Request, f url.Values) {
@@ -883,17 +864,14 @@ func (s *Sim) stripeControlRoutes(m *http.ServeMux) {
 		var body struct {
 			Lag string `json:"lag"`
 		}
-		if err := readJSON(w, r, &body); err != nil {
-			controlError(w, http.StatusBadRequest, err)
-			return
-		}
-		d, err := time.ParseDuration(body.Lag)
-		if err != nil || d < 0 {
-			controlError(w, http.StatusBadRequest, fmt.Errorf("lag must be a non-negative Go duration"))
-			return
-		}
-		s.SetStripeSearchLag(d)
-		w.WriteHeader(http.StatusNoContent)
+		controlCall(w, r, &body, false, http.StatusBadRequest, func() error {
+			d, err := time.ParseDuration(body.Lag)
+			if err != nil || d < 0 {
+				return fmt.Errorf("lag must be a non-negative Go duration")
+			}
+			s.SetStripeSearchLag(d)
+			return nil
+		})
 	})
 	m.HandleFunc("GET /_paysim/stripe/counters", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.StripeCounters())

@@ -21,7 +21,7 @@ import (
 	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 )
 
-const stripeKey = "sk_test_paysim"
+const stripeKey = paysimtest.StripeKey
 
 type stripeEnv struct {
 	sim *paysim.Sim
@@ -30,14 +30,7 @@ type stripeEnv struct {
 
 func startStripe(t *testing.T, opts paysim.Options) *stripeEnv {
 	t.Helper()
-	opts.StripeSecretKey = stripeKey
-	if opts.DefaultScript == nil {
-		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomePending}
-	}
-	if opts.TimeFactor == 0 {
-		opts.TimeFactor = 0.0001
-	}
-	sim, srv := paysimtest.Serve(t, opts)
+	sim, srv := paysimtest.ServeStripe(t, opts)
 	return &stripeEnv{sim: sim, srv: srv}
 }
 

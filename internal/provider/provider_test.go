@@ -297,7 +297,10 @@ func TestClientDecodesProblemOnError(t *testing.T) {
 	}
 }
 
-func TestClientTimeoutIsRetryable(t *testing.T) {
+// silentServer is a server that never answers: a request waits until the
+// client gives it up or the test ends.
+func silentServer(t *testing.T) *httptest.Server {
+	t.Helper()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -305,8 +308,13 @@ func TestClientTimeoutIsRetryable(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	}))
-	defer srv.Close()
-	defer close(release)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	return srv
+}
+
+func TestClientTimeoutIsRetryable(t *testing.T) {
+	srv := silentServer(t)
 	start := time.Now()
 	err := newClient(t, srv.URL, 50*time.Millisecond).Do(context.Background(), provider.Request{Op: "get", Method: "GET", Path: "/"}, nil)
 	if !errors.Is(err, provider.ErrRetryable) {
@@ -318,15 +326,7 @@ func TestClientTimeoutIsRetryable(t *testing.T) {
 }
 
 func TestClientRespectsCancellation(t *testing.T) {
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer srv.Close()
-	defer close(release)
+	srv := silentServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	err := newClient(t, srv.URL, 10*time.Second).Do(ctx, provider.Request{Op: "get", Method: "GET", Path: "/"}, nil)
@@ -375,11 +375,7 @@ func status(code int, retryAfter, body string) http.HandlerFunc {
 }
 
 func problem(code int, body string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/problem+json; charset=utf-8")
-		w.WriteHeader(code)
-		_, _ = w.Write([]byte(body))
-	}
+	return providertest.Answer(code, "application/problem+json; charset=utf-8", body)
 }
 
 func FuzzParseRetryAfter(f *testing.F) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
@@ -48,6 +49,24 @@ func Serve(t testing.TB, opts paysim.Options) (*paysim.Sim, *httptest.Server) {
 	return sim, srv
 }
 
+// StripeKey is the secret key of the paysim ServeStripe runs.
+const StripeKey = "sk_test_paysim"
+
+// ServeStripe is Serve for tests of paysim's Stripe mode: the secret key is
+// StripeKey and, unless opts say otherwise, no payer acts (the default script
+// is pending) and 30 simulated minutes take 0.18 s.
+func ServeStripe(t testing.TB, opts paysim.Options) (*paysim.Sim, *httptest.Server) {
+	t.Helper()
+	opts.StripeSecretKey = StripeKey
+	if opts.DefaultScript == nil {
+		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomePending}
+	}
+	if opts.TimeFactor == 0 {
+		opts.TimeFactor = 0.0001
+	}
+	return Serve(t, opts)
+}
+
 // Start runs a paysim.Sim with opts behind an httptest server, both closed at the end
 // of the test (the Sim first, so no delivery outlives it).
 func Start(t testing.TB, opts paysim.Options) *Server {
@@ -71,6 +90,20 @@ func Start(t testing.TB, opts paysim.Options) *Server {
 		srv.Close()
 	})
 	return s
+}
+
+// StartAt is Start for an adapter's lifecycle tests: unless opts say
+// otherwise, no payer ever pays (the default script abandons) and paysim's
+// clock stands still at now.
+func StartAt(t testing.TB, opts paysim.Options, now time.Time) *Server {
+	t.Helper()
+	if opts.DefaultScript == nil {
+		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomeAbandon}
+	}
+	if opts.Now == nil {
+		opts.Now = func() time.Time { return now }
+	}
+	return Start(t, opts)
 }
 
 // Requests returns the recorded provider requests (not control calls), oldest first.

@@ -3,7 +3,6 @@ package generic_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/paywarden/paywarden/internal/provider"
@@ -11,23 +10,18 @@ import (
 	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
+// newAdapter is the adapter under test for the job API at apiURL.
+func newAdapter(apiURL string) (*generic.Adapter, error) {
+	return generic.New(provider.Config{Name: "ns/gen", APIURL: apiURL, Credentials: map[string][]byte{"token": []byte("t")}})
+}
+
 func serve(t *testing.T, h http.HandlerFunc) *generic.Adapter {
 	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	a, err := generic.New(provider.Config{Name: "ns/gen", APIURL: srv.URL, Credentials: map[string][]byte{"token": []byte("t")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return providertest.Serve(t, h, newAdapter)
 }
 
 func problemAnswer(code int, body string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(code)
-		_, _ = w.Write([]byte(body))
-	}
+	return providertest.Answer(code, "application/problem+json", body)
 }
 
 func TestErrorClasses(t *testing.T) {

@@ -96,7 +96,7 @@ func TestSignatureVectors(t *testing.T) {
 		{"a broken secret does not block the good one", headers(t, "msg_1", now, newKey), body, [][]byte{[]byte("whsec_!!!notbase64"), newKey}, nil},
 		{"no secrets configured", headers(t, "msg_1", now, newKey), body, nil, provider.ErrNoMatchingSignature},
 	}
-	a := adapter(t)
+	a := providertest.At(t, providertest.Unreachable, newAdapter)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			scheme, err := a.VerifyWebhook(context.Background(), tt.h, tt.body, tt.secrets, 5*time.Minute, now)
@@ -126,15 +126,6 @@ func TestDecodeSecret(t *testing.T) {
 			}
 		})
 	}
-}
-
-func adapter(t *testing.T) *generic.Adapter {
-	t.Helper()
-	a, err := generic.New(provider.Config{Name: "ns/gen", APIURL: "http://127.0.0.1:1", Credentials: map[string][]byte{"token": []byte("t")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
 }
 
 func TestJobStatusTable(t *testing.T) {

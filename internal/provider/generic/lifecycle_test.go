@@ -3,10 +3,8 @@ package generic_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,19 +17,12 @@ import (
 
 var ctx = context.Background()
 
-var keys atomic.Int64
-
-func key(prefix string) string { return fmt.Sprint(prefix, "-", keys.Add(1)) }
+// key returns a fresh idempotency key.
+var key = new(providertest.Keys).Next
 
 func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *generic.Adapter) {
 	t.Helper()
-	if opts.DefaultScript == nil {
-		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomeAbandon}
-	}
-	if opts.Now == nil {
-		opts.Now = func() time.Time { return now }
-	}
-	srv := paysimtest.Start(t, opts)
+	srv := paysimtest.StartAt(t, opts, now)
 	a, err := generic.New(provider.Config{Name: "ns/gen", APIURL: srv.URL + "/generic", Credentials: map[string][]byte{"token": []byte("tok")}, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)

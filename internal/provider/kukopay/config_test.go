@@ -3,7 +3,6 @@ package kukopay_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/paywarden/paywarden/internal/paysim"
@@ -12,23 +11,24 @@ import (
 	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
+// newAdapter is the adapter under test for the KukoPay API at apiURL.
+func newAdapter(apiURL string) (*kukopay.Adapter, error) {
+	return kukopay.New(provider.Config{Name: "ns/kuko", APIURL: apiURL, Credentials: map[string][]byte{"apiKey": []byte("k")}})
+}
+
 func serve(t *testing.T, h http.HandlerFunc) *kukopay.Adapter {
 	t.Helper()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	a, err := kukopay.New(provider.Config{Name: "ns/kuko", APIURL: srv.URL, Credentials: map[string][]byte{"apiKey": []byte("k")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return providertest.Serve(t, h, newAdapter)
+}
+
+// adapter is the adapter under test for an API nothing answers at.
+func adapter(t *testing.T) *kukopay.Adapter {
+	t.Helper()
+	return providertest.At(t, providertest.Unreachable, newAdapter)
 }
 
 func kukoError(code int, errCode string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_, _ = w.Write([]byte(`{"error":{"code":"` + errCode + `","message":"m"}}`))
-	}
+	return providertest.Answer(code, "application/json", `{"error":{"code":"`+errCode+`","message":"m"}}`)
 }
 
 func TestCreateConflicts(t *testing.T) {

@@ -77,15 +77,6 @@ func mustHex(s string) []byte {
 	return b
 }
 
-func adapter(t *testing.T) *kukopay.Adapter {
-	t.Helper()
-	a, err := kukopay.New(provider.Config{Name: "ns/kuko", APIURL: "http://127.0.0.1:1", Credentials: map[string][]byte{"apiKey": []byte("k")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
 func TestNewRequiresAPIKey(t *testing.T) {
 	if _, err := kukopay.New(provider.Config{Name: "ns/kuko", APIURL: "http://x"}); err == nil {
 		t.Fatal("missing apiKey accepted")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,20 +20,16 @@ import (
 
 var ctx = context.Background()
 
-var keys atomic.Int64
-
-func key(prefix string) string { return fmt.Sprint(prefix, "-", keys.Add(1)) }
+// key returns a fresh idempotency key.
+var key = new(providertest.Keys).Next
 
 // simAdapter runs paysim (payments wait for the payer unless opts scripts otherwise)
 // and a KukoPay adapter against it, both on clk.
 func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *kukopay.Adapter, *clocktesting.FakeClock) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(now)
-	if opts.DefaultScript == nil {
-		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomeAbandon}
-	}
 	opts.Now = clk.Now
-	srv := paysimtest.Start(t, opts)
+	srv := paysimtest.StartAt(t, opts, now)
 	a, err := kukopay.New(provider.Config{
 		Name: "ns/kuko", APIURL: srv.URL + "/kukopay", Credentials: map[string][]byte{"apiKey": []byte("k")},
 		Timeout: 2 * time.Second, Now: clk.Now,
@@ -143,12 +138,19 @@ func TestCreateSendsCaptureMethodCheckoutAndStoredMethod(t *testing.T) {
 // authorized returns a manual-capture payment the payer approved: requires_capture.
 func authorized(t *testing.T, srv *paysimtest.Server, a *kukopay.Adapter, amount int64) provider.Payment {
 	t.Helper()
-	p := create(t, a, provider.CreateRequest{Amount: amount, CaptureMethod: provider.CaptureManual, Checkout: shop})
+	return approved(t, srv, a, amount, provider.CaptureManual, provider.StatusAuthorized)
+}
+
+// approved returns a checkout payment of amount, with capture, that the payer
+// approved; the adapter must then read it as want.
+func approved(t *testing.T, srv *paysimtest.Server, a *kukopay.Adapter, amount int64, capture provider.CaptureMethod, want provider.Status) provider.Payment {
+	t.Helper()
+	p := create(t, a, provider.CreateRequest{Amount: amount, CaptureMethod: capture, Checkout: shop})
 	if err := srv.Sim.Approve(paysim.KukoPay, p.ID); err != nil {
 		t.Fatal(err)
 	}
 	got, err := a.Get(ctx, p.ID)
-	if err != nil || got.Status != provider.StatusAuthorized {
+	if err != nil || got.Status != want {
 		t.Fatalf("%+v %v", got, err)
 	}
 	return got
@@ -272,15 +274,7 @@ func TestCancel(t *testing.T) {
 // paid returns a payment charged through a stored payment method.
 func paid(t *testing.T, srv *paysimtest.Server, a *kukopay.Adapter, amount int64) provider.Payment {
 	t.Helper()
-	p := create(t, a, provider.CreateRequest{Amount: amount, Checkout: shop})
-	if err := srv.Sim.Approve(paysim.KukoPay, p.ID); err != nil {
-		t.Fatal(err)
-	}
-	got, err := a.Get(ctx, p.ID)
-	if err != nil || got.Status != provider.StatusSucceeded {
-		t.Fatalf("%+v %v", got, err)
-	}
-	return got
+	return approved(t, srv, a, amount, "", provider.StatusSucceeded)
 }
 
 func TestRefunds(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
@@ -35,25 +34,17 @@ func issueToken(w http.ResponseWriter, _ *http.Request) {
 }
 
 func answer(code int, body string) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_, _ = w.Write([]byte(body))
-	}
+	return providertest.Answer(code, "application/json", body)
 }
 
 func fakeAdapter(t *testing.T, f *fakePayPal) *paypal.Adapter {
 	t.Helper()
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	a, err := paypal.New(provider.Config{
-		Name: "ns/pp", APIURL: srv.URL, WebhookID: "WH-ID",
-		Credentials: map[string][]byte{"clientID": []byte("id"), "clientSecret": []byte("secret")},
+	return providertest.Serve(t, f, func(apiURL string) (*paypal.Adapter, error) {
+		return paypal.New(provider.Config{
+			Name: "ns/pp", APIURL: apiURL, WebhookID: "WH-ID",
+			Credentials: map[string][]byte{"clientID": []byte("id"), "clientSecret": []byte("secret")},
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
 }
 
 func TestConfigurationErrors(t *testing.T) {

@@ -30,10 +30,7 @@ func TestExpiredOrderIsNotFoundToEveryCall(t *testing.T) {
 	clk := clocktesting.NewFakeClock(simNow)
 	srv, a := simAdapter(t, paysim.Options{Now: clk.Now})
 	waiting := createOrder(t, a, provider.CaptureAutomatic, 1000, "USD")
-	approved := createOrder(t, a, provider.CaptureManual, 1000, "USD")
-	if err := srv.Sim.Approve(paysim.PayPal, approved.ID); err != nil {
-		t.Fatal(err)
-	}
+	approved := approvedOrder(t, srv, a, provider.CaptureManual, 1000, "USD")
 	clk.Step(paypal.OrderLifetime)
 	for name, call := range map[string]func(id string) error{
 		"get": func(id string) error { _, err := a.Get(ctx, id); return err },
@@ -100,10 +97,7 @@ func TestVoidedAtTheEndOfValidity(t *testing.T) {
 // money once.
 func TestInstrumentDeclinedIsThePayersTurnAgain(t *testing.T) {
 	srv, a := simAdapter(t, paysim.Options{DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon, CaptureOutcome: paysim.OutcomeInstrumentDeclined}})
-	p := createOrder(t, a, provider.CaptureAutomatic, 1000, "USD")
-	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
-		t.Fatal(err)
-	}
+	p := approvedOrder(t, srv, a, provider.CaptureAutomatic, 1000, "USD")
 	got, err := a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "k/capture"})
 	if err != nil {
 		t.Fatalf("a declined funding source is the payer's turn, not an error: %v", err)
@@ -160,10 +154,7 @@ func TestFundsGuaranteedForTheHonorPeriod(t *testing.T) {
 // PAYMENT_APPROVAL_REVERSED.
 func TestApprovalReversedIsExpired(t *testing.T) {
 	srv, a := simAdapter(t, paysim.Options{})
-	p := createOrder(t, a, provider.CaptureAutomatic, 1000, "USD")
-	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
-		t.Fatal(err)
-	}
+	p := approvedOrder(t, srv, a, provider.CaptureAutomatic, 1000, "USD")
 	if err := srv.Sim.ReverseApproval(paysim.PayPal, p.ID); err != nil {
 		t.Fatal(err)
 	}

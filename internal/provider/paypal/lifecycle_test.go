@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 var simNow = time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
@@ -23,13 +23,7 @@ var simNow = time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
 // a PayPal adapter against it.
 func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *paypal.Adapter) {
 	t.Helper()
-	if opts.DefaultScript == nil {
-		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomeAbandon}
-	}
-	if opts.Now == nil {
-		opts.Now = func() time.Time { return simNow }
-	}
-	srv := paysimtest.Start(t, opts)
+	srv := paysimtest.StartAt(t, opts, simNow)
 	a, err := paypal.New(provider.Config{
 		Name: "ns/pp", APIURL: srv.URL + "/paypal", WebhookID: paysim.DefaultPayPalWebhookID, Timeout: 2 * time.Second,
 		Credentials: map[string][]byte{"clientID": []byte("id"), "clientSecret": []byte("secret")},
@@ -40,10 +34,8 @@ func simAdapter(t *testing.T, opts paysim.Options) (*paysimtest.Server, *paypal.
 	return srv, a
 }
 
-var keys atomic.Int64
-
 // key returns a fresh idempotency key.
-func key(prefix string) string { return fmt.Sprint(prefix, "-", keys.Add(1)) }
+var key = new(providertest.Keys).Next
 
 func createOrder(t *testing.T, a *paypal.Adapter, capture provider.CaptureMethod, amount int64, currency string) provider.Payment {
 	t.Helper()
@@ -207,12 +199,20 @@ func rawCall(t *testing.T, srv *paysimtest.Server, method, path, key string) (in
 	return resp.StatusCode, b
 }
 
-func authorizedOrder(t *testing.T, srv *paysimtest.Server, a *paypal.Adapter, amount int64, currency string) provider.Payment {
+// approvedOrder creates an order of amount in currency, with capture, and has
+// its payer approve it.
+func approvedOrder(t *testing.T, srv *paysimtest.Server, a *paypal.Adapter, capture provider.CaptureMethod, amount int64, currency string) provider.Payment {
 	t.Helper()
-	p := createOrder(t, a, provider.CaptureManual, amount, currency)
+	p := createOrder(t, a, capture, amount, currency)
 	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+func authorizedOrder(t *testing.T, srv *paysimtest.Server, a *paypal.Adapter, amount int64, currency string) provider.Payment {
+	t.Helper()
+	p := approvedOrder(t, srv, a, provider.CaptureManual, amount, currency)
 	got, err := a.Authorize(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "auth-" + p.ID})
 	if err != nil || got.Status != provider.StatusAuthorized {
 		t.Fatalf("authorize: %+v %v", got, err)
@@ -222,10 +222,7 @@ func authorizedOrder(t *testing.T, srv *paysimtest.Server, a *paypal.Adapter, am
 
 func TestAuthorizeAnApprovedAuthorizeIntentOrder(t *testing.T) {
 	srv, a := simAdapter(t, paysim.Options{})
-	p := createOrder(t, a, provider.CaptureManual, 1999, "USD")
-	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
-		t.Fatal(err)
-	}
+	p := approvedOrder(t, srv, a, provider.CaptureManual, 1999, "USD")
 	got, err := a.Get(ctx, p.ID)
 	if err != nil || got.Status != provider.StatusApproved {
 		t.Fatalf("%+v %v", got, err)
@@ -403,10 +400,7 @@ func TestCancel(t *testing.T) {
 
 func capturedOrder(t *testing.T, srv *paysimtest.Server, a *paypal.Adapter, amount int64) provider.Payment {
 	t.Helper()
-	p := createOrder(t, a, provider.CaptureAutomatic, amount, "USD")
-	if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
-		t.Fatal(err)
-	}
+	p := approvedOrder(t, srv, a, provider.CaptureAutomatic, amount, "USD")
 	got, err := a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "cap-" + p.ID})
 	if err != nil || got.Status != provider.StatusSucceeded {
 		t.Fatalf("%+v %v", got, err)

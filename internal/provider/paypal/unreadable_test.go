@@ -17,25 +17,17 @@ func TestUnreadableAnswerToAWriteIsOutcomeUnknown(t *testing.T) {
 	paysimtest.EachGarbledBody(t, 5, func(t *testing.T, body string) *paysim.Sim {
 		srv, a := simAdapter(t, paysim.Options{})
 		g := paysimtest.Garbler{Sim: srv.Sim, Body: body}
-		approved := func(capture provider.CaptureMethod) provider.Payment {
-			t.Helper()
-			p := createOrder(t, a, capture, 1000, "USD")
-			if err := srv.Sim.Approve(paysim.PayPal, p.ID); err != nil {
-				t.Fatal(err)
-			}
-			return p
-		}
 
 		g.Next(paysim.OpCreate)
 		_, err := a.Create(ctx, provider.CreateRequest{IdempotencyKey: key("create"), MerchantReference: "ref-x", Amount: 1000, Currency: "USD", Checkout: &provider.Checkout{ReturnURL: "https://shop.example/return"}})
 		g.Want(t, "create", err)
 
-		p := approved(provider.CaptureManual)
+		p := approvedOrder(t, srv, a, provider.CaptureManual, 1000, "USD")
 		g.Next(paysim.OpAuthorize)
 		_, err = a.Authorize(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("authorize")})
 		g.Want(t, "authorize", err)
 
-		p = approved(provider.CaptureAutomatic)
+		p = approvedOrder(t, srv, a, provider.CaptureAutomatic, 1000, "USD")
 		g.Next(paysim.OpCapture)
 		_, err = a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("capture")})
 		g.Want(t, "order capture", err)
@@ -45,11 +37,7 @@ func TestUnreadableAnswerToAWriteIsOutcomeUnknown(t *testing.T) {
 		_, err = a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("capture")})
 		g.Want(t, "authorization capture", err)
 
-		p = approved(provider.CaptureAutomatic)
-		captured, err := a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: key("capture")})
-		if err != nil || captured.Status != provider.StatusSucceeded {
-			t.Fatalf("capture: %+v %v", captured, err)
-		}
+		p = capturedOrder(t, srv, a, 1000)
 		g.Next(paysim.OpRefund)
 		_, err = a.CreateRefund(ctx, provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: key("refund"), Reference: "ns.rf", Amount: 300, Currency: "USD"})
 		g.Want(t, "refund", err)

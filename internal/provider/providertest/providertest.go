@@ -1,14 +1,19 @@
 // Package providertest holds the checks the provider adapters' tests share:
-// error classes, signature verdicts, the timestamp tolerance around a fixed
-// vector, and the event type tables. Only test files import it.
+// error classes, signature verdicts and signed vectors, the timestamp
+// tolerance around a fixed vector, the event and status tables, the ISO
+// currency round trip; and their scaffolding: the adapter under test against
+// a fake server, canned answers, idempotency keys. Only test files import it.
 package providertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,6 +91,33 @@ func EachTolerance(t *testing.T, what string, ts time.Time, check func(t *testin
 	}
 }
 
+// ToleranceBothDirections is EachTolerance for a verification at a clock:
+// verify with the tolerance at our clock now is accepted within the
+// tolerance, else rejected for it.
+func ToleranceBothDirections(t *testing.T, what string, ts time.Time, verify func(tol time.Duration, now time.Time) error) {
+	t.Helper()
+	EachTolerance(t, what, ts, func(t *testing.T, tol time.Duration, c ClockCase) {
+		AssertTolerance(t, verify(tol, c.Now), c.OK)
+	})
+}
+
+// ChangeRejected checks, in a subtest, that a change (named change) to the
+// independently signed webhook vector makes its verification fail (err) for
+// no matching signature.
+func ChangeRejected(t *testing.T, vector, change string, err error) {
+	t.Helper()
+	t.Run(vector+" rejected with "+change, func(t *testing.T) {
+		AssertRejected(t, err, provider.ErrNoMatchingSignature)
+	})
+}
+
+// Flip changes one byte of s (the middle one, by one bit).
+func Flip(s string) string {
+	b := []byte(s)
+	b[len(b)/2] ^= 0x01
+	return string(b)
+}
+
 // AssertTolerance checks a verification at a clock: accepted when ok, else
 // rejected for the timestamp tolerance.
 func AssertTolerance(t testing.TB, err error, ok bool) {
@@ -127,38 +159,85 @@ func EventTypeTable(t *testing.T, want, table map[string]provider.Status, mapTyp
 // amount it was sent.
 type ISOEcho struct {
 	serve     func(t *testing.T, h http.HandlerFunc) provider.Provider
-	newServer func() EchoServer
+	fake      EchoFake
 	reference string
 	event     func(wire, code string) (provider.Event, error)
 }
 
-// NewISOEcho is the adapter serve builds against a fake newServer makes, its
-// creates made with the merchant reference reference; event parses the
-// provider's succeeded webhook event for the amount wire (as it was sent) of
-// code.
-func NewISOEcho[P provider.Provider](serve func(t *testing.T, h http.HandlerFunc) P, newServer func() EchoServer, reference string,
+// NewISOEcho is the adapter serve builds against a new fake, its creates made
+// with the merchant reference reference; event parses the provider's succeeded
+// webhook event for the amount wire (as it was sent) of code.
+func NewISOEcho[P provider.Provider](serve func(t *testing.T, h http.HandlerFunc) P, fake EchoFake, reference string,
 	event func(wire, code string) (provider.Event, error)) ISOEcho {
 	return ISOEcho{
-		serve:     func(t *testing.T, h http.HandlerFunc) provider.Provider { return serve(t, h) },
-		newServer: newServer, reference: reference, event: event,
+		serve: func(t *testing.T, h http.HandlerFunc) provider.Provider { return serve(t, h) },
+		fake:  fake, reference: reference, event: event,
 	}
 }
 
-// EchoServer is the fake of an ISOEcho.
-type EchoServer interface {
-	ServeHTTP(w http.ResponseWriter, r *http.Request)
-	// Sent is the last amount as it was on the wire and how many requests
-	// reached the fake.
-	Sent() (wire string, requests int32)
+// EchoFake is the provider's side of an ISOEcho: where a create body carries
+// the amount, and the answer to a create.
+type EchoFake struct {
+	// Amount is the path of the amount's number in a create's JSON body
+	// ("amount", "value" for {"amount":{"value":1999}}).
+	Amount []string
+	// Answer is the status and the object the fake answers a create body with
+	// (a succeeded payment for the amount it was sent); an error is answered
+	// 400.
+	Answer func(body []byte) (status int, object any, err error)
+}
+
+// echoServer is an EchoFake at work: it records how many requests came and
+// the last amount exactly as it appeared on the wire.
+type echoServer struct {
+	EchoFake
+	requests atomic.Int32
+	wire     json.Number
+}
+
+func (s *echoServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.requests.Add(1)
+	b, _ := io.ReadAll(r.Body)
+	wire, err := numberAt(b, s.Amount)
+	var status int
+	var object any
+	if err == nil {
+		status, object, err = s.Answer(b)
+	}
+	if err != nil {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	s.wire = wire
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(object)
+}
+
+// numberAt is the number at path in the JSON document b, as it is written
+// there; "" when a member on the way is absent or null.
+func numberAt(b []byte, path []string) (json.Number, error) {
+	raw := json.RawMessage(b)
+	for _, name := range path {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &members); err != nil {
+			return "", err
+		}
+		if raw = members[name]; raw == nil {
+			return "", nil
+		}
+	}
+	var n json.Number
+	err := json.Unmarshal(raw, &n)
+	return n, err
 }
 
 // create creates a payment of minor units of code with a new fake, and returns
 // the adapter's answer and what the fake saw.
 func (e ISOEcho) create(t *testing.T, minor int64, code string) (p provider.Payment, wire string, requests int32, err error) {
-	srv := e.newServer()
+	srv := &echoServer{EchoFake: e.fake}
 	p, err = e.serve(t, srv.ServeHTTP).Create(context.Background(), provider.CreateRequest{IdempotencyKey: "k", MerchantReference: e.reference, Amount: minor, Currency: code})
-	wire, requests = srv.Sent()
-	return p, wire, requests, err
+	return p, srv.wire.String(), srv.requests.Load(), err
 }
 
 // EveryISOCurrencyRoundTrips checks that every ISO currency goes out and comes

@@ -121,7 +121,7 @@ func TestTransportErrorsAreRetryable(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	a := newAdapter(t, "http://"+addr)
+	a := providertest.At(t, "http://"+addr, newAdapter)
 	_, err = a.Get(context.Background(), "pi_1")
 	providertest.AssertClass(t, err, provider.ErrRetryable)
 
@@ -196,7 +196,7 @@ func TestConfig(t *testing.T) {
 		}
 	})
 	t.Run("authorize is not a step at Stripe", func(t *testing.T) {
-		_, err := newAdapter(t, "http://127.0.0.1:1").Authorize(context.Background(), provider.ActionRequest{PaymentID: "pi_1"})
+		_, err := providertest.At(t, providertest.Unreachable, newAdapter).Authorize(context.Background(), provider.ActionRequest{PaymentID: "pi_1"})
 		providertest.AssertClass(t, err, provider.ErrUnsupported)
 	})
 }

@@ -25,7 +25,7 @@ import (
 // (stripe-mock does not): sessions and intents move through Stripe's statuses,
 // webhooks are signed and retried, faults are injected.
 
-const simKey = "sk_test_paysim"
+const simKey = paysimtest.StripeKey
 
 type simEnv struct {
 	sim *paysim.Sim
@@ -35,14 +35,7 @@ type simEnv struct {
 
 func startSim(t *testing.T, opts paysim.Options) *simEnv {
 	t.Helper()
-	opts.StripeSecretKey = simKey
-	if opts.DefaultScript == nil {
-		opts.DefaultScript = &paysim.Script{Outcome: paysim.OutcomePending}
-	}
-	if opts.TimeFactor == 0 {
-		opts.TimeFactor = 0.0001 // 30 simulated minutes are 0.18s
-	}
-	sim, srv := paysimtest.Serve(t, opts)
+	sim, srv := paysimtest.ServeStripe(t, opts)
 	a, err := stripe.New(provider.Config{
 		Name: "ns/stripe", APIURL: srv.URL + "/stripe", Timeout: 5 * time.Second, Now: opts.Now,
 		Credentials: map[string][]byte{stripe.CredentialSecretKey: []byte(simKey)},
@@ -130,14 +123,12 @@ func byType(evs []provider.Event, typ string) provider.Event {
 // payment read after it (its PaymentIntent).
 func (e *simEnv) paidCheckout(t *testing.T, key, ref string) (session, paid provider.Payment) {
 	t.Helper()
-	session, err := e.a.Create(ctx, checkoutReq(key, ref, 1000))
-	if err != nil {
-		t.Fatal(err)
-	}
+	session = e.create(t, checkoutReq(key, ref, 1000))
 	if err := e.sim.StripePayer(session.ID, paysim.PayerPays, ""); err != nil {
 		t.Fatal(err)
 	}
-	if paid, err = e.a.Get(ctx, session.ID); err != nil || paid.Status != provider.StatusSucceeded {
+	paid, err := e.a.Get(ctx, session.ID)
+	if err != nil || paid.Status != provider.StatusSucceeded {
 		t.Fatalf("the paid session reads %+v %v", paid, err)
 	}
 	return session, paid
@@ -162,13 +153,20 @@ func offSessionReq(key, ref string, amount int64, capture provider.CaptureMethod
 
 var ctx = context.Background()
 
-func TestPaysimCheckoutHappyPath(t *testing.T) {
-	e := startSim(t, paysim.Options{})
-	sink := e.sink(t, []byte("whsec_paysim"))
-	p, err := e.a.Create(ctx, checkoutReq("key-1", "ORD-1", 1999))
+// create creates req through the adapter; the test fails on an error.
+func (e *simEnv) create(t *testing.T, req provider.CreateRequest) provider.Payment {
+	t.Helper()
+	p, err := e.a.Create(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+func TestPaysimCheckoutHappyPath(t *testing.T) {
+	e := startSim(t, paysim.Options{})
+	sink := e.sink(t, []byte("whsec_paysim"))
+	p := e.create(t, checkoutReq("key-1", "ORD-1", 1999))
 	if !strings.HasPrefix(p.ID, "cs_") || p.CheckoutID != p.ID || p.Status != provider.StatusPending || p.MerchantReference != "ORD-1" {
 		t.Fatalf("before the payer acts the session is the payment: %+v", p)
 	}
@@ -211,10 +209,7 @@ func TestPaysimCheckoutHappyPath(t *testing.T) {
 func TestPaysimWebhookLostQuerySettles(t *testing.T) {
 	e := startSim(t, paysim.Options{Faults: paysim.Faults{DropRate: 1}})
 	sink := e.sink(t, []byte("whsec_paysim"))
-	p, err := e.a.Create(ctx, checkoutReq("key-lost", "ORD-LOST", 1000))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.create(t, checkoutReq("key-lost", "ORD-LOST", 1000))
 	if err := e.sim.StripePayer(p.ID, paysim.PayerPays, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -241,10 +236,7 @@ func TestPaysimWebhookLostQuerySettles(t *testing.T) {
 func TestPaysimDuplicateAndReorderedWebhooks(t *testing.T) {
 	e := startSim(t, paysim.Options{Faults: paysim.Faults{DuplicateRate: 1, ReorderRate: 1, ReorderHold: time.Hour}})
 	sink := e.sink(t, []byte("whsec_paysim"))
-	p, err := e.a.Create(ctx, checkoutReq("key-dup", "ORD-DUP", 1000))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.create(t, checkoutReq("key-dup", "ORD-DUP", 1000))
 	if err := e.sim.StripePayer(p.ID, paysim.PayerPays, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -287,10 +279,7 @@ func TestPaysimLostCreateResponse(t *testing.T) {
 			_, err := e.a.Create(ctx, tt.req)
 			providertest.AssertClass(t, err, provider.ErrRetryable)
 			e.sim.SetFaults(paysim.Faults{})
-			p, err := e.a.Create(ctx, tt.req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := e.create(t, tt.req)
 			again, err := e.a.Create(ctx, tt.req)
 			if err != nil || again.ID != p.ID {
 				t.Fatalf("second retry %+v %v", again, err)
@@ -334,9 +323,7 @@ func TestPaysimStoredServerErrorIsReplayed(t *testing.T) {
 func TestPaysimIdempotencyKeyReusedWithOtherParameters(t *testing.T) {
 	e := startSim(t, paysim.Options{})
 	req := offSessionReq("key-reuse", "ORD-R", 1000, provider.CaptureAutomatic)
-	if _, err := e.a.Create(ctx, req); err != nil {
-		t.Fatal(err)
-	}
+	e.create(t, req)
 	req.Amount = 2000
 	_, err := e.a.Create(ctx, req)
 	providertest.AssertClass(t, err, provider.ErrKeyConflict)
@@ -346,10 +333,7 @@ func TestPaysimManualCapture(t *testing.T) {
 	clockStart := time.Now()
 	e := startSim(t, paysim.Options{})
 	sink := e.sink(t, []byte("whsec_paysim"))
-	p, err := e.a.Create(ctx, offSessionReq("key-mc", "ORD-MC", 1000, provider.CaptureManual))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.create(t, offSessionReq("key-mc", "ORD-MC", 1000, provider.CaptureManual))
 	if p.Status != provider.StatusAuthorized || p.Amount != 1000 || !strings.HasPrefix(p.ID, "pi_") {
 		t.Fatalf("authorized: %+v", p)
 	}
@@ -379,10 +363,7 @@ func TestPaysimManualCapture(t *testing.T) {
 	t.Run("checkout with manual capture is authorized when the payer pays", func(t *testing.T) {
 		req := checkoutReq("key-mc-cs", "ORD-MC-CS", 2500)
 		req.CaptureMethod = provider.CaptureManual
-		p, err := e.a.Create(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := e.create(t, req)
 		if err := e.sim.StripePayer(p.ID, paysim.PayerPays, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -397,10 +378,7 @@ func TestPaysimManualCapture(t *testing.T) {
 		}
 	})
 	t.Run("capturing more than authorized is refused", func(t *testing.T) {
-		p, err := e.a.Create(ctx, offSessionReq("key-mc-big", "ORD-MC-BIG", 1000, provider.CaptureManual))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := e.create(t, offSessionReq("key-mc-big", "ORD-MC-BIG", 1000, provider.CaptureManual))
 		_, err = e.a.Capture(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "c", Amount: 1001, Currency: "EUR"})
 		providertest.AssertClass(t, err, provider.ErrNonRetryable)
 	})
@@ -409,10 +387,7 @@ func TestPaysimManualCapture(t *testing.T) {
 func TestPaysimAuthorizationExpires(t *testing.T) {
 	e := startSim(t, paysim.Options{})
 	sink := e.sink(t, []byte("whsec_paysim"))
-	p, err := e.a.Create(ctx, offSessionReq("key-ae", "ORD-AE", 1000, provider.CaptureManual))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.create(t, offSessionReq("key-ae", "ORD-AE", 1000, provider.CaptureManual))
 	if err := e.sim.SetOutcome(paysim.Stripe, p.ID, paysim.Script{Outcome: paysim.OutcomeExpire}); err != nil {
 		t.Fatal(err)
 	}
@@ -433,10 +408,7 @@ func TestPaysimCancel(t *testing.T) {
 	sink := e.sink(t, []byte("whsec_paysim"))
 
 	t.Run("an authorization is voided", func(t *testing.T) {
-		p, err := e.a.Create(ctx, offSessionReq("key-cn", "ORD-CN", 1000, provider.CaptureManual))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := e.create(t, offSessionReq("key-cn", "ORD-CN", 1000, provider.CaptureManual))
 		req := provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "key-cn/cancel", Reason: "requested by customer"}
 		got, err := e.a.Cancel(ctx, req)
 		if err != nil || got.Status != provider.StatusCanceled {
@@ -448,10 +420,7 @@ func TestPaysimCancel(t *testing.T) {
 		}
 	})
 	t.Run("an open checkout is canceled by expiring its session", func(t *testing.T) {
-		p, err := e.a.Create(ctx, checkoutReq("key-cn-cs", "ORD-CN-CS", 1000))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := e.create(t, checkoutReq("key-cn-cs", "ORD-CN-CS", 1000))
 		got, err := e.a.Cancel(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "key-cn-cs/cancel"})
 		if err != nil || got.Status != provider.StatusCanceled || got.CustomerAction != nil {
 			t.Fatalf("%+v %v", got, err)
@@ -462,10 +431,7 @@ func TestPaysimCancel(t *testing.T) {
 		sink.waitTypes("checkout.session.expired")
 	})
 	t.Run("the PaymentIntent of an open checkout is canceled through its session", func(t *testing.T) {
-		p, err := e.a.Create(ctx, checkoutReq("key-cn-pi", "ORD-CN-PI", 1000))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := e.create(t, checkoutReq("key-cn-pi", "ORD-CN-PI", 1000))
 		if err := e.sim.StripePayer(p.ID, paysim.PayerFails, "do_not_honor"); err != nil {
 			t.Fatal(err)
 		}
@@ -482,11 +448,8 @@ func TestPaysimCancel(t *testing.T) {
 		}
 	})
 	t.Run("a payment that took money is refused", func(t *testing.T) {
-		p, err := e.a.Create(ctx, offSessionReq("key-cn-paid", "ORD-CN-PAID", 1000, provider.CaptureAutomatic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = e.a.Cancel(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "key-cn-paid/cancel"})
+		p := e.create(t, offSessionReq("key-cn-paid", "ORD-CN-PAID", 1000, provider.CaptureAutomatic))
+		_, err := e.a.Cancel(ctx, provider.ActionRequest{PaymentID: p.ID, IdempotencyKey: "key-cn-paid/cancel"})
 		providertest.AssertClass(t, err, provider.ErrNonRetryable)
 	})
 }
@@ -496,10 +459,7 @@ func TestPaysimSessionExpiry(t *testing.T) {
 	sink := e.sink(t, []byte("whsec_paysim"))
 	req := checkoutReq("key-exp", "ORD-EXP", 1000)
 	req.ExpiresAt = time.Now().Add(10 * time.Minute) // below Stripe's 30 minutes: raised
-	p, err := e.a.Create(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.create(t, req)
 	if d := time.Until(p.CustomerAction.ExpiresAt); d < 30*time.Minute || d > time.Hour+time.Minute {
 		t.Fatalf("session expires in %s", d)
 	}
@@ -512,10 +472,7 @@ func TestPaysimSessionExpiry(t *testing.T) {
 	}
 
 	t.Run("the payer abandons after a failed attempt", func(t *testing.T) {
-		p, err := e.a.Create(ctx, checkoutReq("key-ab", "ORD-AB", 1000))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := e.create(t, checkoutReq("key-ab", "ORD-AB", 1000))
 		if err := e.sim.StripePayer(p.ID, paysim.PayerFails, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -537,10 +494,7 @@ func TestPaysimDeclineWithCode(t *testing.T) {
 	sink := e.sink(t, []byte("whsec_paysim"))
 
 	t.Run("a declined checkout attempt is not final", func(t *testing.T) {
-		p, err := e.a.Create(ctx, checkoutReq("key-dc", "ORD-DC", 1000))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := e.create(t, checkoutReq("key-dc", "ORD-DC", 1000))
 		if err := e.sim.StripePayer(p.ID, paysim.PayerFails, "insufficient_funds"); err != nil {
 			t.Fatal(err)
 		}
@@ -585,10 +539,7 @@ func TestPaysimRotationTwoSecrets(t *testing.T) {
 	e := startSim(t, paysim.Options{})
 	old, rolled := []byte("whsec_old"), []byte("whsec_new")
 	sink := e.sink(t, old, rolled)
-	p, err := e.a.Create(ctx, offSessionReq("key-rot", "ORD-ROT", 1000, provider.CaptureAutomatic))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.create(t, offSessionReq("key-rot", "ORD-ROT", 1000, provider.CaptureAutomatic))
 	sink.waitTypes("payment_intent.succeeded")
 	sink.mu.Lock()
 	h := sink.headers[0]
@@ -629,9 +580,7 @@ func TestPaysimWebhookRetriedUntilAcknowledged(t *testing.T) {
 	if err := e.sim.SetWebhookTarget(paysim.Stripe, srv.URL); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.a.Create(ctx, offSessionReq("key-retry", "ORD-RETRY", 1000, provider.CaptureAutomatic)); err != nil {
-		t.Fatal(err)
-	}
+	e.create(t, offSessionReq("key-retry", "ORD-RETRY", 1000, provider.CaptureAutomatic))
 	fixture.Eventually(t, fixture.Timeout, "delivery", func() bool { return e.sim.Counters().WebhooksByProvider[paysim.Stripe].Delivered == 1 })
 	if w := e.sim.Counters().WebhooksByProvider[paysim.Stripe]; w.Attempts != 4 || w.Failed != 3 {
 		t.Fatalf("webhook counters %+v", w)
@@ -648,10 +597,7 @@ func TestPaysimWebhookRetriedUntilAcknowledged(t *testing.T) {
 func TestPaysimRefunds(t *testing.T) {
 	e := startSim(t, paysim.Options{})
 	sink := e.sink(t, []byte("whsec_paysim"))
-	p, err := e.a.Create(ctx, offSessionReq("key-rf", "ORD-RF", 1000, provider.CaptureAutomatic))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.create(t, offSessionReq("key-rf", "ORD-RF", 1000, provider.CaptureAutomatic))
 	req := provider.RefundRequest{PaymentID: p.ID, IdempotencyKey: "key-rf/refund-1", Reference: "RF-1", Amount: 300, Currency: "EUR", Reason: "Requested by customer"}
 	r, err := e.a.CreateRefund(ctx, req)
 	if err != nil || r.Status != provider.RefundSucceeded || r.Amount != 300 || r.PaymentID != p.ID || r.Reference != "RF-1" || !strings.HasPrefix(r.ID, "re_") {
@@ -735,10 +681,7 @@ func TestPaysimRefunds(t *testing.T) {
 func TestPaysimRefundOfAnotherPaymentIsNotThisOnes(t *testing.T) {
 	e := startSim(t, paysim.Options{})
 	session, paid := e.paidCheckout(t, "key-own", "ORD-OWN")
-	other, err := e.a.Create(ctx, offSessionReq("key-other", "ORD-OTHER", 1000, provider.CaptureAutomatic))
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := e.create(t, offSessionReq("key-other", "ORD-OTHER", 1000, provider.CaptureAutomatic))
 	refund := func(paymentID, ref string) provider.Refund {
 		t.Helper()
 		r, err := e.a.CreateRefund(ctx, provider.RefundRequest{PaymentID: paymentID, IdempotencyKey: "key-" + ref, Reference: ref, Amount: 100, Currency: "EUR"})
@@ -765,10 +708,7 @@ func TestPaysimRefundOfAnotherPaymentIsNotThisOnes(t *testing.T) {
 func TestPaysimDispute(t *testing.T) {
 	e := startSim(t, paysim.Options{})
 	sink := e.sink(t, []byte("whsec_paysim"))
-	p, err := e.a.Create(ctx, offSessionReq("key-dp", "ORD-DP", 1000, provider.CaptureAutomatic))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.create(t, offSessionReq("key-dp", "ORD-DP", 1000, provider.CaptureAutomatic))
 	if err := e.sim.Dispute(paysim.Stripe, p.ID, "product_not_received"); err != nil {
 		t.Fatal(err)
 	}
@@ -787,10 +727,7 @@ func TestPaysimDisputeOutcomes(t *testing.T) {
 		t.Run(fmt.Sprintf("won=%v", won), func(t *testing.T) {
 			e := startSim(t, paysim.Options{})
 			sink := e.sink(t, []byte("whsec_paysim"))
-			p, err := e.a.Create(ctx, offSessionReq(fmt.Sprintf("key-dpo-%v", won), "ORD-DPO", 1000, provider.CaptureAutomatic))
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := e.create(t, offSessionReq(fmt.Sprintf("key-dpo-%v", won), "ORD-DPO", 1000, provider.CaptureAutomatic))
 			if err := e.sim.Dispute(paysim.Stripe, p.ID, "fraudulent"); err != nil {
 				t.Fatal(err)
 			}
@@ -817,12 +754,9 @@ func TestPaysimDisputeOutcomes(t *testing.T) {
 
 func TestPaysimFindByMerchantReference(t *testing.T) {
 	e := startSim(t, paysim.Options{})
-	p, err := e.a.Create(ctx, offSessionReq("key-find", "ORD-'FIND'", 1000, provider.CaptureAutomatic))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.create(t, offSessionReq("key-find", "ORD-'FIND'", 1000, provider.CaptureAutomatic))
 	e.sim.SetStripeSearchLag(time.Hour)
-	_, err = e.a.FindByMerchantReference(ctx, "ORD-'FIND'")
+	_, err := e.a.FindByMerchantReference(ctx, "ORD-'FIND'")
 	providertest.AssertClass(t, err, provider.ErrNotFound) // not indexed yet: not "no payment"
 	e.sim.SetStripeSearchLag(0)
 	got, err := e.a.FindByMerchantReference(ctx, "ORD-'FIND'")
@@ -840,10 +774,7 @@ func TestPaysimListEventsPages(t *testing.T) {
 	e := startSim(t, paysim.Options{})
 	since := time.Now().Add(-time.Minute)
 	for i := 0; i < 40; i++ {
-		p, err := e.a.Create(ctx, offSessionReq(fmt.Sprintf("key-ev-%d", i), fmt.Sprintf("ORD-EV-%d", i), 1000, provider.CaptureAutomatic))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := e.create(t, offSessionReq(fmt.Sprintf("key-ev-%d", i), fmt.Sprintf("ORD-EV-%d", i), 1000, provider.CaptureAutomatic))
 		if err := e.sim.Refund(paysim.Stripe, p.ID, 0); err != nil { // refund.created + charge.refunded
 			t.Fatal(err)
 		}
