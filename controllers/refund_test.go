@@ -33,12 +33,18 @@ import (
 // refunds by the refund controller, webhooks go through the real receiver.
 
 // refundSchedule is the status-query schedule of the refund tests'
-// providers, for payments and refunds alike: short steps, and enough of
-// them (about 20s) that nothing runs out of its schedule while a test waits.
+// providers, for payments and refunds alike: short steps, then longer ones,
+// 50 (the most a provider takes) over about 54 s, so that nothing runs out
+// of its schedule while a test on a loaded machine waits (a payment kept
+// pending while a Refund waits for it, then told to succeed, must still be
+// queried).
 var refundSchedule = func() []string {
 	s := []string{"100ms", "200ms"}
-	for len(s) < 42 {
+	for len(s) < 38 {
 		s = append(s, "500ms")
+	}
+	for len(s) < 50 {
+		s = append(s, "3s")
 	}
 	return s
 }()
