@@ -26,6 +26,7 @@ import (
 	"io"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,6 +119,14 @@ type Results struct {
 	Storage    Storage      `json:"storage"`
 	CreateWait CreateWait   `json:"createWait"`
 	Targets    []Target     `json:"targets"`
+	// Phases are the phases measured, in order (-only runs one).
+	Phases []string `json:"phases,omitempty"`
+}
+
+// Ran reports whether r measured phase; results that do not list their
+// phases (written before the list was kept) measured every one.
+func (r *Results) Ran(phase string) bool {
+	return len(r.Phases) == 0 || slices.Contains(r.Phases, phase)
 }
 
 // Throughput compares accepted new events per second at one concurrency.
@@ -281,6 +290,7 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 			continue
 		}
 		b.logf("phase: %s", phase.name)
+		res.Phases = append(res.Phases, phase.key)
 		if err := phase.run(ctx); err != nil {
 			return res, fmt.Errorf("%s: %w (logs in %s/logs)", phase.name, err, opts.Dir)
 		}

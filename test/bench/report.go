@@ -42,44 +42,48 @@ func WriteTable(w io.Writer, r *Results, before *Results) {
 				return ""
 			})
 	}
-	o := r.OpenLoop
-	add("open-loop p99, receiver/same writes", fmt.Sprintf("%.2f", o.SameWritesRatio),
-		fmt.Sprintf("%.1f vs %.1f ms at %.0f/s (p50 %.1f vs %.1f ms); answered after two writes, two follow", o.ReceiverP99Ms, o.SameWritesP99Ms, o.RatePerSec, o.ReceiverP50Ms, o.SameWritesP50Ms)+errNote(o.Errors),
-		"<= 1.5", func(b *Results) string {
-			if b.OpenLoop.SameWritesP99Ms == 0 {
-				return "not measured"
-			}
-			return fmt.Sprintf("%.2f (%.1f/%.1f ms at %.0f/s)", b.OpenLoop.SameWritesRatio, b.OpenLoop.ReceiverP99Ms, b.OpenLoop.SameWritesP99Ms, b.OpenLoop.RatePerSec)
-		})
-	add("open-loop p99, receiver/bare", fmt.Sprintf("%.2f", o.Ratio),
-		fmt.Sprintf("%.1f vs %.1f ms at %.0f/s (p50 %.1f vs %.1f ms)", o.ReceiverP99Ms, o.BareP99Ms, o.RatePerSec, o.ReceiverP50Ms, o.BareP50Ms)+errNote(o.Errors),
-		"(info)", func(b *Results) string {
-			return fmt.Sprintf("%.2f (%.1f/%.1f ms at %.0f/s)", b.OpenLoop.Ratio, b.OpenLoop.ReceiverP99Ms, b.OpenLoop.BareP99Ms, b.OpenLoop.RatePerSec)
-		})
-	d := r.Duplicates
-	add("duplicate ack p99", fmt.Sprintf("%.1f ms", d.P99Ms), fmt.Sprintf("p50 %.1f ms, %d duplicates, %d senders", d.P50Ms, d.Events, d.Senders)+errNote(d.Errors), "",
-		func(b *Results) string { return fmt.Sprintf("%.1f ms", b.Duplicates.P99Ms) })
-	add("API requests per recent duplicate", fmt.Sprintf("%.2f", d.RequestsPerDuplicate),
-		fmt.Sprintf("receiver %.0f requests / %d; API server saw %.0f for paywarden kinds", d.ReceiverRequests, d.Events, d.APIServerRequests), "0",
-		func(b *Results) string { return fmt.Sprintf("%.2f", b.Duplicates.RequestsPerDuplicate) })
+	if r.Ran("receiver") {
+		o := r.OpenLoop
+		add("open-loop p99, receiver/same writes", fmt.Sprintf("%.2f", o.SameWritesRatio),
+			fmt.Sprintf("%.1f vs %.1f ms at %.0f/s (p50 %.1f vs %.1f ms); answered after two writes, two follow", o.ReceiverP99Ms, o.SameWritesP99Ms, o.RatePerSec, o.ReceiverP50Ms, o.SameWritesP50Ms)+errNote(o.Errors),
+			"<= 1.5", func(b *Results) string {
+				if b.OpenLoop.SameWritesP99Ms == 0 {
+					return "not measured"
+				}
+				return fmt.Sprintf("%.2f (%.1f/%.1f ms at %.0f/s)", b.OpenLoop.SameWritesRatio, b.OpenLoop.ReceiverP99Ms, b.OpenLoop.SameWritesP99Ms, b.OpenLoop.RatePerSec)
+			})
+		add("open-loop p99, receiver/bare", fmt.Sprintf("%.2f", o.Ratio),
+			fmt.Sprintf("%.1f vs %.1f ms at %.0f/s (p50 %.1f vs %.1f ms)", o.ReceiverP99Ms, o.BareP99Ms, o.RatePerSec, o.ReceiverP50Ms, o.BareP50Ms)+errNote(o.Errors),
+			"(info)", func(b *Results) string {
+				return fmt.Sprintf("%.2f (%.1f/%.1f ms at %.0f/s)", b.OpenLoop.Ratio, b.OpenLoop.ReceiverP99Ms, b.OpenLoop.BareP99Ms, b.OpenLoop.RatePerSec)
+			})
+		d := r.Duplicates
+		add("duplicate ack p99", fmt.Sprintf("%.1f ms", d.P99Ms), fmt.Sprintf("p50 %.1f ms, %d duplicates, %d senders", d.P50Ms, d.Events, d.Senders)+errNote(d.Errors), "",
+			func(b *Results) string { return fmt.Sprintf("%.1f ms", b.Duplicates.P99Ms) })
+		add("API requests per recent duplicate", fmt.Sprintf("%.2f", d.RequestsPerDuplicate),
+			fmt.Sprintf("receiver %.0f requests / %d; API server saw %.0f for paywarden kinds", d.ReceiverRequests, d.Events, d.APIServerRequests), "0",
+			func(b *Results) string { return fmt.Sprintf("%.2f", b.Duplicates.RequestsPerDuplicate) })
+	}
 	m := r.Manager
-	add(fmt.Sprintf("manager RSS, %d in flight", m.InFlightSmall), fmt.Sprintf("%.0f MiB", m.RSSSmallMiB), fmt.Sprintf("peak %.0f MiB", m.PeakSmallMiB), "",
-		func(b *Results) string { return fmt.Sprintf("%.0f MiB", b.Manager.RSSSmallMiB) })
-	add(fmt.Sprintf("manager RSS, %d in flight", m.InFlightLarge), fmt.Sprintf("%.0f MiB", m.RSSLargeMiB), fmt.Sprintf("peak %.0f MiB", m.PeakLargeMiB), "",
-		func(b *Results) string { return fmt.Sprintf("%.0f MiB", b.Manager.RSSLargeMiB) })
 	if m.Retained > 0 {
 		add(fmt.Sprintf("manager RSS per retained object (%d each)", m.Retained), fmt.Sprintf("%.1f / %.1f KiB", m.KiBPerRetainedPayment, m.KiBPerRetainedEvent),
 			fmt.Sprintf("settled Payment / finished WebhookEvent; RSS empty %.0f, with payments %.0f, with both %.0f MiB", m.RSSEmptyMiB, m.RSSRetainedPaymentsMiB, m.RSSRetainedBothMiB), "", nil)
 	}
-	add("reconciles per provider call (backlog)", fmt.Sprintf("%.2f", m.PerCall),
-		fmt.Sprintf("%.0f reconciles / %d calls; %d due at once, qps %d burst %d", m.Reconciles, m.ProviderCalls, m.InFlightLarge, m.BacklogQPS, m.BacklogBurst), "",
-		func(b *Results) string { return fmt.Sprintf("%.2f", b.Manager.PerCall) })
-	add("  after the initial list", fmt.Sprintf("%.2f", m.PerCallNoInit),
-		fmt.Sprintf("(%.0f - %d initial) / %d calls", m.Reconciles, m.InFlightLarge, m.ProviderCalls), "<= ~1",
-		func(b *Results) string { return fmt.Sprintf("%.2f", b.Manager.PerCallNoInit) })
-	add("manager CPU per provider call", fmt.Sprintf("%.1f ms", m.CPUPerCallMs),
-		fmt.Sprintf("%.1f CPU s / %d calls; drained in %.0f s (bucket alone: %.0f s)", m.CPUSeconds, m.ProviderCalls, m.DrainSeconds, m.IdealSeconds), "",
-		func(b *Results) string { return fmt.Sprintf("%.1f ms", b.Manager.CPUPerCallMs) })
+	if r.Ran("manager") {
+		add(fmt.Sprintf("manager RSS, %d in flight", m.InFlightSmall), fmt.Sprintf("%.0f MiB", m.RSSSmallMiB), fmt.Sprintf("peak %.0f MiB", m.PeakSmallMiB), "",
+			func(b *Results) string { return fmt.Sprintf("%.0f MiB", b.Manager.RSSSmallMiB) })
+		add(fmt.Sprintf("manager RSS, %d in flight", m.InFlightLarge), fmt.Sprintf("%.0f MiB", m.RSSLargeMiB), fmt.Sprintf("peak %.0f MiB", m.PeakLargeMiB), "",
+			func(b *Results) string { return fmt.Sprintf("%.0f MiB", b.Manager.RSSLargeMiB) })
+		add("reconciles per provider call (backlog)", fmt.Sprintf("%.2f", m.PerCall),
+			fmt.Sprintf("%.0f reconciles / %d calls; %d due at once, qps %d burst %d", m.Reconciles, m.ProviderCalls, m.InFlightLarge, m.BacklogQPS, m.BacklogBurst), "",
+			func(b *Results) string { return fmt.Sprintf("%.2f", b.Manager.PerCall) })
+		add("  after the initial list", fmt.Sprintf("%.2f", m.PerCallNoInit),
+			fmt.Sprintf("(%.0f - %d initial) / %d calls", m.Reconciles, m.InFlightLarge, m.ProviderCalls), "<= ~1",
+			func(b *Results) string { return fmt.Sprintf("%.2f", b.Manager.PerCallNoInit) })
+		add("manager CPU per provider call", fmt.Sprintf("%.1f ms", m.CPUPerCallMs),
+			fmt.Sprintf("%.1f CPU s / %d calls; drained in %.0f s (bucket alone: %.0f s)", m.CPUSeconds, m.ProviderCalls, m.DrainSeconds, m.IdealSeconds), "",
+			func(b *Results) string { return fmt.Sprintf("%.1f ms", b.Manager.CPUPerCallMs) })
+	}
 	for i, h := range r.HappyPath {
 		was := func(f func(HappyPath) string) func(*Results) string {
 			return func(b *Results) string {
@@ -98,12 +102,14 @@ func WriteTable(w io.Writer, r *Results, before *Results) {
 				return fmt.Sprintf("%.2f (all %.2f)", x.StatusWritesPerPayment, x.WritesPerPayment)
 			}))
 	}
-	s := r.Storage
-	add("bytes per Payment as stored", fmt.Sprintf("%d", s.PaymentSettled),
-		fmt.Sprintf("settled (webhook first); in flight %d; full history %d; etcd growth per new payment %.0f", s.PaymentInFlight, s.PaymentFullHistory, s.EtcdPerPayment), "",
-		func(b *Results) string { return fmt.Sprintf("%d", b.Storage.PaymentSettled) })
-	add("bytes per WebhookEvent as stored", fmt.Sprintf("%d", s.WebhookEvent), "KukoPay payment.succeeded, result recorded", "",
-		func(b *Results) string { return fmt.Sprintf("%d", b.Storage.WebhookEvent) })
+	if r.Ran("happy") {
+		s := r.Storage
+		add("bytes per Payment as stored", fmt.Sprintf("%d", s.PaymentSettled),
+			fmt.Sprintf("settled (webhook first); in flight %d; full history %d; etcd growth per new payment %.0f", s.PaymentInFlight, s.PaymentFullHistory, s.EtcdPerPayment), "",
+			func(b *Results) string { return fmt.Sprintf("%d", b.Storage.PaymentSettled) })
+		add("bytes per WebhookEvent as stored", fmt.Sprintf("%d", s.WebhookEvent), "KukoPay payment.succeeded, result recorded", "",
+			func(b *Results) string { return fmt.Sprintf("%d", b.Storage.WebhookEvent) })
+	}
 	if w := r.CreateWait; w.Due > 0 {
 		add(fmt.Sprintf("create wait for a token, %d queries due", w.Due), fmt.Sprintf("%.1f ms", w.P50Ms),
 			fmt.Sprintf("p50; max %.1f ms over %d creates; qps %d burst %d (token interval %.0f ms); one line for every call (FIFO, before issue 23): p50 %.0f ms, max %.0f ms",
@@ -116,8 +122,10 @@ func WriteTable(w io.Writer, r *Results, before *Results) {
 				return fmt.Sprintf("%.1f ms", b.CreateWait.P50Ms)
 			})
 	}
-	add("API server list of the in-flight payments", fmt.Sprintf("%.2f s", m.ListSeconds), fmt.Sprintf("%.1f MiB JSON for %d payments", m.ListMiB, m.InFlightLarge), "",
-		func(b *Results) string { return fmt.Sprintf("%.2f s", b.Manager.ListSeconds) })
+	if r.Ran("manager") {
+		add("API server list of the in-flight payments", fmt.Sprintf("%.2f s", m.ListSeconds), fmt.Sprintf("%.1f MiB JSON for %d payments", m.ListMiB, m.InFlightLarge), "",
+			func(b *Results) string { return fmt.Sprintf("%.2f s", b.Manager.ListSeconds) })
+	}
 
 	header := []string{"figure", "value", "parts", "target"}
 	if before != nil {
