@@ -189,6 +189,10 @@ func TestLibraryDifferential(t *testing.T) {
 		{name: "the valid signature without its base64 padding", h: now(strings.TrimRight(good, "="))},
 		{name: "extra spaces between and around entries", h: now("  " + bad + "   " + good + "  "), want: true},
 		{name: "a space after the comma", h: now("v1, " + bare)},
+		{name: "a token without a comma before the valid signature", h: now("v1 " + good), want: true},
+		{name: "malformed entries before the valid signature", h: now(",,, v1,not,base64  " + good), want: true},
+		{name: "entries delimited by a tab", h: now(bad + "\t" + good)},
+		{name: "entries delimited by a no-break space", h: now(bad + "\u00a0" + good)},
 		{name: "the valid signature in a second webhook-signature line", h: func() http.Header { h := now(bad); h.Add(generic.HeaderWebhookSig, good); return h }()},
 
 		{name: "one byte of the body flipped", h: now(good), body: providertest.Flip(interopBody)},
@@ -203,6 +207,8 @@ func TestLibraryDifferential(t *testing.T) {
 
 		{name: "webhook-timestamp one second later than signed", h: at(strconv.FormatInt(n+1, 10), good)},
 		{name: "webhook-timestamp with leading zeros", h: at("00"+strconv.FormatInt(n, 10), good), want: true},
+		{name: "webhook-timestamp with a leading space", h: at(" "+strconv.FormatInt(n, 10), good)},
+		{name: "webhook-timestamp with a trailing no-break space", h: at(strconv.FormatInt(n, 10)+"\u00a0", good)},
 		{name: "webhook-timestamp in milliseconds", h: at(strconv.FormatInt(n*1000, 10), good)},
 		{name: "webhook-timestamp with a fraction", h: at(strconv.FormatInt(n, 10)+".0", good)},
 		{name: "webhook-timestamp with a plus sign", h: at("+"+strconv.FormatInt(n, 10), good), want: true,
