@@ -82,39 +82,6 @@ func asBytes(ss []string) [][]byte {
 	return out
 }
 
-// sameVerdict checks that paywarden judges the request as the library does. The
-// library reads the wall clock (and the header has whole seconds), so paywarden
-// is asked at the instants just before and just after the library's call: when
-// the two agree, the library, whose clock lay in between, must agree with them;
-// when they differ, the tolerance edge fell within the call and either verdict is
-// the library's at some instant of it. want is the library's verdict, stated so
-// that the table reads as a list of rules; rejects, when set, says why paywarden
-// rejects by design a request the library accepts.
-func sameVerdict(t *testing.T, h http.Header, body string, secrets []string, want bool, rejects string) {
-	t.Helper()
-	before := time.Now()
-	lib := libraryVerify(secrets, []byte(body), h)
-	after := time.Now()
-	pw := generic.Verify(h, []byte(body), asBytes(secrets), libTolerance, before)
-	if pwAfter := generic.Verify(h, []byte(body), asBytes(secrets), libTolerance, after); (pw == nil) != (pwAfter == nil) {
-		t.Logf("the tolerance edge fell within the library's call (%v, then %v); library: %v", pw, pwAfter, lib)
-		return
-	}
-	if (lib == nil) != want {
-		t.Fatalf("library: %v, want accepted=%v", lib, want)
-	}
-	if rejects != "" {
-		if pw == nil {
-			t.Fatalf("paywarden accepts; the table says it rejects because %s", rejects)
-		}
-		t.Logf("library accepts, paywarden rejects (%v) by design: %s", pw, rejects)
-		return
-	}
-	if (pw == nil) != (lib == nil) {
-		t.Fatalf("library: %v, paywarden: %v", lib, pw)
-	}
-}
-
 // TestLibrarySignatureInterop: a signature the library makes is the one Sign
 // makes, and headers paysim sends (SignHeaders, one signature per secret during a
 // rotation) verify with the library for each secret.
@@ -249,7 +216,11 @@ func TestLibraryDifferential(t *testing.T) {
 			if tt.secrets != nil {
 				secrets = tt.secrets
 			}
-			sameVerdict(t, tt.h, body, secrets, tt.want, tt.rejects)
+			library := func() error { return libraryVerify(secrets, []byte(body), tt.h) }
+			verify := func(now time.Time) error {
+				return generic.Verify(tt.h, []byte(body), asBytes(secrets), libTolerance, now)
+			}
+			providertest.SameVerdict(t, library, verify, tt.want, tt.rejects)
 		})
 	}
 }
