@@ -68,9 +68,13 @@ func SignHeaders(id string, t time.Time, body []byte, secrets ...[]byte) (http.H
 
 const maxSignatureHeader = 4096
 
-// ParseSignatureHeader returns the v1 signatures of a webhook-signature header:
-// space-separated "<version>,<base64>" entries. Other versions (v1a, v2, ...) are
-// ignored so the sender can add schemes without breaking receivers.
+// ParseSignatureHeader returns the v1 signatures of a webhook-signature header: a
+// list of "<version>,<base64>" entries delimited by spaces (U+0020 only, as the spec
+// and the official library have it: a tab or a no-break space is part of an entry).
+// Other versions (v1a, v2, ...) are ignored so the sender can add schemes without
+// breaking receivers, and so is an entry that is not "<version>,<signature>": the
+// library tries every entry until one matches, so one entry it cannot read does not
+// sink a valid signature beside it. The header is malformed only when no entry is.
 func ParseSignatureHeader(v string) ([]string, error) {
 	if strings.TrimSpace(v) == "" {
 		return nil, provider.SignatureError(provider.ErrMissingHeader, HeaderWebhookSig)
@@ -79,21 +83,27 @@ func ParseSignatureHeader(v string) ([]string, error) {
 		return nil, provider.SignatureError(provider.ErrMalformedHeader, "header too long")
 	}
 	var sigs []string
-	for _, tok := range strings.Fields(v) {
+	versioned := false
+	for _, tok := range strings.Split(v, " ") {
 		ver, sig, ok := strings.Cut(tok, ",")
 		if !ok || ver == "" {
-			return nil, provider.SignatureError(provider.ErrMalformedHeader, "entry without version")
+			continue
 		}
+		versioned = true
 		if ver == "v1" && sig != "" {
 			sigs = append(sigs, sig)
 		}
 	}
+	if !versioned {
+		return nil, provider.SignatureError(provider.ErrMalformedHeader, "no entry with a version")
+	}
 	return sigs, nil
 }
 
-// ParseTimestamp parses webhook-timestamp (integer unix seconds).
+// ParseTimestamp parses webhook-timestamp (integer unix seconds). Nothing is trimmed:
+// net/http has already removed the spaces and tabs HTTP allows around a value, and
+// the official library refuses anything else around the digits.
 func ParseTimestamp(v string) (int64, error) {
-	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, provider.SignatureError(provider.ErrMissingHeader, HeaderWebhookTS)
 	}

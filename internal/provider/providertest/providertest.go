@@ -1,8 +1,9 @@
 // Package providertest holds the checks the provider adapters' tests share:
-// error classes, signature verdicts and signed vectors, the timestamp
-// tolerance around a fixed vector, the event and status tables, the ISO
-// currency round trip; and their scaffolding: the adapter under test against
-// a fake server, canned answers, idempotency keys. Only test files import it.
+// error classes, signature verdicts and signed vectors, verdicts against a
+// reference library, the timestamp tolerance around a fixed vector, the event
+// and status tables, the ISO currency round trip; and their scaffolding: the
+// adapter under test against a fake server, canned answers, idempotency keys.
+// Only test files import it.
 package providertest
 
 import (
@@ -127,6 +128,40 @@ func AssertTolerance(t testing.TB, err error, ok bool) {
 	}
 	if !ok && (!errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, provider.ErrTimestampTolerance)) {
 		t.Fatalf("err = %v, want a tolerance rejection", err)
+	}
+}
+
+// SameVerdict checks that an adapter judges a signed request as a reference
+// library (the provider's own, or the scheme's official one) does. The library
+// reads the wall clock and the request carries whole seconds, so verify (the
+// adapter at our clock now) is asked at the instants just before and just after
+// library runs: when the two agree, the library, whose clock lay in between,
+// must agree with them; when they differ, the tolerance edge fell within the call
+// and either verdict is the library's at some instant of it. want is the
+// library's verdict, stated so that a table reads as a list of rules; rejects,
+// when set, says why the adapter rejects by design what the library accepts.
+func SameVerdict(t testing.TB, library func() error, verify func(now time.Time) error, want bool, rejects string) {
+	t.Helper()
+	before := time.Now()
+	lib := library()
+	after := time.Now()
+	got := verify(before)
+	if gotAfter := verify(after); (got == nil) != (gotAfter == nil) {
+		t.Logf("the tolerance edge fell within the library's call (%v, then %v); library: %v", got, gotAfter, lib)
+		return
+	}
+	if (lib == nil) != want {
+		t.Fatalf("library: %v, want accepted=%v", lib, want)
+	}
+	if rejects != "" {
+		if got == nil {
+			t.Fatalf("accepted; the table says it is rejected because %s", rejects)
+		}
+		t.Logf("library accepts, rejected (%v) by design: %s", got, rejects)
+		return
+	}
+	if (got == nil) != (lib == nil) {
+		t.Fatalf("library: %v, adapter: %v", lib, got)
 	}
 }
 
