@@ -113,6 +113,7 @@ func TestAdopt(t *testing.T) {
 		name      string
 		recs      []payment.LedgerRecord
 		amount    int64
+		currency  string
 		adopted   bool
 		phase     v1alpha1.PaymentPhase
 		refunded  int64
@@ -126,6 +127,7 @@ func TestAdopt(t *testing.T) {
 		{name: "a new attempt after a cancel goes ahead", recs: []payment.LedgerRecord{canceledOther}, noOutcome: true},
 		{name: "another attempt while the order is paid is a duplicate", recs: []payment.LedgerRecord{paidOther}, phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonDuplicatePayment},
 		{name: "the same name asking another amount is not adopted and not created", recs: []payment.LedgerRecord{succeeded}, amount: orderValue + 1, phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonDuplicatePayment},
+		{name: "the same name asking its amount in another currency is not adopted and not created", recs: []payment.LedgerRecord{succeeded}, currency: "EUR", phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonDuplicatePayment},
 		{name: "its own record wins over another attempt's", recs: []payment.LedgerRecord{paidOther, failedOther, succeeded}, adopted: true, phase: v1alpha1.PhaseSucceeded},
 		{name: "a partially captured order comes back Succeeded with what it took, not an amount mismatch", recs: []payment.LedgerRecord{partial},
 			adopted: true, phase: v1alpha1.PhaseSucceeded, received: 600},
@@ -138,6 +140,9 @@ func TestAdopt(t *testing.T) {
 			p.UID = "new-uid"
 			if tt.amount != 0 {
 				p.Spec.Amount.Value = tt.amount
+			}
+			if tt.currency != "" {
+				p.Spec.Amount.Currency = tt.currency
 			}
 			step := payment.Plan(p, testPolicy(), payment.Facts{Ledger: tt.recs}, now)
 			if tt.noOutcome {
@@ -296,6 +301,11 @@ func TestAdoptRefund(t *testing.T) {
 	other.Spec.Amount.Value = 300
 	if _, ok := payment.AdoptRefund(other, []payment.LedgerRecord{rec}, t0); ok {
 		t.Errorf("a Refund of the same name asking 300 adopted the old one's 500")
+	}
+	noCurrency := rec
+	noCurrency.Currency = ""
+	if _, ok := payment.AdoptRefund(again, []payment.LedgerRecord{noCurrency}, t0); !ok {
+		t.Errorf("a record that names no currency was not adopted: the refund would be sent again")
 	}
 	inFlight := rf.DeepCopy()
 	inFlight.Status.Phase, inFlight.Status.ProviderRefundID = v1alpha1.RefundPending, ""

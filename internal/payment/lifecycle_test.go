@@ -916,3 +916,32 @@ func TestCancelOfAChargeFoundPaidIsRefused(t *testing.T) {
 		t.Errorf("events %v, want CancelRefused", r)
 	}
 }
+
+// TestPayerApprovalAndTheCapture: the payer's approval asks for the
+// merchant's capture exactly once; only the answer to that call may send the
+// payer back (fundingDeclined), never a status query of its own, and never
+// while a capture is under way.
+func TestPayerApprovalAndTheCapture(t *testing.T) {
+	captureUnderWay := func(st *v1alpha1.PaymentStatus) {
+		st.AmountToCapture = &v1alpha1.Money{Value: orderValue, Currency: orderCurrency}
+		st.PayerApproved = false
+	}
+	sentBack := func(o *payment.Observation) { o.PayerMustApproveAgain = true }
+	processingSeen := andThen(givenPending, obsQuery(payment.ObservedProcessing, withProviderID("pay_1")))
+	for _, tc := range []struct {
+		applyRow
+		approved, capturing bool
+	}{
+		{applyRow{"an approval after a processing report, before any capture, is the payer's approval", processingSeen, nil, obsWebhook(payment.ObservedApproved, "evt-approved", withProviderID("pay_1")), payment.Applied}, true, false},
+		{applyRow{"a status query's pending with a failure leaves an approved payment's approval standing", givenApproved, nil, obsQuery(payment.ObservedPending, withFailure("INSTRUMENT_DECLINED", ""), withProviderID("pay_1")), payment.Stale}, true, false},
+		{applyRow{"the payer sent back does not apply to a payment whose capture is under way", processingSeen, captureUnderWay, obsQuery(payment.ObservedPending, withProviderID("pay_1"), sentBack), payment.Stale}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := tc.apply(t).Status
+			if st.Phase != v1alpha1.PhaseProcessing || st.PayerApproved != tc.approved || (st.AmountToCapture != nil) != tc.capturing || st.Failure != nil || st.FundingDeclines != 0 {
+				t.Fatalf("%s approved %v capturing %+v failure %+v declines %d, want Processing approved %v capturing %v",
+					st.Phase, st.PayerApproved, st.AmountToCapture, st.Failure, st.FundingDeclines, tc.approved, tc.capturing)
+			}
+		})
+	}
+}

@@ -84,6 +84,9 @@ func withRefunded(value int64, currency string) obsOpt {
 	return func(o *payment.Observation) { o.RefundedTotal = &v1alpha1.Money{Value: value, Currency: currency} }
 }
 
+// withLowers marks a read that found a refund taken back (RefundsUncounted).
+func withLowers() obsOpt { return func(o *payment.Observation) { o.Lowers = true } }
+
 func withFailure(code, msg string) obsOpt {
 	return func(o *payment.Observation) { o.Failure = &v1alpha1.Failure{Code: code, Message: msg} }
 }
@@ -1716,4 +1719,53 @@ func TestStaleEventLeavesStatusUntouched(t *testing.T) {
 func withDispute(o payment.Observation, outcome string) payment.Observation {
 	o.Dispute = outcome
 	return o
+}
+
+// applyRow is one observation applied at stepNow to the payment given leads
+// to, adjusted by prepare (if any), and the decision it must get.
+type applyRow struct {
+	name     string
+	given    []payment.Observation
+	prepare  func(*v1alpha1.PaymentStatus)
+	obs      payment.Observation
+	decision payment.Decision
+}
+
+func (r applyRow) apply(t *testing.T) payment.Result {
+	t.Helper()
+	p := buildPayment(t, r.given)
+	if r.prepare != nil {
+		r.prepare(&p.Status)
+	}
+	res := payment.Apply(p, r.obs, stepNow)
+	if res.Decision != r.decision {
+		t.Fatalf("%s (%s), want %s", res.Decision, res.Reason, r.decision)
+	}
+	return res
+}
+
+// TestRefundedTotalLowered: the bounds of a refunded total that goes down (a
+// refund failed after it succeeded, and the provider took it back out of its
+// figure).
+func TestRefundedTotalLowered(t *testing.T) {
+	const partially = v1alpha1.PhasePartiallyRefunded
+	readAt := t0.Add(time.Hour)
+	loweredAtRead := func(st *v1alpha1.PaymentStatus) { at := metav1.NewTime(readAt); st.RefundsLoweredAt = &at }
+	for _, tc := range []struct {
+		applyRow
+		refunded int64
+	}{
+		{applyRow{"a lowering read that finds the recorded total is stale, not a reversal", givenPartiallyRefunded, nil, obsQuery(payment.ObservedRefund, withRefunded(500, orderCurrency), withLowers()), payment.Stale}, 500},
+		{applyRow{"a refund reversed on a Refunded payment takes it back to PartiallyRefunded", givenRefunded, nil, obsQuery(payment.ObservedRefund, withRefunded(500, orderCurrency), withLowers()), payment.Applied}, 500},
+		{applyRow{"a reversal down to one minor unit still counts that unit", givenPartiallyRefunded, nil, obsQuery(payment.ObservedRefund, withRefunded(1, orderCurrency), withLowers()), payment.Applied}, 1},
+		// Event times have whole seconds: one of the read's second is older.
+		{applyRow{"a refund event of the second of the read that lowered the total is stale", givenPartiallyRefunded, loweredAtRead, obsWebhook(payment.ObservedRefund, "evt-refund-2", withRefunded(800, orderCurrency), withOccurredAt(readAt)), payment.Stale}, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := tc.apply(t)
+			if a := res.Status.AmountRefunded; res.Status.Phase != partially || a == nil || a.Value != tc.refunded {
+				t.Fatalf("%s refunded %+v, want %s refunded %d", res.Status.Phase, a, partially, tc.refunded)
+			}
+		})
+	}
 }

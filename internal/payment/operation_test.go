@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/provider"
@@ -94,4 +96,14 @@ func TestCaptureAnnotation(t *testing.T) {
 			}
 		})
 	}
+	// Set while another operation is in flight, it waits for that one to
+	// end: its marker is never replaced.
+	t.Run("all, while a cancel is in flight", func(t *testing.T) {
+		p := annotate(authorizedFor(t, "capture", 1000), v1alpha1.AnnotationCapture, "all")
+		p.Status.Operation = &v1alpha1.Operation{Kind: v1alpha1.OperationCancel, RequestedAt: metav1.NewTime(now), Reason: "customer left"}
+		s := payment.Plan(p, pol, payment.Facts{}, now)
+		if st := s.Outcome.Status; s.Action == payment.CallCapture || st.Actions.Capture != "" || st.Operation != nil && st.Operation.Kind != v1alpha1.OperationCancel {
+			t.Fatalf("step %s (%s) operation %+v actions %+v, want the capture waiting for the cancel", s.Action, s.Why, st.Operation, st.Actions)
+		}
+	})
 }

@@ -104,6 +104,7 @@ func TestApplyRefund(t *testing.T) {
 		{"success with the amount asked for is Succeeded", at(processing, ""), refundObs(payment.ObservedSucceeded, "evt-1", amount), payment.Applied, succeeded, ""},
 		{"success without an amount is Succeeded", at(processing, ""), refundObs(payment.ObservedSucceeded, "evt-1"), payment.Applied, succeeded, ""},
 		{"success of another amount needs review", at(processing, ""), refundObs(payment.ObservedSucceeded, "evt-1", withAmount(499, orderCurrency)), payment.Applied, unknown, v1alpha1.ReasonAmountMismatch},
+		{"success of the amount in another currency needs review", at(processing, ""), refundObs(payment.ObservedSucceeded, "evt-1", withAmount(500, "EUR")), payment.Applied, unknown, v1alpha1.ReasonAmountMismatch},
 		{"failure fails it", at(processing, ""), refundObs(payment.ObservedFailed, "evt-1", withFailure("insufficient_funds", "")), payment.Applied, failed, ""},
 		// Stripe documents refunds that fail after succeeding (the balance
 		// transaction is reversed): a fact, not a conflict.
@@ -119,6 +120,10 @@ func TestApplyRefund(t *testing.T) {
 		{"a final answer takes it out of Unknown", at(unknown, v1alpha1.ReasonRetriesExhausted), refundObs(payment.ObservedSucceeded, "evt-3", amount), payment.Applied, succeeded, v1alpha1.ReasonRetriesExhausted},
 		{"news about another provider refund is ignored", at(processing, ""), refundObs(payment.ObservedFailed, "evt-4", func(o *payment.Observation) { o.ProviderRefundID = "re_other" }), payment.Ignored, processing, ""},
 		{"an operator settles a refund under review", at(unknown, v1alpha1.ReasonCreateOutcomeUnknown), payment.Observation{Source: v1alpha1.SourceManual, Observed: payment.ObservedSucceeded, Reason: "seen in the dashboard"}, payment.Applied, succeeded, ""},
+		// A settled refund nobody reviews is not reopened by a resolve: turning
+		// a Succeeded refund Failed would free its amount for another refund.
+		{"an operator resolves a conflict on a settled refund", at(failed, v1alpha1.ReasonConflictingStatus), payment.Observation{Source: v1alpha1.SourceManual, Observed: payment.ObservedSucceeded, Reason: "refunded per the dashboard"}, payment.Applied, succeeded, ""},
+		{"an operator's resolve leaves a settled refund nobody reviews alone", at(succeeded, ""), payment.Observation{Source: v1alpha1.SourceManual, Observed: payment.ObservedFailed, Reason: "wrong refund"}, payment.Ignored, succeeded, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.given.Status.DeepCopy()
@@ -137,6 +142,14 @@ func TestApplyRefund(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a refund put under review keeps no query schedule", func(t *testing.T) {
+		r := at(processing, "")
+		r.Status.Query.NextTime = micro(t0.Add(time.Minute))
+		res := payment.ApplyRefund(r, refundObs(payment.ObservedSucceeded, "evt-1", withAmount(499, orderCurrency)), t0)
+		if res.Status.Phase != unknown || res.Status.Query.NextTime != nil {
+			t.Fatalf("%s next query %v, want Unknown and parked for an operator", res.Status.Phase, res.Status.Query.NextTime)
+		}
+	})
 	t.Run("a success before any decision records the provider's amount", func(t *testing.T) {
 		// The Refund appeared after its refund was made (its event waited in
 		// the inbox): without an amount its siblings would wait for it forever.
@@ -219,6 +232,7 @@ func TestRefundAllowance(t *testing.T) {
 		{"an older Refund not sent yet counts", partRefund(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("a", 1500, t0)}, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"a newer Refund not sent yet does not", partRefund(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("z", 1500, t0.Add(time.Hour))}, 1000, "", "", ""},
 		{"an older Refund of everything, undecided: wait", partRefund(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("a", 0, t0)}, 0, v1alpha1.ReasonEarlierRefundUndecided, "", ""},
+		{"a zero amount (past the API's validation) is refused", func() *v1alpha1.Refund { r := partRefund(1); r.Spec.Amount.Value = 0; return r }(), paidPayment(0), nil, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"another currency is refused", func() *v1alpha1.Refund { r := partRefund(100); r.Spec.Amount.Currency = "EUR"; return r }(), paidPayment(0), nil, 0, "", v1alpha1.ReasonOverRefund, ""},
 	})
 	// Two Refunds created together that add up to more than received: the

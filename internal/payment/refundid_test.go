@@ -72,6 +72,19 @@ func TestRefundKey(t *testing.T) {
 			t.Error("two long payment keys hash alike")
 		}
 	})
+	t.Run("a key of exactly MaxRefundKey characters stays readable, one more is hashed", func(t *testing.T) {
+		rf := incarnation(oldUID, 500)
+		fits := paidPayment(0)
+		fits.Spec.IdempotencyKey = strings.Repeat("k", payment.MaxRefundKey-len("/refund/")-len(oldUID))
+		if k := payment.RefundKey(fits, rf); k != fits.Spec.IdempotencyKey+"/refund/"+oldUID {
+			t.Errorf("key %q (%d chars), want the payment's key kept whole", k, len(k))
+		}
+		over := paidPayment(0)
+		over.Spec.IdempotencyKey = fits.Spec.IdempotencyKey + "k"
+		if k := payment.RefundKey(over, rf); len(k) > payment.MaxRefundKey || strings.HasPrefix(k, over.Spec.IdempotencyKey) {
+			t.Errorf("key %q (%d chars), want the payment's key hashed to fit", k, len(k))
+		}
+	})
 }
 
 func TestRefundReference(t *testing.T) {
@@ -94,7 +107,7 @@ func TestRefundReference(t *testing.T) {
 			}
 		})
 	}
-	for _, s := range []string{"", "shop/r1", "shop//" + newUID, "a/b/c/d", "/r1/" + newUID} {
+	for _, s := range []string{"", "shop/r1", "shop//" + newUID, "shop/r1/", "a/b/c/d", "/r1/" + newUID} {
 		if ref, ok := payment.ParseRefundReference(s); ok {
 			t.Errorf("%q read as a Refund's reference: %+v", s, ref)
 		}

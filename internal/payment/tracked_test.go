@@ -42,6 +42,15 @@ func TestATrackedPaymentIsCapturedOnlyWhenAsked(t *testing.T) {
 		t.Fatalf("%v (%s), want the capture marked", step.Action, step.Why)
 	}
 
+	// Asked before the payer approved it: the annotation waits for the
+	// approval (only an approved tracked payment is capturable).
+	early := newPay("early")
+	early.Spec.ProviderPaymentID, early.Status.Phase = "pay_2", v1alpha1.PhaseProcessing
+	step = payment.Plan(annotate(early, v1alpha1.AnnotationCapture, payment.CaptureAll), pol, payment.Facts{}, now)
+	if op := step.Outcome.Status.Operation; step.Action == payment.CallCapture || op != nil && op.Kind == v1alpha1.OperationCapture || step.Outcome.Status.Actions.Capture != "" {
+		t.Fatalf("%v (%s): a tracked payment nobody approved was captured", step.Action, step.Why)
+	}
+
 	// A payment paywarden created keeps its Automatic capture.
 	own := authorizedPay("own", v1alpha1.CaptureAutomatic)
 	if step := payment.Plan(own, pol, payment.Facts{}, now); step.Action != payment.Write || step.Outcome.Status.Operation == nil {
