@@ -149,6 +149,29 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the close-out's cancel looked up: still unpaid, the cancel is repeated with its key", func(t *testing.T) {
+		pol := canCancel()
+		p := closeOutQuery(t, expiring(), pol)
+		key := p.Status.Operation.IdempotencyKey
+		// Not this process's marker: its outcome is looked up first.
+		now := past.Add(2 * time.Second)
+		step := payment.Plan(p, pol, payment.Facts{}, now)
+		if step.Action != payment.Query {
+			t.Fatalf("%v (%s), want the look-up", step.Action, step.Why)
+		}
+		p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusPending), step.CloseOut, now))
+		if op := p.Status.Operation; p.Status.Phase.IsFinal() || op == nil || !isCloseOutOp(op) || op.IdempotencyKey != key {
+			t.Fatalf("phase %s operation %+v, want the close-out's cancel kept (key %s)", p.Status.Phase, op, key)
+		}
+		step = payment.Plan(p, pol, payment.Facts{}, now.Add(time.Second))
+		if step.Action == payment.Write {
+			p = store(p, step.Outcome)
+			step = payment.Plan(p, pol, payment.Facts{FreshOperation: true}, now.Add(time.Second))
+		}
+		if step.Action != payment.CallCancel || p.Status.Operation.IdempotencyKey != key {
+			t.Fatalf("%v (%s) with key %s, want the cancel repeated with key %s", step.Action, step.Why, p.Status.Operation.IdempotencyKey, key)
+		}
+	})
 	t.Run("the cancel's answer says the payment moved on: it stands", func(t *testing.T) {
 		for _, tc := range []struct {
 			ans  provider.Status
@@ -180,4 +203,9 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 			t.Fatalf("phase %s operation %+v, want Expired locally, nothing sent", p.Status.Phase, p.Status.Operation)
 		}
 	})
+}
+
+// isCloseOutOp: op is the cancel of an unpaid payment past expiresAfter.
+func isCloseOutOp(op *v1alpha1.Operation) bool {
+	return op.Kind == v1alpha1.OperationCancel && op.Reason == v1alpha1.ReasonUnpaidTimeout
 }

@@ -604,6 +604,21 @@ func TestPlanOperations(t *testing.T) {
 			t.Errorf("a refused capture is tried again: %s", s.Action)
 		}
 	})
+	t.Run("a refused cancel is the operator's to read, not a review", func(t *testing.T) {
+		p := annotate(authorizedFor(t, "cancel-refused", 1000), v1alpha1.AnnotationCancel, "order dropped")
+		p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)
+		if op := p.Status.Operation; op == nil || op.Kind != v1alpha1.OperationCancel {
+			t.Fatalf("operation %+v, want the cancel marked", op)
+		}
+		out := payment.AfterOperation(p, pol, v1alpha1.OperationCancel, fails(errRefused), now)
+		p = store(p, out)
+		if p.Status.Phase != v1alpha1.PhaseAuthorized || review(p) != "" || p.Status.Operation != nil {
+			t.Fatalf("phase %s review %q op %+v, want Authorized as it was", p.Status.Phase, review(p), p.Status.Operation)
+		}
+		if r := eventReasons(out); !slices.Contains(r, "CancelRefused") {
+			t.Errorf("events %v, want CancelRefused", r)
+		}
+	})
 	t.Run("manual capture at a provider type without it fails before anything is sent", func(t *testing.T) {
 		noManual := pol
 		noManual.Lifecycle.ManualCapture = false
