@@ -100,9 +100,16 @@ func endingOf(p *v1alpha1.Payment) ending {
 // wantEnding checks every order ended as want.
 func wantEnding(t *testing.T, got map[string]*v1alpha1.Payment, want ending) {
 	t.Helper()
-	for order, p := range got {
-		if e := endingOf(p); e != want {
-			t.Errorf("%s:\n\tgot  %s\n\twant %s", order, e, want)
+	wantEndings(t, got, want, endingOf)
+}
+
+// wantEndings checks that every order's object (by order) ended as want,
+// its ending read by of.
+func wantEndings[O any, E comparable](t *testing.T, got map[string]O, want E, of func(O) E) {
+	t.Helper()
+	for order, o := range got {
+		if e := of(o); e != want {
+			t.Errorf("%s:\n\tgot  %+v\n\twant %+v", order, e, want)
 		}
 	}
 }
@@ -483,11 +490,7 @@ func refundEndingOf(r *v1alpha1.Refund) refundEnding {
 
 func wantRefundEnding(t *testing.T, got map[string]*v1alpha1.Refund, want refundEnding) {
 	t.Helper()
-	for order, r := range got {
-		if e := refundEndingOf(r); e != want {
-			t.Errorf("%s:\n\tgot  %+v\n\twant %+v", order, e, want)
-		}
-	}
+	wantEndings(t, got, want, refundEndingOf)
 }
 
 func refundEventFact(name string, rf provider.Refund, eventID string, at time.Time) refundFact {
