@@ -39,7 +39,17 @@ var (
 // (static, same flags) into dir.
 func BuildBinaries(t testing.TB, root, dir string) map[string]string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	// On an empty build cache the build competes with every other test
+	// package's compiles for many minutes: it may take until shortly before
+	// the test binary's own deadline (go test -timeout), which then reports
+	// the slow build rather than a panic.
+	deadline := time.Now().Add(15 * time.Minute)
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if at, set := d.Deadline(); set {
+			deadline = at.Add(-30 * time.Second)
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	bins, err := image.BuildBinaries(ctx, root, dir, "deploy-test", image.Linux(runtime.GOARCH), image.Entrypoints[:2]...)
 	if err != nil {
