@@ -8,7 +8,9 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -27,6 +29,32 @@ type Env struct {
 	// Root is the module root, for tests that need files of the repository.
 	Root string
 	env  *envtest.Environment
+
+	mu     sync.Mutex
+	shared map[string]any
+	stops  []func() error
+}
+
+// Shared returns the value kept under key for this control plane, made by
+// start (and stopped by its stop function, before the control plane) the
+// first time it is asked for: one helper the tests of a package share, such
+// as the webhook-bundle controller that one manager runs in a cluster.
+func (e *Env) Shared(key string, start func() (any, func() error, error)) (any, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if v, ok := e.shared[key]; ok {
+		return v, nil
+	}
+	v, stop, err := start()
+	if err != nil {
+		return nil, err
+	}
+	if e.shared == nil {
+		e.shared = map[string]any{}
+	}
+	e.shared[key] = v
+	e.stops = append(e.stops, stop)
+	return v, nil
 }
 
 // Scheme returns a scheme with the core Kubernetes kinds and paywarden's.
@@ -62,7 +90,15 @@ func start(crds bool) (*Env, error) {
 	return &Env{Config: env.Config, Client: c, Scheme: s, Root: root, env: env}, nil
 }
 
-// Stop stops the control plane.
+// Stop stops what the tests shared (Shared), then the control plane.
 func (e *Env) Stop() error {
-	return e.env.Stop()
+	e.mu.Lock()
+	stops := e.stops
+	e.stops, e.shared = nil, nil
+	e.mu.Unlock()
+	var errs []error
+	for _, stop := range stops {
+		errs = append(errs, stop())
+	}
+	return errors.Join(append(errs, e.env.Stop())...)
 }
