@@ -74,18 +74,31 @@ stripe-mock: ## Build stripe-mock (pinned in hack/stripemock) into bin/ unless S
 	else echo "using STRIPE_MOCK=$(STRIPE_MOCK)"; fi
 
 .PHONY: test
-test: ## Verify, run the unit and envtest suites (the Helm chart's module too), then the CI-sized chaos soak with a short fuzz run of every provider parser beside it.
-	@$(MAKE) --no-print-directory suites
-	@$(MAKE) --no-print-directory soak FUZZ_BESIDE=1
+test: prepare ## Verify, run the unit and envtest suites (the Helm chart's module too), then the CI-sized chaos soak; a short fuzz run of every provider parser runs beside both at the lowest CPU priority.
+	@echo "nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/  (make fuzz-short beside the suites and the soak; its output follows the soak's)"; \
+	nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/ >$(LOCALBIN)/fuzz-short.log 2>&1 & fuzz=$$!; \
+	$(MAKE) --no-print-directory suites-run && $(MAKE) --no-print-directory soak; ran=$$?; \
+	wait $$fuzz; fuzzed=$$?; echo "make fuzz-short (beside the suites and the soak):"; cat $(LOCALBIN)/fuzz-short.log; \
+	test $$ran = 0 && test $$fuzzed = 0
 
-# suites runs verify-then-vet beside the test servers' builds: on a cold
+# prepare runs verify-then-vet beside the test servers' builds: on a cold
 # machine each is a long build with idle moments (a link, one large package,
 # module downloads) that the others fill. vet waits for verify, which
-# regenerates files in place for a moment.
-.PHONY: suites
-suites: ## make test without its soak and fuzz run: verify, vet and the test servers' builds at once, then the unit and envtest suites, the Helm chart's module beside the main one (its output after).
+# regenerates files in place for a moment; so does make test's fuzz run.
+.PHONY: prepare
+prepare: ## verify, vet and the test servers' builds, at once: what the suites need first.
 	@mkdir -p $(LOCALBIN)
 	$(MAKE) --no-print-directory -j3 --output-sync=line verify-then-vet envtest stripe-mock
+
+.PHONY: suites
+suites: prepare ## make test without its soak and fuzz run: verify, vet and the test servers' builds, then the unit and envtest suites.
+	@$(MAKE) --no-print-directory suites-run
+
+# suites-run is the suites once prepare has run: the unit and envtest suites,
+# with the Helm chart's module and the race-free packages beside the main
+# run (their output after it).
+.PHONY: suites-run
+suites-run:
 	@echo "cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...  (beside the next ones; its output follows them)"
 	@(cd test/helm && go test $(GO_TEST_FLAGS) -timeout $(GO_TEST_TIMEOUT) ./...) >$(LOCALBIN)/helm-test.log 2>&1 & chart=$$!; \
 	echo "go test -count=1 -timeout $(GO_TEST_TIMEOUT) $(RACE_FREE_PKGS)  (beside the next one; its output follows it)"; \
@@ -134,19 +147,10 @@ bench: envtest ## Benchmark receiver, manager and happy path on a local control 
 	go run ./cmd/benchmark $(if $(SRC),-src $(SRC)) $(BENCH_FLAGS)
 
 # The soak's test binary is built static and -trimpath, like the binaries it
-# runs (harness.Build): their packages are compiled once for both. With
-# FUZZ_BESIDE set (make test), make fuzz-short runs beside it at the lowest
-# CPU priority: the soak mostly waits on its chaos windows, and the fuzz
-# workers take the cores it leaves idle.
+# runs (harness.Build): their packages are compiled once for both.
 .PHONY: soak
 soak: envtest ## Chaos soak over real processes, then invariants (docs/soak.md); N=1000 for the full one.
-	@fuzz=; if [ -n "$(FUZZ_BESIDE)" ]; then \
-	echo "nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/  (make fuzz-short beside the soak; its output follows the soak's)"; \
-	nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/ >$(LOCALBIN)/fuzz-short.log 2>&1 & fuzz=$$!; fi; \
-	echo "PAYWARDEN_SOAK=1 SOAK_N=$(N) CGO_ENABLED=0 go test -trimpath -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./test/soak/"; \
-	PAYWARDEN_SOAK=1 SOAK_N=$(N) CGO_ENABLED=0 go test -trimpath -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./test/soak/; soaked=$$?; \
-	fuzzed=0; if [ -n "$$fuzz" ]; then wait $$fuzz; fuzzed=$$?; cat $(LOCALBIN)/fuzz-short.log; fi; \
-	test $$soaked = 0 && test $$fuzzed = 0
+	PAYWARDEN_SOAK=1 SOAK_N=$(N) CGO_ENABLED=0 go test -trimpath -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./test/soak/
 
 ##@ Build
 
