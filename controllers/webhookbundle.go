@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -98,87 +99,107 @@ func (r *WebhookBundleReconciler) providersOf(ctx context.Context, o client.Obje
 // Reconcile makes the provider's bundle match the provider and its Secrets,
 // or deletes it when the provider is gone.
 func (r *WebhookBundleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	prov, err := r.provider(ctx, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if prov == nil || !prov.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.deleteBundle(ctx, req.NamespacedName)
+	}
+	want, err := r.desired(ctx, prov)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.write(ctx, want, req.NamespacedName)
+}
+
+// provider reads the PaymentProvider named key; nil when it is gone.
+func (r *WebhookBundleReconciler) provider(ctx context.Context, key types.NamespacedName) (*v1alpha1.PaymentProvider, error) {
 	prov := &v1alpha1.PaymentProvider{}
-	if err := r.Client.Get(ctx, req.NamespacedName, prov); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
-		}
+	err := r.Client.Get(ctx, key, prov)
+	if apierrors.IsNotFound(err) {
 		// Not in the cache: a provider just created may not have reached
 		// it yet while its bundle (written by an earlier reconcile or
 		// another manager) already has. Only the API server says it is
 		// gone; a bundle deleted wrongly answers the provider's webhooks
 		// 503 until it is written again.
-		if err := r.APIReader.Get(ctx, req.NamespacedName, prov); err != nil {
-			if apierrors.IsNotFound(err) {
-				return ctrl.Result{}, r.deleteBundle(ctx, req.NamespacedName)
-			}
-			return ctrl.Result{}, err
+		err = r.APIReader.Get(ctx, key, prov)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
 		}
 	}
-	if !prov.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.deleteBundle(ctx, req.NamespacedName)
+	if err != nil {
+		return nil, err
 	}
+	return prov, nil
+}
 
-	// A referenced Secret that does not exist is nil: the bundle then lacks
-	// its keys, and the provider controller reports the provider not Ready.
+// desired is the bundle prov's webhooks are verified with, from the
+// Secrets it references. A referenced Secret that does not exist is nil:
+// the bundle then lacks its keys, and the provider controller reports the
+// provider not Ready.
+func (r *WebhookBundleReconciler) desired(ctx context.Context, prov *v1alpha1.PaymentProvider) (*corev1.Secret, error) {
 	var signing, creds *corev1.Secret
 	var err error
 	if ref := prov.Spec.Webhook.SigningSecretRef; ref != nil && ref.Name != "" {
 		if signing, err = readSecret(ctx, r.Secrets, prov.Namespace, ref.Name); err != nil {
-			return ctrl.Result{}, err
+			return nil, err
 		}
 	}
 	// Credentials are read only for types whose verification uses them.
 	if caps, ok := providers.Lookup(string(prov.Spec.Type)); ok && caps.Verification.Credentials {
 		if creds, err = readSecret(ctx, r.Secrets, prov.Namespace, prov.Spec.CredentialsSecretRef.Name); err != nil {
-			return ctrl.Result{}, err
+			return nil, err
 		}
 	}
-	want := webhookbundle.Desired(r.Namespace, prov, signing, creds)
+	return webhookbundle.Desired(r.Namespace, prov, signing, creds), nil
+}
 
+// write makes the bundle on the API server want: created, replaced when
+// its type changed, or updated; nothing when it is up to date.
+func (r *WebhookBundleReconciler) write(ctx context.Context, want *corev1.Secret, prov types.NamespacedName) error {
 	have := &corev1.Secret{}
 	switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have); {
 	case apierrors.IsNotFound(err):
 		if err := r.Client.Create(ctx, want); err != nil {
-			return ctrl.Result{}, fmt.Errorf("create webhook bundle %s for provider %s: %w", want.Name, req.NamespacedName, err)
+			return fmt.Errorf("create webhook bundle %s for provider %s: %w", want.Name, prov, err)
 		}
-		log.FromContext(ctx).Info("webhook bundle created", "provider", req.NamespacedName.String(), "bundle", want.Name, "keys", len(want.Data))
-		return ctrl.Result{}, nil
+		log.FromContext(ctx).Info("webhook bundle created", "provider", prov.String(), "bundle", want.Name, "keys", len(want.Data))
+		return nil
 	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("read webhook bundle %s for provider %s: %w", want.Name, req.NamespacedName, err)
+		return fmt.Errorf("read webhook bundle %s for provider %s: %w", want.Name, prov, err)
 	}
 	if webhookbundle.UpToDate(have, want) {
-		return ctrl.Result{}, nil
+		return nil
 	}
 	if have.Type != want.Type {
 		// The type of a Secret cannot change: replace it.
 		if err := r.Client.Delete(ctx, have, client.Preconditions{UID: &have.UID}); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("replace webhook bundle %s: %w", have.Name, err)
+			return fmt.Errorf("replace webhook bundle %s: %w", have.Name, err)
 		}
 		if err := r.Client.Create(ctx, want); err != nil {
-			return ctrl.Result{}, fmt.Errorf("replace webhook bundle %s for provider %s: %w", want.Name, req.NamespacedName, err)
+			return fmt.Errorf("replace webhook bundle %s for provider %s: %w", want.Name, prov, err)
 		}
-		return ctrl.Result{}, nil
+		return nil
 	}
 	have.Data, have.StringData = want.Data, nil
-	if have.Labels == nil {
-		have.Labels = map[string]string{}
-	}
-	for k, v := range want.Labels {
-		have.Labels[k] = v
-	}
-	if have.Annotations == nil {
-		have.Annotations = map[string]string{}
-	}
-	for k, v := range want.Annotations {
-		have.Annotations[k] = v
-	}
+	have.Labels = merged(have.Labels, want.Labels)
+	have.Annotations = merged(have.Annotations, want.Annotations)
 	// Optimistic concurrency: a conflict re-runs the reconcile on fresh state.
 	if err := r.Client.Update(ctx, have); err != nil {
-		return ctrl.Result{}, fmt.Errorf("update webhook bundle %s for provider %s: %w", have.Name, req.NamespacedName, err)
+		return fmt.Errorf("update webhook bundle %s for provider %s: %w", have.Name, prov, err)
 	}
-	log.FromContext(ctx).Info("webhook bundle updated", "provider", req.NamespacedName.String(), "bundle", have.Name, "keys", len(have.Data))
-	return ctrl.Result{}, nil
+	log.FromContext(ctx).Info("webhook bundle updated", "provider", prov.String(), "bundle", have.Name, "keys", len(have.Data))
+	return nil
+}
+
+// merged is have with every entry of want set.
+func merged(have, want map[string]string) map[string]string {
+	if have == nil {
+		have = map[string]string{}
+	}
+	maps.Copy(have, want)
+	return have
 }
 
 // deleteBundle deletes the bundle of a provider that is gone. Only a bundle
