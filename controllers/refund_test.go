@@ -971,8 +971,13 @@ func TestRefundWaitsForItsPayment(t *testing.T) {
 		if waiting.Status.Phase != v1alpha1.RefundPending || waiting.Status.CreateRequestedAt != nil || waiting.Status.Amount != nil {
 			t.Errorf("waiting Refund: %s", fixture.Dump(waiting.Status))
 		}
-		// The reconcile that decided to wait is the one that would have called.
-		m.Reconciles.WaitSeen(t, controllers.ControllerRefund, rf, waiting)
+		// A reconcile of the waiting Refund is one that would have called.
+		// The write that set waitingFor is no news to the refund controller
+		// when the Refund was Pending already (waiting first for a payment
+		// its cache did not hold yet), so an annotation, which is news,
+		// brings one about.
+		poked := fixture.Annotate(t, env.Client, waiting, "test.paywarden.dev/poke", "1")
+		m.Reconciles.WaitSeen(t, controllers.ControllerRefund, rf, poked)
 		if calls := m.Requests.Calls(fixture.IsRefundCreate); len(calls) != 0 {
 			t.Fatalf("refund calls while the payment is pending: %+v", calls)
 		}
