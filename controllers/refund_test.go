@@ -327,17 +327,15 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 			t.Logf("%s partial refund: %s", typ, cost1)
 			t.Logf("%s refund of the rest: %s", typ, cost2)
 			// A refund is one refund call and one read of the payment back
-			// (PayPal reads the order for its capture id first), two status
+			// (PayPal's names the capture the payment's success was read
+			// with: no read of the order first), two status
 			// writes of the Refund (the marker before the call, the answer
 			// after it) and one of the Payment, by its own controller (the
 			// refunded total read back, with the Refund listed): the
 			// Payment has one writer. The Refund's object is written once:
 			// owned by its Payment and held (money-in-flight) in one patch,
 			// right before its marker. Three writes of the Refund in all.
-			calls := 2
-			if typ == v1alpha1.ProviderPayPal {
-				calls = 3
-			}
+			const calls = 2
 			for _, c := range []refundCost{cost1, cost2} {
 				if len(c.calls) != calls || c.refundStatus != 2 || c.refundObject != 1 || c.paymentStatus != 0 || c.paymentOwn != 1 {
 					t.Errorf("a refund cost %s; want %d provider calls, 1 Refund object write (owned and held before its marker), 2 Refund status writes and 1 Payment status write, by the payment controller", c, calls)

@@ -640,6 +640,13 @@ type PaymentStatus struct {
 	// +optional
 	CheckoutID string `json:"checkoutID,omitempty"`
 
+	// captureID is the provider's id of the capture that took the money,
+	// where refunds name the capture instead of the payment (PayPal); read
+	// with the payment's success, it spares a refund reading the payment for
+	// it first.
+	// +optional
+	CaptureID string `json:"captureID,omitempty"`
+
 	// payerApproved is true once the payer approved at the provider and the
 	// merchant's call is due: the capture (captureMethod Automatic) or the
 	// authorization (Manual, at providers with an authorize step).

@@ -57,6 +57,9 @@ type Observation struct {
 	ProviderPaymentID string
 	// CheckoutID is another provider id of the same payment (its checkout).
 	CheckoutID string
+	// CaptureID (success and refund observations read from the provider) is
+	// the capture that took the money, where refunds name it.
+	CaptureID string
 	// ProviderRefundID (refund observations) is the provider's refund id.
 	ProviderRefundID string
 	// RefundReference (refund observations) is the reference the provider
@@ -717,6 +720,9 @@ func (m *machine) confirm(news bool) {
 	id, checkout := m.obs.ProviderPaymentID, m.obs.CheckoutID
 	if checkout != "" && m.st.CheckoutID == "" {
 		m.st.CheckoutID = checkout
+	}
+	if c := m.obs.CaptureID; c != "" {
+		m.st.CaptureID = c
 	}
 	switch {
 	case id != "" && m.st.ProviderPaymentID == "":

@@ -21,6 +21,7 @@ type report struct {
 	failureCode, failureMessage string
 	source                      v1alpha1.ObservationSource
 	checkoutID                  string
+	captureID                   string
 	action                      *provider.CustomerAction
 	authorizationExpiresAt      time.Time
 	fundsGuaranteedUntil        time.Time
@@ -40,7 +41,7 @@ func FromPayment(pp provider.Payment, source v1alpha1.ObservationSource) []Obser
 		status: pp.Status, raw: pp.RawStatus, paymentID: pp.ID,
 		amount: pp.Amount, currency: pp.Currency, refundedTotal: pp.RefundedTotal,
 		failureCode: pp.FailureCode, failureMessage: pp.FailureMessage,
-		source: source, paymentAmount: true, checkoutID: pp.CheckoutID,
+		source: source, paymentAmount: true, checkoutID: pp.CheckoutID, captureID: pp.CaptureID,
 		action: pp.CustomerAction, authorizationExpiresAt: pp.AuthorizationExpiresAt,
 		fundsGuaranteedUntil: pp.FundsGuaranteedUntil,
 	}.observations()
@@ -91,6 +92,7 @@ func (r report) observations() []Observation {
 	switch obs.Observed {
 	case ObservedSucceeded:
 		obs.Amount = money(r.amount)
+		obs.CaptureID = r.captureID
 	case ObservedAuthorized:
 		if r.paymentAmount {
 			obs.Amount = money(r.amount)
@@ -112,6 +114,7 @@ func (r report) observations() []Observation {
 		}
 	case ObservedRefund:
 		obs.RefundedTotal = money(r.refundedTotal)
+		obs.CaptureID = r.captureID
 		if r.paymentAmount {
 			success := obs
 			success.Observed, success.Amount, success.RefundedTotal = ObservedSucceeded, money(r.amount), nil

@@ -98,3 +98,66 @@ func TestEventResult(t *testing.T) {
 		})
 	}
 }
+
+// TestTheCaptureThatTookTheMoneyIsKept: a read of a payment paid or
+// refunded carries the capture that took the money (PayPal's refunds name
+// it), and the payment keeps the latest one read; a read in any other state,
+// or an event, never sets or clears it.
+func TestTheCaptureThatTookTheMoneyIsKept(t *testing.T) {
+	read := func(st provider.Status, capture string) provider.Payment {
+		pp := provider.Payment{ID: "pay_1", Status: st, RawStatus: string(st), Amount: orderValue, Currency: orderCurrency, CaptureID: capture}
+		if st == provider.StatusRefund {
+			pp.RefundedTotal = 500
+		}
+		return pp
+	}
+	for _, tc := range []struct {
+		name string
+		pp   provider.Payment
+		want []string // each observation's capture, in order
+	}{
+		{"paid", read(provider.StatusSucceeded, "cap_1"), []string{"cap_1"}},
+		{"refunded: its success, then the refund", read(provider.StatusRefund, "cap_1"), []string{"cap_1", "cap_1"}},
+		{"still processing", read(provider.StatusProcessing, "cap_1"), []string{""}},
+		{"authorized", read(provider.StatusAuthorized, "cap_1"), []string{""}},
+		{"failed", read(provider.StatusFailed, "cap_1"), []string{""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := payment.FromPayment(tc.pp, v1alpha1.SourceStatusQuery)
+			var got []string
+			for _, o := range obs {
+				got = append(got, o.CaptureID)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("captures %q, want %q", got, tc.want)
+			}
+		})
+	}
+
+	p := lifecyclePay("order", v1alpha1.CaptureAutomatic)
+	now := t0.Add(time.Minute)
+	apply := func(obs ...payment.Observation) {
+		t.Helper()
+		for _, o := range obs {
+			p.Status = payment.Apply(p, o, now).Status
+			now = now.Add(time.Second)
+		}
+	}
+	apply(payment.FromPayment(read(provider.StatusProcessing, "cap_0"), v1alpha1.SourceStatusQuery)...)
+	if p.Status.CaptureID != "" {
+		t.Fatalf("a processing read set capture %q", p.Status.CaptureID)
+	}
+	apply(payment.FromPayment(read(provider.StatusSucceeded, "cap_1"), v1alpha1.SourceStatusQuery)...)
+	if p.Status.Phase != v1alpha1.PhaseSucceeded || p.Status.CaptureID != "cap_1" {
+		t.Fatalf("paid: phase %s capture %q, want Succeeded and cap_1", p.Status.Phase, p.Status.CaptureID)
+	}
+	apply(payment.FromEvent(provider.Event{ID: "evt-r", Type: "refund", Status: provider.StatusRefund, PaymentID: "pay_1", RefundedTotal: 200, Currency: orderCurrency}, v1alpha1.ViaWebhook),
+		payment.FromPayment(read(provider.StatusSucceeded, ""), v1alpha1.SourceStatusQuery)[0])
+	if p.Status.CaptureID != "cap_1" {
+		t.Fatalf("an event and a read without a capture changed it to %q", p.Status.CaptureID)
+	}
+	apply(payment.FromPayment(read(provider.StatusRefund, "cap_2"), v1alpha1.SourceStatusQuery)...)
+	if p.Status.CaptureID != "cap_2" {
+		t.Fatalf("capture %q, want the latest read, cap_2", p.Status.CaptureID)
+	}
+}

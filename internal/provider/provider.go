@@ -119,6 +119,13 @@ type RefundRequest struct {
 	Amount    int64 // ISO minor units; 0 refunds what is left
 	Currency  string
 	Reason    string
+	// MerchantReference is the payment's merchant reference, as sent when
+	// it was created; adapters that send it with a refund send this one.
+	MerchantReference string
+	// CaptureID, when paywarden has read it (Payment.CaptureID), is the
+	// capture refunded; an adapter that needs one reads the payment for it
+	// when it is empty. The refund call is the same either way.
+	CaptureID string
 }
 
 // Refund is the provider's view of one refund, normalized.
@@ -189,6 +196,10 @@ type Payment struct {
 	// (a Stripe Checkout Session), when it differs from ID; an id that names
 	// the same payment.
 	CheckoutID string
+	// CaptureID is the provider's id of the capture that took the money,
+	// where refunds name it instead of the payment (PayPal); set only when
+	// the payment Succeeded or was refunded.
+	CaptureID string
 	// AuthorizationExpiresAt is when an Authorized payment's reservation
 	// ends (zero when unknown).
 	AuthorizationExpiresAt time.Time

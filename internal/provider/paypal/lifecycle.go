@@ -1,6 +1,7 @@
 package paypal
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"net/url"
@@ -326,14 +327,17 @@ func withAuthorizationStatus(o Order, authID, st string) Order {
 	return o
 }
 
-// CreateRefund implements provider.Provider: it reads the order for its capture id,
-// then POST /v2/payments/captures/{capture id}/refund with PayPal-Request-Id =
+// CreateRefund implements provider.Provider: POST
+// /v2/payments/captures/{capture id}/refund with PayPal-Request-Id =
 // req.IdempotencyKey, the amount in PayPal's decimals (omitted when req.Amount is 0:
-// the rest of the capture), invoice_id = req.Reference, custom_id = the payment's
-// merchant reference and note_to_payer = req.Reason.
+// the rest of the capture), invoice_id = req.Reference, custom_id = req.MerchantReference
+// (the order's own when empty) and note_to_payer = req.Reason. The capture is
+// req.CaptureID; without one the order is read for it first, and an order without a
+// capture, or a refund in another currency than its capture's, is refused before the
+// refund call. The refund call is the same either way.
 //
-// What is left to refund is not checked here against the order just read: after a
-// lost answer the retry must reach PayPal, which replays the first refund for the same
+// What is left to refund is not checked here against the order: after a lost answer
+// the retry must reach PayPal, which replays the first refund for the same
 // PayPal-Request-Id, where a local check would see the money already refunded and
 // refuse. PayPal refuses an over-refund itself (REFUND_AMOUNT_EXCEEDED,
 // CAPTURE_FULLY_REFUNDED: ErrNonRetryable).
@@ -350,23 +354,27 @@ func (a *Adapter) CreateRefund(ctx context.Context, req provider.RefundRequest) 
 		}
 		amount = &m
 	}
-	o, err := a.getOrder(ctx, op, req.PaymentID)
-	if err != nil {
-		return provider.Refund{}, err
-	}
-	c, ok := lastCapture(o)
-	if !ok || c.ID == "" {
-		return provider.Refund{}, a.refuse(op, "", "order "+o.ID+" has no capture to refund")
-	}
-	if amount != nil && amount.CurrencyCode != c.Amount.CurrencyCode {
-		return provider.Refund{}, a.refuse(op, IssueCurrencyMismatch, "refund in "+amount.CurrencyCode+" of a capture in "+c.Amount.CurrencyCode)
+	captureID, merchantRef := req.CaptureID, req.MerchantReference
+	if captureID == "" {
+		o, err := a.getOrder(ctx, op, req.PaymentID)
+		if err != nil {
+			return provider.Refund{}, err
+		}
+		c, ok := lastCapture(o)
+		if !ok || c.ID == "" {
+			return provider.Refund{}, a.refuse(op, "", "order "+o.ID+" has no capture to refund")
+		}
+		if amount != nil && amount.CurrencyCode != c.Amount.CurrencyCode {
+			return provider.Refund{}, a.refuse(op, IssueCurrencyMismatch, "refund in "+amount.CurrencyCode+" of a capture in "+c.Amount.CurrencyCode)
+		}
+		captureID, merchantRef = c.ID, cmp.Or(merchantRef, NormalizeOrder(o).MerchantReference)
 	}
 	var out Refund
-	err = a.do(ctx, provider.Request{
-		Op: op, Method: http.MethodPost, Path: "/v2/payments/captures/" + url.PathEscape(c.ID) + "/refund",
+	err := a.do(ctx, provider.Request{
+		Op: op, Method: http.MethodPost, Path: "/v2/payments/captures/" + url.PathEscape(captureID) + "/refund",
 		Header: actionHeader(req.IdempotencyKey), NotFound: true, ConflictRetryable: true,
 		JSON: RefundCaptureRequest{
-			Amount: amount, InvoiceID: req.Reference, CustomID: NormalizeOrder(o).MerchantReference,
+			Amount: amount, InvoiceID: req.Reference, CustomID: merchantRef,
 			NoteToPayer: req.Reason,
 		},
 	}, &out)

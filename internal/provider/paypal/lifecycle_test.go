@@ -450,6 +450,38 @@ func TestRefunds(t *testing.T) {
 			t.Fatalf("%v", err)
 		}
 	})
+	t.Run("a known capture is refunded without reading the order, with the same call", func(t *testing.T) {
+		q := capturedOrder(t, srv, a, 1000)
+		if want := mustView(t, srv, q.ID).CaptureID; q.CaptureID != want || want == "" {
+			t.Fatalf("the capture's answer names capture %q, paysim %q", q.CaptureID, want)
+		}
+		req := provider.RefundRequest{PaymentID: q.ID, IdempotencyKey: "refund-k", Reference: "ns.refund-k", Amount: 300, Currency: "USD",
+			Reason: "late", MerchantReference: "ref-1"}
+		srv.Reset()
+		read, err := a.CreateRefund(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := srv.Requests(false)
+		srv.Reset()
+		req.CaptureID = q.CaptureID
+		known, err := a.CreateRefund(ctx, req)
+		if err != nil || known != read {
+			t.Fatalf("with the capture known: %+v %v; read first: %+v", known, err, read)
+		}
+		again := srv.Requests(false)
+		if len(first) != 2 || first[0].Method != http.MethodGet || len(again) != 1 {
+			t.Fatalf("requests: read first %v, capture known %v; want GET then POST, and the POST alone", first, again)
+		}
+		p1, p2 := first[1], again[0]
+		if p1.Method != p2.Method || p1.Path != p2.Path || string(p1.Body) != string(p2.Body) ||
+			p1.Header.Get(paypal.HeaderRequestID) != p2.Header.Get(paypal.HeaderRequestID) {
+			t.Fatalf("the refund call differs:\n read first    %s %s %s\n capture known %s %s %s", p1.Method, p1.Path, p1.Body, p2.Method, p2.Path, p2.Body)
+		}
+		if rs := mustView(t, srv, q.ID).Refunds; len(rs) != 1 || rs[0].Amount != 300 {
+			t.Fatalf("PayPal made refunds %+v, want one of 300 (the second call is its replay)", rs)
+		}
+	})
 	t.Run("an order without a capture is refused before the refund call", func(t *testing.T) {
 		o := createOrder(t, a, provider.CaptureAutomatic, 100, "USD")
 		srv.Reset()

@@ -409,11 +409,13 @@ func NormalizeOrder(o Order) provider.Payment {
 			p.FailureCode = c.StatusDetails.Reason
 		}
 		// Once money moved, the amount that counts is what was captured, so an amount
-		// mismatch between order and capture is visible to the state machine.
+		// mismatch between order and capture is visible to the state machine; and
+		// that capture is what a refund names.
 		if st == provider.StatusSucceeded || st == provider.StatusRefund {
 			if n, err := ParseAmount(c.Amount.Value, c.Amount.CurrencyCode); err == nil {
 				p.Amount, p.Currency = n, c.Amount.CurrencyCode
 			}
+			p.CaptureID = c.ID
 		}
 	}
 	if _, captured := lastCapture(o); !captured {
