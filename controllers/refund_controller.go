@@ -495,10 +495,11 @@ func (r *RefundReconciler) call(ctx context.Context, e *gateway.Entry, rf *v1alp
 	)
 	switch action {
 	case payment.Create:
+		capture, ref := payment.RefundCallNames(p, rf)
 		got, err = e.Provider.CreateRefund(ctx, provider.RefundRequest{
 			PaymentID: st.ProviderPaymentID, IdempotencyKey: payment.RefundCallKey(p, rf), Reference: rf.Reference(),
 			Amount: st.Amount.Value, Currency: st.Amount.Currency, Reason: rf.Spec.Reason,
-			MerchantReference: p.MerchantRef(), CaptureID: p.Status.CaptureID,
+			MerchantReference: ref, CaptureID: capture,
 		})
 	case payment.Lookup:
 		if !e.Caps.Lifecycle.RefundLookup {

@@ -90,3 +90,19 @@ func RefundCallKey(p *v1alpha1.Payment, rf *v1alpha1.Refund) string {
 	}
 	return RefundKey(p, rf)
 }
+
+// RefundCallNames is what rf's refund call names besides the payment its
+// marker names (status.providerPaymentID): the capture p read with its
+// success (status.captureID, PayPal's) and p's merchant reference, and only
+// when p is the order the marker names and p created it. Else both are
+// empty, and the adapter reads the order for them. The call is the same
+// either way, so a retry of it is one too (SPEC §12.1): an order's capture
+// is its last one, and an order paywarden created carries p's merchant
+// reference, where one tracked (spec.providerPaymentID) carries its own. A
+// Payment of the same name made since for another order lends nothing.
+func RefundCallNames(p *v1alpha1.Payment, rf *v1alpha1.Refund) (captureID, merchantRef string) {
+	if p == nil || p.Spec.ProviderPaymentID != "" || rf.Status.ProviderPaymentID == "" || p.Status.ProviderPaymentID != rf.Status.ProviderPaymentID {
+		return "", ""
+	}
+	return p.Status.CaptureID, p.MerchantRef()
+}

@@ -201,3 +201,47 @@ func TestARefundNeverAdoptsAnotherRefundsObservation(t *testing.T) {
 		}
 	})
 }
+
+// TestRefundCallNames: a refund call names the capture and the merchant
+// reference only when the Payment created the order its Refund's marker
+// names; everything else has the adapter read the order, so the call is the
+// same whichever way it is made.
+func TestRefundCallNames(t *testing.T) {
+	marked := func(order string) *v1alpha1.Refund {
+		rf := incarnation(oldUID, 500)
+		rf.Status.ProviderPaymentID = order
+		return rf
+	}
+	paid := func(edit func(*v1alpha1.Payment)) *v1alpha1.Payment {
+		p := paidPayment(0)
+		p.Namespace, p.Name = "shop", "order-1"
+		p.Spec.MerchantReference = "cart-7"
+		p.Status.CaptureID = "cap_1"
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name         string
+		p            *v1alpha1.Payment
+		rf           *v1alpha1.Refund
+		capture, ref string
+	}{
+		{"the payment created the marker's order: its capture and reference", paid(nil), marked("pay_1"), "cap_1", "cart-7"},
+		{"no capture read yet: the reference, the capture read by the adapter", paid(func(p *v1alpha1.Payment) { p.Status.CaptureID = "" }), marked("pay_1"), "", "cart-7"},
+		{"the default merchant reference", paid(func(p *v1alpha1.Payment) { p.Spec.MerchantReference = "" }), marked("pay_1"), "cap_1", "shop.order-1"},
+		{"a tracked order carries its own reference: read", paid(func(p *v1alpha1.Payment) { p.Spec.ProviderPaymentID = "pay_1" }), marked("pay_1"), "", ""},
+		{"the payment follows another order now: the marker's is read", paid(nil), marked("pay_0"), "", ""},
+		{"a marker without an order", paid(nil), marked(""), "", ""},
+		{"neither knows an order", paid(func(p *v1alpha1.Payment) { p.Status.ProviderPaymentID = "" }), marked(""), "", ""},
+		{"no payment", nil, marked("pay_1"), "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			capture, ref := payment.RefundCallNames(tc.p, tc.rf)
+			if capture != tc.capture || ref != tc.ref {
+				t.Errorf("capture %q, reference %q; want %q, %q", capture, ref, tc.capture, tc.ref)
+			}
+		})
+	}
+}
