@@ -20,9 +20,8 @@ import (
 // same name, for another order (merchant reference "shop-2"), is created and
 // paid (order B, its capture recorded in status.captureID). The refund the
 // Refund was marked for is a refund of order A: it must refund A's capture,
-// never B's. (Before status.captureID the adapter read the order the marker
-// names for its capture; now the capture comes from whatever Payment bears
-// the name, and nothing ties it to the order the marker names.)
+// never B's: the Payment's status.captureID is sent only while it follows
+// the marker's order (payment.RefundCallNames); else that order is read.
 func TestAPayPalRefundRefundsTheCaptureOfItsOwnOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
