@@ -75,11 +75,7 @@ stripe-mock: ## Build stripe-mock (pinned in hack/stripemock) into bin/ unless S
 
 .PHONY: test
 test: prepare ## Verify, run the unit and envtest suites (the Helm chart's module too), then the CI-sized chaos soak; a short fuzz run of every provider parser runs beside both at the lowest CPU priority.
-	@echo "nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/  (make fuzz-short beside the suites and the soak; its output follows the soak's)"; \
-	nice -n 19 hack/fuzz.sh $(FUZZTIME_SHORT) internal/provider/ >$(LOCALBIN)/fuzz-short.log 2>&1 & fuzz=$$!; \
-	$(MAKE) --no-print-directory suites-run && $(MAKE) --no-print-directory soak; ran=$$?; \
-	wait $$fuzz; fuzzed=$$?; echo "make fuzz-short (beside the suites and the soak):"; cat $(LOCALBIN)/fuzz-short.log; \
-	test $$ran = 0 && test $$fuzzed = 0
+	hack/test.sh $(FUZZTIME_SHORT) $(LOCALBIN)/fuzz-short.log
 
 # prepare runs verify-then-vet beside the test servers' builds: on a cold
 # machine each is a long build with idle moments (a link, one large package,
