@@ -523,7 +523,11 @@ func TestCaptureWithoutAnAnswerIsLookedUpFirst(t *testing.T) {
 // not canceled: a Warning Event points at a Refund, and nothing is called.
 func TestCancel(t *testing.T) {
 	t.Parallel()
-	s, prov := startPayPal(t, paysim.Options{}, "checkout", payerSchedule)
+	// The unapproved order is queried while the other two are approved,
+	// authorized and paid: refundSchedule (about 54 s) lasts longer than
+	// that takes on a loaded machine, so it is never given up on (review
+	// RetriesExhausted) before its cancel.
+	s, prov := startPayPal(t, paysim.Options{}, "checkout", refundSchedule)
 	ns := prov.Namespace
 	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
 	create := func(name string, method v1alpha1.CaptureMethod) *v1alpha1.Payment {

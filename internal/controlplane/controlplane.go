@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -65,6 +66,9 @@ func CRDs(root string) string {
 	return filepath.Join(root, "config", "crd", "bases")
 }
 
+// StartTimeout bounds the wait for etcd and kube-apiserver to come up.
+const StartTimeout = 2 * time.Minute
+
 // Start starts etcd and kube-apiserver from assets and installs the CRDs in
 // crdDir ("" installs none, for callers that install what a user would).
 // The environment's Config and KubeConfig are the admin user's; Stop ends
@@ -75,7 +79,12 @@ func Start(assets, crdDir string) (*envtest.Environment, error) {
 			return nil, fmt.Errorf("control plane binaries not found in %s (%v): run `make envtest` or set KUBEBUILDER_ASSETS", assets, err)
 		}
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, Scheme: scheme.New()}
+	// A loaded machine (every envtest package of a test run starting its
+	// own control plane at once) can take longer than envtest's default 20 s
+	// to bring kube-apiserver up; a wait that is long enough costs nothing
+	// when it comes up at once.
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, Scheme: scheme.New(),
+		ControlPlaneStartTimeout: StartTimeout}
 	if crdDir != "" {
 		env.CRDDirectoryPaths = []string{crdDir}
 		env.ErrorIfCRDPathMissing = true
