@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,11 @@ func TestSignatureVectors(t *testing.T) {
 	sigNew := kukopay.Sign(newKey, ts, body)
 	sigOld := kukopay.Sign(oldKey, ts, body)
 	sigWrong := kukopay.Sign([]byte("someone else"), ts, body)
+	// padded is a valid header grown to n bytes by an ignored v0 field.
+	padded := func(n int) string {
+		h := fmt.Sprintf("t=%d,v1=%s,v0=", ts, sigNew)
+		return h + strings.Repeat("0", n-len(h))
+	}
 	tests := []struct {
 		name    string
 		header  string
@@ -57,6 +63,14 @@ func TestSignatureVectors(t *testing.T) {
 		{"only unknown schemes is no match", fmt.Sprintf("t=%d,v0=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
 		{"upper-case hex still matches", fmt.Sprintf("t=%d,v1=%X", ts, mustHex(sigNew)), body, [][]byte{newKey}, nil},
 		{"no secrets configured", hdr(now, newKey), body, nil, provider.ErrNoMatchingSignature},
+		{"a blank header is a missing header", "   ", body, [][]byte{newKey}, provider.ErrMissingHeader},
+		{"a t with a plus sign is malformed", fmt.Sprintf("t=+%d,v1=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"a negative t is malformed", fmt.Sprintf("t=-%d,v1=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"spaces around = are tolerated", fmt.Sprintf("t = %d,v1 = %s", ts, sigNew), body, [][]byte{newKey}, nil},
+		{"empty fields are skipped", fmt.Sprintf(",t=%d,,v1=%s,", ts, sigNew), body, [][]byte{newKey}, nil},
+		{"a field of only spaces is skipped", fmt.Sprintf("t=%d, ,v1=%s", ts, sigNew), body, [][]byte{newKey}, nil},
+		{"a header of exactly 4096 bytes is read", padded(4096), body, [][]byte{newKey}, nil},
+		{"a header of 4097 bytes is refused before any HMAC", padded(4097), body, [][]byte{newKey}, provider.ErrMalformedHeader},
 	}
 	a := adapter(t)
 	for _, tt := range tests {
