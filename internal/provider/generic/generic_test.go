@@ -59,6 +59,11 @@ func TestSignatureVectors(t *testing.T) {
 	with := func(sigHeader string) http.Header {
 		return http.Header{"Webhook-Id": {"msg_1"}, "Webhook-Timestamp": {strconv.FormatInt(now.Unix(), 10)}, "Webhook-Signature": {sigHeader}}
 	}
+	// padded is a valid signature header grown to n bytes by an ignored v1a entry.
+	padded := func(n int) string {
+		h := "v1," + sig(t, newKey, now) + " v1a,"
+		return h + strings.Repeat("A", n-len(h))
+	}
 	without := func(name string) http.Header {
 		h := headers(t, "msg_1", now, newKey)
 		h.Del(name)
@@ -95,6 +100,15 @@ func TestSignatureVectors(t *testing.T) {
 		{"raw secret without prefix", headers(t, "msg_1", now, []byte("plain-secret")), body, [][]byte{[]byte("plain-secret")}, nil},
 		{"a broken secret does not block the good one", headers(t, "msg_1", now, newKey), body, [][]byte{[]byte("whsec_!!!notbase64"), newKey}, nil},
 		{"no secrets configured", headers(t, "msg_1", now, newKey), body, nil, provider.ErrNoMatchingSignature},
+		{"a blank webhook-signature is a missing header", with("   "), body, [][]byte{newKey}, provider.ErrMissingHeader},
+		{"an entry with an empty version is malformed", with("," + sig(t, newKey, now)), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"a negative timestamp is malformed", func() http.Header {
+			h := headers(t, "msg_1", now, newKey)
+			h.Set("webhook-timestamp", "-"+strconv.FormatInt(now.Unix(), 10))
+			return h
+		}(), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"a webhook-signature of exactly 4096 bytes is read", with(padded(4096)), body, [][]byte{newKey}, nil},
+		{"a webhook-signature of 4097 bytes is refused before any HMAC", with(padded(4097)), body, [][]byte{newKey}, provider.ErrMalformedHeader},
 	}
 	a := providertest.At(t, providertest.Unreachable, newAdapter)
 	for _, tt := range tests {
@@ -115,6 +129,9 @@ func TestDecodeSecret(t *testing.T) {
 		{"trailing newline from a file is trimmed", "whsec_" + base64.StdEncoding.EncodeToString([]byte("key")) + "\n", "key", false},
 		{"missing padding is accepted", "whsec_" + base64.RawStdEncoding.EncodeToString([]byte("keyy")), "keyy", false},
 		{"no prefix is used raw", "raw key", "raw key", false},
+		{"a raw secret is used byte for byte, whitespace included", " raw key\n", " raw key\n", false},
+		{"whitespace before the prefix is trimmed", " \twhsec_" + base64.StdEncoding.EncodeToString([]byte("key")), "key", false},
+		{"padding cut short is accepted", "whsec_" + strings.TrimSuffix(base64.StdEncoding.EncodeToString([]byte("keyy")), "="), "keyy", false},
 		{"invalid base64 is an error", "whsec_***", "", true},
 		{"empty after prefix is an error", "whsec_", "", true},
 	}
