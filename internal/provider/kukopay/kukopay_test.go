@@ -63,6 +63,8 @@ func TestSignatureVectors(t *testing.T) {
 		{"only unknown schemes is no match", fmt.Sprintf("t=%d,v0=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
 		{"upper-case hex still matches", fmt.Sprintf("t=%d,v1=%X", ts, mustHex(sigNew)), body, [][]byte{newKey}, nil},
 		{"no secrets configured", hdr(now, newKey), body, nil, provider.ErrNoMatchingSignature},
+		{"a truncated signature is no match", fmt.Sprintf("t=%d,v1=%s", ts, sigNew[:32]), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
+		{"a signature with a digit appended is no match", fmt.Sprintf("t=%d,v1=%s0", ts, sigNew), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
 		{"a blank header is a missing header", "   ", body, [][]byte{newKey}, provider.ErrMissingHeader},
 		{"a t with a plus sign is malformed", fmt.Sprintf("t=+%d,v1=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrMalformedHeader},
 		{"a negative t is malformed", fmt.Sprintf("t=-%d,v1=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrMalformedHeader},
