@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -184,10 +185,43 @@ func TestParseEvent(t *testing.T) {
 	if err != nil || ev.Status != provider.StatusFailed || ev.FailureCode != "insufficient_funds" || ev.FailureMessage != "nope" {
 		t.Fatalf("failed: %+v %v", ev, err)
 	}
-	for _, bad := range []string{``, `"x"`, `{"type":"job.failed"}`, `{"id":"m","type":"job.failed"}`, `{"id":"m","type":"job.failed","data":[]}`} {
+	for _, bad := range []string{``, `"x"`, `{"type":"job.failed"}`, `{"id":"m","type":"job.failed"}`, `{"id":"m","type":"job.failed","data":[]}`,
+		`{"type":"job.created","data":{"jobId":"job_1"}}`, `{"id":"m","data":{"jobId":"job_1"}}`, `{"id":"m","type":"job.failed","data":null}`} {
 		if _, err := generic.ParseEvent([]byte(bad)); !errors.Is(err, provider.ErrMalformedEvent) {
 			t.Errorf("%s: err = %v", bad, err)
 		}
+	}
+}
+
+// TestParseEventRefundAndUnknownTypes: the Refund an event settles, and event types
+// paywarden does not act on, which parse (to be acknowledged and stored Ignored)
+// whatever their data.
+func TestParseEventRefundAndUnknownTypes(t *testing.T) {
+	const head = `{"id":"msg_9","type":"%s","timestamp":"2026-09-21T12:00:00Z","data":%s}`
+	const job = `{"jobId":"job_1","correlationId":"ref-1","jobStatus":"partially_refunded","amount":{"value":1999,"currency":"USD"},"refund":%s}`
+	tests := []struct {
+		name, typ, data string
+		supported       bool
+		refund          *provider.Refund
+	}{
+		{"a refund without a job id is the event's job's", "job.refunded", fmt.Sprintf(job, `{"refundId":"rf_1","refundStatus":"succeeded","amount":{"value":500,"currency":"USD"}}`), true,
+			&provider.Refund{ID: "rf_1", PaymentID: "job_1", Status: provider.RefundSucceeded, RawStatus: "succeeded", Amount: 500, Currency: "USD"}},
+		{"a refund keeps its own job id", "job.refund_failed", fmt.Sprintf(job, `{"refundId":"rf_2","jobId":"job_7","refundStatus":"failed","amount":{"value":500,"currency":"USD"}}`), true,
+			&provider.Refund{ID: "rf_2", PaymentID: "job_7", Status: provider.RefundFailed, RawStatus: "failed", Amount: 500, Currency: "USD"}},
+		{"a refund without a refund id settles no Refund", "job.refunded", fmt.Sprintf(job, `{"refundStatus":"succeeded","amount":{"value":500,"currency":"USD"}}`), true, nil},
+		{"an unknown type with data of another shape", "job.created", `[]`, false, nil},
+		{"an unknown type with null data", "job.created", `null`, false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev, err := generic.ParseEvent([]byte(fmt.Sprintf(head, tt.typ, tt.data)))
+			if err != nil || ev.Supported != tt.supported || ev.ID != "msg_9" || ev.Type != tt.typ {
+				t.Fatalf("%+v %v", ev, err)
+			}
+			if !reflect.DeepEqual(ev.Refund, tt.refund) {
+				t.Fatalf("refund %+v, want %+v", ev.Refund, tt.refund)
+			}
+		})
 	}
 }
 
