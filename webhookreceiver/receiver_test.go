@@ -277,6 +277,42 @@ func TestRejectedRequestsWriteNothing(t *testing.T) {
 	}
 }
 
+// TestBodyLimitIsExact: a signed body of exactly maxBodyBytes is read and
+// acknowledged, one byte more is 413, whether the length is declared or not.
+func TestBodyLimitIsExact(t *testing.T) {
+	const limit = 1024
+	k := newKukoPay(t, func(p *fixture.Provider) { p.MaxBodyBytes = limit })
+	// sized is a signed event grown to n bytes with trailing JSON whitespace.
+	sized := func(id string, n int) []byte {
+		b := fixture.KukoPayEvent{ID: id, Type: "customer.created", PaymentID: "pay_l", MerchantRef: "order-l", Status: "succeeded", Amount: 900, Currency: "USD"}.Body(t)
+		return append(b, bytes.Repeat([]byte(" "), n-len(b))...)
+	}
+	cases := []struct {
+		name    string
+		body    []byte
+		chunked bool
+		code    int
+	}{
+		{"exactly the limit, length declared", sized("evt_limit_declared", limit), false, http.StatusOK},
+		{"exactly the limit, without a length", sized("evt_limit_chunked", limit), true, http.StatusOK},
+		{"one byte over, length declared", sized("evt_over_declared", limit+1), false, http.StatusRequestEntityTooLarge},
+		{"one byte over, without a length", sized("evt_over_chunked", limit+1), true, http.StatusRequestEntityTooLarge},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := fixture.KukoPayHeader(tc.body, time.Now(), k.secret)
+			var r fixture.Response
+			if tc.chunked {
+				r = sendChunked(t, k.url(), tc.body, h)
+			} else {
+				r = fixture.Send(t, "POST", k.url(), tc.body, h)
+			}
+			wantCode(t, r, tc.code)
+		})
+	}
+	wantNoEventsExcept(t, k.ns, "evt_limit_declared", "evt_limit_chunked")
+}
+
 // sendChunked posts body without a Content-Length.
 func sendChunked(t *testing.T, url string, body []byte, h http.Header) fixture.Response {
 	t.Helper()

@@ -103,3 +103,37 @@ func TestAPIVerificationRemembersOneVerdictPerProviderAndRequest(t *testing.T) {
 		})
 	}
 }
+
+// Requests the adapter rejects without a call (outside the tolerance, or
+// without a readable key) never take a token from the provider's bucket, so a
+// flood of them cannot keep a genuine request from being verified; requests
+// that need a call do, and one past the burst is errVerifyBudget.
+func TestAPIVerificationBudgetIsSpentOnCallsOnly(t *testing.T) {
+	sent := time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
+	const tolerance = 5 * time.Minute
+	shop := &v1alpha1.PaymentProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "pp"}}
+	clk := clocktesting.NewFakePassiveClock(sent.Add(time.Minute))
+	v := newAPIVerification(0.001, 1, 10, clk)
+	a := &remoteAdapter{}
+	ask := func(h http.Header) error {
+		_, err := v.do(context.Background(), a, a, shop, h, nil, nil, tolerance, clk.Now())
+		return err
+	}
+	stale := http.Header{"Request-Key": {"tx-old"}, "Sent-At": {sent.Add(-time.Hour).Format(time.RFC3339)}}
+	unreadable := http.Header{"Request-Key": {"tx-bad"}, "Sent-At": {"yesterday"}}
+	for range 3 {
+		if err := ask(stale); errors.Is(err, errVerifyBudget) {
+			t.Fatal("a request outside the tolerance took the budget")
+		}
+		if err := ask(unreadable); errors.Is(err, errVerifyBudget) {
+			t.Fatal("a request without a readable key took the budget")
+		}
+	}
+	calls := a.calls
+	if err := ask(http.Header{"Request-Key": {"tx-1"}, "Sent-At": {sent.Format(time.RFC3339)}}); err != nil || a.calls != calls+1 {
+		t.Fatalf("genuine request: %v, %d calls", err, a.calls-calls)
+	}
+	if err := ask(http.Header{"Request-Key": {"tx-2"}, "Sent-At": {sent.Format(time.RFC3339)}}); !errors.Is(err, errVerifyBudget) {
+		t.Fatalf("a call past the burst: %v, want errVerifyBudget", err)
+	}
+}

@@ -31,6 +31,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"HTTP-date in the past is retry now", "Mon, 21 Sep 2026 11:00:00 GMT", 0, true},
 		{"obsolete RFC 850 date is accepted", "Monday, 21-Sep-26 12:01:00 GMT", time.Minute, true},
 		{"absurd seconds are capped at a day", "99999999999999999999", 24 * time.Hour, true},
+		{"two days of seconds are capped at a day", "172800", 24 * time.Hour, true},
+		{"an HTTP-date two days ahead is capped at a day", "Wed, 23 Sep 2026 12:00:00 GMT", 24 * time.Hour, true},
 		{"empty is no hint", "", 0, false},
 		{"negative is no hint", "-5", 0, false},
 		{"fraction is no hint", "1.5", 0, false},
@@ -103,6 +105,9 @@ func TestProblemRetryAfterForms(t *testing.T) {
 		{"negative number is ignored", `-1`, 0, false},
 		{"garbage string is ignored", `"later"`, 0, false},
 		{"object is ignored", `{}`, 0, false},
+		{"RFC 3339 timestamp in the past is retry now", `"2026-09-21T11:00:00Z"`, 0, true},
+		{"RFC 3339 timestamp two days ahead is capped at a day", `"2026-09-23T12:00:00Z"`, 24 * time.Hour, true},
+		{"RFC 3339 timestamp with surrounding spaces", `" 2026-09-21T12:01:00Z "`, time.Minute, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,6 +115,83 @@ func TestProblemRetryAfterForms(t *testing.T) {
 			got, ok := p.RetryAfterDelay(now)
 			if got != tt.want || ok != tt.ok {
 				t.Fatalf("got %v %v want %v %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestProblemWithoutRetryAfter(t *testing.T) {
+	t.Run("a null retryAfter is no hint", func(t *testing.T) {
+		p, ok := provider.DecodeProblem([]byte(`{"status":503,"retryAfter":null}`))
+		if !ok {
+			t.Fatal("not decoded")
+		}
+		if d, ok := p.RetryAfterDelay(now); ok {
+			t.Fatalf("hint %v", d)
+		}
+	})
+	t.Run("no problem is no hint", func(t *testing.T) {
+		var p *provider.Problem
+		if d, ok := p.RetryAfterDelay(now); ok {
+			t.Fatalf("hint %v", d)
+		}
+	})
+	t.Run("an error without a hint has none", func(t *testing.T) {
+		if d, ok := provider.RetryAfter(&provider.Error{Op: "get", Class: provider.ErrRetryable}); ok {
+			t.Fatalf("hint %v", d)
+		}
+		if d, ok := provider.RetryAfter(&provider.Error{Op: "get", Class: provider.ErrRetryable, RetryAfter: 3 * time.Second}); !ok || d != 3*time.Second {
+			t.Fatalf("hint %v %v", d, ok)
+		}
+	})
+}
+
+func TestProblemExtensionsNeverShadowMembers(t *testing.T) {
+	p, ok := provider.DecodeProblem([]byte(`{"type":"t","jobId":"j1","retryAfter":5,"vendor":1}`))
+	if !ok {
+		t.Fatal("not decoded")
+	}
+	for _, k := range []string{"type", "jobId", "retryAfter"} {
+		if _, ok := p.Extensions[k]; ok {
+			t.Errorf("member %s kept as an extension too", k)
+		}
+	}
+	b, err := json.Marshal(provider.Problem{JobID: "j1", Extensions: map[string]json.RawMessage{"jobId": json.RawMessage(`"forged"`), "vendor": json.RawMessage(`1`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"jobId":"j1"`) || strings.Contains(string(b), "forged") || !strings.Contains(string(b), `"vendor":1`) {
+		t.Fatalf("marshal: %s", b)
+	}
+}
+
+func TestWithinToleranceZeroOrNegativeIsTheDefault(t *testing.T) {
+	for _, tol := range []time.Duration{0, -time.Second} {
+		if !provider.WithinTolerance(now.Add(-provider.DefaultTolerance), now, tol) {
+			t.Errorf("tolerance %v: the default's edge is outside", tol)
+		}
+		if provider.WithinTolerance(now.Add(-provider.DefaultTolerance-time.Second), now, tol) {
+			t.Errorf("tolerance %v: a second past the default is inside", tol)
+		}
+	}
+}
+
+func TestHeaderValue(t *testing.T) {
+	tests := []struct {
+		name string
+		h    http.Header
+		want string
+	}{
+		{"canonical key", http.Header{"Webhook-Id": {"a"}}, "a"},
+		{"lower-case key from a hand-built map", http.Header{"webhook-id": {"b"}}, "b"},
+		{"upper-case key", http.Header{"WEBHOOK-ID": {"c"}}, "c"},
+		{"a key without values is skipped", http.Header{"webhook-id": {}}, ""},
+		{"another header is not it", http.Header{"Webhook-Idx": {"d"}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := provider.HeaderValue(tt.h, "webhook-id"); got != tt.want {
+				t.Fatalf("got %q", got)
 			}
 		})
 	}

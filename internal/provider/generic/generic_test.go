@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,6 +60,11 @@ func TestSignatureVectors(t *testing.T) {
 	with := func(sigHeader string) http.Header {
 		return http.Header{"Webhook-Id": {"msg_1"}, "Webhook-Timestamp": {strconv.FormatInt(now.Unix(), 10)}, "Webhook-Signature": {sigHeader}}
 	}
+	// padded is a valid signature header grown to n bytes by an ignored v1a entry.
+	padded := func(n int) string {
+		h := "v1," + sig(t, newKey, now) + " v1a,"
+		return h + strings.Repeat("A", n-len(h))
+	}
 	without := func(name string) http.Header {
 		h := headers(t, "msg_1", now, newKey)
 		h.Del(name)
@@ -95,6 +101,15 @@ func TestSignatureVectors(t *testing.T) {
 		{"raw secret without prefix", headers(t, "msg_1", now, []byte("plain-secret")), body, [][]byte{[]byte("plain-secret")}, nil},
 		{"a broken secret does not block the good one", headers(t, "msg_1", now, newKey), body, [][]byte{[]byte("whsec_!!!notbase64"), newKey}, nil},
 		{"no secrets configured", headers(t, "msg_1", now, newKey), body, nil, provider.ErrNoMatchingSignature},
+		{"a blank webhook-signature is a missing header", with("   "), body, [][]byte{newKey}, provider.ErrMissingHeader},
+		{"an entry with an empty version is malformed", with("," + sig(t, newKey, now)), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"a negative timestamp is malformed", func() http.Header {
+			h := headers(t, "msg_1", now, newKey)
+			h.Set("webhook-timestamp", "-"+strconv.FormatInt(now.Unix(), 10))
+			return h
+		}(), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"a webhook-signature of exactly 4096 bytes is read", with(padded(4096)), body, [][]byte{newKey}, nil},
+		{"a webhook-signature of 4097 bytes is refused before any HMAC", with(padded(4097)), body, [][]byte{newKey}, provider.ErrMalformedHeader},
 	}
 	a := providertest.At(t, providertest.Unreachable, newAdapter)
 	for _, tt := range tests {
@@ -115,6 +130,9 @@ func TestDecodeSecret(t *testing.T) {
 		{"trailing newline from a file is trimmed", "whsec_" + base64.StdEncoding.EncodeToString([]byte("key")) + "\n", "key", false},
 		{"missing padding is accepted", "whsec_" + base64.RawStdEncoding.EncodeToString([]byte("keyy")), "keyy", false},
 		{"no prefix is used raw", "raw key", "raw key", false},
+		{"a raw secret is used byte for byte, whitespace included", " raw key\n", " raw key\n", false},
+		{"whitespace before the prefix is trimmed", " \twhsec_" + base64.StdEncoding.EncodeToString([]byte("key")), "key", false},
+		{"padding cut short is accepted", "whsec_" + strings.TrimSuffix(base64.StdEncoding.EncodeToString([]byte("keyy")), "="), "keyy", false},
 		{"invalid base64 is an error", "whsec_***", "", true},
 		{"empty after prefix is an error", "whsec_", "", true},
 	}
@@ -167,10 +185,43 @@ func TestParseEvent(t *testing.T) {
 	if err != nil || ev.Status != provider.StatusFailed || ev.FailureCode != "insufficient_funds" || ev.FailureMessage != "nope" {
 		t.Fatalf("failed: %+v %v", ev, err)
 	}
-	for _, bad := range []string{``, `"x"`, `{"type":"job.failed"}`, `{"id":"m","type":"job.failed"}`, `{"id":"m","type":"job.failed","data":[]}`} {
+	for _, bad := range []string{``, `"x"`, `{"type":"job.failed"}`, `{"id":"m","type":"job.failed"}`, `{"id":"m","type":"job.failed","data":[]}`,
+		`{"type":"job.created","data":{"jobId":"job_1"}}`, `{"id":"m","data":{"jobId":"job_1"}}`, `{"id":"m","type":"job.failed","data":null}`} {
 		if _, err := generic.ParseEvent([]byte(bad)); !errors.Is(err, provider.ErrMalformedEvent) {
 			t.Errorf("%s: err = %v", bad, err)
 		}
+	}
+}
+
+// TestParseEventRefundAndUnknownTypes: the Refund an event settles, and event types
+// paywarden does not act on, which parse (to be acknowledged and stored Ignored)
+// whatever their data.
+func TestParseEventRefundAndUnknownTypes(t *testing.T) {
+	const head = `{"id":"msg_9","type":"%s","timestamp":"2026-09-21T12:00:00Z","data":%s}`
+	const job = `{"jobId":"job_1","correlationId":"ref-1","jobStatus":"partially_refunded","amount":{"value":1999,"currency":"USD"},"refund":%s}`
+	tests := []struct {
+		name, typ, data string
+		supported       bool
+		refund          *provider.Refund
+	}{
+		{"a refund without a job id is the event's job's", "job.refunded", fmt.Sprintf(job, `{"refundId":"rf_1","refundStatus":"succeeded","amount":{"value":500,"currency":"USD"}}`), true,
+			&provider.Refund{ID: "rf_1", PaymentID: "job_1", Status: provider.RefundSucceeded, RawStatus: "succeeded", Amount: 500, Currency: "USD"}},
+		{"a refund keeps its own job id", "job.refund_failed", fmt.Sprintf(job, `{"refundId":"rf_2","jobId":"job_7","refundStatus":"failed","amount":{"value":500,"currency":"USD"}}`), true,
+			&provider.Refund{ID: "rf_2", PaymentID: "job_7", Status: provider.RefundFailed, RawStatus: "failed", Amount: 500, Currency: "USD"}},
+		{"a refund without a refund id settles no Refund", "job.refunded", fmt.Sprintf(job, `{"refundStatus":"succeeded","amount":{"value":500,"currency":"USD"}}`), true, nil},
+		{"an unknown type with data of another shape", "job.created", `[]`, false, nil},
+		{"an unknown type with null data", "job.created", `null`, false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev, err := generic.ParseEvent([]byte(fmt.Sprintf(head, tt.typ, tt.data)))
+			if err != nil || ev.Supported != tt.supported || ev.ID != "msg_9" || ev.Type != tt.typ {
+				t.Fatalf("%+v %v", ev, err)
+			}
+			if !reflect.DeepEqual(ev.Refund, tt.refund) {
+				t.Fatalf("refund %+v, want %+v", ev.Refund, tt.refund)
+			}
+		})
 	}
 }
 

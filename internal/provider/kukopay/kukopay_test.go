@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,11 @@ func TestSignatureVectors(t *testing.T) {
 	sigNew := kukopay.Sign(newKey, ts, body)
 	sigOld := kukopay.Sign(oldKey, ts, body)
 	sigWrong := kukopay.Sign([]byte("someone else"), ts, body)
+	// padded is a valid header grown to n bytes by an ignored v0 field.
+	padded := func(n int) string {
+		h := fmt.Sprintf("t=%d,v1=%s,v0=", ts, sigNew)
+		return h + strings.Repeat("0", n-len(h))
+	}
 	tests := []struct {
 		name    string
 		header  string
@@ -57,6 +63,16 @@ func TestSignatureVectors(t *testing.T) {
 		{"only unknown schemes is no match", fmt.Sprintf("t=%d,v0=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
 		{"upper-case hex still matches", fmt.Sprintf("t=%d,v1=%X", ts, mustHex(sigNew)), body, [][]byte{newKey}, nil},
 		{"no secrets configured", hdr(now, newKey), body, nil, provider.ErrNoMatchingSignature},
+		{"a truncated signature is no match", fmt.Sprintf("t=%d,v1=%s", ts, sigNew[:32]), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
+		{"a signature with a digit appended is no match", fmt.Sprintf("t=%d,v1=%s0", ts, sigNew), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
+		{"a blank header is a missing header", "   ", body, [][]byte{newKey}, provider.ErrMissingHeader},
+		{"a t with a plus sign is malformed", fmt.Sprintf("t=+%d,v1=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"a negative t is malformed", fmt.Sprintf("t=-%d,v1=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"spaces around = are tolerated", fmt.Sprintf("t = %d,v1 = %s", ts, sigNew), body, [][]byte{newKey}, nil},
+		{"empty fields are skipped", fmt.Sprintf(",t=%d,,v1=%s,", ts, sigNew), body, [][]byte{newKey}, nil},
+		{"a field of only spaces is skipped", fmt.Sprintf("t=%d, ,v1=%s", ts, sigNew), body, [][]byte{newKey}, nil},
+		{"a header of exactly 4096 bytes is read", padded(4096), body, [][]byte{newKey}, nil},
+		{"a header of 4097 bytes is refused before any HMAC", padded(4097), body, [][]byte{newKey}, provider.ErrMalformedHeader},
 	}
 	a := adapter(t)
 	for _, tt := range tests {
@@ -139,13 +155,29 @@ func TestParseEvent(t *testing.T) {
 		{"unknown type parses unsupported",
 			`{"id":"evt_5","type":"customer.updated","created":1758456000,"data":{"object":{"weird":true}}}`,
 			provider.Event{ID: "evt_5", Type: "customer.updated"}},
+		{"an unknown type without data.object parses unsupported",
+			`{"id":"evt_10","type":"customer.updated","created":1758456000,"data":{}}`,
+			provider.Event{ID: "evt_10", Type: "customer.updated"}},
+		{"an unknown payment type with an object of another shape parses unsupported",
+			`{"id":"evt_11","type":"payment.requires_action","created":1758456000,"data":{"object":{"id":"pay_11","amount":"many"}}}`,
+			provider.Event{ID: "evt_11", Type: "payment.requires_action"}},
+		{"a succeeded payment without amount_received carries its amount",
+			`{"id":"evt_12","type":"payment.succeeded","created":1758456000,"data":{"object":{"id":"pay_12","out_trade_no":"ORD-12","amount":1000,"currency":"EUR","status":"succeeded"}}}`,
+			provider.Event{ID: "evt_12", Type: "payment.succeeded", Status: provider.StatusSucceeded, Supported: true, PaymentID: "pay_12", MerchantReference: "ORD-12", Amount: 1000, Currency: "EUR"}},
+		{"an authorized payment without amount_capturable carries its amount",
+			`{"id":"evt_13","type":"payment.authorized","created":1758456000,"data":{"object":{"id":"pay_13","out_trade_no":"ORD-13","amount":1000,"currency":"EUR","status":"requires_capture"}}}`,
+			provider.Event{ID: "evt_13", Type: "payment.authorized", Status: provider.StatusAuthorized, Supported: true, PaymentID: "pay_13", MerchantReference: "ORD-13", Amount: 1000, Currency: "EUR"}},
+		{"a refund object without an id settles no Refund",
+			`{"id":"evt_14","type":"refund.succeeded","created":1758456000,"data":{"object":{"payment":"pay_1","out_trade_no":"ORD-1","amount":300,"currency":"CNY","status":"succeeded","payment_amount_refunded":300}}}`,
+			provider.Event{ID: "evt_14", Type: "refund.succeeded", Status: provider.StatusRefund, Supported: true, PaymentID: "pay_1", MerchantReference: "ORD-1", Amount: 300, Currency: "CNY", RefundedTotal: 300}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			providertest.ParsedEvent(t, kukopay.ParseEvent, tt.raw, time.Unix(1758456000, 0), tt.want)
 		})
 	}
-	providertest.MalformedEvents(t, kukopay.ParseEvent, ``, `[]`, `{"id":"e"}`, `{"type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded","data":{"object":[1]}}`, `{"id":"e","type":"payment.succeeded","created":"x"}`)
+	providertest.MalformedEvents(t, kukopay.ParseEvent, ``, `[]`, `{"id":"e"}`, `{"type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded","data":{"object":[1]}}`, `{"id":"e","type":"payment.succeeded","created":"x"}`,
+		`{"type":"customer.updated","created":1758456000,"data":{"object":{}}}`, `{"id":"e","type":"payment.succeeded","data":{"object":null}}`)
 }
 
 func FuzzParseSignatureHeader(f *testing.F) {

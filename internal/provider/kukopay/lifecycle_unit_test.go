@@ -32,6 +32,12 @@ func TestPaymentLifecycleStatuses(t *testing.T) {
 		{"an unpaid payment that expired has no failure code",
 			kukopay.PaymentObject{ID: "p", Status: "expired", Amount: 1000, Currency: "EUR", CancellationReason: "checkout_expired"},
 			provider.Payment{ID: "p", Status: provider.StatusExpired, RawStatus: "expired", Amount: 1000, Currency: "EUR"}},
+		{"a partially refunded payment's amount is what was received",
+			kukopay.PaymentObject{ID: "p", Status: "partially_refunded", Amount: 1000, AmountReceived: 990, AmountRefunded: 300, Currency: "EUR"},
+			provider.Payment{ID: "p", Status: provider.StatusRefund, RawStatus: "partially_refunded", Amount: 990, RefundedTotal: 300, Currency: "EUR"}},
+		{"a pending payment's amount is what was asked",
+			kukopay.PaymentObject{ID: "p", Status: "processing", Amount: 1000, AmountReceived: 990, Currency: "EUR"},
+			provider.Payment{ID: "p", Status: provider.StatusProcessing, RawStatus: "processing", Amount: 1000, Currency: "EUR"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

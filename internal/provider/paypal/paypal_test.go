@@ -99,6 +99,24 @@ func TestParseEvent(t *testing.T) {
 			provider.Event{ID: "WH-4", Type: "CHECKOUT.ORDER.APPROVED", Status: provider.StatusApproved, Supported: true, PaymentID: "O4", MerchantReference: "ref-4", Amount: 250, Currency: "EUR"}},
 		{"dispute is found by invoice number", `{"id":"WH-5","create_time":"2026-09-21T12:00:00Z","event_type":"CUSTOMER.DISPUTE.CREATED","resource":{"dispute_id":"PP-D-1","reason":"MERCHANDISE_OR_SERVICE_NOT_RECEIVED","dispute_amount":{"currency_code":"USD","value":"19.99"},"disputed_transactions":[{"seller_transaction_id":"C1","invoice_number":"ref-1"}]}}`,
 			provider.Event{ID: "WH-5", Type: "CUSTOMER.DISPUTE.CREATED", Status: provider.StatusDispute, Supported: true, MerchantReference: "ref-1", Amount: 1999, Currency: "USD", FailureCode: "MERCHANDISE_OR_SERVICE_NOT_RECEIVED"}},
+		{"an empty related order id leaves the up link's order", `{"id":"WH-7","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"id":"C7","status":"COMPLETED","amount":{"currency_code":"USD","value":"1.00"},"links":[{"href":"https://api.paypal.com/v2/checkout/orders/O7","rel":"up","method":"GET"}],"supplementary_data":{"related_ids":{"order_id":""}}}}`,
+			provider.Event{ID: "WH-7", Type: "PAYMENT.CAPTURE.COMPLETED", Status: provider.StatusSucceeded, Supported: true, PaymentID: "O7", Amount: 100, Currency: "USD"}},
+		{"only an up link names the order", `{"id":"WH-8","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"id":"C8","status":"COMPLETED","amount":{"currency_code":"USD","value":"1.00"},"links":[{"href":"https://api.paypal.com/v2/checkout/orders/O8","rel":"self","method":"GET"}]}}`,
+			provider.Event{ID: "WH-8", Type: "PAYMENT.CAPTURE.COMPLETED", Status: provider.StatusSucceeded, Supported: true, Amount: 100, Currency: "USD"}},
+		{"an up link below an order is not an order id", `{"id":"WH-9","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"id":"C9","status":"COMPLETED","amount":{"currency_code":"USD","value":"1.00"},"links":[{"href":"https://api.paypal.com/v2/checkout/orders/O9/capture","rel":"up","method":"POST"}]}}`,
+			provider.Event{ID: "WH-9", Type: "PAYMENT.CAPTURE.COMPLETED", Status: provider.StatusSucceeded, Supported: true, Amount: 100, Currency: "USD"}},
+		{"a refund without the cumulative total counts itself", `{"id":"WH-10","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.CAPTURE.REFUNDED","resource":{"id":"R10","status":"COMPLETED","amount":{"currency_code":"USD","value":"3.00"},"custom_id":"ref-10"}}`,
+			provider.Event{ID: "WH-10", Type: "PAYMENT.CAPTURE.REFUNDED", Status: provider.StatusRefund, Supported: true, MerchantReference: "ref-10", Amount: 300, Currency: "USD", RefundedTotal: 300,
+				Refund: &provider.Refund{ID: "R10", Status: provider.RefundSucceeded, RawStatus: "COMPLETED", Amount: 300, Currency: "USD"}}},
+		{"a reversal settles no Refund resource", `{"id":"WH-11","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.CAPTURE.REVERSED","resource":{"id":"R11","status":"COMPLETED","amount":{"currency_code":"USD","value":"3.00"},"custom_id":"ref-11"}}`,
+			provider.Event{ID: "WH-11", Type: "PAYMENT.CAPTURE.REVERSED", Status: provider.StatusRefund, Supported: true, MerchantReference: "ref-11", Amount: 300, Currency: "USD", RefundedTotal: 300}},
+		{"an approval reversal without an amount", `{"id":"WH-12","create_time":"2026-09-21T12:00:00Z","event_type":"CHECKOUT.PAYMENT-APPROVAL.REVERSED","resource":{"order_id":"O12","purchase_units":[{"invoice_id":"ref-12"}]}}`,
+			provider.Event{ID: "WH-12", Type: "CHECKOUT.PAYMENT-APPROVAL.REVERSED", Status: provider.StatusExpired, Supported: true, PaymentID: "O12", MerchantReference: "ref-12",
+				FailureCode: paypal.FailureApprovalReversed, FailureMessage: "PayPal reversed the payer's approval: the order was not captured in time, PayPal canceled it and refunded the payer"}},
+		{"an authorization created is authorized whatever its status", `{"id":"WH-13","create_time":"2026-09-21T12:00:00Z","event_type":"PAYMENT.AUTHORIZATION.CREATED","resource":{"id":"A13","status":"EXPIRED","amount":{"currency_code":"USD","value":"1.00"},"invoice_id":"ref-13"}}`,
+			provider.Event{ID: "WH-13", Type: "PAYMENT.AUTHORIZATION.CREATED", Status: provider.StatusAuthorized, Supported: true, MerchantReference: "ref-13", Amount: 100, Currency: "USD"}},
+		{"a dispute takes the first transaction's reference and may have no amount", `{"id":"WH-14","create_time":"2026-09-21T12:00:00Z","event_type":"CUSTOMER.DISPUTE.CREATED","resource":{"dispute_id":"PP-D-14","reason":"UNAUTHORISED","disputed_transactions":[{"seller_transaction_id":"C1"},{"seller_transaction_id":"C2","custom":"ref-14a"},{"seller_transaction_id":"C3","invoice_number":"ref-14b"}]}}`,
+			provider.Event{ID: "WH-14", Type: "CUSTOMER.DISPUTE.CREATED", Status: provider.StatusDispute, Supported: true, MerchantReference: "ref-14a", FailureCode: "UNAUTHORISED"}},
 		{"unknown type parses unsupported", `{"id":"WH-6","create_time":"2026-09-21T12:00:00Z","event_type":"BILLING.PLAN.CREATED","resource":{"id":"P"}}`,
 			provider.Event{ID: "WH-6", Type: "BILLING.PLAN.CREATED"}},
 	}
@@ -107,7 +125,10 @@ func TestParseEvent(t *testing.T) {
 			providertest.ParsedEvent(t, paypal.ParseEvent, tt.raw, time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC), tt.want)
 		})
 	}
-	providertest.MalformedEvents(t, paypal.ParseEvent, ``, `{}`, `{"id":"x"}`, `{"id":"x","event_type":"PAYMENT.CAPTURE.COMPLETED"}`, `{"id":"x","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"amount":{"currency_code":"USD","value":"1.234"}}}`)
+	providertest.MalformedEvents(t, paypal.ParseEvent, ``, `{}`, `{"id":"x"}`, `{"id":"x","event_type":"PAYMENT.CAPTURE.COMPLETED"}`, `{"id":"x","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"amount":{"currency_code":"USD","value":"1.234"}}}`,
+		`{"event_type":"BILLING.PLAN.CREATED","resource":{"id":"P"}}`,
+		`{"id":"x","event_type":"CHECKOUT.ORDER.APPROVED","resource":null}`,
+		`{"id":"x","event_type":"CUSTOMER.DISPUTE.CREATED","resource":null}`)
 }
 
 func FuzzParseTransmissionHeaders(f *testing.F) {

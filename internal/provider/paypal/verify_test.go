@@ -12,6 +12,7 @@ import (
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/paypal"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 // The PayPal scheme is verified by PayPal's API, so these vectors run against paysim's
@@ -119,5 +120,100 @@ func TestSignatureVectors(t *testing.T) {
 func TestNewRequiresCredentials(t *testing.T) {
 	if _, err := paypal.New(provider.Config{Name: "ns/pp", APIURL: "http://x", Credentials: map[string][]byte{"clientID": []byte("id")}}); err == nil {
 		t.Fatal("missing clientSecret accepted")
+	}
+}
+
+// TestVerifyWebhookRefusesLocallyWhatNeedsNoCall: against a PayPal that answers
+// SUCCESS to every verification, whatever is refused must be refused before the
+// call (a missing or oversized transmission header, a body PayPal cannot have
+// signed, no configured webhook id), and a header at the bound still goes through.
+func TestVerifyWebhookRefusesLocallyWhatNeedsNoCall(t *testing.T) {
+	const ts = "2026-09-21T12:00:00Z"
+	now := parseTime(t, ts)
+	without := func(name string) http.Header { h, _ := transmission(ts); h.Del(name); return h }
+	sigOf := func(n int) http.Header {
+		h, _ := transmission(ts)
+		h.Set(paypal.HeaderTransmissionSig, strings.Repeat("A", n))
+		return h
+	}
+	valid, event := transmission(ts)
+	tests := []struct {
+		name   string
+		h      http.Header
+		body   []byte
+		reason error // nil = valid
+		calls  int32
+	}{
+		{"a complete transmission is asked about", valid, event, nil, 1},
+		{"no transmission id", without(paypal.HeaderTransmissionID), event, provider.ErrMissingHeader, 0},
+		{"no transmission time", without(paypal.HeaderTransmissionTime), event, provider.ErrMissingHeader, 0},
+		{"no transmission sig", without(paypal.HeaderTransmissionSig), event, provider.ErrMissingHeader, 0},
+		{"no cert url", without(paypal.HeaderCertURL), event, provider.ErrMissingHeader, 0},
+		{"no auth algo", without(paypal.HeaderAuthAlgo), event, provider.ErrMissingHeader, 0},
+		{"a header value of 2048 bytes is passed on", sigOf(2048), event, nil, 1},
+		{"a header value of 2049 bytes is refused", sigOf(2049), event, provider.ErrMalformedHeader, 0},
+		{"a body that is not JSON", valid, []byte(`{"id":"WH-1"`), provider.ErrNoMatchingSignature, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakePayPal{token: issueToken, api: answer(200, `{"verification_status":"SUCCESS"}`)}
+			a := fakeAdapter(t, f)
+			scheme, err := a.VerifyWebhook(context.Background(), tt.h, tt.body, nil, 5*time.Minute, now)
+			providertest.AssertVerdict(t, scheme, provider.SchemePayPal, err, tt.reason)
+			if got := f.apiCalls.Load(); got != tt.calls {
+				t.Errorf("verify API called %d times, want %d", got, tt.calls)
+			}
+		})
+	}
+	t.Run("no webhook id configured is refused without a call", func(t *testing.T) {
+		f := &fakePayPal{token: issueToken, api: answer(200, `{"verification_status":"SUCCESS"}`)}
+		a := providertest.Serve(t, f, func(apiURL string) (*paypal.Adapter, error) {
+			return paypal.New(provider.Config{Name: "ns/pp", APIURL: apiURL,
+				Credentials: map[string][]byte{"clientID": []byte("id"), "clientSecret": []byte("secret")}})
+		})
+		_, err := a.VerifyWebhook(context.Background(), valid, event, nil, 5*time.Minute, now)
+		providertest.AssertRejected(t, err, provider.ErrNoMatchingSignature)
+		if f.apiCalls.Load()+f.tokens.Load() != 0 {
+			t.Errorf("PayPal called")
+		}
+	})
+}
+
+// TestVerifyWebhookReadsPayPalsAnswer: only verification_status SUCCESS makes a
+// webhook authentic; a 400 or 422 from the verification call is a forged or
+// mangled request (401), anything else an outage (retried, never a verdict).
+func TestVerifyWebhookReadsPayPalsAnswer(t *testing.T) {
+	const ts = "2026-09-21T12:00:00Z"
+	h, event := transmission(ts)
+	tests := []struct {
+		name   string
+		api    http.HandlerFunc
+		reason error // nil = valid; ErrRetryable = an outage
+	}{
+		{"SUCCESS", answer(200, `{"verification_status":"SUCCESS"}`), nil},
+		{"FAILURE", answer(200, `{"verification_status":"FAILURE"}`), provider.ErrNoMatchingSignature},
+		{"no verification_status", answer(200, `{}`), provider.ErrNoMatchingSignature},
+		{"another status", answer(200, `{"verification_status":"PENDING"}`), provider.ErrNoMatchingSignature},
+		{"400 from the verification call", answer(400, `{"name":"VALIDATION_ERROR"}`), provider.ErrNoMatchingSignature},
+		{"422 from the verification call", answer(422, `{"name":"UNPROCESSABLE_ENTITY"}`), provider.ErrNoMatchingSignature},
+		{"500 from the verification call", answer(500, `{"name":"INTERNAL_SERVER_ERROR"}`), provider.ErrRetryable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := fakeAdapter(t, &fakePayPal{token: issueToken, api: tt.api})
+			_, err := a.VerifyWebhook(context.Background(), h, event, nil, 5*time.Minute, parseTime(t, ts))
+			switch tt.reason {
+			case nil:
+				if err != nil {
+					t.Fatalf("want valid: %v", err)
+				}
+			case provider.ErrRetryable:
+				if errors.Is(err, provider.ErrInvalidSignature) || !errors.Is(err, provider.ErrRetryable) {
+					t.Fatalf("err = %v", err)
+				}
+			default:
+				providertest.AssertRejected(t, err, tt.reason)
+			}
+		})
 	}
 }

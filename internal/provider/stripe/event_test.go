@@ -146,14 +146,16 @@ func TestEventEnvelope(t *testing.T) {
 		}
 	})
 	for name, raw := range map[string]string{
-		"not JSON":                       `{"id":`,
-		"no id":                          `{"object":"event","type":"payment_intent.succeeded","data":{"object":{}}}`,
-		"no type":                        `{"id":"evt_1","object":"event","data":{"object":{}}}`,
-		"supported type without object":  `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{}}`,
-		"supported type with null":       `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":null}}`,
-		"object of the wrong shape":      `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"amount":"many"}}}`,
-		"an amount with no ISO meaning":  `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":550,"amount_received":550,"currency":"isk","status":"succeeded"}}}`,
-		"a currency Stripe cannot write": `{"id":"evt_1","object":"event","type":"charge.refunded","data":{"object":{"id":"ch_1","amount":5,"amount_refunded":5,"currency":"xyz"}}}`,
+		"not JSON":                          `{"id":`,
+		"no id":                             `{"object":"event","type":"payment_intent.succeeded","data":{"object":{}}}`,
+		"no type":                           `{"id":"evt_1","object":"event","data":{"object":{}}}`,
+		"no id on a type paywarden ignores": `{"object":"event","type":"customer.created","data":{"object":{"id":"cus_1"}}}`,
+		"a session event with null":         `{"id":"evt_1","object":"event","type":"checkout.session.completed","data":{"object":null}}`,
+		"supported type without object":     `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{}}`,
+		"supported type with null":          `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":null}}`,
+		"object of the wrong shape":         `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"amount":"many"}}}`,
+		"an amount with no ISO meaning":     `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":550,"amount_received":550,"currency":"isk","status":"succeeded"}}}`,
+		"a currency Stripe cannot write":    `{"id":"evt_1","object":"event","type":"charge.refunded","data":{"object":{"id":"ch_1","amount":5,"amount_refunded":5,"currency":"xyz"}}}`,
 	} {
 		t.Run(name+" is malformed", func(t *testing.T) {
 			if _, err := stripe.ParseEvent([]byte(raw)); !errors.Is(err, provider.ErrMalformedEvent) {

@@ -109,6 +109,7 @@ func TestRotation(t *testing.T) {
 		{"both signatures, neither secret configured", both, secrets("whsec_other"), false},
 		{"an empty secret does not block the other", both, secrets("", " ", rolled.secret), true},
 		{"a secret with a trailing newline (from a Secret file)", header(old.t, old.sig), secrets(old.secret + "\n"), true},
+		{"blank secrets never verify a header signed with the empty key", stripe.SignatureHeaderValue(at, []byte(old.body), []byte("")), secrets("", " \n"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,6 +187,19 @@ func TestMalformedHeaders(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the 4096-byte bound is exact", func(t *testing.T) {
+		// padded is the valid header grown to n bytes by an ignored v0 field.
+		padded := func(n int) string {
+			h := header(v.t, v.sig) + ",v0="
+			return h + strings.Repeat("a", n-len(h))
+		}
+		if err := stripe.Verify(padded(4096), []byte(v.body), secrets(v.secret), 5*time.Minute, at); err != nil {
+			t.Fatalf("4096 bytes: %v", err)
+		}
+		if err := stripe.Verify(padded(4097), []byte(v.body), secrets(v.secret), 5*time.Minute, at); !errors.Is(err, provider.ErrMalformedHeader) {
+			t.Fatalf("4097 bytes: %v", err)
+		}
+	})
 	t.Run("no secrets configured", func(t *testing.T) {
 		err := stripe.Verify(header(v.t, v.sig), []byte(v.body), nil, 5*time.Minute, at)
 		if !errors.Is(err, provider.ErrNoMatchingSignature) {
