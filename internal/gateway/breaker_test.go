@@ -84,6 +84,54 @@ func TestBreakerHalfOpensForOneProbe(t *testing.T) {
 	}
 }
 
+// TestBreakerHalfOpenProbeOutcomes: while the probe is out the others wait a
+// quarter of openFor; a probe answered 429 re-opens the circuit for a full
+// openFor from then (the provider is not known to be back); a failed probe
+// re-opens it even when the threshold was raised meanwhile (a config change
+// keeps the breaker); a closed circuit reports no openedAt.
+func TestBreakerHalfOpenProbeOutcomes(t *testing.T) {
+	halfOpen := func(t *testing.T) (*Breaker, time.Time) {
+		t.Helper()
+		b := NewBreaker(1, time.Minute)
+		b.Record(outage, t0)
+		probe := t0.Add(time.Minute)
+		if ok, _ := b.Allow(probe); !ok {
+			t.Fatal("no probe after openFor")
+		}
+		return b, probe
+	}
+	t.Run("the others wait a quarter of openFor", func(t *testing.T) {
+		b, probe := halfOpen(t)
+		if ok, retryAt := b.Allow(probe); ok || !retryAt.Equal(probe.Add(15*time.Second)) {
+			t.Fatalf("ok=%v retry at %s, want deferred to %s", ok, retryAt, probe.Add(15*time.Second))
+		}
+	})
+	t.Run("a throttled probe re-opens it for openFor", func(t *testing.T) {
+		b, probe := halfOpen(t)
+		at := probe.Add(time.Second)
+		if !b.Record(throttled, at) || b.Status().State != v1alpha1.CircuitOpen {
+			t.Fatalf("a 429 probe: %+v, want open again", b.Status())
+		}
+		if ok, retryAt := b.Allow(at.Add(30 * time.Second)); ok || !retryAt.Equal(at.Add(time.Minute)) {
+			t.Fatalf("ok=%v retry at %s, want deferred to %s", ok, retryAt, at.Add(time.Minute))
+		}
+	})
+	t.Run("a failed probe re-opens it whatever the threshold", func(t *testing.T) {
+		b, probe := halfOpen(t)
+		b.Configure(5, time.Minute)
+		if !b.Record(outage, probe) || b.Status().State != v1alpha1.CircuitOpen {
+			t.Fatalf("a failed probe: %+v, want open again", b.Status())
+		}
+	})
+	t.Run("closed, no openedAt", func(t *testing.T) {
+		b, probe := halfOpen(t)
+		b.Record(nil, probe)
+		if st := b.Status(); st.State != v1alpha1.CircuitClosed || st.OpenedAt != nil {
+			t.Fatalf("status %+v, want closed without openedAt", st)
+		}
+	})
+}
+
 func TestIsOutage(t *testing.T) {
 	cases := []struct {
 		err  error
@@ -91,6 +139,7 @@ func TestIsOutage(t *testing.T) {
 	}{
 		{nil, false},
 		{outage, true},
+		{&provider.Error{Class: provider.ErrRetryable, StatusCode: 500}, true},
 		{transport, true},
 		{fmt.Errorf("wrapped: %w", outage), true},
 		{throttled, false},
