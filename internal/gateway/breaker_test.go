@@ -67,6 +67,9 @@ func TestBreakerHalfOpensForOneProbe(t *testing.T) {
 	if ok, _ := b.Allow(later); !ok {
 		t.Fatal("a released probe slot was not handed out again")
 	}
+	if ok, _ := b.Allow(later); ok {
+		t.Fatal("a second call went out while the re-issued probe is in flight")
+	}
 	if !b.Record(outage, later) || b.Status().State != v1alpha1.CircuitOpen {
 		t.Fatalf("a failed probe did not re-open the circuit: %+v", b.Status())
 	}
@@ -141,6 +144,7 @@ func TestIsOutage(t *testing.T) {
 		{outage, true},
 		{&provider.Error{Class: provider.ErrRetryable, StatusCode: 500}, true},
 		{transport, true},
+		{fmt.Errorf("no answer: %w", provider.ErrRetryable), true},
 		{fmt.Errorf("wrapped: %w", outage), true},
 		{throttled, false},
 		{rejected, false},
