@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -242,6 +243,67 @@ func TestAdmitDefersWhileTheProviderRefusesTheConfiguration(t *testing.T) {
 	if adm := e.Admit("q", Scheduled, t0.Add(time.Minute)); !adm.OK {
 		t.Fatalf("calls still held after the probe succeeded: %+v", adm)
 	}
+}
+
+// TestConfigProbeTiming: while a provider refuses paywarden's configuration,
+// one probe goes out per probe interval (DefaultConfigProbe unless set),
+// counted from when it went out; the others wait the interval while it is
+// out, however long it takes; a call forgone while no probe is out frees
+// nothing; the problem is announced once when it appears, not per refusal.
+func TestConfigProbeTiming(t *testing.T) {
+	refused := &provider.Error{Class: provider.ErrProviderConfig, StatusCode: 401}
+	refusedEntry := func(t *testing.T) (*Entry, *int) {
+		t.Helper()
+		e := newEntry(100, 100)
+		e.gw.Clock = clocktesting.NewFakeClock(t0)
+		notified := 0
+		e.gw.Notify = func(types.NamespacedName) { notified++ }
+		if adm := e.Admit("p", Scheduled, t0); !adm.OK {
+			t.Fatalf("first call: %+v", adm)
+		}
+		e.Done(context.Background(), refused)
+		return e, &notified
+	}
+	t.Run("the default interval", func(t *testing.T) {
+		e, _ := refusedEntry(t)
+		if adm := e.Admit("q", Scheduled, t0.Add(time.Second)); adm.OK || adm.Reason != DeferConfig || adm.Wait != DefaultConfigProbe-time.Second {
+			t.Fatalf("%+v, want deferred until the probe, %s after the refusal", adm, DefaultConfigProbe)
+		}
+	})
+	t.Run("a slow probe: the others wait the interval, no second probe", func(t *testing.T) {
+		e, _ := refusedEntry(t)
+		probe := t0.Add(DefaultConfigProbe)
+		if adm := e.Admit("q", Scheduled, probe); !adm.OK {
+			t.Fatalf("probe: %+v", adm)
+		}
+		for _, at := range []time.Time{probe.Add(time.Second), probe.Add(2 * DefaultConfigProbe)} {
+			if adm := e.Admit("r", Scheduled, at); adm.OK || adm.Reason != DeferConfig || adm.Wait != DefaultConfigProbe {
+				t.Fatalf("at %s with the probe out: %+v, want deferred %s", at.Sub(probe), adm, DefaultConfigProbe)
+			}
+		}
+	})
+	t.Run("a refused probe: the next one an interval after it went out", func(t *testing.T) {
+		e, notified := refusedEntry(t)
+		probe := t0.Add(DefaultConfigProbe)
+		if adm := e.Admit("q", Scheduled, probe); !adm.OK {
+			t.Fatalf("probe: %+v", adm)
+		}
+		e.gw.Clock.(*clocktesting.FakeClock).SetTime(probe.Add(10 * time.Second))
+		e.Done(context.Background(), refused)
+		if adm := e.Admit("r", Scheduled, probe.Add(10*time.Second)); adm.OK || adm.Wait != DefaultConfigProbe-10*time.Second {
+			t.Fatalf("after the refused probe: %+v, want deferred until %s after the probe went out", adm, DefaultConfigProbe)
+		}
+		if *notified != 1 {
+			t.Errorf("notified %d times, want once: the problem appeared once", *notified)
+		}
+	})
+	t.Run("a call forgone with no probe out frees nothing", func(t *testing.T) {
+		e, _ := refusedEntry(t)
+		e.Forgo() // a call admitted before the refusal, not sent after all
+		if adm := e.Admit("q", Scheduled, t0.Add(time.Second)); adm.OK || adm.Reason != DeferConfig {
+			t.Fatalf("%+v, want deferred until the probe", adm)
+		}
+	})
 }
 
 // TestKeyConflictHoldsNothingBack: one call's key conflict (a first request under its
