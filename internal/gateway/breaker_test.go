@@ -4,15 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
 var (
@@ -338,4 +349,74 @@ func TestKeyConflictHoldsNothingBack(t *testing.T) {
 			t.Fatalf("still held back: %q", msg)
 		}
 	})
+}
+
+// TestDonePublishesCircuitChanges: an admitted call's outcome that opens or
+// closes the circuit moves the provider's circuit metric.
+func TestDonePublishesCircuitChanges(t *testing.T) {
+	e := newEntry(100, 100) // the breaker opens after one outage
+	e.Key = types.NamespacedName{Namespace: "shop", Name: "published"}
+	e.gw.Clock = clocktesting.NewFakePassiveClock(t0)
+	open := func() float64 { return testutil.ToFloat64(metrics.CircuitOpen.WithLabelValues("shop", "published")) }
+	e.Done(context.Background(), outage)
+	if open() != 1 {
+		t.Fatalf("circuit metric %v after the circuit opened, want 1", open())
+	}
+	e.Done(context.Background(), nil)
+	if open() != 0 {
+		t.Fatalf("circuit metric %v after the circuit closed, want 0", open())
+	}
+}
+
+// TestDonePublishesOnlyChanges: the PaymentProvider's status and Events
+// follow the circuit's changes, one Event per change, none for an outcome
+// that changes nothing.
+func TestDonePublishesOnlyChanges(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	prov := &v1alpha1.PaymentProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "events"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(prov).WithStatusSubresource(prov).Build()
+	rec := events.NewFakeRecorder(10)
+	e := newEntry(100, 100) // the breaker opens after one outage
+	e.Key = client.ObjectKeyFromObject(prov)
+	e.gw.Clock = clocktesting.NewFakePassiveClock(t0)
+	e.gw.Status = statuswriter.Writer{Client: c, APIReader: c}
+	e.gw.Recorder = rec
+	degraded := func() string {
+		t.Helper()
+		if err := c.Get(context.Background(), e.Key, prov); err != nil {
+			t.Fatal(err)
+		}
+		cond := meta.FindStatusCondition(prov.Status.Conditions, v1alpha1.ConditionDegraded)
+		if cond == nil {
+			return ""
+		}
+		return string(cond.Status) + "/" + cond.Reason
+	}
+	var got []string
+	for i, err := range []error{outage, outage, nil, nil} {
+		e.Done(context.Background(), err)
+		for len(rec.Events) > 0 {
+			got = append(got, strings.Fields(<-rec.Events)[1])
+		}
+		if i == 1 {
+			if d := degraded(); d != "True/CircuitOpen" {
+				t.Errorf("open: Degraded %q, want True/CircuitOpen", d)
+			}
+		}
+	}
+	if d := degraded(); d != "False/CircuitClosed" {
+		t.Errorf("closed: Degraded %q, want False/CircuitClosed", d)
+	}
+	if want := []string{"CircuitOpen", "CircuitClosed"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if err := c.Get(context.Background(), e.Key, prov); err != nil {
+		t.Fatal(err)
+	}
+	if st := prov.Status.Circuit.State; st != v1alpha1.CircuitClosed {
+		t.Errorf("status.circuit.state %q, want Closed", st)
+	}
 }
