@@ -3,14 +3,17 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/paywarden/paywarden/internal/payment"
 )
@@ -142,5 +145,107 @@ func TestBudgetDropsUnpaidOrdersFirst(t *testing.T) {
 	}
 	if len(data) >= n {
 		t.Errorf("nothing dropped over the budget")
+	}
+}
+
+// A write that loses a race with another writer (the shard was created, or
+// changed, meanwhile) reads the shard again and keeps both records; a read
+// that fails for another reason fails the write.
+func TestPutRetriesOnConflicts(t *testing.T) {
+	ctx := context.Background()
+	other := id[:len(id)-1] + "1"
+	newStoreWith := func(t *testing.T, funcs interceptor.Funcs) (*Store, client.Client) {
+		t.Helper()
+		scheme := runtime.NewScheme()
+		if err := corev1.AddToScheme(scheme); err != nil {
+			t.Fatal(err)
+		}
+		c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(funcs).Build()
+		return &Store{Client: c, Reader: c, Namespace: "paywarden-system", Clock: clocktesting.NewFakeClock(t0)}, c
+	}
+	t.Run("created meanwhile", func(t *testing.T) {
+		raced := false
+		s, _ := newStoreWith(t, interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if !raced {
+				raced = true
+				// Another writer creates the shard first, with its record.
+				theirs := &Store{Client: c, Reader: c, Namespace: "paywarden-system", Clock: clocktesting.NewFakeClock(t0)}
+				if err := theirs.Put(ctx, other, rec("theirs", "Succeeded")); err != nil {
+					return err
+				}
+				return apierrors.NewAlreadyExists(corev1.Resource("configmaps"), obj.GetName())
+			}
+			return c.Create(ctx, obj, opts...)
+		}})
+		if err := s.Put(ctx, id, rec("mine", "Succeeded")); err != nil {
+			t.Fatal(err)
+		}
+		mine, _ := s.Get(ctx, id)
+		theirs, _ := s.Get(ctx, other)
+		if len(mine) != 1 || len(theirs) != 1 {
+			t.Fatalf("mine %+v theirs %+v, want both kept", mine, theirs)
+		}
+	})
+	t.Run("changed meanwhile", func(t *testing.T) {
+		conflicts := 0
+		s, _ := newStoreWith(t, interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if conflicts == 0 {
+				conflicts++
+				return apierrors.NewConflict(corev1.Resource("configmaps"), obj.GetName(), fmt.Errorf("the object has been modified"))
+			}
+			return c.Update(ctx, obj, opts...)
+		}})
+		if err := s.Put(ctx, other, rec("first", "Succeeded")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(ctx, id, rec("mine", "Succeeded")); err != nil {
+			t.Fatalf("a conflict was not retried: %v", err)
+		}
+		if got, _ := s.Get(ctx, id); len(got) != 1 || conflicts != 1 {
+			t.Fatalf("got %+v after %d conflicts", got, conflicts)
+		}
+	})
+	t.Run("unreadable shard", func(t *testing.T) {
+		s, c := newStoreWith(t, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			return apierrors.NewServiceUnavailable("etcd is down")
+		}})
+		if err := s.Put(ctx, id, rec("mine", "Succeeded")); err == nil || !strings.Contains(err.Error(), "read ledger shard") {
+			t.Fatalf("write after a failed read of the shard: %v, want the read's error", err)
+		}
+		list := &corev1.ConfigMapList{}
+		if err := c.List(ctx, list); err != nil || len(list.Items) != 0 {
+			t.Fatalf("shards %d (%v), want none written blind", len(list.Items), err)
+		}
+	})
+}
+
+// Identities: an unknown one in an existing shard has no records; a payment
+// and a refund record of the same name are two records; a shard's name is
+// lower case whatever the identity; a too short identity is an error.
+func TestIdentities(t *testing.T) {
+	s, _, c := newStore(t)
+	ctx := context.Background()
+	if err := s.Put(ctx, id, rec("order-1", "Succeeded")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, id[:len(id)-1]+"1"); err != nil || got != nil {
+		t.Fatalf("an unknown identity in an existing shard: %+v, %v", got, err)
+	}
+	refund := rec("order-1", "Succeeded")
+	refund.Kind = payment.LedgerRefund
+	if err := s.Put(ctx, id, refund); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, id); len(got) != 2 {
+		t.Fatalf("records %+v, want the payment's and the refund's", got)
+	}
+	if err := s.Put(ctx, "F00DBEEF", rec("upper", "Failed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "paywarden-system", Name: "paywarden-ledger-f00"}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("shard paywarden-ledger-f00: %v", err)
+	}
+	if _, err := s.Get(ctx, "ab"); err == nil {
+		t.Error("a two-character identity was read")
 	}
 }
