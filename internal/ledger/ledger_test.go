@@ -249,3 +249,109 @@ func TestIdentities(t *testing.T) {
 		t.Error("a two-character identity was read")
 	}
 }
+
+// shard builds prune's input: one unpaid or paid record per identity key,
+// recorded at the given times.
+func shard(recs map[string]payment.LedgerRecord) map[string]string {
+	data := map[string]string{}
+	for k, r := range recs {
+		data[k] = encodeAll([]payment.LedgerRecord{r})
+	}
+	return data
+}
+
+func shardSize(data map[string]string) int {
+	size := 0
+	for k, v := range data {
+		size += len(k) + len(v)
+	}
+	return size
+}
+
+// A record is kept for less than the retention (records keep whole
+// seconds): one exactly as old goes.
+func TestRetentionBoundary(t *testing.T) {
+	s, clk, _ := newStore(t)
+	at := func(age time.Duration) payment.LedgerRecord {
+		r := rec("order", "Succeeded")
+		r.RecordedAt = clk.Now().Add(-age)
+		return r
+	}
+	data := shard(map[string]payment.LedgerRecord{"a1b-kept": at(DefaultRetention - time.Second), "a1b-gone": at(DefaultRetention)})
+	s.prune(data)
+	if _, ok := data["a1b-kept"]; !ok {
+		t.Error("a record just inside the retention was dropped")
+	}
+	if _, ok := data["a1b-gone"]; ok {
+		t.Error("a record exactly as old as the retention was kept")
+	}
+}
+
+// Over its budget, a shard drops the oldest unpaid orders first; an order
+// with any paid record counts as paid, whatever came after it, and one is as
+// new as its latest record; a shard
+// exactly at its budget keeps everything.
+func TestBudgetOrder(t *testing.T) {
+	s, clk, _ := newStore(t)
+	// Unpaid orders, each an hour newer than the last, and one order that
+	// took the money and then saw a failed attempt, older than all.
+	recs := map[string]payment.LedgerRecord{}
+	n := 0
+	for size := 0; size < MaxShardBytes+1024; n++ {
+		r := rec(fmt.Sprintf("order-%d", n), "Failed")
+		r.RecordedAt = clk.Now().Add(-time.Duration(10000-n) * time.Hour / 1000)
+		k := fmt.Sprintf("a1b%029d", n)
+		recs[k] = r
+		size += len(k) + len(encodeAll([]payment.LedgerRecord{r}))
+	}
+	data := shard(recs)
+	paid, retry := rec("paid", "Succeeded"), rec("retry", "Failed")
+	paid.RecordedAt, retry.RecordedAt = clk.Now().Add(-20*time.Hour), clk.Now().Add(-19*time.Hour)
+	data["a1b-mixed"] = encodeAll([]payment.LedgerRecord{paid, retry})
+	// An unpaid order first tried long ago and again just now is as new as
+	// its latest record.
+	first, again := rec("first", "Failed"), rec("again", "Failed")
+	first.RecordedAt, again.RecordedAt = clk.Now().Add(-100*time.Hour), clk.Now()
+	data["a1b-revisited"] = encodeAll([]payment.LedgerRecord{first, again})
+	s.prune(data)
+	if _, ok := data["a1b-revisited"]; !ok {
+		t.Error("an order recorded again just now was dropped as old")
+	}
+	if _, ok := data["a1b-mixed"]; !ok {
+		t.Error("an order whose money was taken was dropped for unpaid ones (a later failed attempt made it look unpaid)")
+	}
+	if _, ok := data[fmt.Sprintf("a1b%029d", n-1)]; !ok {
+		t.Error("the newest unpaid order was dropped")
+	}
+	if _, ok := data[fmt.Sprintf("a1b%029d", 0)]; ok {
+		t.Error("the oldest unpaid order was kept")
+	}
+
+	t.Run("exactly at the budget", func(t *testing.T) {
+		data := shard(recs)
+		for k := range data {
+			if shardSize(data) <= MaxShardBytes-1024 {
+				break
+			}
+			delete(data, k)
+		}
+		// Fill the rest with one record whose name takes up the difference.
+		r := rec("", "Failed")
+		r.RecordedAt = clk.Now()
+		for name := "x"; ; name += "x" {
+			r.Name = name
+			data["a1b-filler"] = encodeAll([]payment.LedgerRecord{r})
+			if size := shardSize(data); size >= MaxShardBytes {
+				if size > MaxShardBytes {
+					t.Fatalf("filler overshoots the budget: %d bytes", size)
+				}
+				break
+			}
+		}
+		before := len(data)
+		s.prune(data)
+		if len(data) != before {
+			t.Errorf("%d of %d orders kept at exactly the budget, want all", len(data), before)
+		}
+	})
+}
