@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +90,22 @@ func TestEventResultWrites(t *testing.T) {
 		}
 		if st := stored(t, c, evt); st.Attempts != 2 || st.Message != "still no payment, for another reason" {
 			t.Errorf("%d attempts, message %q, want 2 and the new message", st.Attempts, st.Message)
+		}
+	})
+	t.Run("a message of exactly the limit is kept whole; a longer one is cut to it", func(t *testing.T) {
+		in, evt, c := newEvent(t, "", "")
+		whole := strings.Repeat("x", maxMessage)
+		if err := in.setResult(ctx, evt, v1alpha1.ResultOrphaned, whole); err != nil {
+			t.Fatal(err)
+		}
+		if st := stored(t, c, evt); st.Message != whole {
+			t.Errorf("message of %d characters stored as %d: %q...", maxMessage, len(st.Message), st.Message[max(len(st.Message)-5, 0):])
+		}
+		if err := in.setResult(ctx, evt, v1alpha1.ResultOrphaned, whole+"y"); err != nil {
+			t.Fatal(err)
+		}
+		if st := stored(t, c, evt); len(st.Message) != maxMessage || !strings.HasSuffix(st.Message, "...") {
+			t.Errorf("message of %d characters stored as %d, want cut to %d ending in ...", maxMessage+1, len(st.Message), maxMessage)
 		}
 	})
 }
