@@ -4,14 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
 var (
@@ -67,6 +79,9 @@ func TestBreakerHalfOpensForOneProbe(t *testing.T) {
 	if ok, _ := b.Allow(later); !ok {
 		t.Fatal("a released probe slot was not handed out again")
 	}
+	if ok, _ := b.Allow(later); ok {
+		t.Fatal("a second call went out while the re-issued probe is in flight")
+	}
 	if !b.Record(outage, later) || b.Status().State != v1alpha1.CircuitOpen {
 		t.Fatalf("a failed probe did not re-open the circuit: %+v", b.Status())
 	}
@@ -84,6 +99,54 @@ func TestBreakerHalfOpensForOneProbe(t *testing.T) {
 	}
 }
 
+// TestBreakerHalfOpenProbeOutcomes: while the probe is out the others wait a
+// quarter of openFor; a probe answered 429 re-opens the circuit for a full
+// openFor from then (the provider is not known to be back); a failed probe
+// re-opens it even when the threshold was raised meanwhile (a config change
+// keeps the breaker); a closed circuit reports no openedAt.
+func TestBreakerHalfOpenProbeOutcomes(t *testing.T) {
+	halfOpen := func(t *testing.T) (*Breaker, time.Time) {
+		t.Helper()
+		b := NewBreaker(1, time.Minute)
+		b.Record(outage, t0)
+		probe := t0.Add(time.Minute)
+		if ok, _ := b.Allow(probe); !ok {
+			t.Fatal("no probe after openFor")
+		}
+		return b, probe
+	}
+	t.Run("the others wait a quarter of openFor", func(t *testing.T) {
+		b, probe := halfOpen(t)
+		if ok, retryAt := b.Allow(probe); ok || !retryAt.Equal(probe.Add(15*time.Second)) {
+			t.Fatalf("ok=%v retry at %s, want deferred to %s", ok, retryAt, probe.Add(15*time.Second))
+		}
+	})
+	t.Run("a throttled probe re-opens it for openFor", func(t *testing.T) {
+		b, probe := halfOpen(t)
+		at := probe.Add(time.Second)
+		if !b.Record(throttled, at) || b.Status().State != v1alpha1.CircuitOpen {
+			t.Fatalf("a 429 probe: %+v, want open again", b.Status())
+		}
+		if ok, retryAt := b.Allow(at.Add(30 * time.Second)); ok || !retryAt.Equal(at.Add(time.Minute)) {
+			t.Fatalf("ok=%v retry at %s, want deferred to %s", ok, retryAt, at.Add(time.Minute))
+		}
+	})
+	t.Run("a failed probe re-opens it whatever the threshold", func(t *testing.T) {
+		b, probe := halfOpen(t)
+		b.Configure(5, time.Minute)
+		if !b.Record(outage, probe) || b.Status().State != v1alpha1.CircuitOpen {
+			t.Fatalf("a failed probe: %+v, want open again", b.Status())
+		}
+	})
+	t.Run("closed, no openedAt", func(t *testing.T) {
+		b, probe := halfOpen(t)
+		b.Record(nil, probe)
+		if st := b.Status(); st.State != v1alpha1.CircuitClosed || st.OpenedAt != nil {
+			t.Fatalf("status %+v, want closed without openedAt", st)
+		}
+	})
+}
+
 func TestIsOutage(t *testing.T) {
 	cases := []struct {
 		err  error
@@ -91,7 +154,9 @@ func TestIsOutage(t *testing.T) {
 	}{
 		{nil, false},
 		{outage, true},
+		{&provider.Error{Class: provider.ErrRetryable, StatusCode: 500}, true},
 		{transport, true},
+		{fmt.Errorf("no answer: %w", provider.ErrRetryable), true},
 		{fmt.Errorf("wrapped: %w", outage), true},
 		{throttled, false},
 		{rejected, false},
@@ -191,6 +256,67 @@ func TestAdmitDefersWhileTheProviderRefusesTheConfiguration(t *testing.T) {
 	}
 }
 
+// TestConfigProbeTiming: while a provider refuses paywarden's configuration,
+// one probe goes out per probe interval (DefaultConfigProbe unless set),
+// counted from when it went out; the others wait the interval while it is
+// out, however long it takes; a call forgone while no probe is out frees
+// nothing; the problem is announced once when it appears, not per refusal.
+func TestConfigProbeTiming(t *testing.T) {
+	refused := &provider.Error{Class: provider.ErrProviderConfig, StatusCode: 401}
+	refusedEntry := func(t *testing.T) (*Entry, *int) {
+		t.Helper()
+		e := newEntry(100, 100)
+		e.gw.Clock = clocktesting.NewFakeClock(t0)
+		notified := 0
+		e.gw.Notify = func(types.NamespacedName) { notified++ }
+		if adm := e.Admit("p", Scheduled, t0); !adm.OK {
+			t.Fatalf("first call: %+v", adm)
+		}
+		e.Done(context.Background(), refused)
+		return e, &notified
+	}
+	t.Run("the default interval", func(t *testing.T) {
+		e, _ := refusedEntry(t)
+		if adm := e.Admit("q", Scheduled, t0.Add(time.Second)); adm.OK || adm.Reason != DeferConfig || adm.Wait != DefaultConfigProbe-time.Second {
+			t.Fatalf("%+v, want deferred until the probe, %s after the refusal", adm, DefaultConfigProbe)
+		}
+	})
+	t.Run("a slow probe: the others wait the interval, no second probe", func(t *testing.T) {
+		e, _ := refusedEntry(t)
+		probe := t0.Add(DefaultConfigProbe)
+		if adm := e.Admit("q", Scheduled, probe); !adm.OK {
+			t.Fatalf("probe: %+v", adm)
+		}
+		for _, at := range []time.Time{probe.Add(time.Second), probe.Add(2 * DefaultConfigProbe)} {
+			if adm := e.Admit("r", Scheduled, at); adm.OK || adm.Reason != DeferConfig || adm.Wait != DefaultConfigProbe {
+				t.Fatalf("at %s with the probe out: %+v, want deferred %s", at.Sub(probe), adm, DefaultConfigProbe)
+			}
+		}
+	})
+	t.Run("a refused probe: the next one an interval after it went out", func(t *testing.T) {
+		e, notified := refusedEntry(t)
+		probe := t0.Add(DefaultConfigProbe)
+		if adm := e.Admit("q", Scheduled, probe); !adm.OK {
+			t.Fatalf("probe: %+v", adm)
+		}
+		e.gw.Clock.(*clocktesting.FakeClock).SetTime(probe.Add(10 * time.Second))
+		e.Done(context.Background(), refused)
+		if adm := e.Admit("r", Scheduled, probe.Add(10*time.Second)); adm.OK || adm.Wait != DefaultConfigProbe-10*time.Second {
+			t.Fatalf("after the refused probe: %+v, want deferred until %s after the probe went out", adm, DefaultConfigProbe)
+		}
+		if *notified != 1 {
+			t.Errorf("notified %d times, want once: the problem appeared once", *notified)
+		}
+	})
+	t.Run("a call forgone with no probe out frees nothing", func(t *testing.T) {
+		e, _ := refusedEntry(t)
+		e.Forgo() // a call admitted before the refusal, not sent after all
+		if adm := e.Admit("q", Scheduled, t0.Add(time.Second)); adm.OK || adm.Reason != DeferConfig {
+			t.Fatalf("%+v, want deferred until the probe", adm)
+		}
+	})
+}
+
 // TestKeyConflictHoldsNothingBack: one call's key conflict (a first request under its
 // idempotency key exists) is an answer about that call only: it neither holds the
 // provider's other calls back as a configuration problem nor counts towards opening
@@ -223,4 +349,74 @@ func TestKeyConflictHoldsNothingBack(t *testing.T) {
 			t.Fatalf("still held back: %q", msg)
 		}
 	})
+}
+
+// TestDonePublishesCircuitChanges: an admitted call's outcome that opens or
+// closes the circuit moves the provider's circuit metric.
+func TestDonePublishesCircuitChanges(t *testing.T) {
+	e := newEntry(100, 100) // the breaker opens after one outage
+	e.Key = types.NamespacedName{Namespace: "shop", Name: "published"}
+	e.gw.Clock = clocktesting.NewFakePassiveClock(t0)
+	open := func() float64 { return testutil.ToFloat64(metrics.CircuitOpen.WithLabelValues("shop", "published")) }
+	e.Done(context.Background(), outage)
+	if open() != 1 {
+		t.Fatalf("circuit metric %v after the circuit opened, want 1", open())
+	}
+	e.Done(context.Background(), nil)
+	if open() != 0 {
+		t.Fatalf("circuit metric %v after the circuit closed, want 0", open())
+	}
+}
+
+// TestDonePublishesOnlyChanges: the PaymentProvider's status and Events
+// follow the circuit's changes, one Event per change, none for an outcome
+// that changes nothing.
+func TestDonePublishesOnlyChanges(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	prov := &v1alpha1.PaymentProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "events"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(prov).WithStatusSubresource(prov).Build()
+	rec := events.NewFakeRecorder(10)
+	e := newEntry(100, 100) // the breaker opens after one outage
+	e.Key = client.ObjectKeyFromObject(prov)
+	e.gw.Clock = clocktesting.NewFakePassiveClock(t0)
+	e.gw.Status = statuswriter.Writer{Client: c, APIReader: c}
+	e.gw.Recorder = rec
+	degraded := func() string {
+		t.Helper()
+		if err := c.Get(context.Background(), e.Key, prov); err != nil {
+			t.Fatal(err)
+		}
+		cond := meta.FindStatusCondition(prov.Status.Conditions, v1alpha1.ConditionDegraded)
+		if cond == nil {
+			return ""
+		}
+		return string(cond.Status) + "/" + cond.Reason
+	}
+	var got []string
+	for i, err := range []error{outage, outage, nil, nil} {
+		e.Done(context.Background(), err)
+		for len(rec.Events) > 0 {
+			got = append(got, strings.Fields(<-rec.Events)[1])
+		}
+		if i == 1 {
+			if d := degraded(); d != "True/CircuitOpen" {
+				t.Errorf("open: Degraded %q, want True/CircuitOpen", d)
+			}
+		}
+	}
+	if d := degraded(); d != "False/CircuitClosed" {
+		t.Errorf("closed: Degraded %q, want False/CircuitClosed", d)
+	}
+	if want := []string{"CircuitOpen", "CircuitClosed"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if err := c.Get(context.Background(), e.Key, prov); err != nil {
+		t.Fatal(err)
+	}
+	if st := prov.Status.Circuit.State; st != v1alpha1.CircuitClosed {
+		t.Errorf("status.circuit.state %q, want Closed", st)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/provider"
 )
@@ -224,5 +226,65 @@ func TestALateHolderStillFindsItsToken(t *testing.T) {
 	// The late holder comes back 2.5s in, 1.5s after its token was due.
 	if adm := e.Admit("late", Scheduled, t0.Add(2500*time.Millisecond)); !adm.OK {
 		t.Errorf("the late holder: %+v, want the token held for it", adm)
+	}
+}
+
+// TestAReleasedHolderAsksAnew: a payment that gave its held token back
+// (settled meanwhile) and asks again later takes a new one; the one it gave
+// back went to another caller, and one token is never spent twice.
+func TestAReleasedHolderAsksAnew(t *testing.T) {
+	e := newEntry(10, 1) // a token every 100ms
+	e.gw.Clock = clocktesting.NewFakePassiveClock(t0)
+	if adm := e.Admit("first", Scheduled, t0); !adm.OK {
+		t.Fatalf("first: %+v", adm)
+	}
+	if adm := e.Admit("released", Scheduled, t0); adm.OK || adm.Wait != 100*time.Millisecond {
+		t.Fatalf("released: %+v, want a token held at +100ms", adm)
+	}
+	e.Release("released")
+	if adm := e.Admit("other", Scheduled, t0); adm.OK || adm.Wait != 100*time.Millisecond {
+		t.Fatalf("other: %+v, want the token given back, at +100ms", adm)
+	}
+	if adm := e.Admit("released", Scheduled, t0.Add(100*time.Millisecond)); adm.OK || adm.Wait != 100*time.Millisecond {
+		t.Fatalf("released, asking again: %+v, want a new token at +200ms", adm)
+	}
+}
+
+// TestAnAbandonedTokenIsForgottenAfterAMinute: a holder that never came back
+// for a minute past its token's time is forgotten when the next call sweeps
+// (at most once a second); one back within the minute still has its token.
+func TestAnAbandonedTokenIsForgottenAfterAMinute(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		late      time.Duration // past the holder's token when another call sweeps
+		swept     time.Duration // a sweep ran this long before that call; 0: none
+		forgotten bool
+	}{
+		{"a minute late exactly: kept", time.Minute, 0, false},
+		{"more than a minute late: forgotten", time.Minute + time.Millisecond, 0, true},
+		{"a sweep ran less than a second before: kept until the next", time.Minute + 500*time.Millisecond, 600 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEntry(1, 1) // a token a second
+			e.Admit("first", Scheduled, t0)
+			if adm := e.Admit("holder", Scheduled, t0); adm.OK || adm.Wait != time.Second {
+				t.Fatalf("holder: %+v, want a token held at +1s", adm)
+			}
+			sweep := t0.Add(time.Second + tc.late)
+			if tc.swept != 0 {
+				e.Limiter.ReserveN(sweep.Add(-tc.swept), 1)
+				e.Admit("earlier sweeper", Scheduled, sweep.Add(-tc.swept))
+			}
+			e.Limiter.ReserveN(sweep, 1) // the bucket is empty when the sweeper asks
+			if adm := e.Admit("sweeper", Scheduled, sweep); adm.OK {
+				t.Fatalf("sweeper: %+v, want held", adm)
+			}
+			// The holder comes back just after: its token, or a new one
+			// behind the sweeper's.
+			adm := e.Admit("holder", Scheduled, sweep.Add(time.Millisecond))
+			if adm.OK == tc.forgotten {
+				t.Fatalf("holder back: %+v, want forgotten %v", adm, tc.forgotten)
+			}
+		})
 	}
 }

@@ -3,14 +3,17 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/paywarden/paywarden/internal/payment"
 )
@@ -143,4 +146,212 @@ func TestBudgetDropsUnpaidOrdersFirst(t *testing.T) {
 	if len(data) >= n {
 		t.Errorf("nothing dropped over the budget")
 	}
+}
+
+// A write that loses a race with another writer (the shard was created, or
+// changed, meanwhile) reads the shard again and keeps both records; a read
+// that fails for another reason fails the write.
+func TestPutRetriesOnConflicts(t *testing.T) {
+	ctx := context.Background()
+	other := id[:len(id)-1] + "1"
+	newStoreWith := func(t *testing.T, funcs interceptor.Funcs) (*Store, client.Client) {
+		t.Helper()
+		scheme := runtime.NewScheme()
+		if err := corev1.AddToScheme(scheme); err != nil {
+			t.Fatal(err)
+		}
+		c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(funcs).Build()
+		return &Store{Client: c, Reader: c, Namespace: "paywarden-system", Clock: clocktesting.NewFakeClock(t0)}, c
+	}
+	t.Run("created meanwhile", func(t *testing.T) {
+		raced := false
+		s, _ := newStoreWith(t, interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if !raced {
+				raced = true
+				// Another writer creates the shard first, with its record.
+				theirs := &Store{Client: c, Reader: c, Namespace: "paywarden-system", Clock: clocktesting.NewFakeClock(t0)}
+				if err := theirs.Put(ctx, other, rec("theirs", "Succeeded")); err != nil {
+					return err
+				}
+				return apierrors.NewAlreadyExists(corev1.Resource("configmaps"), obj.GetName())
+			}
+			return c.Create(ctx, obj, opts...)
+		}})
+		if err := s.Put(ctx, id, rec("mine", "Succeeded")); err != nil {
+			t.Fatal(err)
+		}
+		mine, _ := s.Get(ctx, id)
+		theirs, _ := s.Get(ctx, other)
+		if len(mine) != 1 || len(theirs) != 1 {
+			t.Fatalf("mine %+v theirs %+v, want both kept", mine, theirs)
+		}
+	})
+	t.Run("changed meanwhile", func(t *testing.T) {
+		conflicts := 0
+		s, _ := newStoreWith(t, interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if conflicts == 0 {
+				conflicts++
+				return apierrors.NewConflict(corev1.Resource("configmaps"), obj.GetName(), fmt.Errorf("the object has been modified"))
+			}
+			return c.Update(ctx, obj, opts...)
+		}})
+		if err := s.Put(ctx, other, rec("first", "Succeeded")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(ctx, id, rec("mine", "Succeeded")); err != nil {
+			t.Fatalf("a conflict was not retried: %v", err)
+		}
+		if got, _ := s.Get(ctx, id); len(got) != 1 || conflicts != 1 {
+			t.Fatalf("got %+v after %d conflicts", got, conflicts)
+		}
+	})
+	t.Run("unreadable shard", func(t *testing.T) {
+		s, c := newStoreWith(t, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			return apierrors.NewServiceUnavailable("etcd is down")
+		}})
+		if err := s.Put(ctx, id, rec("mine", "Succeeded")); err == nil || !strings.Contains(err.Error(), "read ledger shard") {
+			t.Fatalf("write after a failed read of the shard: %v, want the read's error", err)
+		}
+		list := &corev1.ConfigMapList{}
+		if err := c.List(ctx, list); err != nil || len(list.Items) != 0 {
+			t.Fatalf("shards %d (%v), want none written blind", len(list.Items), err)
+		}
+	})
+}
+
+// Identities: an unknown one in an existing shard has no records; a payment
+// and a refund record of the same name are two records; a shard's name is
+// lower case whatever the identity; a too short identity is an error.
+func TestIdentities(t *testing.T) {
+	s, _, c := newStore(t)
+	ctx := context.Background()
+	if err := s.Put(ctx, id, rec("order-1", "Succeeded")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, id[:len(id)-1]+"1"); err != nil || got != nil {
+		t.Fatalf("an unknown identity in an existing shard: %+v, %v", got, err)
+	}
+	refund := rec("order-1", "Succeeded")
+	refund.Kind = payment.LedgerRefund
+	if err := s.Put(ctx, id, refund); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, id); len(got) != 2 {
+		t.Fatalf("records %+v, want the payment's and the refund's", got)
+	}
+	if err := s.Put(ctx, "F00DBEEF", rec("upper", "Failed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "paywarden-system", Name: "paywarden-ledger-f00"}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("shard paywarden-ledger-f00: %v", err)
+	}
+	if _, err := s.Get(ctx, "ab"); err == nil {
+		t.Error("a two-character identity was read")
+	}
+}
+
+// shard builds prune's input: one unpaid or paid record per identity key,
+// recorded at the given times.
+func shard(recs map[string]payment.LedgerRecord) map[string]string {
+	data := map[string]string{}
+	for k, r := range recs {
+		data[k] = encodeAll([]payment.LedgerRecord{r})
+	}
+	return data
+}
+
+func shardSize(data map[string]string) int {
+	size := 0
+	for k, v := range data {
+		size += len(k) + len(v)
+	}
+	return size
+}
+
+// A record is kept for less than the retention (records keep whole
+// seconds): one exactly as old goes.
+func TestRetentionBoundary(t *testing.T) {
+	s, clk, _ := newStore(t)
+	at := func(age time.Duration) payment.LedgerRecord {
+		r := rec("order", "Succeeded")
+		r.RecordedAt = clk.Now().Add(-age)
+		return r
+	}
+	data := shard(map[string]payment.LedgerRecord{"a1b-kept": at(DefaultRetention - time.Second), "a1b-gone": at(DefaultRetention)})
+	s.prune(data)
+	if _, ok := data["a1b-kept"]; !ok {
+		t.Error("a record just inside the retention was dropped")
+	}
+	if _, ok := data["a1b-gone"]; ok {
+		t.Error("a record exactly as old as the retention was kept")
+	}
+}
+
+// Over its budget, a shard drops the oldest unpaid orders first; an order
+// with any paid record counts as paid, whatever came after it, and one is as
+// new as its latest record; a shard
+// exactly at its budget keeps everything.
+func TestBudgetOrder(t *testing.T) {
+	s, clk, _ := newStore(t)
+	// Unpaid orders, each an hour newer than the last, and one order that
+	// took the money and then saw a failed attempt, older than all.
+	recs := map[string]payment.LedgerRecord{}
+	n := 0
+	for size := 0; size < MaxShardBytes+1024; n++ {
+		r := rec(fmt.Sprintf("order-%d", n), "Failed")
+		r.RecordedAt = clk.Now().Add(-time.Duration(10000-n) * time.Hour / 1000)
+		k := fmt.Sprintf("a1b%029d", n)
+		recs[k] = r
+		size += len(k) + len(encodeAll([]payment.LedgerRecord{r}))
+	}
+	data := shard(recs)
+	paid, retry := rec("paid", "Succeeded"), rec("retry", "Failed")
+	paid.RecordedAt, retry.RecordedAt = clk.Now().Add(-20*time.Hour), clk.Now().Add(-19*time.Hour)
+	data["a1b-mixed"] = encodeAll([]payment.LedgerRecord{paid, retry})
+	// An unpaid order first tried long ago and again just now is as new as
+	// its latest record.
+	first, again := rec("first", "Failed"), rec("again", "Failed")
+	first.RecordedAt, again.RecordedAt = clk.Now().Add(-100*time.Hour), clk.Now()
+	data["a1b-revisited"] = encodeAll([]payment.LedgerRecord{first, again})
+	s.prune(data)
+	if _, ok := data["a1b-revisited"]; !ok {
+		t.Error("an order recorded again just now was dropped as old")
+	}
+	if _, ok := data["a1b-mixed"]; !ok {
+		t.Error("an order whose money was taken was dropped for unpaid ones (a later failed attempt made it look unpaid)")
+	}
+	if _, ok := data[fmt.Sprintf("a1b%029d", n-1)]; !ok {
+		t.Error("the newest unpaid order was dropped")
+	}
+	if _, ok := data[fmt.Sprintf("a1b%029d", 0)]; ok {
+		t.Error("the oldest unpaid order was kept")
+	}
+
+	t.Run("exactly at the budget", func(t *testing.T) {
+		data := shard(recs)
+		for k := range data {
+			if shardSize(data) <= MaxShardBytes-1024 {
+				break
+			}
+			delete(data, k)
+		}
+		// Fill the rest with one record whose name takes up the difference.
+		r := rec("", "Failed")
+		r.RecordedAt = clk.Now()
+		for name := "x"; ; name += "x" {
+			r.Name = name
+			data["a1b-filler"] = encodeAll([]payment.LedgerRecord{r})
+			if size := shardSize(data); size >= MaxShardBytes {
+				if size > MaxShardBytes {
+					t.Fatalf("filler overshoots the budget: %d bytes", size)
+				}
+				break
+			}
+		}
+		before := len(data)
+		s.prune(data)
+		if len(data) != before {
+			t.Errorf("%d of %d orders kept at exactly the budget, want all", len(data), before)
+		}
+	})
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/provider"
@@ -69,6 +71,55 @@ func TestWaitingForTheMerchantsCaptureConsumesNoAttempt(t *testing.T) {
 	p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusSucceeded), false, now))
 	if p.Status.Phase != v1alpha1.PhaseSucceeded || review(p) != "" {
 		t.Fatalf("captured: phase %s review %q", p.Status.Phase, review(p))
+	}
+}
+
+// While the merchant's capture is awaited, the next look is the schedule's
+// last step, or a second after the authorization (or the funds' guarantee)
+// ends if that comes first: one that has already ended brings nothing
+// forward.
+func TestWaitingForTheMerchantLooksAgainJustAfterTheAuthorizationEnds(t *testing.T) {
+	pol := testPolicy()
+	for _, tc := range []struct {
+		name               string
+		expires, funds     time.Duration // from now; 0: not known
+		expiresWithinLast  time.Duration // expires this long before the last step would end
+		wantFromNow        time.Duration // 0: the schedule's last step
+		lastStepLongerThan time.Duration
+	}{
+		{name: "nothing ends: the last step"},
+		{name: "the authorization ends first", expires: 5 * time.Minute, wantFromNow: 5*time.Minute + time.Second, lastStepLongerThan: 5 * time.Minute},
+		{name: "the funds' guarantee ends first", expires: 5 * time.Minute, funds: 2 * time.Minute, wantFromNow: 2*time.Minute + time.Second, lastStepLongerThan: 5 * time.Minute},
+		{name: "an authorization that already ended brings nothing forward", expires: -time.Minute},
+		{name: "an authorization ending within a second of the last step: the last step", expiresWithinLast: 500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := authorizedPay("lapse", v1alpha1.CaptureManual)
+			now := p.Status.Query.NextTime.Time
+			last, _ := payment.Delay(pol.Schedule, pol.JitterPercent, int32(len(pol.Schedule)-1), string(p.UID))
+			if last <= tc.lastStepLongerThan {
+				t.Fatalf("fixture: last step %s, want longer than %s", last, tc.lastStepLongerThan)
+			}
+			if tc.expiresWithinLast != 0 {
+				tc.expires = last - tc.expiresWithinLast
+			}
+			if tc.expires != 0 {
+				at := metav1.NewTime(now.Add(tc.expires))
+				p.Status.AuthorizationExpiresAt = &at
+			}
+			if tc.funds != 0 {
+				at := metav1.NewTime(now.Add(tc.funds))
+				p.Status.FundsGuaranteedUntil = &at
+			}
+			p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusAuthorized), false, now))
+			want := now.Add(last)
+			if tc.wantFromNow != 0 {
+				want = now.Add(tc.wantFromNow)
+			}
+			if next := p.Status.Query.NextTime; p.Status.Phase != v1alpha1.PhaseAuthorized || next == nil || !next.Time.Equal(want) {
+				t.Fatalf("phase %s next %v, want Authorized and the next look at %s", p.Status.Phase, next, want)
+			}
+		})
 	}
 }
 

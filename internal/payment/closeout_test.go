@@ -186,6 +186,27 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 			}
 		}
 	})
+	t.Run("an operation marked while the close-out query was out is not replaced by the close-out", func(t *testing.T) {
+		// The query's answer is decided again on fresh state after a write
+		// conflict: the cancel an operator asked for meanwhile is not turned
+		// into the close-out's (the operator's reason is not lost).
+		pol := canCancel()
+		p := expiring()
+		step := payment.Plan(p, pol, payment.Facts{}, past)
+		if step.Action != payment.Query || !step.CloseOut {
+			t.Fatalf("%v (%s), want the close-out query", step.Action, step.Why)
+		}
+		p = annotate(p, v1alpha1.AnnotationCancel, "customer changed their mind")
+		p = store(p, payment.Plan(p, pol, payment.Facts{}, past).Outcome)
+		marked := p.Status.Operation
+		if marked == nil || marked.Kind != v1alpha1.OperationCancel || isCloseOutOp(marked) {
+			t.Fatalf("operation %+v, want the operator's cancel", marked)
+		}
+		p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusPending), step.CloseOut, past))
+		if op := p.Status.Operation; op != nil && op.Reason != marked.Reason {
+			t.Fatalf("operation %+v replaced the operator's cancel %+v", op, marked)
+		}
+	})
 	t.Run("no cancel at this provider type: closed out locally at once", func(t *testing.T) {
 		pol := testPolicy()
 		pol.LifecycleKnown = true

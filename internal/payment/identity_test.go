@@ -108,18 +108,22 @@ func TestAdopt(t *testing.T) {
 	// Captured in part (600 of the order's amount), then refunded in full.
 	partial := record(settled("order-1", v1alpha1.PhaseSucceeded, 600, 0))
 	partialRefunded := record(settled("order-1", v1alpha1.PhaseRefunded, 600, 600))
+	// Settled by a success that did not say how much was paid.
+	noAmount := record(settled("order-1", v1alpha1.PhaseSucceeded, 0, 0))
 
 	for _, tt := range []struct {
-		name      string
-		recs      []payment.LedgerRecord
-		amount    int64
-		currency  string
-		adopted   bool
-		phase     v1alpha1.PaymentPhase
-		refunded  int64
-		received  int64 // 0: the order's amount
-		review    string
-		noOutcome bool
+		name     string
+		recs     []payment.LedgerRecord
+		amount   int64
+		currency string
+		adopted  bool
+		phase    v1alpha1.PaymentPhase
+		refunded int64
+		received int64 // 0: the order's amount
+		// noReceived: adopted without an amount received (none was recorded).
+		noReceived bool
+		review     string
+		noOutcome  bool
 	}{
 		{name: "the same manifest applied again adopts Succeeded", recs: []payment.LedgerRecord{succeeded}, adopted: true, phase: v1alpha1.PhaseSucceeded},
 		{name: "a refunded order comes back with its refunded total", recs: []payment.LedgerRecord{refunded}, adopted: true, phase: v1alpha1.PhasePartiallyRefunded, refunded: 500},
@@ -133,6 +137,8 @@ func TestAdopt(t *testing.T) {
 			adopted: true, phase: v1alpha1.PhaseSucceeded, received: 600},
 		{name: "a partially captured order refunded in full comes back Refunded", recs: []payment.LedgerRecord{partialRefunded},
 			adopted: true, phase: v1alpha1.PhaseRefunded, received: 600, refunded: 600},
+		{name: "a success recorded without an amount comes back without one, not as 0 received", recs: []payment.LedgerRecord{noAmount},
+			adopted: true, phase: v1alpha1.PhaseSucceeded, noReceived: true},
 		{name: "a refund record of the same name is not a payment's", recs: []payment.LedgerRecord{{Kind: payment.LedgerRefund, Name: "order-1", Phase: "Succeeded"}}, noOutcome: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,7 +172,12 @@ func TestAdopt(t *testing.T) {
 				if received == 0 {
 					received = orderValue
 				}
-				if got.Status.ProviderPaymentID != "pay_1" || got.Status.AmountReceived == nil || got.Status.AmountReceived.Value != received {
+				switch {
+				case tt.noReceived:
+					if got.Status.ProviderPaymentID != "pay_1" || got.Status.AmountReceived != nil {
+						t.Errorf("adopted: id %q amount received %+v, want pay_1 and none", got.Status.ProviderPaymentID, got.Status.AmountReceived)
+					}
+				case got.Status.ProviderPaymentID != "pay_1" || got.Status.AmountReceived == nil || got.Status.AmountReceived.Value != received:
 					t.Errorf("adopted without the provider's id and amount: %+v", got.Status)
 				}
 				if tt.refunded > 0 && (got.Status.AmountRefunded == nil || got.Status.AmountRefunded.Value != tt.refunded) {

@@ -107,3 +107,32 @@ func TestCaptureAnnotation(t *testing.T) {
 		}
 	})
 }
+
+// TestOperationRetryIsNeverDueAtOnce: a schedule may name steps shorter than
+// MinWait (even 0s); the repeat of an operation whose outcome is unknown, and
+// the next look-up of it, still come MinWait later at the earliest.
+func TestOperationRetryIsNeverDueAtOnce(t *testing.T) {
+	pol := testPolicy()
+	pol.Schedule = []time.Duration{0}
+	now := t0.Add(time.Minute)
+	for name, decide := range map[string]func(p *v1alpha1.Payment) payment.Outcome{
+		"the capture call got no answer": func(p *v1alpha1.Payment) payment.Outcome {
+			return payment.AfterOperation(p, pol, v1alpha1.OperationCapture, fails(errNoAnswer), now)
+		},
+		"the look-up of the capture got no answer": func(p *v1alpha1.Payment) payment.Outcome {
+			return payment.AfterQuery(p, pol, fails(errNoAnswer), false, now)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := annotate(authorizedFor(t, "floor", 1000), v1alpha1.AnnotationCapture, "all")
+			p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)
+			if op := p.Status.Operation; op == nil || op.Kind != v1alpha1.OperationCapture {
+				t.Fatalf("fixture: operation %+v, want the capture", op)
+			}
+			p = store(p, decide(p))
+			if op := p.Status.Operation; op == nil || op.RetryAt == nil || !op.RetryAt.Time.Equal(now.Add(payment.MinWait)) {
+				t.Fatalf("operation %+v, want it retried at %s (MinWait)", op, now.Add(payment.MinWait))
+			}
+		})
+	}
+}

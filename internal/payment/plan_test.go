@@ -545,6 +545,10 @@ func TestAfterQuery(t *testing.T) {
 				if p.Status.Query.NextTime != nil {
 					t.Errorf("re-armed: next %v", p.Status.Query.NextTime)
 				}
+				// (A settled payment counts its reads of the refunded total.)
+				if got, want := p.Status.Query.Attempts, fresh.Status.Query.Attempts; !fresh.Status.Phase.IsFinal() && got != want {
+					t.Errorf("attempts %d, want %d: a payment parked meanwhile has no schedule to consume", got, want)
+				}
 				if review(p) != before || p.Status.Phase != fresh.Status.Phase {
 					t.Errorf("phase %q review %q, want %q %q kept", p.Status.Phase, review(p), fresh.Status.Phase, before)
 				}

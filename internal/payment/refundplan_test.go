@@ -63,6 +63,9 @@ func TestRefundAllowanceBounds(t *testing.T) {
 		{"two succeeded refunds near int64 max are refused too", partRefund(1), paidPayment(0), []v1alpha1.Refund{sentRefund("a", huge/2+1, v1alpha1.RefundSucceeded), sentRefund("b", huge/2+1, v1alpha1.RefundSucceeded)}, 0, "", v1alpha1.ReasonOverRefund, "int64"},
 		{"a provider total near int64 max beside a refund in flight", partRefund(1), paidPayment(huge - 1), []v1alpha1.Refund{sentRefund("a", 10, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"a refund of int64 max on its own is refused", partRefund(huge), paidPayment(0), nil, 0, "", v1alpha1.ReasonOverRefund, ""},
+		// int64 max itself is a sum like any other: refused for what it is,
+		// an over-refund, not as uncountable.
+		{"refunds adding up to exactly int64 max are counted", partRefund(1), paidPayment(0), []v1alpha1.Refund{sentRefund("a", huge-10, v1alpha1.RefundSucceeded), sentRefund("b", 10, v1alpha1.RefundSucceeded)}, 0, "", v1alpha1.ReasonOverRefund, "is refunded or being refunded"},
 	})
 }
 

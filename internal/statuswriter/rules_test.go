@@ -103,6 +103,31 @@ func TestUpdateRules(t *testing.T) {
 		}
 	})
 
+	t.Run("a stale copy with nothing to write is confirmed with one read: the fresh copy's decision needs no second", func(t *testing.T) {
+		w, reads, writes := fakeWriter(t, stored("uid", v1alpha1.PhaseProcessing), true, nil)
+		cached := stored("uid", v1alpha1.PhaseProcessing)
+		cached.ResourceVersion = "1" // older than the stored one
+		calls := 0
+		wrote, err := statuswriter.Update(ctx, w, cached, func(p *v1alpha1.Payment) error { calls++; return toProcessing(p) })
+		if wrote || err != nil || *writes != 0 || *reads != 1 || calls != 2 {
+			t.Errorf("wrote %v, err %v, %d writes, %d reads, %d decisions; want one read and the decision run again on its copy", wrote, err, *writes, *reads, calls)
+		}
+	})
+
+	t.Run("a write that conflicts seven times in a row still lands", func(t *testing.T) {
+		conflicts := 0
+		w, _, writes := fakeWriter(t, stored("uid", ""), false, func() error {
+			if conflicts < 7 {
+				conflicts++
+				return apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "payments"}, "order", errors.New("changed"))
+			}
+			return nil
+		})
+		if wrote, err := statuswriter.Update(ctx, w, stored("uid", ""), toProcessing); !wrote || err != nil || *writes != 8 {
+			t.Errorf("wrote %v, err %v after %d writes; want written on the 8th", wrote, err, *writes)
+		}
+	})
+
 	t.Run("a write that keeps conflicting is tried MaxAttempts times", func(t *testing.T) {
 		w, _, writes := fakeWriter(t, stored("uid", ""), false, func() error {
 			return apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "payments"}, "order", errors.New("changed"))

@@ -1,0 +1,111 @@
+package inbox
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// An event that names only a provider payment id two Payments share is
+// applied to neither: it waits Orphaned, and no payment is moved on a guess.
+func TestAnEventOfASharedProviderIDIsAppliedToNone(t *testing.T) {
+	a, b := paidOrder(), paidOrder()
+	b.Name, b.UID, b.Spec.MerchantReference = "order-b", "pay-uid-b", "order-b"
+	for _, p := range []*v1alpha1.Payment{a, b} {
+		p.Status = v1alpha1.PaymentStatus{Phase: v1alpha1.PhaseProcessing, ProviderPaymentID: "pay_1"}
+	}
+	in, c := newFakeInbox(t, a, b)
+	ev := provider.Event{ID: "evt-1", Type: "payment.failed", Status: provider.StatusFailed, Supported: true, OccurredAt: t0,
+		PaymentID: "pay_1", Raw: []byte(`{"id":"evt-1"}`)}
+	if out, _ := deliver(t, in, c, ev); out.Result != v1alpha1.ResultOrphaned {
+		t.Fatalf("result %s (%s), want Orphaned", out.Result, out.Message)
+	}
+	for _, p := range []*v1alpha1.Payment{a, b} {
+		got := &v1alpha1.Payment{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase != v1alpha1.PhaseProcessing {
+			t.Errorf("payment %s moved to %s by an event that names it ambiguously", p.Name, got.Status.Phase)
+		}
+	}
+}
+
+// An event's result: a finished one stands whatever a later writer says; an
+// unchanged Orphaned record is not written again (no attempt counted); a new
+// result counts an attempt.
+func TestEventResultWrites(t *testing.T) {
+	ctx := context.Background()
+	newEvent := func(t *testing.T, result v1alpha1.EventResult, msg string) (*Inbox, *v1alpha1.WebhookEvent, client.Client) {
+		t.Helper()
+		in, c := newFakeInbox(t)
+		prov := &v1alpha1.PaymentProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kukopay"}}
+		evt, err := NewEvent(prov, provider.Event{ID: "evt-1", Type: "payment.succeeded", Raw: []byte(`{"id":"evt-1"}`)}, v1alpha1.ViaWebhook, "kukopay", t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, evt); err != nil {
+			t.Fatal(err)
+		}
+		if result != "" {
+			if err := in.setResult(ctx, evt, result, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return in, evt, c
+	}
+	stored := func(t *testing.T, c client.Client, evt *v1alpha1.WebhookEvent) v1alpha1.WebhookEventStatus {
+		t.Helper()
+		got := &v1alpha1.WebhookEvent{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(evt), got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Status
+	}
+	t.Run("a finished result stands", func(t *testing.T) {
+		in, evt, c := newEvent(t, v1alpha1.ResultApplied, "applied")
+		if err := in.setResult(ctx, evt, v1alpha1.ResultPending, "not applied at receipt"); err != nil {
+			t.Fatal(err)
+		}
+		if st := stored(t, c, evt); st.Result != v1alpha1.ResultApplied || st.Attempts != 1 {
+			t.Errorf("result %s after %d attempts, want Applied kept after 1", st.Result, st.Attempts)
+		}
+	})
+	t.Run("an unchanged orphan is not written again", func(t *testing.T) {
+		in, evt, c := newEvent(t, v1alpha1.ResultOrphaned, "no payment yet")
+		if err := in.setResult(ctx, evt, v1alpha1.ResultOrphaned, "no payment yet"); err != nil {
+			t.Fatal(err)
+		}
+		if st := stored(t, c, evt); st.Attempts != 1 {
+			t.Errorf("%d attempts, want 1: re-checking an orphan wrote it again", st.Attempts)
+		}
+		if err := in.setResult(ctx, evt, v1alpha1.ResultOrphaned, "still no payment, for another reason"); err != nil {
+			t.Fatal(err)
+		}
+		if st := stored(t, c, evt); st.Attempts != 2 || st.Message != "still no payment, for another reason" {
+			t.Errorf("%d attempts, message %q, want 2 and the new message", st.Attempts, st.Message)
+		}
+	})
+	t.Run("a message of exactly the limit is kept whole; a longer one is cut to it", func(t *testing.T) {
+		in, evt, c := newEvent(t, "", "")
+		whole := strings.Repeat("x", maxMessage)
+		if err := in.setResult(ctx, evt, v1alpha1.ResultOrphaned, whole); err != nil {
+			t.Fatal(err)
+		}
+		if st := stored(t, c, evt); st.Message != whole {
+			t.Errorf("message of %d characters stored as %d: %q...", maxMessage, len(st.Message), st.Message[max(len(st.Message)-5, 0):])
+		}
+		if err := in.setResult(ctx, evt, v1alpha1.ResultOrphaned, whole+"y"); err != nil {
+			t.Fatal(err)
+		}
+		if st := stored(t, c, evt); len(st.Message) != maxMessage || !strings.HasSuffix(st.Message, "...") {
+			t.Errorf("message of %d characters stored as %d, want cut to %d ending in ...", maxMessage+1, len(st.Message), maxMessage)
+		}
+	})
+}
