@@ -203,8 +203,17 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 			t.Fatalf("operation %+v, want the operator's cancel", marked)
 		}
 		p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusPending), step.CloseOut, past))
-		if op := p.Status.Operation; op != nil && op.Reason != marked.Reason {
-			t.Fatalf("operation %+v replaced the operator's cancel %+v", op, marked)
+		if op := p.Status.Operation; op == nil || op.Reason != marked.Reason {
+			t.Fatalf("operation %+v replaced or dropped the operator's cancel %+v", op, marked)
+		}
+		// Nor is the payment expired locally under it: the cancel still
+		// goes out and closes the provider's object, so the payer cannot
+		// pay what paywarden ended.
+		if p.Status.Phase != v1alpha1.PhasePending {
+			t.Fatalf("phase %s with the operator's cancel not sent, want Pending until it is", p.Status.Phase)
+		}
+		if next := payment.Plan(p, pol, payment.Facts{}, past); next.Action != payment.CallCancel {
+			t.Fatalf("next %v (%s), want the operator's cancel sent", next.Action, next.Why)
 		}
 	})
 	t.Run("no cancel at this provider type: closed out locally at once", func(t *testing.T) {
