@@ -179,7 +179,11 @@ func AfterQuery(p *v1alpha1.Payment, pol Policy, call Call, closeOut bool, now t
 		q.LastTime = ptrMicro(now)
 		c.sched().answered()
 		for _, obs := range FromPayment(call.Payment, v1alpha1.SourceStatusQuery) {
-			obs.PastExpiry = closeOut
+			// An operation marked while the close-out's query was out (an
+			// operator's cancel, decided again on fresh state after a write
+			// conflict) goes out first: expiring the payment under it would
+			// drop it and leave the provider's object open to be paid.
+			obs.PastExpiry = closeOut && st.Operation == nil
 			if op := st.Operation; op != nil && fundingDeclined(st, op.Kind, obs) {
 				// The lookup of a capture's (or authorization's) outcome
 				// finds the payer sent back: the decline, not a call to repeat.
