@@ -4,9 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/provider"
@@ -108,4 +110,56 @@ func TestEventResultWrites(t *testing.T) {
 			t.Errorf("message of %d characters stored as %d, want cut to %d ending in ...", maxMessage+1, len(st.Message), maxMessage)
 		}
 	})
+}
+
+// Receive's apply budget: 0 is no budget (the event is applied at
+// receipt, as long as ctx allows); a spent one leaves the stored event
+// Pending for the inbox processor, never lost.
+func TestReceiveApplyBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget time.Duration
+		result v1alpha1.EventResult
+		phase  v1alpha1.PaymentPhase
+	}{
+		{"no budget: applied at receipt", 0, v1alpha1.ResultApplied, v1alpha1.PhaseFailed},
+		{"a budget spent before the apply: left to the processor", time.Nanosecond, v1alpha1.ResultPending, v1alpha1.PhaseProcessing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := paidOrder()
+			p.Status = v1alpha1.PaymentStatus{Phase: v1alpha1.PhaseProcessing, ProviderPaymentID: "pay_1"}
+			in, c := newFakeInbox(t, p)
+			// The fake API server answers whatever the context; this one, as a
+			// real one's client, refuses a request whose context is done.
+			live := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+				SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+					return c.SubResource(sub).Update(ctx, obj, opts...)
+				},
+			})
+			in.Client, in.Reader, in.APIReader = live, live, live
+			prov := &v1alpha1.PaymentProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kukopay"}}
+			ev := provider.Event{ID: "evt-1", Type: "payment.failed", Status: provider.StatusFailed, Supported: true, OccurredAt: t0,
+				PaymentID: "pay_1", Raw: []byte(`{"id":"evt-1"}`)}
+			out, err := in.Receive(context.Background(), prov, ev, v1alpha1.ViaWebhook, "kukopay", tc.budget)
+			if err != nil || out.Result != tc.result {
+				t.Fatalf("result %s (%s) %v, want %s", out.Result, out.Message, err, tc.result)
+			}
+			got := &v1alpha1.Payment{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Phase != tc.phase {
+				t.Errorf("payment %s, want %s", got.Status.Phase, tc.phase)
+			}
+		})
+	}
 }
