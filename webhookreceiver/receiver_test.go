@@ -218,6 +218,25 @@ func TestInvalidSignaturesAreRejectedAndNothingIsWritten(t *testing.T) {
 	}
 }
 
+// TestAWhitespaceSigningSecretVerifiesNothing: the manager copies every
+// non-empty value of the signing Secret into the bundle, so a key that is
+// only whitespace reaches the adapter. It is never an HMAC key: a request
+// signed with it is rejected like any bad signature and nothing is written.
+func TestAWhitespaceSigningSecretVerifiesNothing(t *testing.T) {
+	const blank = " \n"
+	k := newKukoPay(t, func(p *fixture.Provider) { p.SigningSecrets = map[string]string{"current": blank} })
+	p := k.payment(t, "order-blank", "order-blank", "pay_blank", 100)
+	before := webhookCount(t, k.ns, k.name, metrics.WebhookInvalidSignature)
+
+	body := k.event("evt_blank", "payment.succeeded", "succeeded", p).Body(t)
+	wantCode(t, fixture.Send(t, "POST", k.url(), body, fixture.KukoPayHeader(body, time.Now(), blank)), http.StatusUnauthorized)
+
+	wantNoEvents(t, k.ns)
+	if d := webhookCount(t, k.ns, k.name, metrics.WebhookInvalidSignature) - before; d != 1 {
+		t.Errorf("invalid_signature counter moved by %v, want 1", d)
+	}
+}
+
 // Issue 5, test 5.
 func TestRejectedRequestsWriteNothing(t *testing.T) {
 	k := newKukoPay(t, func(p *fixture.Provider) { p.MaxBodyBytes = 1024 })

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -96,6 +97,20 @@ var (
 	ErrTimestampTolerance  = errors.New("timestamp outside tolerance")
 	ErrNoMatchingSignature = errors.New("no matching signature")
 )
+
+// BlankSecret reports whether a configured signing secret is empty or only whitespace.
+// VerifyWebhook never uses one as a key: an HMAC under the empty key (or under " " or a
+// newline) is one anyone can compute, so it would authenticate a forgery. The receiver
+// drops empty values before it calls an adapter, but each adapter checks for itself.
+func BlankSecret(secret []byte) bool { return len(bytes.TrimSpace(secret)) == 0 }
+
+// BlankSecrets is the rejection when secrets were configured but every one is blank.
+// The detail says the configuration is at fault; the reason is the one of any request
+// no configured secret signed (ErrNoMatchingSignature, answered 401 like "no secrets
+// configured"), because without a key nothing can be verified.
+func BlankSecrets() error {
+	return SignatureError(ErrNoMatchingSignature, "signing secret missing: every configured secret is blank (empty or whitespace only)")
+}
 
 // ErrMalformedEvent is returned by ParseEvent for a body it cannot decode.
 var ErrMalformedEvent = errors.New("malformed event")

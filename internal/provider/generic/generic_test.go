@@ -120,6 +120,21 @@ func TestSignatureVectors(t *testing.T) {
 	}
 }
 
+// TestBlankSecretsAreNeverKeys: DecodeSecret hands a secret without the whsec_
+// prefix back as raw bytes, so a blank one would be an HMAC key anyone can use.
+func TestBlankSecretsAreNeverKeys(t *testing.T) {
+	a := providertest.At(t, providertest.Unreachable, newAdapter)
+	providertest.BlankSecretsRefused(t, provider.SchemeStandardWebhooks, newKey,
+		func(t *testing.T, secret []byte) http.Header { return headers(t, "msg_1", now, secret) },
+		func(h http.Header, secrets [][]byte) (string, error) {
+			return a.VerifyWebhook(context.Background(), h, body, secrets, 5*time.Minute, now)
+		})
+	t.Run("a blank secret beside an undecodable one is no usable secret", func(t *testing.T) {
+		_, err := a.VerifyWebhook(context.Background(), headers(t, "msg_1", now, newKey), body, [][]byte{[]byte(" "), []byte("whsec_!!!")}, 5*time.Minute, now)
+		providertest.AssertRejected(t, err, provider.ErrNoMatchingSignature)
+	})
+}
+
 func TestDecodeSecret(t *testing.T) {
 	tests := []struct {
 		name, in string

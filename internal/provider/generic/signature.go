@@ -115,7 +115,9 @@ func ParseTimestamp(v string) (int64, error) {
 }
 
 // Verify checks a Standard Webhooks request: every v1 signature against every secret in
-// constant time, then the timestamp within ±tolerance of now.
+// constant time, then the timestamp within ±tolerance of now. A blank secret is never a
+// key (provider.BlankSecret: DecodeSecret would hand it back as raw bytes); like an
+// undecodable one it is skipped, so it does not block a rotation.
 func Verify(h http.Header, body []byte, secrets [][]byte, tolerance time.Duration, now time.Time) error {
 	id := provider.HeaderValue(h, HeaderWebhookID)
 	if id == "" {
@@ -132,8 +134,12 @@ func Verify(h http.Header, body []byte, secrets [][]byte, tolerance time.Duratio
 	if len(sigs) == 0 {
 		return provider.SignatureError(provider.ErrNoMatchingSignature, "no v1 signature in header")
 	}
-	matched, usable := false, 0
+	matched, usable, blank := false, 0, 0
 	for _, s := range secrets {
+		if provider.BlankSecret(s) {
+			blank++
+			continue
+		}
 		key, err := DecodeSecret(s)
 		if err != nil {
 			continue // one bad secret must not block the good one during a rotation
@@ -145,6 +151,9 @@ func Verify(h http.Header, body []byte, secrets [][]byte, tolerance time.Duratio
 				matched = true
 			}
 		}
+	}
+	if usable == 0 && blank > 0 && blank == len(secrets) {
+		return provider.BlankSecrets()
 	}
 	if usable == 0 {
 		return provider.SignatureError(provider.ErrNoMatchingSignature, "no usable secrets configured")

@@ -87,6 +87,21 @@ func TestSignatureVectors(t *testing.T) {
 	}
 }
 
+// TestBlankSecretsAreNeverKeys: the receiver drops empty secrets but not
+// whitespace-only ones, and an HMAC under either is one anyone can compute.
+func TestBlankSecretsAreNeverKeys(t *testing.T) {
+	a := adapter(t)
+	providertest.BlankSecretsRefused(t, provider.SchemeKukoPay, newKey,
+		func(_ *testing.T, secret []byte) http.Header {
+			h := http.Header{}
+			h.Set(kukopay.HeaderSignature, hdr(now, secret))
+			return h
+		},
+		func(h http.Header, secrets [][]byte) (string, error) {
+			return a.VerifyWebhook(context.Background(), h, body, secrets, 5*time.Minute, now)
+		})
+}
+
 func mustHex(s string) []byte {
 	b := make([]byte, len(s)/2)
 	fmt.Sscanf(s, "%x", &b)

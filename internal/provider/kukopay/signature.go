@@ -91,6 +91,8 @@ func SignatureHeaderValue(t time.Time, body []byte, secrets ...[]byte) string {
 
 // Verify checks header against body. Every v1 is compared with every secret in
 // constant time; then the timestamp must be within ±tolerance of now (both directions).
+// A blank secret is never a key (provider.BlankSecret); beside a real one it is
+// skipped, so it does not block a rotation, and with only blank ones nothing verifies.
 func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duration, now time.Time) error {
 	ps, err := ParseSignatureHeader(header)
 	if err != nil {
@@ -102,8 +104,12 @@ func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duratio
 	if len(secrets) == 0 {
 		return provider.SignatureError(provider.ErrNoMatchingSignature, "no secrets configured")
 	}
-	matched := false
+	matched, usable := false, 0
 	for _, secret := range secrets {
+		if provider.BlankSecret(secret) {
+			continue
+		}
+		usable++
 		want := []byte(Sign(secret, ps.Timestamp, body))
 		for _, got := range ps.V1 {
 			// Lowercase so an upper-case hex sender still matches; hmac.Equal keeps the
@@ -112,6 +118,9 @@ func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duratio
 				matched = true
 			}
 		}
+	}
+	if usable == 0 {
+		return provider.BlankSecrets()
 	}
 	if !matched {
 		return provider.SignatureError(provider.ErrNoMatchingSignature, "")

@@ -14,6 +14,8 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,6 +60,47 @@ func AssertVerdict(t testing.TB, gotScheme, scheme string, err, reason error) {
 		return
 	}
 	AssertRejected(t, err, reason)
+}
+
+// BlankSecretsRefused checks that an adapter never uses an empty or
+// whitespace-only signing secret as a key, whatever it is handed: a request
+// signed with one is rejected, alone or beside the real secret; the real secret
+// beside a blank one still verifies (a blank key does not block a rotation);
+// and with only blank secrets the rejection says the secret is blank. sign
+// signs this test's request with a secret as the sender would (with the key the
+// adapter would derive from it); verify is the adapter's VerifyWebhook, which
+// must name scheme. good is a real secret.
+func BlankSecretsRefused(t *testing.T, scheme string, good []byte, sign func(t *testing.T, secret []byte) http.Header, verify func(h http.Header, secrets [][]byte) (string, error)) {
+	t.Helper()
+	for _, blank := range []string{"", " ", "\n", " \t\r\n"} {
+		b, q := []byte(blank), strconv.Quote(blank)
+		tests := []struct {
+			name      string
+			signedBy  []byte
+			secrets   [][]byte
+			ok        bool
+			saysBlank bool
+		}{
+			{"a request signed with " + q + " is refused when it is the only secret", b, [][]byte{b}, false, true},
+			{"a genuine request is refused when " + q + " is the only secret", good, [][]byte{b}, false, true},
+			{"a request signed with " + q + " is refused beside the real secret", b, [][]byte{b, good}, false, false},
+			{"a request signed with " + q + " is refused beside the real secret listed first", b, [][]byte{good, b}, false, false},
+			{q + " beside the real secret does not block it", good, [][]byte{b, good}, true, false},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				gotScheme, err := verify(sign(t, tt.signedBy), tt.secrets)
+				if tt.ok {
+					AssertVerdict(t, gotScheme, scheme, err, nil)
+					return
+				}
+				AssertVerdict(t, gotScheme, scheme, err, provider.ErrNoMatchingSignature)
+				if tt.saysBlank && !strings.Contains(err.Error(), "blank") {
+					t.Errorf("err = %v, want it to say the secret is blank", err)
+				}
+			})
+		}
+	}
 }
 
 // ClockCase is our clock at now against a signed timestamp; ok says whether

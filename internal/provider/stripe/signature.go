@@ -29,7 +29,8 @@ const maxSignatureHeader = 4096
 // stripe-go cannot be told the time (it checks against the wall clock) and only
 // rejects timestamps that are too old, so the tolerance is checked here with
 // provider.WithinTolerance: a timestamp from the future is as suspicious as an old
-// one.
+// one. A secret is trimmed (a Secret file's trailing newline); a blank one is never a
+// key (provider.BlankSecret) and, beside a real one, does not block it.
 func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duration, now time.Time) error {
 	if strings.TrimSpace(header) == "" {
 		return provider.SignatureError(provider.ErrMissingHeader, HeaderSignature)
@@ -44,12 +45,13 @@ func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duratio
 	if len(secrets) == 0 {
 		return provider.SignatureError(provider.ErrNoMatchingSignature, "no secrets configured")
 	}
-	matched := false
+	matched, usable := false, 0
 	for _, secret := range secrets {
-		s := strings.TrimSpace(string(secret))
-		if s == "" {
+		if provider.BlankSecret(secret) {
 			continue
 		}
+		usable++
+		s := strings.TrimSpace(string(secret))
 		switch err := webhook.ValidatePayloadIgnoringTolerance(body, header, s); {
 		case err == nil:
 			matched = true
@@ -58,6 +60,9 @@ func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duratio
 		case errors.Is(err, webhook.ErrNotSigned):
 			return provider.SignatureError(provider.ErrMissingHeader, HeaderSignature)
 		}
+	}
+	if usable == 0 {
+		return provider.BlankSecrets()
 	}
 	if !matched {
 		return provider.SignatureError(provider.ErrNoMatchingSignature, "")

@@ -1,6 +1,7 @@
 package stripe_test
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"strconv"
@@ -122,6 +123,21 @@ func TestRotation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBlankSecretsAreNeverKeys: Verify trims a secret, so a blank one would be
+// the empty key, which anyone can sign with.
+func TestBlankSecretsAreNeverKeys(t *testing.T) {
+	v := opensslVectors[0]
+	at := time.Unix(v.t, 0)
+	a := providertest.At(t, providertest.Unreachable, newAdapter)
+	providertest.BlankSecretsRefused(t, stripe.SchemeStripeSignature, []byte(v.secret),
+		func(_ *testing.T, secret []byte) http.Header {
+			return http.Header{stripe.HeaderSignature: {stripe.SignatureHeaderValue(at, []byte(v.body), bytes.TrimSpace(secret))}}
+		},
+		func(h http.Header, secrets [][]byte) (string, error) {
+			return a.VerifyWebhook(t.Context(), h, []byte(v.body), secrets, 5*time.Minute, at)
+		})
 }
 
 // TestToleranceBothDirections moves our clock around a fixed, independently signed
