@@ -2,6 +2,7 @@ package stripe
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -132,6 +133,13 @@ func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) 
 		var cs stripego.CheckoutSession
 		if err := json.Unmarshal(obj, &cs); err != nil {
 			return err
+		}
+		if cs.ID == "" {
+			// Every Checkout Session has an id, cs_... (Stripe API reference, "The
+			// Checkout Session object": id is always present), as Create's answer
+			// must. An object without one is no session: stored, the event would
+			// match no payment and wait Orphaned (and alert) until retention.
+			return errors.New("the object carries no Checkout Session id")
 		}
 		p, err := normalizeSession(&cs)
 		if err != nil {

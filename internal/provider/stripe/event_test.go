@@ -163,6 +163,21 @@ func TestEventEnvelope(t *testing.T) {
 			}
 		})
 	}
+	// Like a null object: a session object without its id is no session, and
+	// stored it would wait Orphaned for a payment it can never match.
+	for _, typ := range []string{"checkout.session.completed", "checkout.session.expired", "checkout.session.async_payment_succeeded", "checkout.session.async_payment_failed"} {
+		for what, object := range map[string]string{
+			"an empty object":          `{}`,
+			"a session without its id": `{"object":"checkout.session","status":"complete","payment_status":"paid","amount_total":1000,"currency":"eur","client_reference_id":"ORD-1","payment_intent":"` + pi + `"}`,
+		} {
+			t.Run(typ+" with "+what+" is malformed", func(t *testing.T) {
+				ev, err := stripe.ParseEvent(event(typ, object))
+				if !errors.Is(err, provider.ErrMalformedEvent) || !strings.Contains(err.Error(), "no Checkout Session id") {
+					t.Fatalf("%+v, err = %v: want malformed for want of the session id", ev, err)
+				}
+			})
+		}
+	}
 }
 
 // TestSessionExpiry: the bounds count from the create marker's time (now here); that
