@@ -1,6 +1,7 @@
 package webhookreceiver_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
@@ -119,6 +120,39 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// answered is the result an answer's body gives ("accepted", "duplicate", ...).
+func answered(t *testing.T, r fixture.Response) string {
+	t.Helper()
+	var body struct {
+		Result string `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(r.Body), &body); err != nil {
+		t.Fatalf("answer %q is not the receiver's JSON: %v", r.Body, err)
+	}
+	return body.Result
+}
+
+// answerCounts are the provider's accepted and duplicate counts of
+// paywarden_webhooks_total at one moment.
+type answerCounts struct {
+	k                   kukoPay
+	accepted, duplicate float64
+}
+
+func (k kukoPay) answerCounts(t *testing.T) answerCounts {
+	t.Helper()
+	return answerCounts{k: k, accepted: webhookCount(t, k.ns, k.name, metrics.WebhookAccepted), duplicate: webhookCount(t, k.ns, k.name, metrics.WebhookDuplicate)}
+}
+
+// wantMoved checks by how much the accepted and duplicate counts moved since c.
+func (c answerCounts) wantMoved(t *testing.T, accepted, duplicate float64) {
+	t.Helper()
+	now := c.k.answerCounts(t)
+	if a, d := now.accepted-c.accepted, now.duplicate-c.duplicate; a != accepted || d != duplicate {
+		t.Errorf("paywarden_webhooks_total moved by accepted %v, duplicate %v; want %v, %v", a, d, accepted, duplicate)
+	}
 }
 
 func wantCode(t *testing.T, r fixture.Response, code int) {

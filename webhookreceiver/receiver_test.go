@@ -77,13 +77,50 @@ func TestRepeatedDeliveriesStoreAndApplyOnce(t *testing.T) {
 	t.Run("twice in a row", func(t *testing.T) {
 		p := k.payment(t, "order-seq", "order-seq", "pay_seq", 500)
 		ev := k.event("evt_seq", "payment.succeeded", "succeeded", p)
+		counts := k.answerCounts(t)
 		first, second := k.deliver(t, ev), k.deliver(t, ev)
 		wantCode(t, first, http.StatusOK)
 		wantCode(t, second, http.StatusOK)
-		if !strings.Contains(first.Body, metrics.WebhookAccepted) || !strings.Contains(second.Body, metrics.WebhookDuplicate) {
-			t.Errorf("answers %q then %q, want accepted then duplicate", first.Body, second.Body)
+		if a, b := answered(t, first), answered(t, second); a != metrics.WebhookAccepted || b != metrics.WebhookDuplicate {
+			t.Errorf("answers %q then %q, want accepted then duplicate (the copy was not stored again)", a, b)
 		}
+		counts.wantMoved(t, 1, 1)
 		assertOnce(t, k, p, "evt_seq")
+	})
+
+	t.Run("a copy stored again of an event the payment already applied is accepted", func(t *testing.T) {
+		// The payment remembers evt_old, but its inbox record is gone
+		// (retention) and so is its history entry (past MaxHistory): a
+		// late copy is stored as a new record, which the payment answers
+		// Duplicate. The delivery was stored, so it is answered accepted;
+		// only a copy the inbox already holds is answered duplicate.
+		p := k.payment(t, "order-old", "order-old", "pay_old", 300)
+		wantCode(t, k.deliver(t, k.event("evt_new", "payment.succeeded", "succeeded", p)), http.StatusOK)
+		p = fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) {
+			st.RecentEventIDs = append([]string{"evt_old"}, st.RecentEventIDs...)
+		})
+		fixture.WaitCached(t, rcv.Cache, p)
+
+		ev := k.event("evt_old", "payment.succeeded", "succeeded", p)
+		counts := k.answerCounts(t)
+		r := k.deliver(t, ev)
+		wantCode(t, r, http.StatusOK)
+		if got := answered(t, r); got != metrics.WebhookAccepted {
+			t.Errorf("answer %q, want accepted: the copy was stored", got)
+		}
+		counts.wantMoved(t, 1, 0)
+		if e := fixture.WaitEventResult(t, env.Client, k.ns, k.name, "evt_old", v1alpha1.ResultDuplicate, fixture.Timeout); e.Spec.Payment != p.Name {
+			t.Errorf("event for payment %q, want %s", e.Spec.Payment, p.Name)
+		}
+
+		counts = k.answerCounts(t)
+		r = k.deliver(t, ev)
+		wantCode(t, r, http.StatusOK)
+		if got := answered(t, r); got != metrics.WebhookDuplicate {
+			t.Errorf("answer to the next copy %q, want duplicate: the inbox holds it", got)
+		}
+		counts.wantMoved(t, 0, 1)
+		assertOnce(t, k, p, "evt_old")
 	})
 
 	t.Run("twenty at once", func(t *testing.T) {
@@ -92,6 +129,7 @@ func TestRepeatedDeliveriesStoreAndApplyOnce(t *testing.T) {
 		body := ev.Body(t)
 		// Every copy carries its own fresh signature, as a provider's
 		// retries do; the dedup must not depend on identical requests.
+		counts := k.answerCounts(t)
 		var wg sync.WaitGroup
 		answers := make([]fixture.Response, 20)
 		for i := range answers {
@@ -102,16 +140,15 @@ func TestRepeatedDeliveriesStoreAndApplyOnce(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		accepted := 0
+		results := map[string]int{}
 		for _, a := range answers {
 			wantCode(t, a, http.StatusOK)
-			if strings.Contains(a.Body, metrics.WebhookAccepted) {
-				accepted++
-			}
+			results[answered(t, a)]++
 		}
-		if accepted != 1 {
-			t.Errorf("%d of 20 concurrent copies accepted, want exactly 1 (the rest duplicate)", accepted)
+		if results[metrics.WebhookAccepted] != 1 || results[metrics.WebhookDuplicate] != 19 {
+			t.Errorf("answers %v to 20 concurrent copies, want exactly 1 accepted and the rest duplicate", results)
 		}
+		counts.wantMoved(t, 1, 19)
 		assertOnce(t, k, p, "evt_par")
 	})
 }
