@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,20 +23,28 @@ import (
 // wave (the leader's kill at the end of the window) every candidate is
 // deleted as soon as it has settled. A re-apply counts as done once the
 // create was stored.
+//
+// What is left is given up (and fails the soak) once nothing has moved for
+// reapplyStall after the window, or at the latest reapplyMax after it: a
+// deadline fixed after the window would fail a larger N, or a loaded
+// machine, whose deletes wait behind the leader's kills and the backlog.
 func (s *soak) reapply(ctx context.Context) {
-	deadline := s.start.Add(s.window + 90*time.Second)
 	deleting := false // a wave is on: delete what has settled
 	lastWave := s.start.Add(s.window - time.Second)
+	moved, lastMove := -1, time.Now()
 	for ctx.Err() == nil {
 		s.mu.Lock()
 		all := len(s.payments) == s.n
 		var pays []*planned
 		var refunds []*plannedRefund
+		steps := 0 // deletes and re-creates done so far
 		for _, p := range s.payments {
+			steps += doneSteps(p.Deleted, p.Reapplied)
 			if p.Reapply && p.Reapplied.IsZero() && p.ReapplyErr == "" {
 				pays = append(pays, p)
 			}
 			for _, r := range p.Refunds {
+				steps += doneSteps(r.Deleted, r.Reapplied)
 				if r.Reapply && r.Reapplied.IsZero() && r.ReapplyErr == "" {
 					refunds = append(refunds, r)
 				}
@@ -45,7 +54,10 @@ func (s *soak) reapply(ctx context.Context) {
 		if all && len(pays) == 0 && len(refunds) == 0 {
 			return
 		}
-		if time.Now().After(deadline) {
+		if steps != moved {
+			moved, lastMove = steps, time.Now()
+		}
+		if deadline := s.reapplyDeadline(lastMove); time.Now().After(deadline) {
 			s.mu.Lock()
 			for _, p := range pays {
 				p.ReapplyErr = fmt.Sprintf("not re-applied by %s (deleted: %v)", deadline.Sub(s.start).Round(time.Second), !p.Deleted.IsZero())
@@ -73,6 +85,37 @@ func (s *soak) reapply(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// The re-apply's patience after the window: what is left is given up once
+// nothing has been deleted or re-created for reapplyStall, and at
+// reapplyMax at the latest.
+const (
+	reapplyStall = 2 * time.Minute
+	reapplyMax   = 6 * time.Minute
+)
+
+// reapplyDeadline is when the re-apply gives up, its last step done at
+// lastMove.
+func (s *soak) reapplyDeadline(lastMove time.Time) time.Time {
+	end := s.start.Add(s.window)
+	if lastMove.Before(end) {
+		lastMove = end
+	}
+	if d := lastMove.Add(reapplyStall); d.Before(end.Add(reapplyMax)) {
+		return d
+	}
+	return end.Add(reapplyMax)
+}
+
+func doneSteps(deleted, reapplied time.Time) int {
+	n := 0
+	for _, t := range []time.Time{deleted, reapplied} {
+		if !t.IsZero() {
+			n++
+		}
+	}
+	return n
 }
 
 // reapplyPayment takes one payment one step: delete it in a wave once
@@ -166,4 +209,24 @@ func (s *soak) reapplyRefund(ctx context.Context, r *plannedRefund, wave bool) {
 		}
 	})
 	s.logf("re-apply: Refund %s applied again from its manifest, %.1fs after its delete", r.Name, r.Reapplied.Sub(r.Deleted).Seconds())
+}
+
+func TestReapplyGivesUpOnlyWhenNothingMoves(t *testing.T) {
+	start := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	s := &soak{start: start, window: time.Minute}
+	end := start.Add(time.Minute)
+	for _, c := range []struct {
+		name     string
+		lastMove time.Time
+		want     time.Time
+	}{
+		{"a step during the window: the stall counts from its end", start.Add(10 * time.Second), end.Add(reapplyStall)},
+		{"a step after the window moves the deadline", end.Add(time.Minute), end.Add(time.Minute + reapplyStall)},
+		{"steps go on: capped", end.Add(reapplyMax), end.Add(reapplyMax)},
+		{"just under the cap", end.Add(reapplyMax - reapplyStall - time.Second), end.Add(reapplyMax - time.Second)},
+	} {
+		if got := s.reapplyDeadline(c.lastMove); !got.Equal(c.want) {
+			t.Errorf("%s: deadline %s after the window, want %s", c.name, got.Sub(end), c.want.Sub(end))
+		}
+	}
 }
