@@ -1,0 +1,94 @@
+package controllers_test
+
+// Review findings (branch wt-r): scenarios in which an outcome is lost.
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/fixture"
+	"github.com/paywarden/paywarden/internal/paysim"
+)
+
+// TestASettledRefundDeletedBeforeItsPaymentCountedItIsStillCounted: a
+// Refund of 500 of a 1999 payment succeeds. The Payment's read of the
+// provider's cumulative refunded figure (RefundsUncounted, "a required step
+// of the Payment's own reconcile, not a best effort") fails for a while (the
+// provider answers 500 to the read). Meanwhile the user (or a GitOps prune)
+// deletes the settled Refund: RefundInFlight is "" for a final Refund, so
+// the refund controller writes it to the ledger and lets it go at once,
+// whether or not its Payment has counted it. The provider recovers. The
+// Payment must show the 500 refunded (PartiallyRefunded), as the provider
+// does; instead the only fact that asked for the read (a Succeeded Refund
+// not in status.refundsCounted) left with the object, and the Payment stays
+// Succeeded with nothing refunded: the refund is counted nowhere (and its
+// ledger record, when it is deleted, says 0 refunded).
+//
+// The same loss happens without any fault, as a race: a Refund deleted while
+// its refund is in flight is let go in the very reconcile that stores its
+// success (drive: storeAnswer, plan Nothing, finalize), so the Payment's
+// reconcile woken by that success often lists the Refunds after it is gone.
+func TestASettledRefundDeletedBeforeItsPaymentCountedItIsStillCounted(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "refund-r")
+	m := refundManager(t, ns)
+	sim := fixture.StartSim(t, paysim.Options{})
+	var (
+		broken  atomic.Bool
+		failed  atomic.Int32
+		payment atomic.Value
+	)
+	payment.Store("\x00")
+	h := sim.Handler()
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if broken.Load() && r.Method == http.MethodGet && r.URL.Path == "/kukopay/v1/payments/"+payment.Load().(string) {
+			failed.Add(1)
+			http.Error(w, `{"error":"internal"}`, http.StatusInternalServerError)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, &fixture.Sim{Sim: sim.Sim, URL: front.URL}))
+	p := paidPayment(t, ns, prov.Name, "order", 1999)
+	id := p.Status.ProviderPaymentID
+	payment.Store(id)
+	broken.Store(true)
+
+	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "five", Payment: p.Name, Amount: 500})
+	fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
+	fixture.Eventually(t, fixture.Timeout, "the payment's read of its refunded total to fail", func() bool { return failed.Load() > 0 })
+
+	userDeletes(t, rf)
+	fixture.Eventually(t, fixture.Timeout, "the settled Refund to be let go", func() bool {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(rf), &v1alpha1.Refund{})
+		return apierrors.IsNotFound(err)
+	})
+	broken.Store(false)
+
+	if _, total := fixture.SimRefunds(t, sim, v1alpha1.ProviderKukoPay, id); total != 500 {
+		t.Fatalf("paysim refunded %d, want 500", total)
+	}
+	// The read's backoff is one schedule step per failure (100ms, 200ms,
+	// 500ms...): a read still wanted comes well within 10 s.
+	deadline := time.Now().Add(10 * time.Second)
+	var got *v1alpha1.Payment
+	for time.Now().Before(deadline) {
+		got = fixture.GetPayment(t, env.Client, p)
+		if a := got.Status.AmountRefunded; a != nil && a.Value == 500 && got.Status.Phase == v1alpha1.PhasePartiallyRefunded {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Errorf("the provider refunded 500 of payment %s through Refund %s, which was deleted after it succeeded and before the payment's read of its refunded total went through; the payment still says %s with amountRefunded %+v (refundsCounted %v): the refund is counted nowhere (%d failed reads, reads after: %d)",
+		p.Name, rf.Name, got.Status.Phase, got.Status.AmountRefunded, got.Status.RefundsCounted, failed.Load(),
+		len(m.Requests.Calls(func(c fixture.Call) bool { return c.Method == http.MethodGet })))
+}
