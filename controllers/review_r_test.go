@@ -92,3 +92,53 @@ func TestASettledRefundDeletedBeforeItsPaymentCountedItIsStillCounted(t *testing
 		p.Name, rf.Name, got.Status.Phase, got.Status.AmountRefunded, got.Status.RefundsCounted, failed.Load(),
 		len(m.Requests.Calls(func(c fixture.Call) bool { return c.Method == http.MethodGet })))
 }
+
+// TestAPaymentDeletedWhileItsRefundIsInFlightIsRememberedWithThatRefund:
+// a Payment of 3004 is deleted (by its user, a GitOps prune, or retention:
+// all reach PaymentReconciler.finalize) while its Refund of 500 is pending
+// at the provider. The deletion waits for the Refund, as documented
+// ("DeletionWaits ... one of its Refunds in flight"). The refund succeeds.
+// The Payment's next reconcile starts with finalize: settled, no Refund in
+// flight, so it is written to the ledger and let go at once, before the read
+// of the provider's refunded figure that the Refund's success asks for
+// (RefundsUncounted runs in Plan, which a deleted settled payment never
+// reaches). The ledger record says 0 refunded. The Refund goes with its
+// Payment (the garbage collector; done by hand here, envtest runs none) and
+// the manifest of the Payment is applied again: it adopts Succeeded with
+// nothing refunded, parked, while the provider has refunded 500 of it.
+func TestAPaymentDeletedWhileItsRefundIsInFlightIsRememberedWithThatRefund(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "refund-r")
+	s, prov := simProvider(t, ns, v1alpha1.ProviderKukoPay)
+	ledgerManager(t, ns)
+	if err := s.Script(paysim.Rule{Provider: paysim.KukoPay, Amount: 3004, Script: paysim.Script{Outcome: paysim.OutcomeSucceed, RefundOutcome: paysim.OutcomePending}}); err != nil {
+		t.Fatal(err)
+	}
+	p := paidPayment(t, ns, prov.Name, "order", 3004)
+	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "five", Payment: p.Name, Amount: 500})
+	pending := fixture.WaitRefund(t, env.Client, rf, "pending at the provider", func(r *v1alpha1.Refund) bool { return r.Status.ProviderRefundID != "" })
+
+	if err := env.Client.Delete(context.Background(), p.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if !exists(t, ns, p.Name) {
+		t.Fatal("the payment went while its Refund was in flight: the test proves nothing")
+	}
+	if err := s.SettleRefund(paysim.KukoPay, pending.Status.ProviderRefundID, paysim.OutcomeSucceed); err != nil {
+		t.Fatal(err)
+	}
+	fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
+	fixture.Eventually(t, fixture.Timeout, "the payment to be let go once its Refund settled", func() bool { return !exists(t, ns, p.Name) })
+	deleteAndWaitGone(t, fixture.GetRefund(t, env.Client, rf)) // the garbage collector's part
+
+	if _, total := fixture.SimRefunds(t, s, v1alpha1.ProviderKukoPay, p.Status.ProviderPaymentID); total != 500 {
+		t.Fatalf("paysim refunded %d, want 500", total)
+	}
+	again := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order", Provider: prov.Name, Amount: 3004})
+	got := fixture.WaitPayment(t, env.Client, again, "adopted", func(p *v1alpha1.Payment) bool { return p.Status.AdoptedAt != nil })
+	if a := got.Status.AmountRefunded; a == nil || a.Value != 500 || got.Status.Phase != v1alpha1.PhasePartiallyRefunded {
+		t.Errorf("payment %s was let go when its Refund of 500 succeeded, before its refunded total counted it; applied again it adopted %s with amountRefunded %+v from the ledger, while the provider has refunded 500 of it",
+			p.Name, got.Status.Phase, got.Status.AmountRefunded)
+	}
+}
