@@ -1,6 +1,7 @@
 package controllers_test
 
-// Review findings (branch wt-r): scenarios in which an outcome is lost.
+// A settled Refund is counted in its payment's refunded total before
+// either of them may go (payment.Uncounted).
 
 import (
 	"context"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/paysim"
 )
@@ -68,29 +70,37 @@ func TestASettledRefundDeletedBeforeItsPaymentCountedItIsStillCounted(t *testing
 	fixture.Eventually(t, fixture.Timeout, "the payment's read of its refunded total to fail", func() bool { return failed.Load() > 0 })
 
 	userDeletes(t, rf)
-	fixture.Eventually(t, fixture.Timeout, "the settled Refund to be let go", func() bool {
-		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(rf), &v1alpha1.Refund{})
-		return apierrors.IsNotFound(err)
-	})
+	// While its payment cannot count it, the deleted Refund stays: its
+	// settlement is known only while it stands.
+	reads := failed.Load()
+	fixture.Eventually(t, fixture.Timeout, "two more failed reads of the refunded total", func() bool { return failed.Load() >= reads+2 })
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(rf), &v1alpha1.Refund{}); err != nil {
+		t.Fatalf("the settled Refund, deleted before its payment counted it, was let go (%v): nothing asks for the count any more", err)
+	}
 	broken.Store(false)
 
 	if _, total := fixture.SimRefunds(t, sim, v1alpha1.ProviderKukoPay, id); total != 500 {
 		t.Fatalf("paysim refunded %d, want 500", total)
 	}
-	// The read's backoff is one schedule step per failure (100ms, 200ms,
-	// 500ms...): a read still wanted comes well within 10 s.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(fixture.Timeout)
 	var got *v1alpha1.Payment
 	for time.Now().Before(deadline) {
 		got = fixture.GetPayment(t, env.Client, p)
 		if a := got.Status.AmountRefunded; a != nil && a.Value == 500 && got.Status.Phase == v1alpha1.PhasePartiallyRefunded {
-			return
+			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Errorf("the provider refunded 500 of payment %s through Refund %s, which was deleted after it succeeded and before the payment's read of its refunded total went through; the payment still says %s with amountRefunded %+v (refundsCounted %v): the refund is counted nowhere (%d failed reads, reads after: %d)",
-		p.Name, rf.Name, got.Status.Phase, got.Status.AmountRefunded, got.Status.RefundsCounted, failed.Load(),
-		len(m.Requests.Calls(func(c fixture.Call) bool { return c.Method == http.MethodGet })))
+	if a := got.Status.AmountRefunded; a == nil || a.Value != 500 || got.Status.Phase != v1alpha1.PhasePartiallyRefunded {
+		t.Fatalf("the provider refunded 500 of payment %s through Refund %s, deleted after it succeeded and before the payment's read of its refunded total went through; the payment says %s with amountRefunded %+v (refundsCounted %v, %d failed reads, reads: %d)",
+			p.Name, rf.Name, got.Status.Phase, got.Status.AmountRefunded, got.Status.RefundsCounted, failed.Load(),
+			len(m.Requests.Calls(func(c fixture.Call) bool { return c.Method == http.MethodGet })))
+	}
+	// Counted, it goes.
+	fixture.Eventually(t, fixture.Timeout, "the counted Refund to be let go", func() bool {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(rf), &v1alpha1.Refund{})
+		return apierrors.IsNotFound(err)
+	})
 }
 
 // TestAPaymentDeletedWhileItsRefundIsInFlightIsRememberedWithThatRefund:
@@ -141,4 +151,54 @@ func TestAPaymentDeletedWhileItsRefundIsInFlightIsRememberedWithThatRefund(t *te
 		t.Errorf("payment %s was let go when its Refund of 500 succeeded, before its refunded total counted it; applied again it adopted %s with amountRefunded %+v from the ledger, while the provider has refunded 500 of it",
 			p.Name, got.Status.Phase, got.Status.AmountRefunded)
 	}
+}
+
+// TestRetentionKeepsAPaymentUntilItCountedItsRefund: past its provider's
+// retention, a payment whose Refund succeeded is kept until its refunded
+// total counts that Refund (its read failing meanwhile), then deleted:
+// deleted before, the ledger would remember it without the refund.
+func TestRetentionKeepsAPaymentUntilItCountedItsRefund(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "refund-r")
+	m := refundManager(t, ns, controllers.ControllerRetention)
+	sim := fixture.StartSim(t, paysim.Options{})
+	var (
+		broken  atomic.Bool
+		failed  atomic.Int32
+		payment atomic.Value
+	)
+	payment.Store("\x00")
+	h := sim.Handler()
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if broken.Load() && r.Method == http.MethodGet && r.URL.Path == "/kukopay/v1/payments/"+payment.Load().(string) {
+			failed.Add(1)
+			http.Error(w, `{"error":"internal"}`, http.StatusInternalServerError)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, &fixture.Sim{Sim: sim.Sim, URL: front.URL}))
+	p := paidPayment(t, ns, prov.Name, "order", 1999)
+	payment.Store(p.Status.ProviderPaymentID)
+	broken.Store(true)
+	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "five", Payment: p.Name, Amount: 500})
+	fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
+
+	// The provider now keeps final payments 1ms: this one is long past it.
+	fresh := fixture.GetProvider(t, env.Client, ns, prov.Name)
+	fresh.Spec.Retention.FinalPayments = fixture.Duration("1ms")
+	if err := env.Client.Update(context.Background(), fresh); err != nil {
+		t.Fatal(err)
+	}
+	fixture.WaitCached(t, m.Client(), fresh)
+	poked := fixture.Annotate(t, env.Client, p, "test.paywarden.dev/poke", "1")
+	m.Reconciles.WaitSeen(t, controllers.ControllerRetention, p, poked)
+	reads := failed.Load()
+	fixture.Eventually(t, fixture.Timeout, "two more failed reads of the refunded total", func() bool { return failed.Load() >= reads+2 })
+	if got := fixture.GetPayment(t, env.Client, p); got.DeletionTimestamp != nil {
+		t.Fatal("retention deleted a payment whose refunded total does not count its Refund that succeeded")
+	}
+	broken.Store(false)
+	fixture.Eventually(t, fixture.Timeout, "the payment to be deleted once it counted its Refund", func() bool { return !exists(t, ns, p.Name) })
 }
