@@ -441,7 +441,7 @@ func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (pay
 	}
 	facts.RefundsListed, facts.RefundLines = true, payment.RefundLines(refunds)
 	if p.Status.Phase.TookMoney() {
-		facts.SucceededRefunds, facts.ReversedRefunds = settledRefunds(refunds)
+		facts.SucceededRefunds, facts.ReversedRefunds = payment.SettledRefunds(refunds)
 	}
 	if payment.ProviderID(p) != "" || p.Status.CreateRequestedAt != nil {
 		return facts, nil
@@ -466,21 +466,6 @@ func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (pay
 	}
 	facts.Ledger = recs
 	return facts, nil
-}
-
-// settledRefunds are the UIDs of the Refunds that succeeded and that were
-// reversed (payment.Facts.SucceededRefunds, ReversedRefunds).
-func settledRefunds(all []v1alpha1.Refund) (succeeded, reversed []types.UID) {
-	for i := range all {
-		rf := &all[i]
-		switch {
-		case rf.Status.Phase == v1alpha1.RefundSucceeded:
-			succeeded = append(succeeded, rf.UID)
-		case payment.RefundMayLower(rf):
-			reversed = append(reversed, rf.UID)
-		}
-	}
-	return succeeded, reversed
 }
 
 // idempotencyKeyKeys is the index key of a Payment's user-set idempotency key.
@@ -538,6 +523,9 @@ func (r *PaymentReconciler) finalize(ctx context.Context, p *v1alpha1.Payment) (
 				what = "its Refund " + refunds[i].Name + ": " + w
 				break
 			}
+		}
+		if name := payment.Uncounted(p, refunds); what == "" && name != "" {
+			what = "its refunded total to count its Refund " + name + " (a read of the provider's figure)"
 		}
 	}
 	if what != "" {

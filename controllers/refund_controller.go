@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,11 +96,13 @@ func (r *RefundReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("refund").
 		For(&v1alpha1.Refund{}, builder.WithPredicates(refundNews{})).
 		// A payment that took its money, ended, or learned a new refunded
-		// total may let its waiting Refunds go.
+		// total may let its waiting Refunds go, and one that counted a
+		// deleted Refund lets it go.
 		Watches(&v1alpha1.Payment{}, handler.EnqueueRequestsFromMapFunc(r.refundsOfPayment),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 				o, n := e.ObjectOld.(*v1alpha1.Payment), e.ObjectNew.(*v1alpha1.Payment)
-				return o.Status.Phase != n.Status.Phase || !equalMoney(o.Status.AmountRefunded, n.Status.AmountRefunded)
+				return o.Status.Phase != n.Status.Phase || !equalMoney(o.Status.AmountRefunded, n.Status.AmountRefunded) ||
+					!slices.Equal(o.Status.RefundsCounted, n.Status.RefundsCounted) || !slices.Equal(o.Status.RefundsReversed, n.Status.RefundsReversed)
 			}})).
 		// A Refund that is decided, settles or goes away may let the other
 		// Refunds of its payment go: they wait for an earlier Refund to be
@@ -165,7 +168,8 @@ func (r *RefundReconciler) refundsOfPayment(ctx context.Context, o client.Object
 	}
 	var reqs []reconcile.Request
 	for i := range refunds {
-		if !refunds[i].Status.Phase.IsFinal() {
+		// A deleted one may be waiting for the payment to count it.
+		if !refunds[i].Status.Phase.IsFinal() || !refunds[i].DeletionTimestamp.IsZero() {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&refunds[i])})
 		}
 	}
@@ -189,18 +193,18 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	logger := log.FromContext(ctx).WithValues("refund", req.NamespacedName.String(), "payment", rf.Spec.PaymentRef.Name)
 	ctx = log.IntoContext(ctx, logger)
-	if !rf.DeletionTimestamp.IsZero() {
-		if gone, err := r.finalize(ctx, rf); gone || err != nil {
-			return ctrl.Result{}, err
-		}
-		// Money may be moving: the refund is driven on until it settles.
-	}
 	p := &v1alpha1.Payment{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: rf.Namespace, Name: rf.Spec.PaymentRef.Name}, p); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
 		p = nil
+	}
+	if !rf.DeletionTimestamp.IsZero() {
+		if gone, err := r.finalize(ctx, rf, p); gone || err != nil {
+			return ctrl.Result{}, err
+		}
+		// Money may be moving: the refund is driven on until it settles.
 	}
 	x := &refundPass{
 		pass: pass{key: req.NamespacedName, uid: string(rf.UID), reader: r.APIReader, clock: r.Clock, keptIsWrite: true},
@@ -255,7 +259,7 @@ type refundPass struct {
 func (x *refundPass) object() *v1alpha1.Refund    { return x.rf }
 func (x *refundPass) replace(rf *v1alpha1.Refund) { x.rf = rf }
 
-func (x *refundPass) finalize(ctx context.Context) (bool, error) { return x.r.finalize(ctx, x.rf) }
+func (x *refundPass) finalize(ctx context.Context) (bool, error) { return x.r.finalize(ctx, x.rf, x.p) }
 
 // plan asks the core for the next step on the Refund's facts.
 func (x *refundPass) plan(ctx context.Context, now time.Time) (payment.RefundStep, error) {
@@ -458,13 +462,18 @@ func (r *RefundReconciler) abandon(ctx context.Context, rf *v1alpha1.Refund) err
 }
 
 // finalize handles a deleted Refund: settled (or never sent), it is
-// remembered in the ledger and let go (true); in flight, it stays, says why,
-// and is driven on (false).
-func (r *RefundReconciler) finalize(ctx context.Context, rf *v1alpha1.Refund) (bool, error) {
+// remembered in the ledger and let go (true); in flight, or settled but not
+// yet counted in the refunded total of its payment p (nil when gone), it
+// stays, says why, and is driven on (false).
+func (r *RefundReconciler) finalize(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment) (bool, error) {
 	if !controllerutil.ContainsFinalizer(rf, v1alpha1.FinalizerMoneyInFlight) {
 		return true, nil
 	}
-	if what := payment.RefundInFlight(rf); what != "" {
+	what := payment.RefundInFlight(rf)
+	if what == "" && p != nil && payment.Uncounted(p, []v1alpha1.Refund{*rf}) != "" {
+		what = "its payment " + p.Name + " to count it in its refunded total (a read of the provider's figure)"
+	}
+	if what != "" {
 		deletionWaits(r.Recorder, rf, what)
 		return false, nil
 	}

@@ -201,6 +201,11 @@ func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.D
 			return 0, false, nil
 		}
 	}
+	// A settled Refund its total does not count yet keeps it too: the read
+	// that counts it changes the payment, which brings it back here.
+	if payment.Uncounted(p, refunds) != "" {
+		return 0, false, nil
+	}
 	return 0, true, nil
 }
 

@@ -163,6 +163,38 @@ func RefundsUncounted(p *v1alpha1.Payment, facts Facts) (RefundRead, bool) {
 	return read, read.Lowers
 }
 
+// SettledRefunds are the UIDs of the Refunds that succeeded and of those
+// that failed in a way that may lower the provider's refunded total
+// (Facts.SucceededRefunds, Facts.ReversedRefunds).
+func SettledRefunds(all []v1alpha1.Refund) (succeeded, reversed []types.UID) {
+	for i := range all {
+		rf := &all[i]
+		switch {
+		case rf.Status.Phase == v1alpha1.RefundSucceeded:
+			succeeded = append(succeeded, rf.UID)
+		case RefundMayLower(rf):
+			reversed = append(reversed, rf.UID)
+		}
+	}
+	return succeeded, reversed
+}
+
+// Uncounted names the first of refunds that settled but that p's refunded
+// total does not count yet ("" when it counts them all): the read
+// RefundsUncounted asks for has not answered. Neither the payment nor that
+// Refund may go (deleted, or past retention) before it has: the Refund's
+// settlement is known only while one of them stands, and the ledger would
+// remember the payment without it.
+func Uncounted(p *v1alpha1.Payment, refunds []v1alpha1.Refund) string {
+	for i := range refunds {
+		succeeded, reversed := SettledRefunds(refunds[i : i+1])
+		if _, need := RefundsUncounted(p, Facts{SucceededRefunds: succeeded, ReversedRefunds: reversed}); need {
+			return refunds[i].Name
+		}
+	}
+	return ""
+}
+
 // AfterRefundRead is AfterQuery for the read of a settled payment's
 // refunded total that Plan asked for (Step.Read): an answer counts the
 // Refunds that had succeeded when the read was sent, and only those, and the

@@ -239,3 +239,44 @@ func TestRefundReversed(t *testing.T) {
 		t.Errorf("a refund that failed before it succeeded: %s reversed %v", plain.Status.Phase, payment.RefundReversed(plain))
 	}
 }
+
+// A settled payment, and its Refunds, may go (deleted, or past retention)
+// only once its refunded total counts every Refund that settled: the
+// settlement is known only while the Refund stands.
+func TestUncountedKeepsThePaymentAndItsRefund(t *testing.T) {
+	refund := func(name string, uid types.UID, phase v1alpha1.RefundPhase, providerID string) v1alpha1.Refund {
+		r := v1alpha1.Refund{}
+		r.Name, r.UID, r.Status.Phase, r.Status.ProviderRefundID = name, uid, phase, providerID
+		return r
+	}
+	for _, tc := range []struct {
+		name     string
+		phase    v1alpha1.PaymentPhase
+		counted  []types.UID
+		reversed []types.UID
+		refunds  []v1alpha1.Refund
+		want     string
+	}{
+		{"no Refunds", v1alpha1.PhaseSucceeded, nil, nil, nil, ""},
+		{"succeeded, not counted", v1alpha1.PhaseSucceeded, nil, nil, []v1alpha1.Refund{refund("five", "a", v1alpha1.RefundSucceeded, "re_1")}, "five"},
+		{"succeeded, counted", v1alpha1.PhasePartiallyRefunded, []types.UID{"a"}, nil, []v1alpha1.Refund{refund("five", "a", v1alpha1.RefundSucceeded, "re_1")}, ""},
+		{"the second one not counted", v1alpha1.PhasePartiallyRefunded, []types.UID{"a"}, nil,
+			[]v1alpha1.Refund{refund("five", "a", v1alpha1.RefundSucceeded, "re_1"), refund("six", "b", v1alpha1.RefundSucceeded, "re_2")}, "six"},
+		{"failed at the provider, not read since", v1alpha1.PhasePartiallyRefunded, []types.UID{"a"}, nil,
+			[]v1alpha1.Refund{refund("five", "a", v1alpha1.RefundSucceeded, "re_1"), refund("six", "b", v1alpha1.RefundFailed, "re_2")}, "six"},
+		{"failed at the provider, read", v1alpha1.PhasePartiallyRefunded, []types.UID{"a"}, []types.UID{"b"},
+			[]v1alpha1.Refund{refund("five", "a", v1alpha1.RefundSucceeded, "re_1"), refund("six", "b", v1alpha1.RefundFailed, "re_2")}, ""},
+		{"refused before any call: nothing to count", v1alpha1.PhaseSucceeded, nil, nil, []v1alpha1.Refund{refund("big", "a", v1alpha1.RefundFailed, "")}, ""},
+		{"still pending: RefundInFlight's business", v1alpha1.PhaseSucceeded, nil, nil, []v1alpha1.Refund{refund("five", "a", v1alpha1.RefundPending, "re_1")}, ""},
+		// A payment that took no money has no refunded total to count in.
+		{"the payment failed", v1alpha1.PhaseFailed, nil, nil, []v1alpha1.Refund{refund("five", "a", v1alpha1.RefundSucceeded, "re_1")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := succeededPayment()
+			p.Status.Phase, p.Status.RefundsCounted, p.Status.RefundsReversed = tc.phase, tc.counted, tc.reversed
+			if got := payment.Uncounted(p, tc.refunds); got != tc.want {
+				t.Errorf("Uncounted = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
