@@ -42,42 +42,23 @@ func TestASettledRefundDeletedBeforeItsPaymentCountedItIsStillCounted(t *testing
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund-r")
 	m := refundManager(t, ns)
-	sim := fixture.StartSim(t, paysim.Options{})
-	var (
-		broken  atomic.Bool
-		failed  atomic.Int32
-		payment atomic.Value
-	)
-	payment.Store("\x00")
-	h := sim.Handler()
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if broken.Load() && r.Method == http.MethodGet && r.URL.Path == "/kukopay/v1/payments/"+payment.Load().(string) {
-			failed.Add(1)
-			http.Error(w, `{"error":"internal"}`, http.StatusInternalServerError)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, &fixture.Sim{Sim: sim.Sim, URL: front.URL}))
+	sim, prov, reads := unreadablePayments(t, ns)
 	p := paidPayment(t, ns, prov.Name, "order", 1999)
 	id := p.Status.ProviderPaymentID
-	payment.Store(id)
-	broken.Store(true)
+	reads.breakFor(id)
 
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "five", Payment: p.Name, Amount: 500})
 	fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
-	fixture.Eventually(t, fixture.Timeout, "the payment's read of its refunded total to fail", func() bool { return failed.Load() > 0 })
+	fixture.Eventually(t, fixture.Timeout, "the payment's read of its refunded total to fail", func() bool { return reads.failed.Load() > 0 })
 
 	userDeletes(t, rf)
 	// While its payment cannot count it, the deleted Refund stays: its
 	// settlement is known only while it stands.
-	reads := failed.Load()
-	fixture.Eventually(t, fixture.Timeout, "two more failed reads of the refunded total", func() bool { return failed.Load() >= reads+2 })
+	reads.twoMoreFail(t)
 	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(rf), &v1alpha1.Refund{}); err != nil {
 		t.Fatalf("the settled Refund, deleted before its payment counted it, was let go (%v): nothing asks for the count any more", err)
 	}
-	broken.Store(false)
+	reads.broken.Store(false)
 
 	if _, total := fixture.SimRefunds(t, sim, v1alpha1.ProviderKukoPay, id); total != 500 {
 		t.Fatalf("paysim refunded %d, want 500", total)
@@ -93,7 +74,7 @@ func TestASettledRefundDeletedBeforeItsPaymentCountedItIsStillCounted(t *testing
 	}
 	if a := got.Status.AmountRefunded; a == nil || a.Value != 500 || got.Status.Phase != v1alpha1.PhasePartiallyRefunded {
 		t.Fatalf("the provider refunded 500 of payment %s through Refund %s, deleted after it succeeded and before the payment's read of its refunded total went through; the payment says %s with amountRefunded %+v (refundsCounted %v, %d failed reads, reads: %d)",
-			p.Name, rf.Name, got.Status.Phase, got.Status.AmountRefunded, got.Status.RefundsCounted, failed.Load(),
+			p.Name, rf.Name, got.Status.Phase, got.Status.AmountRefunded, got.Status.RefundsCounted, reads.failed.Load(),
 			len(m.Requests.Calls(func(c fixture.Call) bool { return c.Method == http.MethodGet })))
 	}
 	// Counted, it goes.
@@ -161,17 +142,52 @@ func TestRetentionKeepsAPaymentUntilItCountedItsRefund(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund-r")
 	m := refundManager(t, ns, controllers.ControllerRetention)
+	_, prov, reads := unreadablePayments(t, ns)
+	p := paidPayment(t, ns, prov.Name, "order", 1999)
+	reads.breakFor(p.Status.ProviderPaymentID)
+	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "five", Payment: p.Name, Amount: 500})
+	fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
+
+	pastRetention(t, m, prov, p)
+	reads.twoMoreFail(t)
+	if got := fixture.GetPayment(t, env.Client, p); got.DeletionTimestamp != nil {
+		t.Fatal("retention deleted a payment whose refunded total does not count its Refund that succeeded")
+	}
+	reads.broken.Store(false)
+	fixture.Eventually(t, fixture.Timeout, "the payment to be deleted once it counted its Refund", func() bool { return !exists(t, ns, p.Name) })
+}
+
+// failingReads makes a KukoPay provider's reads of one payment fail (500)
+// while broken is set, counting them.
+type failingReads struct {
+	broken  atomic.Bool
+	failed  atomic.Int32
+	payment atomic.Value
+}
+
+func (f *failingReads) breakFor(id string) {
+	f.payment.Store(id)
+	f.broken.Store(true)
+}
+
+// twoMoreFail waits for two more failed reads: the payment goes on asking.
+func (f *failingReads) twoMoreFail(t *testing.T) {
+	t.Helper()
+	n := f.failed.Load()
+	fixture.Eventually(t, fixture.Timeout, "two more failed reads of the refunded total", func() bool { return f.failed.Load() >= n+2 })
+}
+
+// unreadablePayments starts paysim behind a front that fails the reads
+// failingReads breaks, and a KukoPay provider in ns that calls it.
+func unreadablePayments(t *testing.T, ns string) (*fixture.Sim, *v1alpha1.PaymentProvider, *failingReads) {
+	t.Helper()
 	sim := fixture.StartSim(t, paysim.Options{})
-	var (
-		broken  atomic.Bool
-		failed  atomic.Int32
-		payment atomic.Value
-	)
-	payment.Store("\x00")
+	f := &failingReads{}
+	f.payment.Store("\x00")
 	h := sim.Handler()
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if broken.Load() && r.Method == http.MethodGet && r.URL.Path == "/kukopay/v1/payments/"+payment.Load().(string) {
-			failed.Add(1)
+		if f.broken.Load() && r.Method == http.MethodGet && r.URL.Path == "/kukopay/v1/payments/"+f.payment.Load().(string) {
+			f.failed.Add(1)
 			http.Error(w, `{"error":"internal"}`, http.StatusInternalServerError)
 			return
 		}
@@ -179,26 +195,5 @@ func TestRetentionKeepsAPaymentUntilItCountedItsRefund(t *testing.T) {
 	}))
 	t.Cleanup(front.Close)
 	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, &fixture.Sim{Sim: sim.Sim, URL: front.URL}))
-	p := paidPayment(t, ns, prov.Name, "order", 1999)
-	payment.Store(p.Status.ProviderPaymentID)
-	broken.Store(true)
-	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "five", Payment: p.Name, Amount: 500})
-	fixture.WaitRefundPhase(t, env.Client, rf, v1alpha1.RefundSucceeded)
-
-	// The provider now keeps final payments 1ms: this one is long past it.
-	fresh := fixture.GetProvider(t, env.Client, ns, prov.Name)
-	fresh.Spec.Retention.FinalPayments = fixture.Duration("1ms")
-	if err := env.Client.Update(context.Background(), fresh); err != nil {
-		t.Fatal(err)
-	}
-	fixture.WaitCached(t, m.Client(), fresh)
-	poked := fixture.Annotate(t, env.Client, p, "test.paywarden.dev/poke", "1")
-	m.Reconciles.WaitSeen(t, controllers.ControllerRetention, p, poked)
-	reads := failed.Load()
-	fixture.Eventually(t, fixture.Timeout, "two more failed reads of the refunded total", func() bool { return failed.Load() >= reads+2 })
-	if got := fixture.GetPayment(t, env.Client, p); got.DeletionTimestamp != nil {
-		t.Fatal("retention deleted a payment whose refunded total does not count its Refund that succeeded")
-	}
-	broken.Store(false)
-	fixture.Eventually(t, fixture.Timeout, "the payment to be deleted once it counted its Refund", func() bool { return !exists(t, ns, p.Name) })
+	return sim, prov, f
 }

@@ -1017,6 +1017,22 @@ func TestRefundWaitsForItsPayment(t *testing.T) {
 // Refunds is not final, and deleted once it is. Its Refunds are owned by it
 // with blockOwnerDeletion, so the garbage collector (not run by envtest)
 // deletes them with it.
+// pastRetention makes prov keep final payments 1ms, so p is long past its
+// retention, and waits for a retention reconcile that judged p with it.
+func pastRetention(t *testing.T, m *fixture.Manager, prov *v1alpha1.PaymentProvider, p *v1alpha1.Payment) {
+	t.Helper()
+	fresh := fixture.GetProvider(t, env.Client, prov.Namespace, prov.Name)
+	fresh.Spec.Retention.FinalPayments = fixture.Duration("1ms")
+	if err := env.Client.Update(context.Background(), fresh); err != nil {
+		t.Fatal(err)
+	}
+	fixture.WaitCached(t, m.Client(), fresh)
+	// A retention reconcile that read the payment after this change had the
+	// new retention in its cache.
+	poked := fixture.Annotate(t, env.Client, p, "test.paywarden.dev/poke", "1")
+	m.Reconciles.WaitSeen(t, controllers.ControllerRetention, p, poked)
+}
+
 func TestRetentionKeepsAPaymentWhileItsRefundsAreInFlight(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "refund")
@@ -1032,18 +1048,7 @@ func TestRetentionKeepsAPaymentWhileItsRefundsAreInFlight(t *testing.T) {
 	})
 	checkOwned(t, pending, p)
 
-	// The provider now keeps final payments 1ms: this one is long past it.
-	fresh := fixture.GetProvider(t, env.Client, ns, prov.Name)
-	fresh.Spec.Retention.FinalPayments = fixture.Duration("1ms")
-	if err := env.Client.Update(context.Background(), fresh); err != nil {
-		t.Fatal(err)
-	}
-	fixture.WaitCached(t, m.Client(), fresh)
-	// A retention reconcile that read the payment after this change had the
-	// new retention in its cache: it judged the payment expired but for its
-	// Refund.
-	poked := fixture.Annotate(t, env.Client, p, "test.paywarden.dev/poke", "1")
-	m.Reconciles.WaitSeen(t, controllers.ControllerRetention, p, poked)
+	pastRetention(t, m, prov, p)
 	if !exists(t, ns, p.Name) {
 		t.Fatal("deleted a payment whose Refund is in flight")
 	}
