@@ -304,10 +304,13 @@ func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bo
 }
 
 // RefundRecord is the ledger record of a settled refund; false while it is
-// not settled or never went to the provider.
+// not settled, or when it neither went to the provider nor adopted the
+// outcome of one that did. An adopted Refund is remembered again when it
+// goes, as a Payment is: its record replaces the one it adopted (the same
+// name and amount asked), and the ledger's retention counts from then.
 func RefundRecord(r *v1alpha1.Refund, now time.Time) (LedgerRecord, bool) {
 	st := &r.Status
-	if !st.Phase.IsFinal() || st.CreateRequestedAt == nil {
+	if !st.Phase.IsFinal() || st.CreateRequestedAt == nil && st.AdoptedAt == nil {
 		return LedgerRecord{}, false
 	}
 	rec := LedgerRecord{Kind: LedgerRefund, Name: r.Name, Phase: string(st.Phase), ProviderID: st.ProviderRefundID, SettledAt: now}

@@ -367,6 +367,52 @@ func TestARefundAdoptsTheRecordAskingWhatItAsks(t *testing.T) {
 	}
 }
 
+// An adopted Refund is remembered again when it goes, as an adopted Payment
+// is: its record is the one it adopted, written anew (it replaces it, and the
+// ledger's retention counts from the second deletion), not no record, which
+// would let the first one expire a retention after the first deletion
+// while the manifest is still applied. A Refund that never went out and
+// adopted nothing has no record.
+func TestAnAdoptedRefundIsRememberedAgain(t *testing.T) {
+	later := t0.Add(40 * 24 * time.Hour)
+	for _, tt := range []struct {
+		name   string
+		phase  v1alpha1.RefundPhase
+		amount *v1alpha1.Money
+	}{
+		{"a succeeded refund adopted", v1alpha1.RefundSucceeded, &v1alpha1.Money{Value: 500, Currency: "USD"}},
+		{"a failed refund adopted", v1alpha1.RefundFailed, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			first := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r1", UID: "old"},
+				Spec: v1alpha1.RefundSpec{PaymentRef: v1alpha1.LocalObjectReference{Name: "order-1"}, Amount: &v1alpha1.Amount{Value: 500, Currency: "USD"}},
+				Status: v1alpha1.RefundStatus{Phase: tt.phase, ProviderRefundID: "re_1", Amount: tt.amount,
+					CreateRequestedAt: &metav1.Time{Time: t0}, History: []v1alpha1.HistoryEntry{{Time: metav1.NewTime(t0), To: v1alpha1.PaymentPhase(tt.phase)}}}}
+			rec, ok := payment.RefundRecord(first, t0)
+			if !ok {
+				t.Fatal("no record of a settled refund")
+			}
+			again := first.DeepCopy()
+			again.UID, again.Status = "new", v1alpha1.RefundStatus{}
+			if _, ok := payment.RefundRecord(again, later); ok {
+				t.Fatal("a Refund that never went out and adopted nothing has a record")
+			}
+			out, ok := payment.AdoptRefund(again, []payment.LedgerRecord{rec}, later)
+			if !ok {
+				t.Fatal("not adopted")
+			}
+			again.Status = out.Status
+			rec2, ok := payment.RefundRecord(again, later)
+			if !ok {
+				t.Fatalf("an adopted %s Refund, deleted, is not remembered again: %+v", tt.phase, again.Status)
+			}
+			if !rec2.Replaces(rec) || rec2.Phase != rec.Phase || rec2.ProviderID != rec.ProviderID || rec2.Amount != rec.Amount || rec2.Asked != rec.Asked {
+				t.Errorf("remembered again as %+v, first as %+v", rec2, rec)
+			}
+		})
+	}
+}
+
 // What the ledger keeps one record of: a Payment's attempt (its name; a
 // Payment of the same name asking another amount is parked by Adopt, never
 // sent, so it is never remembered beside the first), a Refund's name and
