@@ -16,6 +16,7 @@ import (
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/fixture"
+	"github.com/paywarden/paywarden/internal/ledger"
 	"github.com/paywarden/paywarden/internal/paysim"
 )
 
@@ -342,4 +343,71 @@ func TestRestoredRefundCopyIsNeverSentAgain(t *testing.T) {
 	if got.Annotations[v1alpha1.AnnotationMoneyUID] != done.Annotations[v1alpha1.AnnotationMoneyUID] {
 		t.Errorf("the restored copy's money-uid changed to %q, was %q", got.Annotations[v1alpha1.AnnotationMoneyUID], done.Annotations[v1alpha1.AnnotationMoneyUID])
 	}
+}
+
+// TestARefundManifestChangedAndRevertedAdoptsItsFirstRefund: a GitOps
+// history of one Refund manifest "five" of a payment of 1999. It asks 500
+// (refunded); its amount, immutable, is changed to 300, so the tool replaces
+// the object: the 300 Refund asks another amount and is a new refund
+// (refunded). The change is reverted: "five" asking 500 is applied again and
+// adopts the first refund from the ledger instead of refunding 500 a second
+// time. Deleted again, it is remembered again in place of its own record:
+// the name keeps one record per amount it asked, and applying either amount
+// once more adopts it too.
+func TestARefundManifestChangedAndRevertedAdoptsItsFirstRefund(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "identity")
+	typ := v1alpha1.ProviderKukoPay
+	s, _ := simProvider(t, ns, typ)
+	ledgerNS := fixture.Namespace(t, env.Client, "ledger")
+	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
+	o.LedgerNamespace = ledgerNS
+	fixture.StartManager(t, env, ns, o)
+	p := paidPayment(t, ns, string(typ), "order-a", 1999)
+	apply := func(amount int64) *v1alpha1.Refund {
+		return fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "five", Payment: p.Name, Amount: amount})
+	}
+	refunded := func(want int, total int64) {
+		t.Helper()
+		if n, got := fixture.SimRefunds(t, s, typ, p.Status.ProviderPaymentID); n != want || got != total {
+			t.Fatalf("paysim made %d refunds of %d in all, want %d of %d", n, got, want, total)
+		}
+	}
+
+	first := fixture.WaitRefundPhase(t, env.Client, apply(500), v1alpha1.RefundSucceeded)
+	waitRefunded(t, p, v1alpha1.PhasePartiallyRefunded, 500)
+	deleteAndWaitGone(t, first.DeepCopy())
+	second := fixture.WaitRefundPhase(t, env.Client, apply(300), v1alpha1.RefundSucceeded)
+	if second.Status.AdoptedAt != nil || second.Status.ProviderRefundID == first.Status.ProviderRefundID {
+		t.Fatalf("five asking 300 after five asking 500 adopted it: %s", fixture.Dump(second.Status))
+	}
+	waitRefunded(t, p, v1alpha1.PhasePartiallyRefunded, 800)
+	deleteAndWaitGone(t, second.DeepCopy())
+	refunded(2, 800)
+
+	adopt := func(amount int64, was *v1alpha1.Refund) {
+		t.Helper()
+		got := fixture.WaitRefund(t, env.Client, apply(amount), "adopted", func(r *v1alpha1.Refund) bool { return r.Status.AdoptedAt != nil || r.Status.Phase.IsFinal() })
+		if got.Status.AdoptedAt == nil || got.Status.Phase != v1alpha1.RefundSucceeded || got.Status.ProviderRefundID != was.Status.ProviderRefundID {
+			t.Fatalf("five asking %d applied again: %s; want adopted from %s", amount, fixture.Dump(got.Status), was.Status.ProviderRefundID)
+		}
+		deleteAndWaitGone(t, got.DeepCopy())
+	}
+	adopt(500, first) // the revert
+	refunded(2, 800)
+	l := &ledger.Store{Reader: env.Client, Namespace: ledgerNS}
+	recs, err := l.Get(context.Background(), v1alpha1.RefundIdentity(p, "five"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, r := range recs {
+		kept = append(kept, fmt.Sprintf("%d:%s", r.Asked, r.ProviderID))
+	}
+	if want := fmt.Sprintf("[300:%s 500:%s]", second.Status.ProviderRefundID, first.Status.ProviderRefundID); fmt.Sprint(kept) != want {
+		t.Errorf("the ledger keeps %v for five, want %s (the 500 remembered again after the 300)", kept, want)
+	}
+	adopt(300, second)
+	adopt(500, first)
+	refunded(2, 800)
 }

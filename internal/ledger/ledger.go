@@ -46,7 +46,8 @@ const MaxShardBytes = 256 << 10
 // shardDigits is how many hex digits of an identity name its shard.
 const shardDigits = 3
 
-// maxPerIdentity bounds the attempts kept for one order.
+// maxPerIdentity bounds the records kept for one identity, as far as
+// records of objects that moved no money can be dropped for it.
 const maxPerIdentity = 4
 
 // ShardPrefix names the shards: <prefix><3 hex digits>.
@@ -89,8 +90,9 @@ func (s *Store) Get(ctx context.Context, identity string) ([]payment.LedgerRecor
 	return decodeAll(cm.Data[identity])
 }
 
-// Put adds rec to the records of identity (replacing one of the same kind
-// and name) and prunes the shard.
+// Put adds rec to the records of identity (replacing the record of the same
+// object, payment.LedgerRecord.Replaces: one per Payment name, one per amount
+// a Refund name asked) and prunes the shard.
 func (s *Store) Put(ctx context.Context, identity string, rec payment.LedgerRecord) error {
 	name, err := shardName(identity)
 	if err != nil {
@@ -119,7 +121,7 @@ func (s *Store) Put(ctx context.Context, identity string, rec payment.LedgerReco
 		rec.RecordedAt = s.now()
 		kept := recs[:0]
 		for _, r := range recs {
-			if r.Kind != rec.Kind || r.Name != rec.Name {
+			if !rec.Replaces(r) {
 				kept = append(kept, r)
 			}
 		}
@@ -141,17 +143,25 @@ func (s *Store) now() time.Time {
 	return time.Now()
 }
 
-// keepPerIdentity bounds the attempts kept for one order: the records of
-// objects that moved no money go first, then the oldest; one that took the
-// order's money is never dropped for another attempt's.
+// keepPerIdentity bounds the records kept for one identity (the attempts at
+// one order, the refunds asked under one Refund name): the oldest records of
+// objects that moved no money go; one that moved money is never dropped for
+// another's, since forgetting it would let its manifest applied again move
+// the money twice. Those are few by nature: one attempt at an order takes
+// its money (another is parked as DuplicatePayment), and the refunds of a
+// name each asked another amount out of what the payment received. The
+// shard's budget (prune) bounds them with everything else.
 func keepPerIdentity(recs []payment.LedgerRecord) []payment.LedgerRecord {
 	for len(recs) > maxPerIdentity {
-		drop := 0
+		drop := -1
 		for i, r := range recs {
 			if !r.TookMoney() {
 				drop = i
 				break
 			}
+		}
+		if drop < 0 {
+			return recs
 		}
 		recs = append(recs[:drop], recs[drop+1:]...)
 	}

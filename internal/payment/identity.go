@@ -59,6 +59,33 @@ func (r LedgerRecord) TookMoney() bool {
 	return !releasesReference(v1alpha1.PaymentPhase(r.Phase))
 }
 
+// Replaces reports whether r, written to the ledger, takes the place of old:
+// both record the same object of an identity, and the later record is what
+// it is now. A Payment's record is its attempt at the order (its name): a
+// Payment of the same name asking another amount is parked as
+// DuplicatePayment by Adopt and never sent, so the only later record of
+// that name is the same attempt remembered again (adopted, then deleted
+// again, perhaps refunded meanwhile). A Refund's record is what it asked
+// under its name (amount and currency; none asked: the rest of the
+// payment): a Refund of the same name asking another amount is another
+// refund (AdoptRefund), and every settled one is kept, so that a Refund
+// asking any of them again adopts it instead of refunding twice; the same
+// Refund remembered again replaces its own record, so re-applies and
+// re-deletes do not grow the ledger.
+func (r LedgerRecord) Replaces(old LedgerRecord) bool {
+	if r.Kind != old.Kind || r.Name != old.Name {
+		return false
+	}
+	return r.Kind != LedgerRefund || r.asks(old.Asked, old.Currency)
+}
+
+// asks reports whether a Refund asking value of currency (none asked: 0 and
+// "") asks what the refund record r asked. A record or Refund that names no
+// currency matches any.
+func (r LedgerRecord) asks(value int64, currency string) bool {
+	return r.Asked == value && (r.Currency == "" || currency == "" || r.Currency == currency)
+}
+
 const recordVersion = "v1"
 
 // Encode renders the record compactly: one line of '|'-separated fields.
@@ -277,10 +304,13 @@ func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bo
 }
 
 // RefundRecord is the ledger record of a settled refund; false while it is
-// not settled or never went to the provider.
+// not settled, or when it neither went to the provider nor adopted the
+// outcome of one that did. An adopted Refund is remembered again when it
+// goes, as a Payment is: its record replaces the one it adopted (the same
+// name and amount asked), and the ledger's retention counts from then.
 func RefundRecord(r *v1alpha1.Refund, now time.Time) (LedgerRecord, bool) {
 	st := &r.Status
-	if !st.Phase.IsFinal() || st.CreateRequestedAt == nil {
+	if !st.Phase.IsFinal() || st.CreateRequestedAt == nil && st.AdoptedAt == nil {
 		return LedgerRecord{}, false
 	}
 	rec := LedgerRecord{Kind: LedgerRefund, Name: r.Name, Phase: string(st.Phase), ProviderID: st.ProviderRefundID, SettledAt: now}
@@ -351,28 +381,28 @@ func RefundInFlight(r *v1alpha1.Refund) string {
 }
 
 // AdoptRefund decides what a Refund that was never sent makes of the
-// ledger's record of a Refund of the same name of the same order: the same
-// refund (same amount asked) adopts its outcome; a Refund asking another
-// amount is a new refund and goes ahead (false).
+// ledger's records of Refunds of the same name of the same order: the same
+// refund (the same amount and currency asked, or none) adopts the outcome
+// of the latest record asking it, whatever other amounts the name asked
+// since; a Refund asking an amount no record asked is a new refund and goes
+// ahead (false).
 func AdoptRefund(r *v1alpha1.Refund, recs []LedgerRecord, now time.Time) (RefundOutcome, bool) {
 	st := &r.Status
-	var rec LedgerRecord
-	for _, c := range recs {
-		if c.Kind == LedgerRefund && c.Name == r.Name {
-			rec = c
-		}
-	}
-	if rec.Kind == "" || st.CreateRequestedAt != nil || st.Phase.IsFinal() {
+	if st.CreateRequestedAt != nil || st.Phase.IsFinal() {
 		return RefundOutcome{}, false
 	}
 	var asked int64
+	var currency string
 	if a := r.Spec.Amount; a != nil {
-		asked = a.Value
-		if a.Currency != rec.Currency && rec.Currency != "" {
-			return RefundOutcome{}, false
+		asked, currency = a.Value, a.Currency
+	}
+	var rec LedgerRecord
+	for _, c := range recs {
+		if c.Kind == LedgerRefund && c.Name == r.Name && c.asks(asked, currency) {
+			rec = c
 		}
 	}
-	if asked != rec.Asked {
+	if rec.Kind == "" {
 		return RefundOutcome{}, false
 	}
 	why := fmt.Sprintf("adopted: %s, not refunded again (settled as %s at %s before this object was deleted)",

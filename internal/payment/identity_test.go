@@ -325,6 +325,128 @@ func TestAdoptRefund(t *testing.T) {
 	}
 }
 
+// A Refund name that asked several amounts over its life (a GitOps history
+// changing and reverting its immutable amount replaces the object each
+// time) has a record of each; a Refund applied again adopts the latest
+// record asking what it asks, and only an amount no record asked is a new
+// refund.
+func TestARefundAdoptsTheRecordAskingWhatItAsks(t *testing.T) {
+	refund := func(name string, asked int64, currency, phase, id string) payment.LedgerRecord {
+		return payment.LedgerRecord{Kind: payment.LedgerRefund, Name: name, Phase: phase, ProviderID: id,
+			Asked: asked, Amount: asked, Currency: currency, SettledAt: t0}
+	}
+	five500 := refund("five", 500, "USD", "Succeeded", "re_1")
+	five300 := refund("five", 300, "USD", "Succeeded", "re_2")
+	rest := refund("five", 0, "USD", "Succeeded", "re_rest")
+	rest.Amount = 1199
+	for _, tt := range []struct {
+		name    string
+		asks    *v1alpha1.Amount
+		recs    []payment.LedgerRecord
+		adopted string // the refund id adopted; "" when it is a new refund
+	}{
+		{"asking the first amount again after another adopts the first", &v1alpha1.Amount{Value: 500, Currency: "USD"}, []payment.LedgerRecord{five500, five300}, "re_1"},
+		{"asking the latest amount adopts the latest", &v1alpha1.Amount{Value: 300, Currency: "USD"}, []payment.LedgerRecord{five500, five300}, "re_2"},
+		{"an amount no record asked is a new refund", &v1alpha1.Amount{Value: 200, Currency: "USD"}, []payment.LedgerRecord{five500, five300}, ""},
+		{"the same amount in another currency is a new refund", &v1alpha1.Amount{Value: 500, Currency: "EUR"}, []payment.LedgerRecord{five500, five300}, ""},
+		{"of two records asking the same amount the latest is adopted", &v1alpha1.Amount{Value: 500, Currency: "USD"}, []payment.LedgerRecord{five500, five300, refund("five", 500, "USD", "Failed", "re_3")}, "re_3"},
+		{"no amount asked adopts the record that asked none", nil, []payment.LedgerRecord{five500, rest, five300}, "re_rest"},
+		{"no amount asked is not an amount a record asked", nil, []payment.LedgerRecord{five500, five300}, ""},
+		{"an amount is not the none a record asked", &v1alpha1.Amount{Value: 1199, Currency: "USD"}, []payment.LedgerRecord{rest}, ""},
+		{"a record of another name is another refund's", &v1alpha1.Amount{Value: 500, Currency: "USD"}, []payment.LedgerRecord{refund("six", 500, "USD", "Succeeded", "re_6")}, ""},
+		{"a payment's record is no refund's", &v1alpha1.Amount{Value: 500, Currency: "USD"}, []payment.LedgerRecord{{Kind: payment.LedgerPayment, Name: "five", Phase: "Succeeded", Asked: 500, Currency: "USD"}}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rf := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "five", UID: "uid-3"},
+				Spec: v1alpha1.RefundSpec{PaymentRef: v1alpha1.LocalObjectReference{Name: "order-1"}, Amount: tt.asks}}
+			out, ok := payment.AdoptRefund(rf, tt.recs, t0)
+			if ok != (tt.adopted != "") || out.Status.ProviderRefundID != tt.adopted {
+				t.Errorf("adopted %v, refund id %q; want %q", ok, out.Status.ProviderRefundID, tt.adopted)
+			}
+		})
+	}
+}
+
+// An adopted Refund is remembered again when it goes, as an adopted Payment
+// is: its record is the one it adopted, written anew (it replaces it, and the
+// ledger's retention counts from the second deletion), not no record, which
+// would let the first one expire a retention after the first deletion
+// while the manifest is still applied. A Refund that never went out and
+// adopted nothing has no record.
+func TestAnAdoptedRefundIsRememberedAgain(t *testing.T) {
+	later := t0.Add(40 * 24 * time.Hour)
+	for _, tt := range []struct {
+		name   string
+		phase  v1alpha1.RefundPhase
+		amount *v1alpha1.Money
+	}{
+		{"a succeeded refund adopted", v1alpha1.RefundSucceeded, &v1alpha1.Money{Value: 500, Currency: "USD"}},
+		{"a failed refund adopted", v1alpha1.RefundFailed, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			first := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "r1", UID: "old"},
+				Spec: v1alpha1.RefundSpec{PaymentRef: v1alpha1.LocalObjectReference{Name: "order-1"}, Amount: &v1alpha1.Amount{Value: 500, Currency: "USD"}},
+				Status: v1alpha1.RefundStatus{Phase: tt.phase, ProviderRefundID: "re_1", Amount: tt.amount,
+					CreateRequestedAt: &metav1.Time{Time: t0}, History: []v1alpha1.HistoryEntry{{Time: metav1.NewTime(t0), To: v1alpha1.PaymentPhase(tt.phase)}}}}
+			rec, ok := payment.RefundRecord(first, t0)
+			if !ok {
+				t.Fatal("no record of a settled refund")
+			}
+			again := first.DeepCopy()
+			again.UID, again.Status = "new", v1alpha1.RefundStatus{}
+			if _, ok := payment.RefundRecord(again, later); ok {
+				t.Fatal("a Refund that never went out and adopted nothing has a record")
+			}
+			out, ok := payment.AdoptRefund(again, []payment.LedgerRecord{rec}, later)
+			if !ok {
+				t.Fatal("not adopted")
+			}
+			again.Status = out.Status
+			rec2, ok := payment.RefundRecord(again, later)
+			if !ok {
+				t.Fatalf("an adopted %s Refund, deleted, is not remembered again: %+v", tt.phase, again.Status)
+			}
+			if !rec2.Replaces(rec) || rec2.Phase != rec.Phase || rec2.ProviderID != rec.ProviderID || rec2.Amount != rec.Amount || rec2.Asked != rec.Asked {
+				t.Errorf("remembered again as %+v, first as %+v", rec2, rec)
+			}
+		})
+	}
+}
+
+// What the ledger keeps one record of: a Payment's attempt (its name; a
+// Payment of the same name asking another amount is parked by Adopt, never
+// sent, so it is never remembered beside the first), a Refund's name and
+// what it asked.
+func TestLedgerRecordReplaces(t *testing.T) {
+	pay := payment.LedgerRecord{Kind: payment.LedgerPayment, Name: "order-1", Phase: "Succeeded", Asked: 1999, Amount: 1999, Currency: "USD"}
+	refund := payment.LedgerRecord{Kind: payment.LedgerRefund, Name: "five", Phase: "Succeeded", Asked: 500, Amount: 500, Currency: "USD"}
+	with := func(r payment.LedgerRecord, f func(*payment.LedgerRecord)) payment.LedgerRecord { f(&r); return r }
+	for _, tt := range []struct {
+		name     string
+		old, rec payment.LedgerRecord
+		replaces bool
+	}{
+		{"a payment remembered again replaces its record", pay, with(pay, func(r *payment.LedgerRecord) { r.Phase, r.Refunded = "PartiallyRefunded", 500 }), true},
+		{"a payment's attempt is its name, whatever it asked", pay, with(pay, func(r *payment.LedgerRecord) { r.Asked = 2500 }), true},
+		{"another attempt at the order is kept beside it", pay, with(pay, func(r *payment.LedgerRecord) { r.Name = "order-1-retry" }), false},
+		{"a refund remembered again replaces its record", refund, with(refund, func(r *payment.LedgerRecord) { r.ProviderID, r.Phase = "re_2", "Failed" }), true},
+		{"a refund of the name asking another amount is kept beside it", refund, with(refund, func(r *payment.LedgerRecord) { r.Asked, r.Amount = 300, 300 }), false},
+		{"a refund asking the same amount in another currency is kept beside it", refund, with(refund, func(r *payment.LedgerRecord) { r.Currency = "EUR" }), false},
+		{"a refund asking the same amount, one record naming no currency, is the same", refund, with(refund, func(r *payment.LedgerRecord) { r.Currency = "" }), true},
+		{"a refund asking no amount is the same whatever it moved", with(refund, func(r *payment.LedgerRecord) { r.Asked, r.Currency = 0, "" }),
+			with(refund, func(r *payment.LedgerRecord) { r.Asked, r.Amount = 0, 1499 }), true},
+		{"a refund asking no amount is not one asking an amount", refund, with(refund, func(r *payment.LedgerRecord) { r.Asked = 0 }), false},
+		{"a refund of another name is kept beside it", refund, with(refund, func(r *payment.LedgerRecord) { r.Name = "six" }), false},
+		{"a refund's record never replaces a payment's", pay, with(pay, func(r *payment.LedgerRecord) { r.Kind = payment.LedgerRefund }), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.rec.Replaces(tt.old); got != tt.replaces {
+				t.Errorf("%+v replaces %+v: %v, want %v", tt.rec, tt.old, got, tt.replaces)
+			}
+		})
+	}
+}
+
 // Keys are stored with their markers, and a marker stored without one (by a
 // paywarden that keyed calls by spec.idempotencyKey or the UID) is retried
 // with that older key: an upgrade never sends a call in flight under a new
