@@ -367,9 +367,38 @@ type Verification struct {
 	SigningSecret bool // verifies with the signing Secret's keys (kukopay, generic)
 	Credentials   bool // needs the API credentials (paypal verify API)
 	WebhookID     bool // needs spec.webhook.paypalWebhookID (paypal)
-	// CheckSecret validates one signing-secret value (generic: whsec_ base64); nil = any
-	// non-empty value.
+	// CheckSecret validates the format of one non-blank signing-secret value (generic:
+	// whsec_ base64); nil = any. Callers use CheckSigningSecret, which refuses a blank
+	// value first.
 	CheckSecret func([]byte) error
+}
+
+// CheckSigningSecret validates one value of the signing Secret for an adapter type that
+// verifies with it (SigningSecret): a blank one (BlankSecret) is refused for every such
+// type, since its VerifyWebhook never uses one as a key and every webhook would be
+// rejected; then the type's CheckSecret. It accepts anything for a type that does not
+// use the signing Secret.
+func (v Verification) CheckSigningSecret(secret []byte) error {
+	if !v.SigningSecret {
+		return nil
+	}
+	if BlankSecret(secret) {
+		return ErrBlankSecret
+	}
+	if v.CheckSecret != nil {
+		return v.CheckSecret(secret)
+	}
+	return nil
+}
+
+// CheckWebhookID validates the configured webhook id for an adapter type that needs one
+// (WebhookID): a blank one (BlankWebhookID) is refused, since VerifyWebhook refuses every
+// webhook without asking the provider. It accepts anything for a type that needs none.
+func (v Verification) CheckWebhookID(id string) error {
+	if v.WebhookID && BlankWebhookID(id) {
+		return ErrBlankWebhookID
+	}
+	return nil
 }
 
 // MissingCredentials returns the CredentialKeys that creds lacks or has empty, in the

@@ -9,10 +9,8 @@
 package generic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -60,13 +58,12 @@ func Capabilities() provider.Capabilities {
 	}
 }
 
-// CheckSecret validates one signing-secret value: a whsec_ secret must decode to a
-// non-empty key. (Verify skips a secret that does not, so without this check a typo in
-// the Secret would only show as every webhook being rejected.)
+// CheckSecret validates the format of one non-blank signing-secret value (a blank one is
+// refused before, by provider.Verification.CheckSigningSecret, for every adapter): a
+// whsec_ secret must decode to a non-empty key. (Verify skips a secret that does not, so
+// without this check a typo in the Secret would only show as every webhook being
+// rejected.)
 func CheckSecret(s []byte) error {
-	if len(bytes.TrimSpace(s)) == 0 {
-		return errors.New("signing secret is empty")
-	}
 	_, err := DecodeSecret(s)
 	return err
 }
