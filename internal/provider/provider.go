@@ -240,6 +240,14 @@ type Event struct {
 	Raw            []byte // the raw JSON of this one event exactly as the provider sent it
 }
 
+// NamesPayment reports whether the event names a payment paywarden can find: the
+// provider's payment id or a merchant reference, the only keys the receiver and the
+// inbox look a Payment up by (a refund event's Refund is found under its payment).
+// An adapter's ParseEvent refuses a supported event whose object names none and
+// carries nothing else its provider documents as always there (ErrMalformedEvent):
+// stored, it would wait Orphaned until retention for a payment it cannot match.
+func (e Event) NamesPayment() bool { return e.PaymentID != "" || e.MerchantReference != "" }
+
 // Dispute outcomes (Event.DisputeOutcome).
 const (
 	// DisputeWon: the dispute ended in the merchant's favour; the money
