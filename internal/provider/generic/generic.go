@@ -215,6 +215,14 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		}
 		return ev, nil
 	}
+	if ev.Supported && j.JobID == "" && j.CorrelationID == "" {
+		// An event's data is the job (docs/providers.md, generic: "Events:
+		// {id, type, timestamp, data: <job>}"), and a job is known by its jobId
+		// and the correlationId paywarden sent (seed 003). Data that names
+		// neither ({} included) is no job, and stored it would wait Orphaned
+		// until retention.
+		return provider.Event{}, provider.MalformedEvent("generic event "+e.ID+" data names no job (no jobId, no correlationId)", nil)
+	}
 	p := j.Normalize()
 	ev.PaymentID, ev.MerchantReference = j.JobID, j.CorrelationID
 	ev.Amount, ev.Currency, ev.RefundedTotal = p.Amount, p.Currency, p.RefundedTotal
