@@ -278,7 +278,7 @@ func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1
 		return notReady(ReasonInvalidConfig, "apiURL %q is not an absolute http(s) URL", spec.APIURL), nil
 	}
 	if err := caps.Verification.CheckWebhookID(spec.Webhook.PayPalWebhookID); err != nil {
-		return notReady(ReasonInvalidConfig, "webhook.paypalWebhookID is required: %s webhooks are verified against the webhook id the provider assigned, so without it every webhook is rejected (%v)", spec.Type, err), nil
+		return notReady(ReasonInvalidConfig, "webhook.paypalWebhookID is required: the %v; %s webhooks are verified against the webhook id the provider assigned, so without it every webhook is rejected", err, spec.Type), nil
 	}
 
 	credName := spec.CredentialsSecretRef.Name

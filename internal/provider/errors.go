@@ -114,7 +114,7 @@ func BlankWebhookID(id string) bool { return strings.TrimSpace(id) == "" }
 // them with the Secret key or spec field they are about.
 var (
 	ErrBlankSecret    = errors.New("signing secret is blank (empty or whitespace only): it is never used as a key, so no webhook verifies with it")
-	ErrBlankWebhookID = errors.New("webhook id is blank (empty or whitespace only): every webhook is rejected without asking the provider")
+	ErrBlankWebhookID = errors.New("webhook id is blank (empty or whitespace only)")
 )
 
 // BlankSecrets is the rejection when secrets were configured but every one is blank.

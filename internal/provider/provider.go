@@ -372,7 +372,7 @@ type Lifecycle struct {
 
 // Verification is what an adapter type's VerifyWebhook needs from the PaymentProvider.
 type Verification struct {
-	SigningSecret bool // verifies with the signing Secret's keys (kukopay, generic)
+	SigningSecret bool // verifies with the signing Secret's keys (kukopay, generic, stripe)
 	Credentials   bool // needs the API credentials (paypal verify API)
 	WebhookID     bool // needs spec.webhook.paypalWebhookID (paypal)
 	// CheckSecret validates the format of one non-blank signing-secret value (generic:
