@@ -42,8 +42,9 @@ const (
 	// ReasonSecretKeyMissing: a required credentials key is absent or empty,
 	// or the signing Secret has no keys at all.
 	ReasonSecretKeyMissing = "SecretKeyMissing"
-	// ReasonInvalidConfig: the spec (or a signing key's format) cannot work,
-	// e.g. PayPal without webhook.paypalWebhookID.
+	// ReasonInvalidConfig: the spec (or a signing key's value) cannot work,
+	// e.g. PayPal without webhook.paypalWebhookID (or with a blank one), a
+	// signing key that is blank or not in the adapter's format.
 	ReasonInvalidConfig = "InvalidConfig"
 	// ReasonProviderRejectedConfig: the provider itself refused paywarden's
 	// configuration (401/403: bad or rotated credentials; a redirect; a route
@@ -276,8 +277,8 @@ func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1
 	if u, err := url.Parse(spec.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return notReady(ReasonInvalidConfig, "apiURL %q is not an absolute http(s) URL", spec.APIURL), nil
 	}
-	if caps.Verification.WebhookID && spec.Webhook.PayPalWebhookID == "" {
-		return notReady(ReasonInvalidConfig, "webhook.paypalWebhookID is required: %s webhooks are verified against the webhook id the provider assigned, so without it every webhook is rejected", spec.Type), nil
+	if err := caps.Verification.CheckWebhookID(spec.Webhook.PayPalWebhookID); err != nil {
+		return notReady(ReasonInvalidConfig, "webhook.paypalWebhookID is required: the %v; %s webhooks are verified against the webhook id the provider assigned, so without it every webhook is rejected", err, spec.Type), nil
 	}
 
 	credName := spec.CredentialsSecretRef.Name
@@ -356,11 +357,11 @@ func (r *PaymentProviderReconciler) validateSigning(ctx context.Context, prov *v
 	if len(keys) == 0 {
 		return not(ReasonSecretKeyMissing, "signing Secret %q has no keys: every key is an active signing secret, so add at least one", ref.Name)
 	}
-	if check := caps.Verification.CheckSecret; check != nil {
-		for _, k := range keys {
-			if err := check(signing.Data[k]); err != nil {
-				return not(ReasonInvalidConfig, "signing Secret %q key %q: %v", ref.Name, k, err)
-			}
+	// Every key is checked, not just one: a blank key beside a real one is
+	// skipped by VerifyWebhook, but it is a Secret the operator believes works.
+	for _, k := range keys {
+		if err := caps.Verification.CheckSigningSecret(signing.Data[k]); err != nil {
+			return not(ReasonInvalidConfig, "signing Secret %q key %q: %v", ref.Name, k, err)
 		}
 	}
 	return fmt.Sprintf("signing Secret %q has %d active key(s) (%s)", ref.Name, len(keys), strings.Join(keys, ", ")), nil, nil

@@ -111,6 +111,40 @@ func TestProviderValidation(t *testing.T) {
 			wantStatus: metav1.ConditionTrue, wantReason: controllers.ReasonProviderConfigured,
 			wantMsg: []string{"webhook id WH-123"},
 		},
+		{
+			// VerifyWebhook never uses a blank secret as a key: Ready would
+			// promise webhooks that are all answered 401.
+			name: "kukopay signing key of only whitespace is InvalidConfig naming the key", typ: v1alpha1.ProviderKukoPay,
+			secrets: map[string]map[string]string{"c11-creds": kuko, "c11-signing": {"current": " \n"}}, signing: "c11-signing",
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonInvalidConfig,
+			wantMsg: []string{`signing Secret "c11-signing" key "current"`, "blank"},
+		},
+		{
+			name: "stripe signing key of only whitespace is InvalidConfig naming the key", typ: v1alpha1.ProviderStripe,
+			secrets: map[string]map[string]string{"c12-creds": {"secretKey": "sk_test"}, "c12-signing": {"whsec": "\t"}}, signing: "c12-signing",
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonInvalidConfig,
+			wantMsg: []string{`signing Secret "c12-signing" key "whsec"`, "blank"},
+		},
+		{
+			name: "generic signing key of only whitespace is InvalidConfig naming the key", typ: v1alpha1.ProviderGeneric,
+			secrets: map[string]map[string]string{"c13-creds": {"token": "t"}, "c13-signing": {"current": "  "}}, signing: "c13-signing",
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonInvalidConfig,
+			wantMsg: []string{`signing Secret "c13-signing" key "current"`, "blank"},
+		},
+		{
+			// Verify skips it beside a real key, but the operator believes both work.
+			name: "a blank signing key beside a real one is InvalidConfig naming the blank one", typ: v1alpha1.ProviderKukoPay,
+			secrets: map[string]map[string]string{"c14-creds": kuko, "c14-signing": {"new": " ", "old": "s1"}}, signing: "c14-signing",
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonInvalidConfig,
+			wantMsg: []string{`signing Secret "c14-signing" key "new"`, "blank"},
+		},
+		{
+			name: "paypal with a webhook id of only whitespace is InvalidConfig", typ: v1alpha1.ProviderPayPal,
+			secrets:    map[string]map[string]string{"c15-creds": {"clientID": "id", "clientSecret": "s"}},
+			mutate:     func(s *v1alpha1.PaymentProviderSpec) { s.Webhook.PayPalWebhookID = " \t" },
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonInvalidConfig,
+			wantMsg: []string{"webhook.paypalWebhookID is required", "blank"},
+		},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

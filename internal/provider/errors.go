@@ -104,6 +104,19 @@ var (
 // drops empty values before it calls an adapter, but each adapter checks for itself.
 func BlankSecret(secret []byte) bool { return len(bytes.TrimSpace(secret)) == 0 }
 
+// BlankWebhookID reports whether a configured webhook id (the id the provider assigned
+// to paywarden's webhook endpoint, which its verification API checks) is empty or only
+// whitespace: no provider assigns such an id, so VerifyWebhook refuses every webhook
+// without asking the provider.
+func BlankWebhookID(id string) bool { return strings.TrimSpace(id) == "" }
+
+// Configuration errors of Verification's checks; the PaymentProvider controller reports
+// them with the Secret key or spec field they are about.
+var (
+	ErrBlankSecret    = errors.New("signing secret is blank (empty or whitespace only): it is never used as a key, so no webhook verifies with it")
+	ErrBlankWebhookID = errors.New("webhook id is blank (empty or whitespace only)")
+)
+
 // BlankSecrets is the rejection when secrets were configured but every one is blank.
 // The detail says the configuration is at fault; the reason is the one of any request
 // no configured secret signed (ErrNoMatchingSignature, answered 401 like "no secrets

@@ -240,6 +240,14 @@ type Event struct {
 	Raw            []byte // the raw JSON of this one event exactly as the provider sent it
 }
 
+// NamesPayment reports whether the event names a payment paywarden can find: the
+// provider's payment id or a merchant reference, the only keys the receiver and the
+// inbox look a Payment up by (a refund event's Refund is found under its payment).
+// An adapter's ParseEvent refuses a supported event whose object names none and
+// carries nothing else its provider documents as always there (ErrMalformedEvent):
+// stored, it would wait Orphaned until retention for a payment it cannot match.
+func (e Event) NamesPayment() bool { return e.PaymentID != "" || e.MerchantReference != "" }
+
 // Dispute outcomes (Event.DisputeOutcome).
 const (
 	// DisputeWon: the dispute ended in the merchant's favour; the money
@@ -364,12 +372,41 @@ type Lifecycle struct {
 
 // Verification is what an adapter type's VerifyWebhook needs from the PaymentProvider.
 type Verification struct {
-	SigningSecret bool // verifies with the signing Secret's keys (kukopay, generic)
+	SigningSecret bool // verifies with the signing Secret's keys (kukopay, generic, stripe)
 	Credentials   bool // needs the API credentials (paypal verify API)
 	WebhookID     bool // needs spec.webhook.paypalWebhookID (paypal)
-	// CheckSecret validates one signing-secret value (generic: whsec_ base64); nil = any
-	// non-empty value.
+	// CheckSecret validates the format of one non-blank signing-secret value (generic:
+	// whsec_ base64); nil = any. Callers use CheckSigningSecret, which refuses a blank
+	// value first.
 	CheckSecret func([]byte) error
+}
+
+// CheckSigningSecret validates one value of the signing Secret for an adapter type that
+// verifies with it (SigningSecret): a blank one (BlankSecret) is refused for every such
+// type, since its VerifyWebhook never uses one as a key and every webhook would be
+// rejected; then the type's CheckSecret. It accepts anything for a type that does not
+// use the signing Secret.
+func (v Verification) CheckSigningSecret(secret []byte) error {
+	if !v.SigningSecret {
+		return nil
+	}
+	if BlankSecret(secret) {
+		return ErrBlankSecret
+	}
+	if v.CheckSecret != nil {
+		return v.CheckSecret(secret)
+	}
+	return nil
+}
+
+// CheckWebhookID validates the configured webhook id for an adapter type that needs one
+// (WebhookID): a blank one (BlankWebhookID) is refused, since VerifyWebhook refuses every
+// webhook without asking the provider. It accepts anything for a type that needs none.
+func (v Verification) CheckWebhookID(id string) error {
+	if v.WebhookID && BlankWebhookID(id) {
+		return ErrBlankWebhookID
+	}
+	return nil
 }
 
 // MissingCredentials returns the CredentialKeys that creds lacks or has empty, in the

@@ -9,10 +9,8 @@
 package generic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -60,13 +58,12 @@ func Capabilities() provider.Capabilities {
 	}
 }
 
-// CheckSecret validates one signing-secret value: a whsec_ secret must decode to a
-// non-empty key. (Verify skips a secret that does not, so without this check a typo in
-// the Secret would only show as every webhook being rejected.)
+// CheckSecret validates the format of one non-blank signing-secret value (a blank one is
+// refused before, by provider.Verification.CheckSigningSecret, for every adapter): a
+// whsec_ secret must decode to a non-empty key. (Verify skips a secret that does not, so
+// without this check a typo in the Secret would only show as every webhook being
+// rejected.)
 func CheckSecret(s []byte) error {
-	if len(bytes.TrimSpace(s)) == 0 {
-		return errors.New("signing secret is empty")
-	}
 	_, err := DecodeSecret(s)
 	return err
 }
@@ -217,6 +214,14 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 			return provider.Event{}, provider.MalformedEvent("generic event "+e.ID+" data", err)
 		}
 		return ev, nil
+	}
+	if ev.Supported && j.JobID == "" && j.CorrelationID == "" {
+		// An event's data is the job (docs/providers.md, generic: "Events:
+		// {id, type, timestamp, data: <job>}"), and a job is known by its jobId
+		// and the correlationId paywarden sent (seed 003). Data that names
+		// neither ({} included) is no job, and stored it would wait Orphaned
+		// until retention.
+		return provider.Event{}, provider.MalformedEvent("generic event "+e.ID+" data names no job (no jobId, no correlationId)", nil)
 	}
 	p := j.Normalize()
 	ev.PaymentID, ev.MerchantReference = j.JobID, j.CorrelationID

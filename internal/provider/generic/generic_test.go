@@ -240,6 +240,44 @@ func TestParseEventRefundAndUnknownTypes(t *testing.T) {
 	}
 }
 
+// TestEventsThatNameNoJobAreMalformed: an event's data is the job, known by its
+// jobId and correlationId. A supported event whose data names neither could only
+// wait Orphaned: it is malformed (400), like one with null data. Either alone is
+// enough.
+func TestEventsThatNameNoJobAreMalformed(t *testing.T) {
+	for typ := range generic.EventStatuses() {
+		raw := func(data string) []byte {
+			return []byte(`{"id":"msg_1","type":"` + typ + `","timestamp":"2026-09-21T12:00:00Z","data":` + data + `}`)
+		}
+		for _, data := range []string{
+			`{}`,
+			`{"jobStatus":"succeeded","amount":{"value":1999,"currency":"USD"},"amountReceived":{"value":1999,"currency":"USD"}}`,
+			`{"jobStatus":"partially_refunded","amount":{"value":1999,"currency":"USD"},"refund":{"refundId":"rf_1","refundStatus":"succeeded","amount":{"value":500,"currency":"USD"}}}`,
+		} {
+			t.Run(typ+" with "+data+" is malformed", func(t *testing.T) {
+				ev, err := generic.ParseEvent(raw(data))
+				if !errors.Is(err, provider.ErrMalformedEvent) || !strings.Contains(err.Error(), "names no job") {
+					t.Fatalf("%+v, err = %v: want malformed for want of a job", ev, err)
+				}
+			})
+		}
+		for _, data := range []string{`{"jobId":"job_1"}`, `{"correlationId":"ref-1"}`} {
+			t.Run(typ+" with "+data+" is kept", func(t *testing.T) {
+				ev, err := generic.ParseEvent(raw(data))
+				if err != nil || !ev.Supported || !ev.NamesPayment() {
+					t.Fatalf("%+v, err = %v: want it parsed", ev, err)
+				}
+			})
+		}
+	}
+	t.Run("an unsupported type with empty data parses unsupported", func(t *testing.T) {
+		ev, err := generic.ParseEvent([]byte(`{"id":"msg_1","type":"job.unknown","data":{}}`))
+		if err != nil || ev.Supported {
+			t.Fatalf("%+v %v", ev, err)
+		}
+	})
+}
+
 func FuzzParseSignatureHeader(f *testing.F) {
 	for _, s := range []string{"v1,abc", "v1,a v1,b", "v1a,x v1,y", "", "   ", "v1", ",abc", "v1,", "v1,a,b"} {
 		f.Add(s, "1758456000")
@@ -271,5 +309,13 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add(body)
 	f.Add([]byte(`{"id":"m","type":"job.unknown","timestamp":"x","data":null}`))
 	f.Add([]byte(`{"id":"m","type":"job.refunded","data":{"amountRefunded":null}}`))
-	f.Fuzz(func(t *testing.T, b []byte) { providertest.FuzzedEvent(t, b, generic.ParseEvent) })
+	f.Add([]byte(`{"id":"m","type":"job.succeeded","data":{"refund":{"jobId":"job_1"}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		providertest.FuzzedEvent(t, b, generic.ParseEvent)
+		// Every documented object names its payment: a supported event that
+		// names none is refused, never stored to wait Orphaned.
+		if ev, err := generic.ParseEvent(b); err == nil && ev.Supported && !ev.NamesPayment() {
+			t.Fatalf("supported event that names no payment accepted: %+v", ev)
+		}
+	})
 }

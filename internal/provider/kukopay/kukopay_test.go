@@ -195,6 +195,55 @@ func TestParseEvent(t *testing.T) {
 		`{"type":"customer.updated","created":1758456000,"data":{"object":{}}}`, `{"id":"e","type":"payment.succeeded","data":{"object":null}}`)
 }
 
+// TestEventsThatNameNoPaymentAreMalformed: every object KukoPay documents names
+// its payment (a payment by its id, a refund or dispute by payment, all by
+// out_trade_no). A supported event whose object names none could only wait
+// Orphaned: it is malformed (400), like one with a null object. Either name
+// alone is enough.
+func TestEventsThatNameNoPaymentAreMalformed(t *testing.T) {
+	objects := map[string][]string{
+		"payment": {`{}`, `{"object":"payment","amount":1000,"currency":"EUR","status":"succeeded"}`},
+		"refund":  {`{}`, `{"id":"re_1","object":"refund","amount":300,"currency":"EUR","status":"succeeded","payment_amount_refunded":300}`},
+		"dispute": {`{}`, `{"id":"dp_1","object":"dispute","amount":1000,"currency":"EUR","reason":"fraudulent"}`},
+	}
+	named := map[string][]string{
+		"payment": {`{"id":"pay_1"}`, `{"out_trade_no":"ORD-1"}`},
+		"refund":  {`{"payment":"pay_1"}`, `{"out_trade_no":"ORD-1"}`},
+		"dispute": {`{"payment":"pay_1"}`, `{"out_trade_no":"ORD-1"}`},
+	}
+	for typ := range kukopay.EventStatuses() {
+		kind, _, _ := strings.Cut(typ, ".")
+		raw := func(object string) []byte {
+			return []byte(`{"id":"evt_1","object":"event","type":"` + typ + `","created":1758456000,"data":{"object":` + object + `}}`)
+		}
+		if objects[kind] == nil {
+			t.Errorf("supported event type %s has no case", typ)
+		}
+		for _, object := range objects[kind] {
+			t.Run(typ+" with "+object+" is malformed", func(t *testing.T) {
+				ev, err := kukopay.ParseEvent(raw(object))
+				if !errors.Is(err, provider.ErrMalformedEvent) || !strings.Contains(err.Error(), "names no payment") {
+					t.Fatalf("%+v, err = %v: want malformed for want of a payment", ev, err)
+				}
+			})
+		}
+		for _, object := range named[kind] {
+			t.Run(typ+" with "+object+" is kept", func(t *testing.T) {
+				ev, err := kukopay.ParseEvent(raw(object))
+				if err != nil || !ev.Supported || !ev.NamesPayment() {
+					t.Fatalf("%+v, err = %v: want it parsed", ev, err)
+				}
+			})
+		}
+	}
+	t.Run("an unsupported type with an empty object parses unsupported", func(t *testing.T) {
+		ev, err := kukopay.ParseEvent([]byte(`{"id":"evt_1","type":"payment.requires_action","data":{"object":{}}}`))
+		if err != nil || ev.Supported {
+			t.Fatalf("%+v %v", ev, err)
+		}
+	})
+}
+
 func FuzzParseSignatureHeader(f *testing.F) {
 	ts := now.Unix()
 	for _, s := range []string{hdr(now, newKey), hdr(now, oldKey, newKey), fmt.Sprintf("v1=ab,t=%d", ts), "t=1,v0=x,v1=", "", ",,,", "t=,v1=", "t=-1", "t=+5,v1=a", "t=99999999999999999999,v1=a", "=,=", "t=1=2,v1=3=4"} {
@@ -224,5 +273,13 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add([]byte(`{"id":"evt_3","type":"refund.succeeded","created":1,"data":{"object":{"payment":"p","amount":1,"payment_amount_refunded":2}}}`))
 	f.Add([]byte(`{"id":"e","type":"dispute.created","data":{"object":null}}`))
 	f.Add([]byte(`{"id":"e","type":"x.y","created":-9223372036854775808,"data":{"object":"s"}}`))
-	f.Fuzz(func(t *testing.T, b []byte) { providertest.FuzzedEvent(t, b, kukopay.ParseEvent) })
+	f.Add([]byte(`{"id":"e","type":"refund.failed","data":{"object":{"id":"re_1","currency":"EUR"}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		providertest.FuzzedEvent(t, b, kukopay.ParseEvent)
+		// Every documented object names its payment: a supported event that
+		// names none is refused, never stored to wait Orphaned.
+		if ev, err := kukopay.ParseEvent(b); err == nil && ev.Supported && !ev.NamesPayment() {
+			t.Fatalf("supported event that names no payment accepted: %+v", ev)
+		}
+	})
 }

@@ -281,6 +281,13 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 	if err != nil && supported {
 		return provider.Event{}, provider.MalformedEvent("kukopay event "+e.ID+" data.object", err)
 	}
+	if supported && !ev.NamesPayment() {
+		// Every object KukoPay documents names its payment: a payment its id, a
+		// refund or dispute its payment, all three out_trade_no
+		// (docs/providers.md, kukopay). One that names neither ({} included)
+		// is no such object, and stored it would wait Orphaned until retention.
+		return provider.Event{}, provider.MalformedEvent("kukopay event "+e.ID+" data.object names no payment (no payment id, no out_trade_no)", nil)
+	}
 	return ev, nil
 }
 

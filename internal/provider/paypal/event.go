@@ -53,10 +53,17 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		return provider.Event{}, provider.MalformedEvent("paypal event "+e.ID+" has no resource", nil)
 	}
 	var err error
+	// own is the resource's id, which PayPal documents on every resource
+	// paywarden acts on (Payments v2 capture, refund and authorization id;
+	// Orders v2 order id; Disputes v1 dispute_id), while its link to the order
+	// may be missing (a refund or reversal PayPal made carries neither order
+	// id nor custom_id; a dispute names only the capture).
+	var own string
 	switch ev.Status {
 	case provider.StatusSucceeded, provider.StatusFailed, provider.StatusProcessing:
 		var c Capture
 		if err = json.Unmarshal(e.Resource, &c); err == nil {
+			own = c.ID
 			ev.MerchantReference = firstNonEmpty(c.InvoiceID, c.CustomID)
 			ev.PaymentID = orderIDFromLinks(c.Links)
 			if c.SupplementaryData != nil && c.SupplementaryData.RelatedIDs.OrderID != "" {
@@ -71,6 +78,7 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 	case provider.StatusRefund:
 		var r Refund
 		if err = json.Unmarshal(e.Resource, &r); err == nil {
+			own = r.ID
 			// custom_id first: paywarden's refunds carry the payment's merchant
 			// reference there and the refund's own reference in invoice_id.
 			ev.MerchantReference = firstNonEmpty(r.CustomID, r.InvoiceID)
@@ -94,6 +102,7 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 	case provider.StatusExpired:
 		var r ApprovalReversal
 		if err = json.Unmarshal(e.Resource, &r); err == nil {
+			own = r.OrderID
 			ev.PaymentID = r.OrderID
 			ev.FailureCode = FailureApprovalReversed
 			ev.FailureMessage = "PayPal reversed the payer's approval: the order was not captured in time, PayPal canceled it and refunded the payer"
@@ -110,11 +119,13 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		var o Order
 		if err = json.Unmarshal(e.Resource, &o); err == nil {
 			p := NormalizeOrder(o)
+			own = o.ID
 			ev.PaymentID, ev.MerchantReference, ev.Amount, ev.Currency = p.ID, p.MerchantReference, p.Amount, p.Currency
 		}
 	case provider.StatusAuthorized, provider.StatusCanceled:
 		var au Authorization
 		if err = json.Unmarshal(e.Resource, &au); err == nil {
+			own = au.ID
 			ev.MerchantReference = firstNonEmpty(au.InvoiceID, au.CustomID)
 			ev.PaymentID = orderIDFromLinks(au.Links)
 			if au.SupplementaryData != nil && au.SupplementaryData.RelatedIDs.OrderID != "" {
@@ -132,6 +143,7 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 	case provider.StatusDispute:
 		var d Dispute
 		if err = json.Unmarshal(e.Resource, &d); err == nil {
+			own = d.DisputeID
 			// A dispute names the capture, not the order, so only the merchant reference
 			// can find the payment.
 			for _, t := range d.DisputedTransactions {
@@ -150,6 +162,12 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 	}
 	if err != nil {
 		return provider.Event{}, provider.MalformedEvent("paypal event "+e.ID+" resource", err)
+	}
+	if own == "" && !ev.NamesPayment() {
+		// No id of its own and no order id or merchant reference: no PayPal
+		// resource, and stored it would match nothing and wait Orphaned until
+		// retention. One with its id but no link is documented and is kept.
+		return provider.Event{}, provider.MalformedEvent("paypal event "+e.ID+" resource carries no id and names no order or merchant reference", nil)
 	}
 	return ev, nil
 }

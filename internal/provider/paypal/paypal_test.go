@@ -3,6 +3,7 @@ package paypal_test
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,6 +132,65 @@ func TestParseEvent(t *testing.T) {
 		`{"id":"x","event_type":"CUSTOMER.DISPUTE.CREATED","resource":null}`)
 }
 
+// TestEventsThatIdentifyNothingAreMalformed: every resource paywarden acts on
+// has an id of its own in PayPal's API reference (a dispute its dispute_id, an
+// approval reversal its order_id), while its link to the order may be missing.
+// A resource with neither id nor order nor merchant reference could only wait
+// Orphaned: it is malformed (400). One that carries a usable id is kept.
+func TestEventsThatIdentifyNothingAreMalformed(t *testing.T) {
+	const usd = `"amount":{"currency_code":"USD","value":"1.00"}`
+	nothing := map[string]string{
+		"PAYMENT.CAPTURE.COMPLETED":          `{"status":"COMPLETED",` + usd + `}`,
+		"PAYMENT.CAPTURE.DENIED":             `{"status":"DECLINED",` + usd + `}`,
+		"PAYMENT.CAPTURE.DECLINED":           `{"status":"DECLINED",` + usd + `}`,
+		"PAYMENT.CAPTURE.PENDING":            `{"status":"PENDING",` + usd + `}`,
+		"PAYMENT.CAPTURE.REFUNDED":           `{"status":"COMPLETED",` + usd + `}`,
+		"PAYMENT.CAPTURE.REVERSED":           `{"status":"COMPLETED",` + usd + `}`,
+		"PAYMENT.AUTHORIZATION.CREATED":      `{"status":"CREATED",` + usd + `}`,
+		"PAYMENT.AUTHORIZATION.VOIDED":       `{"status":"VOIDED",` + usd + `}`,
+		"CHECKOUT.ORDER.APPROVED":            `{}`,
+		"CHECKOUT.PAYMENT-APPROVAL.REVERSED": `{}`,
+		"CUSTOMER.DISPUTE.CREATED":           `{}`,
+		"CUSTOMER.DISPUTE.RESOLVED":          `{"status":"RESOLVED","disputed_transactions":[{"seller_transaction_id":"C1"}]}`,
+	}
+	for typ := range paypal.EventStatuses() {
+		object, ok := nothing[typ]
+		if !ok {
+			t.Errorf("supported event type %s has no case", typ)
+			continue
+		}
+		t.Run(typ+" with "+object+" is malformed", func(t *testing.T) {
+			ev, err := paypal.ParseEvent([]byte(`{"id":"WH-1","event_type":"` + typ + `","resource":` + object + `}`))
+			if !errors.Is(err, provider.ErrMalformedEvent) || !strings.Contains(err.Error(), "no id") {
+				t.Fatalf("%+v, err = %v: want malformed for want of any id", ev, err)
+			}
+		})
+	}
+	kept := []struct {
+		name, typ, object string
+		paymentID, ref    string
+	}{
+		// PayPal-initiated refunds and reversals name neither the order nor
+		// paywarden's reference: documented resources, kept.
+		{"a reversal with its id only", "PAYMENT.CAPTURE.REVERSED", `{"id":"R1","status":"COMPLETED",` + usd + `}`, "", ""},
+		{"a dispute with its id only", "CUSTOMER.DISPUTE.CREATED", `{"dispute_id":"PP-D-1"}`, "", ""},
+		{"an authorization with its id only", "PAYMENT.AUTHORIZATION.VOIDED", `{"id":"A1","status":"VOIDED",` + usd + `}`, "", ""},
+		{"a capture without its id that names its order", "PAYMENT.CAPTURE.COMPLETED", `{"status":"COMPLETED",` + usd + `,"supplementary_data":{"related_ids":{"order_id":"O1"}}}`, "O1", ""},
+		{"a capture without its id that carries the merchant reference", "PAYMENT.CAPTURE.COMPLETED", `{"status":"COMPLETED",` + usd + `,"invoice_id":"ref-1"}`, "", "ref-1"},
+		{"an approved order with its id only", "CHECKOUT.ORDER.APPROVED", `{"id":"O2"}`, "O2", ""},
+		{"an approval reversal with its order id only", "CHECKOUT.PAYMENT-APPROVAL.REVERSED", `{"order_id":"O3"}`, "O3", ""},
+		{"a dispute without its id that carries the merchant reference", "CUSTOMER.DISPUTE.CREATED", `{"disputed_transactions":[{"invoice_number":"ref-4"}]}`, "", "ref-4"},
+	}
+	for _, tt := range kept {
+		t.Run(tt.name+" is kept", func(t *testing.T) {
+			ev, err := paypal.ParseEvent([]byte(`{"id":"WH-1","event_type":"` + tt.typ + `","resource":` + tt.object + `}`))
+			if err != nil || !ev.Supported || ev.PaymentID != tt.paymentID || ev.MerchantReference != tt.ref {
+				t.Fatalf("%+v, err = %v: want it parsed with order id %q and reference %q", ev, err, tt.paymentID, tt.ref)
+			}
+		})
+	}
+}
+
 func FuzzParseTransmissionHeaders(f *testing.F) {
 	f.Add("8b6c3f4e-1a2b", "2026-09-21T12:00:00Z", "c2ln", "https://api.paypal.com/v1/notifications/certs/CERT", "SHA256withRSA")
 	f.Add("", "", "", "", "")
@@ -164,5 +224,6 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add([]byte(`{"id":"WH-3","event_type":"PAYMENT.CAPTURE.REFUNDED","resource":{"amount":{"currency_code":"USD","value":"1"},"seller_payable_breakdown":{"total_refunded_amount":null}}}`))
 	f.Add([]byte(`{"id":"WH-5","event_type":"CUSTOMER.DISPUTE.CREATED","resource":{"disputed_transactions":[{}]}}`))
 	f.Add([]byte(`{"id":"WH-4","event_type":"CHECKOUT.ORDER.APPROVED","resource":{"purchase_units":[]}}`))
+	f.Add([]byte(`{"id":"WH-6","event_type":"PAYMENT.CAPTURE.REVERSED","resource":{"id":"R6","amount":{"currency_code":"USD","value":"1"}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) { providertest.FuzzedEvent(t, b, paypal.ParseEvent) })
 }

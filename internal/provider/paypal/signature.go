@@ -81,8 +81,9 @@ func (a *Adapter) VerifyWebhook(ctx context.Context, h http.Header, rawBody []by
 	if err != nil {
 		return provider.SchemePayPal, err
 	}
-	if a.webhookID == "" {
-		return provider.SchemePayPal, provider.SignatureError(provider.ErrNoMatchingSignature, "no paypal webhook id configured")
+	if provider.BlankWebhookID(a.webhookID) {
+		// Whitespace is no id PayPal assigns: asking PayPal about it only spends a call.
+		return provider.SchemePayPal, provider.SignatureError(provider.ErrNoMatchingSignature, "no paypal webhook id configured: it is blank (empty or whitespace only)")
 	}
 	if !json.Valid(rawBody) {
 		return provider.SchemePayPal, provider.SignatureError(provider.ErrNoMatchingSignature, "body is not JSON, so PayPal did not sign it")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,18 +166,25 @@ func TestVerifyWebhookRefusesLocallyWhatNeedsNoCall(t *testing.T) {
 			}
 		})
 	}
-	t.Run("no webhook id configured is refused without a call", func(t *testing.T) {
-		f := &fakePayPal{token: issueToken, api: answer(200, `{"verification_status":"SUCCESS"}`)}
-		a := providertest.Serve(t, f, func(apiURL string) (*paypal.Adapter, error) {
-			return paypal.New(provider.Config{Name: "ns/pp", APIURL: apiURL,
-				Credentials: map[string][]byte{"clientID": []byte("id"), "clientSecret": []byte("secret")}})
+	// A webhook id of only whitespace is none PayPal assigns: asking PayPal
+	// about it would spend a call (and a token) to hear FAILURE.
+	for _, id := range []string{"", " ", "\n", " \t\r\n"} {
+		t.Run("webhook id "+strconv.Quote(id)+" is refused without a call", func(t *testing.T) {
+			f := &fakePayPal{token: issueToken, api: answer(200, `{"verification_status":"SUCCESS"}`)}
+			a := providertest.Serve(t, f, func(apiURL string) (*paypal.Adapter, error) {
+				return paypal.New(provider.Config{Name: "ns/pp", APIURL: apiURL, WebhookID: id,
+					Credentials: map[string][]byte{"clientID": []byte("id"), "clientSecret": []byte("secret")}})
+			})
+			_, err := a.VerifyWebhook(context.Background(), valid, event, nil, 5*time.Minute, now)
+			providertest.AssertRejected(t, err, provider.ErrNoMatchingSignature)
+			if !strings.Contains(err.Error(), "blank") {
+				t.Errorf("err = %v, want it to say the webhook id is blank", err)
+			}
+			if f.apiCalls.Load()+f.tokens.Load() != 0 {
+				t.Errorf("PayPal called")
+			}
 		})
-		_, err := a.VerifyWebhook(context.Background(), valid, event, nil, 5*time.Minute, now)
-		providertest.AssertRejected(t, err, provider.ErrNoMatchingSignature)
-		if f.apiCalls.Load()+f.tokens.Load() != 0 {
-			t.Errorf("PayPal called")
-		}
-	})
+	}
 }
 
 // TestVerifyWebhookReadsPayPalsAnswer: only verification_status SUCCESS makes a

@@ -2,6 +2,7 @@ package providers_test
 
 import (
 	"encoding/base64"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,7 +134,6 @@ func TestCapabilities(t *testing.T) {
 
 func TestGenericCheckSecret(t *testing.T) {
 	c, _ := providers.Lookup(providers.TypeGeneric)
-	check := c.Verification.CheckSecret
 	for _, tt := range []struct {
 		name, secret string
 		ok           bool
@@ -143,12 +143,46 @@ func TestGenericCheckSecret(t *testing.T) {
 		{"raw secret without prefix", "plain-secret", true},
 		{"whsec with invalid base64", "whsec_***", false},
 		{"whsec with nothing after the prefix", "whsec_", false},
-		{"empty", "", false},
-		{"whitespace only", " \n", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := check([]byte(tt.secret)); (err == nil) != tt.ok {
-				t.Fatalf("CheckSecret(%q) = %v", tt.secret, err)
+			if err := c.Verification.CheckSigningSecret([]byte(tt.secret)); (err == nil) != tt.ok {
+				t.Fatalf("CheckSigningSecret(%q) = %v", tt.secret, err)
+			}
+		})
+	}
+}
+
+// Every type that verifies with the signing Secret refuses a blank value of
+// it, whose VerifyWebhook would never use it as a key: the PaymentProvider
+// is not Ready instead of answering every webhook 401. A type that does not
+// use the Secret does not judge it. Likewise a blank webhook id for the type
+// that needs one.
+func TestBlankVerificationConfigIsRefused(t *testing.T) {
+	blanks := []string{"", " ", "\n", " \t\r\n"}
+	for _, typ := range providers.Types() {
+		v, _ := providers.Lookup(typ)
+		t.Run(typ, func(t *testing.T) {
+			for _, b := range blanks {
+				err := v.Verification.CheckSigningSecret([]byte(b))
+				if v.Verification.SigningSecret && !errors.Is(err, provider.ErrBlankSecret) {
+					t.Errorf("signing secret %q: err = %v, want ErrBlankSecret", b, err)
+				}
+				if !v.Verification.SigningSecret && err != nil {
+					t.Errorf("signing secret %q: err = %v for a type that does not use the signing Secret", b, err)
+				}
+				err = v.Verification.CheckWebhookID(b)
+				if v.Verification.WebhookID && !errors.Is(err, provider.ErrBlankWebhookID) {
+					t.Errorf("webhook id %q: err = %v, want ErrBlankWebhookID", b, err)
+				}
+				if !v.Verification.WebhookID && err != nil {
+					t.Errorf("webhook id %q: err = %v for a type that needs none", b, err)
+				}
+			}
+			if err := v.Verification.CheckSigningSecret([]byte(" s3cret\n")); err != nil {
+				t.Errorf("a secret with whitespace around it: %v", err)
+			}
+			if err := v.Verification.CheckWebhookID("WH-1"); err != nil {
+				t.Errorf("webhook id WH-1: %v", err)
 			}
 		})
 	}

@@ -103,6 +103,12 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 }
 
 func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) error {
+	// own is the object's id: Stripe documents one on every object paywarden
+	// acts on (API reference, "The PaymentIntent / Charge / Refund / Dispute
+	// object": id, "Unique identifier for the object"), while the link to a
+	// payment may be null (a Charge's, Refund's or Dispute's payment_intent,
+	// "if one exists": legacy flows create Charges directly).
+	var own string
 	fromPayment := func(p provider.Payment) {
 		ev.PaymentID, ev.CheckoutID, ev.MerchantReference = p.ID, p.CheckoutID, p.MerchantReference
 		ev.Amount, ev.Currency, ev.RefundedTotal = p.Amount, p.Currency, p.RefundedTotal
@@ -120,6 +126,7 @@ func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) 
 		if err != nil {
 			return err
 		}
+		own = pi.ID
 		fromPayment(p)
 		if typ == stripego.EventTypePaymentIntentCanceled {
 			// Canceled or Expired: the cancellation reason decides.
@@ -145,6 +152,7 @@ func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) 
 		if err != nil {
 			return err
 		}
+		own = cs.ID
 		fromPayment(p)
 		if typ == stripego.EventTypeCheckoutSessionCompleted && cs.PaymentStatus != stripego.CheckoutSessionPaymentStatusPaid {
 			// Completed but not paid: an async payment method is settling, or a manual
@@ -156,6 +164,7 @@ func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) 
 		if err := json.Unmarshal(obj, &ch); err != nil {
 			return err
 		}
+		own = ch.ID
 		if ch.PaymentIntent != nil {
 			ev.PaymentID = ch.PaymentIntent.ID
 		}
@@ -176,6 +185,7 @@ func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) 
 		if err != nil {
 			return err
 		}
+		own = r.ID
 		ev.Refund = &n
 		ev.PaymentID, ev.Amount, ev.Currency = n.PaymentID, n.Amount, n.Currency
 		ev.FailureCode, ev.FailureMessage = n.FailureCode, n.FailureMessage
@@ -185,6 +195,7 @@ func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) 
 		if err := json.Unmarshal(obj, &d); err != nil {
 			return err
 		}
+		own = d.ID
 		ev.DisputeOutcome = disputeOutcome(typ, d.Status)
 		if d.PaymentIntent != nil {
 			ev.PaymentID = d.PaymentIntent.ID
@@ -194,6 +205,13 @@ func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) 
 		if ev.Amount, err = FromStripe(d.Amount, string(d.Currency)); err != nil {
 			return err
 		}
+	}
+	if own == "" && !ev.NamesPayment() {
+		// No id of its own and no PaymentIntent or merchant reference: no
+		// Stripe object, and stored it would match nothing and wait Orphaned
+		// until retention. One with its id but no link is a documented object
+		// (a charge made without a PaymentIntent) and is kept.
+		return errors.New("the object carries no id and names no PaymentIntent or merchant reference")
 	}
 	return nil
 }

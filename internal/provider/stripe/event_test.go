@@ -180,6 +180,67 @@ func TestEventEnvelope(t *testing.T) {
 	}
 }
 
+// TestEventsThatIdentifyNothingAreMalformed: every object paywarden acts on has an
+// id of its own in Stripe's API reference, and its link to a payment
+// (payment_intent) may be null. An object with neither id nor link nor merchant
+// reference is no Stripe object and could only wait Orphaned: it is malformed (400).
+// One that carries a usable id is kept.
+func TestEventsThatIdentifyNothingAreMalformed(t *testing.T) {
+	nothing := map[string][]string{
+		"payment_intent.succeeded":                 {`{"currency":"eur"}`, `{"object":"payment_intent","amount":1000,"amount_received":1000,"currency":"eur","status":"succeeded"}`},
+		"payment_intent.payment_failed":            {`{"currency":"eur"}`},
+		"payment_intent.processing":                {`{"currency":"eur","status":"processing"}`},
+		"payment_intent.canceled":                  {`{"currency":"eur","status":"canceled","cancellation_reason":"abandoned"}`},
+		"payment_intent.amount_capturable_updated": {`{"currency":"eur","status":"requires_capture","amount_capturable":1000}`},
+		"payment_intent.requires_action":           {`{"currency":"eur"}`},
+		"charge.refunded":                          {`{"currency":"eur"}`, `{"object":"charge","amount":1000,"amount_refunded":300,"currency":"eur","payment_intent":null,"metadata":{}}`},
+		"refund.created":                           {`{"object":"refund","amount":300,"currency":"eur","status":"succeeded","payment_intent":null}`},
+		"refund.updated":                           {`{"amount":300,"currency":"eur","status":"pending"}`},
+		"refund.failed":                            {`{"amount":300,"currency":"eur","status":"failed"}`},
+		"charge.dispute.created":                   {`{"object":"dispute","amount":1000,"currency":"eur","reason":"fraudulent","status":"needs_response"}`},
+		"charge.dispute.funds_withdrawn":           {`{"amount":1000,"currency":"eur"}`},
+		"charge.dispute.funds_reinstated":          {`{"amount":1000,"currency":"eur","status":"won"}`},
+		"charge.dispute.closed":                    {`{"amount":1000,"currency":"eur","status":"lost"}`},
+	}
+	for typ := range stripe.EventStatuses() {
+		if _, ok := nothing[typ]; !ok && !strings.HasPrefix(typ, "checkout.session.") { // sessions: TestEventEnvelope
+			t.Errorf("supported event type %s has no case", typ)
+		}
+	}
+	for typ, objects := range nothing {
+		for _, object := range objects {
+			t.Run(typ+" with "+object+" is malformed", func(t *testing.T) {
+				ev, err := stripe.ParseEvent(event(typ, object))
+				if !errors.Is(err, provider.ErrMalformedEvent) || !strings.Contains(err.Error(), "no id") {
+					t.Fatalf("%+v, err = %v: want malformed for want of any id", ev, err)
+				}
+			})
+		}
+	}
+	kept := []struct {
+		name, typ, object string
+		paymentID, ref    string
+	}{
+		// A charge made without a PaymentIntent (legacy flows) is a documented
+		// Charge: it names no payment of paywarden's, but it is not malformed.
+		{"a charge with its id and a null payment_intent", "charge.refunded", `{"id":"ch_1","object":"charge","amount":1000,"amount_refunded":300,"currency":"eur","payment_intent":null}`, "", ""},
+		{"a charge without its id that names its PaymentIntent", "charge.refunded", `{"amount":1000,"amount_refunded":300,"currency":"eur","payment_intent":"` + pi + `"}`, pi, ""},
+		{"a charge without its id that carries the merchant reference", "charge.refunded", `{"amount":1000,"amount_refunded":300,"currency":"eur",` + ref + `}`, "", "ORD-1"},
+		{"a PaymentIntent without its id that carries the merchant reference", "payment_intent.succeeded", `{"amount":1000,"amount_received":1000,"currency":"eur","status":"succeeded",` + ref + `}`, "", "ORD-1"},
+		{"a PaymentIntent with nothing but its id", "payment_intent.processing", `{"id":"` + pi + `","currency":"eur"}`, pi, ""},
+		{"a refund with its id and a null payment_intent", "refund.updated", `{"id":"re_1","amount":300,"currency":"eur","status":"pending","payment_intent":null}`, "", ""},
+		{"a dispute with its id and a null payment_intent", "charge.dispute.created", `{"id":"dp_1","amount":1000,"currency":"eur","charge":"ch_1","payment_intent":null,"status":"needs_response"}`, "", ""},
+	}
+	for _, tt := range kept {
+		t.Run(tt.name+" is kept", func(t *testing.T) {
+			ev, err := stripe.ParseEvent(event(tt.typ, tt.object))
+			if err != nil || !ev.Supported || ev.PaymentID != tt.paymentID || ev.MerchantReference != tt.ref {
+				t.Fatalf("%+v, err = %v: want it parsed with payment id %q and reference %q", ev, err, tt.paymentID, tt.ref)
+			}
+		})
+	}
+}
+
 // TestSessionExpiry: the bounds count from the create marker's time (now here); that
 // retries send the same value is TestSessionCreateRetriedLaterSendsTheSameParameters.
 func TestSessionExpiry(t *testing.T) {

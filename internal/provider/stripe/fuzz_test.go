@@ -36,6 +36,8 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add(event("checkout.session.completed", `{"id":"cs_1","status":"complete","payment_status":"paid","currency":"jpy","amount_total":5,"payment_intent":{"id":"pi_1","status":"succeeded","currency":"jpy"}}`))
 	f.Add(event("refund.failed", `{"id":"re_1","amount":1,"currency":"isk","status":"failed"}`))
 	f.Add([]byte(`{"id":"e","type":"charge.dispute.created","data":{"object":null}}`))
+	f.Add(event("payment_intent.succeeded", `{"currency":"eur"}`))
+	f.Add(event("charge.refunded", `{"id":"ch_1","currency":"eur","payment_intent":null}`))
 	f.Add([]byte(`{"id":"e","type":"refund.updated","api_version":"2020-08-27","data":{"object":{}}}`))
 	f.Add([]byte(`{"id":"e","type":"x.y","created":-9223372036854775808,"data":{"object":"s"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) { providertest.FuzzedEvent(t, b, stripe.ParseEvent) })
