@@ -2,11 +2,13 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -159,6 +161,72 @@ func TestReceiveApplyBudget(t *testing.T) {
 			}
 			if got.Status.Phase != tc.phase {
 				t.Errorf("payment %s, want %s", got.Status.Phase, tc.phase)
+			}
+		})
+	}
+}
+
+// An event finds its Payment by merchant reference, else by the provider's
+// payment id, and only among the provider's own Payments; where several
+// match, the provider's id tells them apart or none is taken.
+func TestResolve(t *testing.T) {
+	payment := func(name, prov, ref, id string) *v1alpha1.Payment {
+		p := paidOrder()
+		p.Name, p.UID = name, types.UID("uid-"+name)
+		p.Spec.ProviderRef.Name, p.Spec.MerchantReference = prov, ref
+		p.Status.ProviderPaymentID = id
+		return p
+	}
+	for _, tc := range []struct {
+		name     string
+		payments []*v1alpha1.Payment
+		ref, id  string
+		found    string // the payment found, if any
+		orphaned string // else what the error says
+	}{
+		{name: "payments sharing a merchant reference are told apart by the provider's id",
+			payments: []*v1alpha1.Payment{payment("a", "kukopay", "shared", "pay_a"), payment("b", "kukopay", "shared", "pay_b")},
+			ref:      "shared", id: "pay_b", found: "b"},
+		{name: "payments sharing a merchant reference, and no provider id to tell them apart: none",
+			payments: []*v1alpha1.Payment{payment("a", "kukopay", "shared", "pay_a"), payment("b", "kukopay", "shared", "pay_b")},
+			ref:      "shared", orphaned: `2 payments of provider kukopay share merchant reference "shared"`},
+		{name: "the one payment of a merchant reference is taken whatever id the event names",
+			payments: []*v1alpha1.Payment{payment("a", "kukopay", "order-a", "pay_a")},
+			ref:      "order-a", id: "pay_other", found: "a"},
+		{name: "a merchant reference no payment has: the provider's id finds it",
+			payments: []*v1alpha1.Payment{payment("a", "kukopay", "order-a", "pay_a")},
+			ref:      "order-unknown", id: "pay_a", found: "a"},
+		{name: "payments sharing a provider id: none",
+			payments: []*v1alpha1.Payment{payment("a", "kukopay", "order-a", "pay_1"), payment("b", "kukopay", "order-b", "pay_1")},
+			id:       "pay_1", orphaned: `2 payments of provider kukopay share provider payment id "pay_1"`},
+		{name: "another provider's payment of that merchant reference is never found",
+			payments: []*v1alpha1.Payment{payment("a", "other", "order-a", "pay_a")},
+			ref:      "order-a", orphaned: "no Payment of provider kukopay"},
+		{name: "another provider's payment of that provider id is never found",
+			payments: []*v1alpha1.Payment{payment("a", "other", "order-a", "pay_a")},
+			id:       "pay_a", orphaned: "no Payment of provider kukopay"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := make([]client.Object, 0, len(tc.payments))
+			for _, p := range tc.payments {
+				objs = append(objs, p)
+			}
+			in, _ := newFakeInbox(t, objs...)
+			evt, err := NewEvent(testProvider, provider.Event{ID: "evt-1", Type: "payment.succeeded", Supported: true,
+				MerchantReference: tc.ref, PaymentID: tc.id, Raw: []byte(`{"id":"evt-1"}`)}, v1alpha1.ViaWebhook, "kukopay", t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := in.resolve(context.Background(), evt)
+			switch {
+			case err == nil:
+				if p.Name != tc.found {
+					t.Errorf("found %s, want %s", p.Name, tc.found)
+				}
+			case !errors.Is(err, errNoPayment):
+				t.Fatal(err)
+			case tc.found != "" || !strings.Contains(err.Error(), tc.orphaned):
+				t.Errorf("none found: %v; want %q", err, tc.found+tc.orphaned)
 			}
 		})
 	}
