@@ -114,6 +114,9 @@ func TestNewEvent(t *testing.T) {
 		"a provider refund id of 255": func(e *provider.Event) {
 			e.Refund = &provider.Refund{ID: strings.Repeat("x", 255), Reference: "shop/r1/uid"}
 		},
+		// A refund made in the provider's dashboard keeps whatever reference
+		// was typed there, up to what the provider allows.
+		"a refund reference of 512": func(e *provider.Event) { e.Refund = &provider.Refund{ID: "re_1", Reference: strings.Repeat("x", 512)} },
 	} {
 		t.Run(name+" is stored", func(t *testing.T) {
 			e := ev
