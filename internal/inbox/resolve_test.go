@@ -196,6 +196,13 @@ func TestResolve(t *testing.T) {
 		{name: "a merchant reference no payment has: the provider's id finds it",
 			payments: []*v1alpha1.Payment{payment("a", "kukopay", "order-a", "pay_a")},
 			ref:      "order-unknown", id: "pay_a", found: "a"},
+		{name: "an event naming the checkout a payment belongs to finds the payment",
+			payments: []*v1alpha1.Payment{func() *v1alpha1.Payment {
+				p := payment("a", "kukopay", "order-a", "pay_a")
+				p.Status.CheckoutID = "cs_a"
+				return p
+			}()},
+			id: "cs_a", found: "a"},
 		{name: "payments sharing a provider id: none",
 			payments: []*v1alpha1.Payment{payment("a", "kukopay", "order-a", "pay_1"), payment("b", "kukopay", "order-b", "pay_1")},
 			id:       "pay_1", orphaned: `2 payments of provider kukopay share provider payment id "pay_1"`},
