@@ -77,8 +77,8 @@ func TestEventResultWrites(t *testing.T) {
 		if err := in.setResult(ctx, evt, v1alpha1.ResultPending, "not applied at receipt"); err != nil {
 			t.Fatal(err)
 		}
-		if st := stored(t, c, evt); st.Result != v1alpha1.ResultApplied || st.Attempts != 1 {
-			t.Errorf("result %s after %d attempts, want Applied kept after 1", st.Result, st.Attempts)
+		if st := stored(t, c, evt); st.Result != v1alpha1.ResultApplied || st.Attempts != 1 || st.AppliedAt == nil || !st.AppliedAt.Time.Equal(t0) {
+			t.Errorf("result %s after %d attempts, applied at %v; want Applied kept after 1, applied at %s", st.Result, st.Attempts, st.AppliedAt, t0)
 		}
 	})
 	t.Run("an unchanged orphan is not written again", func(t *testing.T) {
@@ -92,24 +92,24 @@ func TestEventResultWrites(t *testing.T) {
 		if err := in.setResult(ctx, evt, v1alpha1.ResultOrphaned, "still no payment, for another reason"); err != nil {
 			t.Fatal(err)
 		}
-		if st := stored(t, c, evt); st.Attempts != 2 || st.Message != "still no payment, for another reason" {
-			t.Errorf("%d attempts, message %q, want 2 and the new message", st.Attempts, st.Message)
+		if st := stored(t, c, evt); st.Attempts != 2 || st.Message != "still no payment, for another reason" || st.AppliedAt != nil {
+			t.Errorf("%d attempts, message %q, applied at %v; want 2, the new message, not applied", st.Attempts, st.Message, st.AppliedAt)
 		}
 	})
 	t.Run("a message of exactly the limit is kept whole; a longer one is cut to it", func(t *testing.T) {
 		in, evt, c := newEvent(t, "", "")
-		whole := strings.Repeat("x", maxMessage)
+		whole := strings.Repeat("x", 1024) // the schema's limit
 		if err := in.setResult(ctx, evt, v1alpha1.ResultOrphaned, whole); err != nil {
 			t.Fatal(err)
 		}
 		if st := stored(t, c, evt); st.Message != whole {
-			t.Errorf("message of %d characters stored as %d: %q...", maxMessage, len(st.Message), st.Message[max(len(st.Message)-5, 0):])
+			t.Errorf("message of 1024 characters stored as %d: %q...", len(st.Message), st.Message[max(len(st.Message)-5, 0):])
 		}
 		if err := in.setResult(ctx, evt, v1alpha1.ResultOrphaned, whole+"y"); err != nil {
 			t.Fatal(err)
 		}
-		if st := stored(t, c, evt); len(st.Message) != maxMessage || !strings.HasSuffix(st.Message, "...") {
-			t.Errorf("message of %d characters stored as %d, want cut to %d ending in ...", maxMessage+1, len(st.Message), maxMessage)
+		if st := stored(t, c, evt); len(st.Message) != 1024 || !strings.HasSuffix(st.Message, "...") {
+			t.Errorf("message of 1025 characters stored as %d, want cut to 1024 ending in ...", len(st.Message))
 		}
 	})
 }
