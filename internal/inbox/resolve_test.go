@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -110,6 +111,25 @@ func TestEventResultWrites(t *testing.T) {
 		}
 		if st := stored(t, c, evt); len(st.Message) != 1024 || !strings.HasSuffix(st.Message, "...") {
 			t.Errorf("message of 1025 characters stored as %d, want cut to 1024 ending in ...", len(st.Message))
+		}
+	})
+	t.Run("a long message is cut where a rune starts, so an unchanged orphan is still not written again", func(t *testing.T) {
+		// A cut inside a rune is stored with U+FFFD in its place (the JSON
+		// encoding replaces the broken bytes), so the record would never
+		// equal the message again and every re-check would write it.
+		in, evt, c := newEvent(t, "", "")
+		msg := "no payment with merchant reference: " + strings.Repeat("é", 600) // a rune straddles byte 1021
+		for range 2 {
+			if err := in.setResult(ctx, evt, v1alpha1.ResultOrphaned, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := stored(t, c, evt)
+		if !utf8.ValidString(st.Message) || strings.ContainsRune(st.Message, utf8.RuneError) || len(st.Message) > 1024 || !strings.HasSuffix(st.Message, "é...") {
+			t.Errorf("message stored as %d bytes ending %q, want valid text of at most 1024 cut before a rune", len(st.Message), st.Message[max(len(st.Message)-8, 0):])
+		}
+		if st.Attempts != 1 {
+			t.Errorf("%d attempts, want 1: re-checking an orphan with a long message wrote it again", st.Attempts)
 		}
 	})
 }
