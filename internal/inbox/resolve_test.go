@@ -131,6 +131,13 @@ func TestEventResultWrites(t *testing.T) {
 		if st.Attempts != 1 {
 			t.Errorf("%d attempts, want 1: re-checking an orphan with a long message wrote it again", st.Attempts)
 		}
+		// No rune starts anywhere in it: nothing of it is text to keep.
+		if err := in.setResult(ctx, evt, v1alpha1.ResultOrphaned, strings.Repeat("\x80", 1100)); err != nil {
+			t.Fatal(err)
+		}
+		if st := stored(t, c, evt); st.Message != "..." {
+			t.Errorf("a message of no text stored as %q, want only the ellipsis", st.Message[:min(len(st.Message), 8)])
+		}
 	})
 }
 
