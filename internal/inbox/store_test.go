@@ -59,3 +59,54 @@ func TestStoreClassifiesTheCreate(t *testing.T) {
 		})
 	}
 }
+
+// Receive answers a repeated delivery of an event this process stored, or
+// found stored, as a duplicate without asking the API server again; the
+// memory is per namespace, like the records.
+func TestReceiveAnswersARecentDuplicateWithoutTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	in, _ := newFakeInbox(t)
+	api := fakeAPI(t)
+	creates := 0
+	in.Client = interceptor.NewClient(api, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			creates++
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	in.Recent = NewRecentEvents(8)
+	ev := func(id string) provider.Event {
+		return provider.Event{ID: id, Type: "customer.created", Raw: []byte(`{"id":"` + id + `"}`)}
+	}
+	other := testProvider.DeepCopy()
+	other.Namespace = "other-shop"
+	// Another replica stored evt-2.
+	evt2, err := NewEvent(testProvider, ev("evt-2"), v1alpha1.ViaWebhook, "kukopay", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Create(ctx, evt2); err != nil {
+		t.Fatal(err)
+	}
+	for i, step := range []struct {
+		name    string
+		prov    *v1alpha1.PaymentProvider
+		id      string
+		stored  bool
+		creates int
+	}{
+		{"a new event is stored", testProvider, "evt-1", true, 1},
+		{"its repeated delivery is a duplicate, without a create", testProvider, "evt-1", false, 1},
+		{"the same id of a provider of the same name in another namespace is another event", other, "evt-1", true, 2},
+		{"an event another replica stored is a duplicate the API server tells", testProvider, "evt-2", false, 3},
+		{"and then one remembered", testProvider, "evt-2", false, 3},
+	} {
+		out, err := in.Receive(ctx, step.prov, ev(step.id), v1alpha1.ViaWebhook, "kukopay", 0)
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", i, step.name, err)
+		}
+		if out.Stored != step.stored || (!out.Stored && out.Result != v1alpha1.ResultDuplicate) || creates != step.creates {
+			t.Errorf("step %d (%s): stored %v, result %s, %d creates; want stored %v, %d creates", i, step.name, out.Stored, out.Result, creates, step.stored, step.creates)
+		}
+	}
+}
