@@ -31,6 +31,7 @@ const (
 	maxEventID   = 512
 	maxEventType = 256
 	maxRef       = 255
+	maxRefundRef = 512
 )
 
 // NewEvent builds the inbox object for one provider event. Its name is
@@ -46,7 +47,7 @@ func NewEvent(prov *v1alpha1.PaymentProvider, ev provider.Event, via v1alpha1.Ev
 		return nil, fmt.Errorf("%w: event %s: type longer than %d bytes", ErrInvalidEvent, ev.ID, maxEventType)
 	case len(ev.PaymentID) > maxRef, len(ev.MerchantReference) > maxRef:
 		return nil, fmt.Errorf("%w: event %s: payment reference longer than %d bytes", ErrInvalidEvent, ev.ID, maxRef)
-	case ev.Refund != nil && (len(ev.Refund.ID) > maxRef || len(ev.Refund.Reference) > 2*maxRef):
+	case ev.Refund != nil && (len(ev.Refund.ID) > maxRef || len(ev.Refund.Reference) > maxRefundRef):
 		return nil, fmt.Errorf("%w: event %s: refund reference too long", ErrInvalidEvent, ev.ID)
 	case !utf8.ValidString(ev.ID) || !utf8.ValidString(ev.PaymentID) || !utf8.ValidString(ev.MerchantReference):
 		return nil, fmt.Errorf("%w: event %s: ids are not UTF-8", ErrInvalidEvent, ev.ID)

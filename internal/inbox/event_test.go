@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -58,17 +59,70 @@ func TestNewEvent(t *testing.T) {
 		}
 	})
 
+	t.Run("a payload is cut only past 64 KiB, and then to 64 KiB where a rune starts there", func(t *testing.T) {
+		for _, tc := range []struct {
+			name      string
+			raw       []byte
+			keep      int
+			truncated bool
+		}{
+			{"exactly 64 KiB: kept whole", []byte(strings.Repeat("a", v1alpha1.MaxStoredPayload)), v1alpha1.MaxStoredPayload, false},
+			{"one byte over: cut to 64 KiB", []byte(strings.Repeat("a", v1alpha1.MaxStoredPayload+1)), v1alpha1.MaxStoredPayload, true},
+			// No rune starts anywhere in it: nothing of it is text to keep.
+			{"over and no text at all: cut to nothing", bytes.Repeat([]byte{0x80}, v1alpha1.MaxStoredPayload+1), 0, true},
+		} {
+			e := ev
+			e.Raw = tc.raw
+			got, err := NewEvent(testProvider, e, v1alpha1.ViaWebhook, "", now)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if len(got.Spec.Payload) != tc.keep || got.Spec.PayloadTruncated != tc.truncated {
+				t.Errorf("%s: kept %d bytes, truncated=%v; want %d, %v", tc.name, len(got.Spec.Payload), got.Spec.PayloadTruncated, tc.keep, tc.truncated)
+			}
+		}
+	})
+
 	for name, mutate := range map[string]func(*provider.Event){
 		"an event without an id":                  func(e *provider.Event) { e.ID = "" },
 		"an id longer than the schema":            func(e *provider.Event) { e.ID = strings.Repeat("x", 513) },
+		"a type over 256":                         func(e *provider.Event) { e.Type = strings.Repeat("x", 257) },
+		"a provider payment id over 255":          func(e *provider.Event) { e.PaymentID = strings.Repeat("x", 256) },
 		"a merchant reference over 255":           func(e *provider.Event) { e.MerchantReference = strings.Repeat("x", 256) },
+		"a provider refund id over 255":           func(e *provider.Event) { e.Refund = &provider.Refund{ID: strings.Repeat("x", 256)} },
+		"a refund reference over 512":             func(e *provider.Event) { e.Refund = &provider.Refund{Reference: strings.Repeat("x", 513)} },
+		"an event id that is not UTF-8":           func(e *provider.Event) { e.ID = "evt_\xff" },
 		"a provider payment id that is not UTF-8": func(e *provider.Event) { e.PaymentID = "\xff" },
+		"a merchant reference that is not UTF-8":  func(e *provider.Event) { e.MerchantReference = "\xff" },
 	} {
 		t.Run(name+" cannot be stored", func(t *testing.T) {
 			e := ev
 			mutate(&e)
 			if _, err := NewEvent(testProvider, e, v1alpha1.ViaWebhook, "", now); !errors.Is(err, ErrInvalidEvent) {
 				t.Fatalf("err %v, want ErrInvalidEvent", err)
+			}
+		})
+	}
+
+	// The checks are the schema's limits, not tighter: what the API server
+	// would store is stored.
+	for name, mutate := range map[string]func(*provider.Event){
+		"an id of 512":                 func(e *provider.Event) { e.ID = strings.Repeat("x", 512) },
+		"a type of 256":                func(e *provider.Event) { e.Type = strings.Repeat("x", 256) },
+		"a provider payment id of 255": func(e *provider.Event) { e.PaymentID = strings.Repeat("x", 255) },
+		"a merchant reference of 255":  func(e *provider.Event) { e.MerchantReference = strings.Repeat("x", 255) },
+		"a provider refund id of 255": func(e *provider.Event) {
+			e.Refund = &provider.Refund{ID: strings.Repeat("x", 255), Reference: "shop/r1/uid"}
+		},
+		// A refund made in the provider's dashboard keeps whatever reference
+		// was typed there, up to what the provider allows.
+		"a refund reference of 512": func(e *provider.Event) { e.Refund = &provider.Refund{ID: "re_1", Reference: strings.Repeat("x", 512)} },
+	} {
+		t.Run(name+" is stored", func(t *testing.T) {
+			e := ev
+			mutate(&e)
+			if _, err := NewEvent(testProvider, e, v1alpha1.ViaWebhook, "", now); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
@@ -86,6 +140,11 @@ func TestReparseRefusesAPayloadThatIsNotTheStoredEvent(t *testing.T) {
 	evt.Spec.Payload = `{"id":"evt_stored"}`
 	if ev, err := Reparse(adapter, evt); err != nil || ev.ID != "evt_stored" {
 		t.Fatalf("matching payload: %+v %v", ev, err)
+	}
+	// A payload the adapter cannot parse says why, in the adapter's terms.
+	evt.Spec.Payload = `{"id":`
+	if _, err := Reparse(adapter, evt); !errors.Is(err, ErrNotReparsable) || !errors.Is(err, provider.ErrMalformedEvent) {
+		t.Fatalf("unparsable payload: err %v, want ErrNotReparsable carrying the adapter's ErrMalformedEvent", err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -350,7 +351,13 @@ func (in *Inbox) finish(ctx context.Context, evt *v1alpha1.WebhookEvent, result 
 // not rewritten, so re-checking an orphan costs no write.
 func (in *Inbox) setResult(ctx context.Context, evt *v1alpha1.WebhookEvent, result v1alpha1.EventResult, msg string) error {
 	if len(msg) > maxMessage {
-		msg = msg[:maxMessage-3] + "..."
+		// Cut where a rune starts: a broken rune would be stored as U+FFFD,
+		// and the record would then never equal the message again.
+		cut := maxMessage - 3
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "..."
 	}
 	_, err := statuswriter.Update(ctx, in.writer(), evt, func(evt *v1alpha1.WebhookEvent) error {
 		if evt.Status.Result.IsDone() || (!result.IsDone() && evt.Status.Result == result && evt.Status.Message == msg) {

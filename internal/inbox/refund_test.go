@@ -36,28 +36,28 @@ func newFakeInbox(t *testing.T, objs ...client.Object) (*Inbox, client.Client) {
 	return &Inbox{Client: c, Reader: c, APIReader: c, Clock: clocktesting.NewFakePassiveClock(t0)}, c
 }
 
-// fakeAPI is a fake client holding objs, with the inbox's indexes.
+// fakeAPI is a fake client holding objs, with the inbox's indexes as
+// SetupIndexes registers them.
 func fakeAPI(t *testing.T, objs ...client.Object) client.WithWatch {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
-		WithStatusSubresource(&v1alpha1.Payment{}, &v1alpha1.Refund{}, &v1alpha1.WebhookEvent{}).
-		WithIndex(&v1alpha1.Payment{}, IndexPaymentMerchantRef, merchantRefKeys).
-		WithIndex(&v1alpha1.Payment{}, IndexPaymentProviderID, providerIDKeys).
-		WithIndex(&v1alpha1.Refund{}, IndexRefundPayment, func(o client.Object) []string {
-			return []string{o.(*v1alpha1.Refund).Spec.PaymentRef.Name}
-		}).
-		WithIndex(&v1alpha1.Refund{}, IndexRefundProviderID, func(o client.Object) []string {
-			r := o.(*v1alpha1.Refund)
-			if r.Status.ProviderRefundID == "" {
-				return nil
-			}
-			return []string{r.Spec.PaymentRef.Name + "/" + r.Status.ProviderRefundID}
-		})
+	b := &builderIndexer{fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithStatusSubresource(&v1alpha1.Payment{}, &v1alpha1.Refund{}, &v1alpha1.WebhookEvent{})}
+	if err := SetupIndexes(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
 	return b.Build()
+}
+
+// builderIndexer registers a cache's indexes on a fake client instead.
+type builderIndexer struct{ *fake.ClientBuilder }
+
+func (b *builderIndexer) IndexField(_ context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	b.ClientBuilder = b.WithIndex(obj, field, extract)
+	return nil
 }
 
 func paidOrder() *v1alpha1.Payment {
@@ -242,5 +242,41 @@ func TestARefundEventIsNotClosedOnACacheThatStillHoldsTheOldRefund(t *testing.T)
 	out, _ := deliver(t, in, c, refundSucceeded("evt-new", "re_new", ns+"/r1/"+newUID, 300, 300))
 	if rf := getRefund(t, c); out.Result != v1alpha1.ResultApplied || rf.Status.Phase != v1alpha1.RefundSucceeded || rf.Status.ProviderRefundID != "re_new" {
 		t.Errorf("result %s (%s); refund %s %q", out.Result, out.Message, rf.Status.Phase, rf.Status.ProviderRefundID)
+	}
+}
+
+// A refund event finds its Refund without paywarden's reference: by the
+// provider's refund id the Refund recorded (a provider that does not echo
+// the reference), or, when the reference's name was cut to fit, by the UID
+// among the payment's Refunds (the cut name names no object).
+func TestARefundEventFindsItsRefundWithoutItsName(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		refund    func() *v1alpha1.Refund
+		reference func(rf *v1alpha1.Refund) string
+	}{
+		{"by the provider's refund id, without a reference", func() *v1alpha1.Refund {
+			rf := r1(newUID, 300)
+			rf.Status.ProviderRefundID = "re_new"
+			return rf
+		}, func(*v1alpha1.Refund) string { return "" }},
+		{"by the UID of a reference whose name was cut", func() *v1alpha1.Refund {
+			rf := r1(newUID, 300)
+			rf.Name = strings.Repeat("r", 120)
+			return rf
+		}, (*v1alpha1.Refund).Reference},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rf := tc.refund()
+			in, c := newFakeInbox(t, paidOrder(), rf)
+			out, _ := deliver(t, in, c, refundSucceeded("evt-new", "re_new", tc.reference(rf), 300, 300))
+			got := &v1alpha1.Refund{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(rf), got); err != nil {
+				t.Fatal(err)
+			}
+			if out.Result != v1alpha1.ResultApplied || got.Status.Phase != v1alpha1.RefundSucceeded {
+				t.Errorf("result %s (%s); refund %s", out.Result, out.Message, got.Status.Phase)
+			}
+		})
 	}
 }
