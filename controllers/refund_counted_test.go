@@ -5,6 +5,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -154,7 +155,14 @@ func TestRetentionKeepsAPaymentUntilItCountedItsRefund(t *testing.T) {
 		t.Fatal("retention deleted a payment whose refunded total does not count its Refund that succeeded")
 	}
 	reads.broken.Store(false)
-	fixture.Eventually(t, fixture.Timeout, "the payment to be deleted once it counted its Refund", func() bool { return !exists(t, ns, p.Name) })
+	fixture.Eventually(t, fixture.Timeout, "the payment to be deleted once it counted its Refund", func() (bool, string) {
+		got := &v1alpha1.Payment{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), got); apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		return false, fmt.Sprintf("payment %s, refunded %+v, counted %v, deleted at %v, query %+v, conditions %+v; %d failed reads",
+			got.Status.Phase, got.Status.AmountRefunded, got.Status.RefundsCounted, got.DeletionTimestamp, got.Status.Query, got.Status.Conditions, reads.failed.Load())
+	})
 }
 
 // failingReads makes a KukoPay provider's reads of one payment fail (500)
