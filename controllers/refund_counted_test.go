@@ -202,6 +202,11 @@ func unreadablePayments(t *testing.T, ns string) (*fixture.Sim, *v1alpha1.Paymen
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
-	prov := fixture.CreateProvider(t, env.Client, refundProvider(ns, v1alpha1.ProviderKukoPay, &fixture.Sim{Sim: sim.Sim, URL: front.URL}))
+	spec := refundProvider(ns, v1alpha1.ProviderKukoPay, &fixture.Sim{Sim: sim.Sim, URL: front.URL})
+	// The failing reads must not open the circuit (5 failures, a minute by
+	// default): the payment would then read again only after its probe,
+	// later than the tests wait on a loaded machine.
+	spec.Failures = 1000
+	prov := fixture.CreateProvider(t, env.Client, spec)
 	return sim, prov, f
 }
