@@ -39,8 +39,8 @@ const (
 	ReasonProviderConfigured = "Configured"
 	// ReasonSecretNotFound: the credentials or the signing Secret does not exist.
 	ReasonSecretNotFound = "SecretNotFound"
-	// ReasonSecretKeyMissing: a required credentials key is absent or empty,
-	// or the signing Secret has no keys at all.
+	// ReasonSecretKeyMissing: a required credentials key is absent, empty or
+	// only whitespace, or the signing Secret has no keys at all.
 	ReasonSecretKeyMissing = "SecretKeyMissing"
 	// ReasonInvalidConfig: the spec (or a signing key's value) cannot work,
 	// e.g. PayPal without webhook.paypalWebhookID (or with a blank one), a
@@ -289,14 +289,8 @@ func (r *PaymentProviderReconciler) validate(ctx context.Context, prov *v1alpha1
 	if creds == nil {
 		return notReady(ReasonSecretNotFound, "credentials Secret %q not found in namespace %s", credName, prov.Namespace), nil
 	}
-	var missing []string
-	for _, k := range required {
-		if len(creds.Data[k]) == 0 {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return notReady(ReasonSecretKeyMissing, "credentials Secret %q lacks non-empty key(s) %s (a %s provider needs %s)",
+	if missing := caps.MissingCredentials(creds.Data); len(missing) > 0 {
+		return notReady(ReasonSecretKeyMissing, "credentials Secret %q lacks non-blank key(s) %s (a %s provider needs %s; empty or whitespace only counts as missing)",
 			credName, strings.Join(missing, ", "), spec.Type, strings.Join(required, ", ")), nil
 	}
 

@@ -57,7 +57,7 @@ func TestProviderValidation(t *testing.T) {
 			name: "credentials without the key the type needs is SecretKeyMissing", typ: v1alpha1.ProviderGeneric,
 			secrets:    map[string]map[string]string{"c2-creds": {"apiKey": "not-a-token"}},
 			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonSecretKeyMissing,
-			wantMsg: []string{`credentials Secret "c2-creds" lacks non-empty key(s) token`},
+			wantMsg: []string{`credentials Secret "c2-creds" lacks non-blank key(s) token`},
 		},
 		{
 			name: "paypal credentials need both client keys", typ: v1alpha1.ProviderPayPal,
@@ -144,6 +144,14 @@ func TestProviderValidation(t *testing.T) {
 			mutate:     func(s *v1alpha1.PaymentProviderSpec) { s.Webhook.PayPalWebhookID = " \t" },
 			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonInvalidConfig,
 			wantMsg: []string{"webhook.paypalWebhookID is required", "blank"},
+		},
+		{
+			// A credential of only whitespace authenticates nothing: it is
+			// refused here, not at the first call.
+			name: "credentials of only whitespace are SecretKeyMissing", typ: v1alpha1.ProviderKukoPay,
+			secrets:    map[string]map[string]string{"c16-creds": {"apiKey": " \n"}},
+			wantStatus: metav1.ConditionFalse, wantReason: controllers.ReasonSecretKeyMissing,
+			wantMsg: []string{`credentials Secret "c16-creds" lacks non-blank key(s) apiKey`},
 		},
 	}
 	for i, tc := range cases {

@@ -333,7 +333,7 @@ type RemoteVerifier interface {
 // switching on the type.
 type Capabilities struct {
 	Type              string       // "kukopay", "paypal", "generic", "stripe"
-	CredentialKeys    []string     // non-empty keys the credentials Secret must have
+	CredentialKeys    []string     // non-blank keys the credentials Secret must have
 	EventsAPI         bool         // ListEvents works (backfill possible)
 	LookupByReference bool         // FindByMerchantReference works
 	Verification      Verification // what VerifyWebhook needs
@@ -409,12 +409,13 @@ func (v Verification) CheckWebhookID(id string) error {
 	return nil
 }
 
-// MissingCredentials returns the CredentialKeys that creds lacks or has empty, in the
+// MissingCredentials returns the CredentialKeys that creds lacks or has blank (empty or
+// only whitespace: it authenticates nothing), in the
 // order of CredentialKeys; nil when nothing is missing.
 func (c Capabilities) MissingCredentials(creds map[string][]byte) []string {
 	var missing []string
 	for _, k := range c.CredentialKeys {
-		if len(creds[k]) == 0 {
+		if BlankSecret(creds[k]) {
 			missing = append(missing, k)
 		}
 	}

@@ -48,15 +48,18 @@ func TestEveryTypeNeedsExactlyItsCredentialKeys(t *testing.T) {
 			}
 		})
 		for _, key := range caps.CredentialKeys {
-			for _, how := range []string{"missing", "empty"} {
+			for _, how := range []string{"missing", "empty", "blank"} {
 				t.Run(typ+" without "+key+" ("+how+") fails naming it", func(t *testing.T) {
 					creds := map[string][]byte{}
 					for k, v := range exact {
 						creds[k] = v
 					}
-					if how == "missing" {
+					switch how {
+					case "missing":
 						delete(creds, key)
-					} else {
+					case "blank":
+						creds[key] = []byte(" \t\n")
+					default:
 						creds[key] = nil
 					}
 					p, err := providers.New(typ, cfgWith(creds))
