@@ -289,6 +289,13 @@ func (r *Backfill) run(ctx context.Context, prov *v1alpha1.PaymentProvider, e *g
 		}
 		var newest time.Time
 		stored := 0
+		for _, u := range page.Unreadable {
+			// Not an event paywarden can read: skipped, as an unstorable one
+			// is, or it would stop the backfill at it for good.
+			run.skipped++
+			log.FromContext(ctx).Error(u.Err, "backfill: listed event cannot be read; skipped", "eventID", u.ID)
+			r.event(prov, corev1.EventTypeWarning, "BackfillEventSkipped", fmt.Sprintf("event %q listed by the provider cannot be read; skipped: %v", u.ID, u.Err))
+		}
 		for _, ev := range page.Events {
 			if r.inInbox(ctx, prov, ev) {
 				// Re-read through the overlap: already stored, nothing to do.
@@ -311,9 +318,10 @@ func (r *Backfill) run(ctx context.Context, prov *v1alpha1.PaymentProvider, e *g
 				newest = ev.OccurredAt
 			}
 		}
-		run.read += len(page.Events)
+		read := len(page.Events) + len(page.Unreadable)
+		run.read += read
 		run.stored += stored
-		run.unsaved += int64(len(page.Events))
+		run.unsaved += int64(read)
 		// The page is durable: only now may the status say so. A page that
 		// changes nothing (the overlap, re-read) is counted with the next
 		// write instead of costing one of its own.

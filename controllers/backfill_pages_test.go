@@ -40,37 +40,15 @@ func TestBackfillReadsEveryPageAfterALaterPageFails(t *testing.T) {
 			t.Parallel()
 			caps, _ := providers.Lookup(string(typ))
 			newestFirst := caps.EventsNewestFirst
-			base := time.Now().Add(-time.Hour).Truncate(time.Second)
-			clk := clocktesting.NewFakeClock(base)
-			s := fixture.StartSim(t, paysim.Options{Now: clk.Now})
-			creds := fixture.TestCredentials()
-			creds[stripe.CredentialSecretKey] = "sk_test_paysim"
-			// One event a payment, 10s apart: 2490s, eight times the
-			// 5-minute overlap.
-			create := paymentEvents(t, s, typ, creds)
-			for i := range total {
-				create("order-" + strconv.Itoa(i))
-				clk.Step(10 * time.Second)
-			}
-			simEvents := s.Events(string(typ))
-			if len(simEvents) != total {
-				t.Fatalf("%d events at the provider, want %d", len(simEvents), total)
-			}
 			// The run's second page (the one asked for with a page cursor) is
 			// answered 429, once.
-			front := s.FaultOnce(t, paysim.Faults{TooManyRequestsRate: 1, Operations: []string{paysim.OpEvents}}, func(r *http.Request) bool {
-				q := r.URL.Query()
-				return strings.HasSuffix(r.URL.Path, "events") && (q.Get("starting_after") != "" || q.Get("cursor") != "" || q.Get("move_to") != "")
+			s, m, prov := backfillOf(t, typ, total, func(s *fixture.Sim) *fixture.Sim {
+				return s.FaultOnce(t, paysim.Faults{TooManyRequestsRate: 1, Operations: []string{paysim.OpEvents}}, func(r *http.Request) bool {
+					q := r.URL.Query()
+					return strings.HasSuffix(r.URL.Path, "events") && (q.Get("starting_after") != "" || q.Get("cursor") != "" || q.Get("move_to") != "")
+				})
 			})
-			ns := fixture.Namespace(t, env.Client, "backfill")
-			prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "acct", Type: typ, Sim: front, Credentials: creds, Quiet: true,
-				Spec: func(spec *v1alpha1.PaymentProviderSpec) {
-					// Every Reconcile below is a due run; nothing runs in the background.
-					spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: fixture.Duration("1ms")}
-					spec.Webhook.PayPalWebhookID = paysim.DefaultPayPalWebhookID
-				}})
-			m := fixture.StartManager(t, env, ns, fixture.Run())
-			fixture.WaitCached(t, m.Client(), prov)
+			ns, simEvents := prov.Namespace, s.Events(string(typ))
 			req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(prov)}
 			condition := func() *metav1.Condition {
 				return meta.FindStatusCondition(fixture.GetProvider(t, env.Client, ns, prov.Name).Status.Conditions, v1alpha1.ConditionBackfill)
@@ -130,6 +108,36 @@ func TestBackfillReadsEveryPageAfterALaterPageFails(t *testing.T) {
 			}
 		})
 	}
+}
+
+// backfillOf starts a provider of type typ at paysim with total payments
+// made and settled there, one event each, 10s apart (250 of them span
+// 2490s, eight times the 5-minute overlap), reached through front(sim), and
+// a manager whose backfill runs only when a test calls its Reconcile.
+func backfillOf(t *testing.T, typ v1alpha1.ProviderType, total int, front func(*fixture.Sim) *fixture.Sim) (*fixture.Sim, *fixture.Manager, *v1alpha1.PaymentProvider) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Now().Add(-time.Hour).Truncate(time.Second))
+	s := fixture.StartSim(t, paysim.Options{Now: clk.Now})
+	creds := fixture.TestCredentials()
+	creds[stripe.CredentialSecretKey] = "sk_test_paysim"
+	create := paymentEvents(t, s, typ, creds)
+	for i := range total {
+		create("order-" + strconv.Itoa(i))
+		clk.Step(10 * time.Second)
+	}
+	if got := len(s.Events(string(typ))); got != total {
+		t.Fatalf("%d events at the provider, want %d", got, total)
+	}
+	ns := fixture.Namespace(t, env.Client, "backfill")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "acct", Type: typ, Sim: front(s), Credentials: creds, Quiet: true,
+		Spec: func(spec *v1alpha1.PaymentProviderSpec) {
+			// Every Reconcile is a due run; nothing runs in the background.
+			spec.Backfill = v1alpha1.BackfillConfig{Enabled: true, Interval: fixture.Duration("1ms")}
+			spec.Webhook.PayPalWebhookID = paysim.DefaultPayPalWebhookID
+		}})
+	m := fixture.StartManager(t, env, ns, fixture.Run())
+	fixture.WaitCached(t, m.Client(), prov)
+	return s, m, prov
 }
 
 // paymentEvents returns a function that makes one payment at the provider

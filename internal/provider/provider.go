@@ -260,7 +260,10 @@ const (
 
 // EventPage is one page of the provider's events API.
 type EventPage struct {
-	Events     []Event
+	Events []Event
+	// Unreadable are the page's entries that are not events paywarden can
+	// read (ReadEvents): left out of Events, reported by the backfill.
+	Unreadable []UnreadableEvent
 	NextCursor string
 	HasMore    bool
 }

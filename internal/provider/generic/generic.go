@@ -164,16 +164,13 @@ func (a *Adapter) ListEvents(ctx context.Context, since time.Time, cursor string
 	if err := a.c.Do(ctx, provider.Request{Op: "list events", Method: http.MethodGet, Path: "/events", Query: q, Header: a.header()}, &out); err != nil {
 		return provider.EventPage{}, err
 	}
-	page := provider.EventPage{HasMore: out.HasMore}
+	events, unreadable, _, err := provider.ReadEvents(out.Events, ParseEvent)
+	if err != nil {
+		return provider.EventPage{}, &provider.Error{Provider: a.c.Name(), Op: "list events", Class: provider.ErrNonRetryable, Err: err}
+	}
+	page := provider.EventPage{Events: events, Unreadable: unreadable, HasMore: out.HasMore}
 	if out.HasMore {
 		page.NextCursor = out.NextCursor
-	}
-	for _, raw := range out.Events {
-		ev, err := ParseEvent(raw)
-		if err != nil {
-			return provider.EventPage{}, &provider.Error{Provider: a.c.Name(), Op: "list events", Class: provider.ErrNonRetryable, Err: err}
-		}
-		page.Events = append(page.Events, ev)
 	}
 	return page, nil
 }

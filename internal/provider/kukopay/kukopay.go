@@ -246,18 +246,15 @@ func (a *Adapter) ListEvents(ctx context.Context, since time.Time, cursor string
 	if err != nil {
 		return provider.EventPage{}, err
 	}
-	page := provider.EventPage{HasMore: out.HasMore}
-	for _, raw := range out.Data {
-		ev, err := ParseEvent(raw)
-		if err != nil {
-			return provider.EventPage{}, &provider.Error{Provider: a.c.Name(), Op: "list events", Class: provider.ErrNonRetryable, Err: err}
-		}
-		page.Events = append(page.Events, ev)
+	events, unreadable, last, err := provider.ReadEvents(out.Data, ParseEvent)
+	var next string
+	if err == nil {
+		next, err = provider.ContinueAfter(out.HasMore, len(out.Data), last, cursor)
 	}
-	if out.HasMore && len(page.Events) > 0 {
-		page.NextCursor = page.Events[len(page.Events)-1].ID
+	if err != nil {
+		return provider.EventPage{}, &provider.Error{Provider: a.c.Name(), Op: "list events", Class: provider.ErrNonRetryable, Err: err}
 	}
-	return page, nil
+	return provider.EventPage{Events: events, Unreadable: unreadable, NextCursor: next, HasMore: out.HasMore}, nil
 }
 
 // VerifyWebhook implements provider.Provider.

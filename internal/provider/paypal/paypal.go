@@ -344,12 +344,12 @@ func (a *Adapter) ListEvents(ctx context.Context, since time.Time, cursor string
 	if err := a.do(ctx, provider.Request{Op: op, Method: http.MethodGet, Path: eventsPath, Query: q}, &out); err != nil {
 		return provider.EventPage{}, err
 	}
-	var page provider.EventPage
-	for _, raw := range out.Events {
-		ev, err := ParseEvent(raw)
-		if err != nil {
-			return provider.EventPage{}, &provider.Error{Provider: a.c.Name(), Op: op, Class: provider.ErrNonRetryable, Err: err}
-		}
+	events, unreadable, _, err := provider.ReadEvents(out.Events, ParseEvent)
+	if err != nil {
+		return provider.EventPage{}, &provider.Error{Provider: a.c.Name(), Op: op, Class: provider.ErrNonRetryable, Err: err}
+	}
+	page := provider.EventPage{Unreadable: unreadable}
+	for _, ev := range events {
 		if ev.Supported {
 			page.Events = append(page.Events, ev)
 		}

@@ -462,20 +462,15 @@ func (a *Adapter) ListEvents(ctx context.Context, since time.Time, cursor string
 	if err := a.backend.CallRaw(http.MethodGet, "/v1/events", a.key, []byte(q.Encode()), lp.GetParams(), &page); err != nil {
 		return provider.EventPage{}, a.classify(ctx, "list events", callList, err)
 	}
-	out := provider.EventPage{HasMore: page.HasMore}
-	for _, raw := range page.Data {
-		ev, err := ParseEvent(raw)
-		if err != nil {
-			return provider.EventPage{}, &provider.Error{Provider: a.name, Op: "list events", Class: provider.ErrNonRetryable, Err: err}
-		}
-		out.Events = append(out.Events, ev)
+	events, unreadable, last, err := provider.ReadEvents(page.Data, ParseEvent)
+	var next string
+	if err == nil {
+		next, err = provider.ContinueAfter(page.HasMore, len(page.Data), last, cursor)
 	}
-	if out.HasMore && len(out.Events) > 0 {
-		out.NextCursor = out.Events[len(out.Events)-1].ID
-	} else {
-		out.HasMore = false
+	if err != nil {
+		return provider.EventPage{}, &provider.Error{Provider: a.name, Op: "list events", Class: provider.ErrNonRetryable, Err: err}
 	}
-	return out, nil
+	return provider.EventPage{Events: events, Unreadable: unreadable, NextCursor: next, HasMore: next != ""}, nil
 }
 
 // VerifyWebhook implements provider.Provider.
