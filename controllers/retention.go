@@ -31,7 +31,9 @@ const IndexPaymentFinal = "retention.finalByProvider"
 
 // Retention deletes final Payments retention.finalPayments after they settled
 // (SPEC §3), measured from their last history entry: a refund or a dispute
-// restarts the clock. A payment with NeedsReview=True is never deleted, and
+// restarts the clock. A payment that payment.RetentionHold or RefundsHold
+// keeps (under review, its dispute open, a Refund in flight, under review or
+// not counted yet) is never deleted, and
 // the delete is conditional on the version that was judged, so a payment that
 // changed meanwhile (say, a late conflicting webhook put it under review) is
 // judged again instead. WebhookEvents are not its business: the inbox
@@ -73,11 +75,14 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.Payment{}, builder.WithPredicates(final)).
 		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.finalPaymentsOf),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		// A Refund that settles may release its payment.
+		// A Refund that settles, or whose review is resolved, may release
+		// its payment.
 		Watches(&v1alpha1.Refund{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*v1alpha1.Refund).Spec.PaymentRef.Name}}}
 		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.(*v1alpha1.Refund).Status.Phase != e.ObjectNew.(*v1alpha1.Refund).Status.Phase
+			old, cur := e.ObjectOld.(*v1alpha1.Refund), e.ObjectNew.(*v1alpha1.Refund)
+			return old.Status.Phase != cur.Status.Phase ||
+				meta.IsStatusConditionTrue(old.Status.Conditions, v1alpha1.ConditionNeedsReview) != meta.IsStatusConditionTrue(cur.Status.Conditions, v1alpha1.ConditionNeedsReview)
 		}})).
 		Complete(r)
 }
@@ -146,10 +151,10 @@ func (r *Retention) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	}
 }
 
-// remember writes a payment that was sent to the provider but holds no
-// money-in-flight finalizer to the ledger before it is deleted.
+// remember writes a payment that holds no money-in-flight finalizer to the
+// ledger before it is deleted, when payment.RetentionRemembers it.
 func (r *Retention) remember(ctx context.Context, p *v1alpha1.Payment) error {
-	if r.Ledger == nil || controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight) || p.Status.CreateRequestedAt == nil {
+	if r.Ledger == nil || controllerutil.ContainsFinalizer(p, v1alpha1.FinalizerMoneyInFlight) || !payment.RetentionRemembers(p) {
 		return nil
 	}
 	rec, ok := payment.PaymentRecord(p, r.Clock.Now())
@@ -164,19 +169,9 @@ func (r *Retention) remember(ctx context.Context, p *v1alpha1.Payment) error {
 
 // judge says whether p may be deleted now, or how long until it may.
 func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.Duration, expired bool, err error) {
-	if !p.DeletionTimestamp.IsZero() || !p.Status.Phase.IsFinal() {
-		return 0, false, nil
-	}
-	if p.Status.AdoptedAt != nil {
-		// Applied again after an earlier object of the order was deleted
-		// (by retention, a person or a restore): whoever re-applies it keeps
-		// it, and deleting it again would only start a delete/re-apply loop
-		// with a GitOps re-sync. The ledger already remembers the order.
-		return 0, false, nil
-	}
-	if meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionNeedsReview) {
-		// A human must look first; clearing the condition is an update that
-		// brings the payment back here.
+	if payment.RetentionHold(p) != "" {
+		// Whatever clears the hold (a review resolved, a dispute closed) is
+		// an update that brings the payment back here.
 		return 0, false, nil
 	}
 	prov := &v1alpha1.PaymentProvider{}
@@ -188,25 +183,16 @@ func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.D
 	if left > 0 {
 		return left, false, nil
 	}
-	// A Refund in flight keeps its payment (and itself: it is owned by the
-	// payment); its settling brings the payment back here. Asked of the API
-	// server, not the cache: a Refund applied a moment ago must not be
-	// deleted with its payment before anyone saw it.
+	// A Refund in flight, under review or not counted yet keeps its payment
+	// (and itself: it is owned by the payment); its settling, its review
+	// resolved or the read that counts it brings the payment back here.
+	// Asked of the API server, not the cache: a Refund applied a moment ago
+	// must not be deleted with its payment before anyone saw it.
 	refunds, err := listRefunds(ctx, r.APIReader, p.Namespace, p.Name)
 	if err != nil {
 		return 0, false, err
 	}
-	for _, rf := range refunds {
-		if !rf.Status.Phase.IsFinal() {
-			return 0, false, nil
-		}
-	}
-	// A settled Refund its total does not count yet keeps it too: the read
-	// that counts it changes the payment, which brings it back here.
-	if payment.Uncounted(p, refunds) != "" {
-		return 0, false, nil
-	}
-	return 0, true, nil
+	return 0, payment.RefundsHold(p, refunds) == "", nil
 }
 
 // settledAt is when the payment last changed: its last history entry (the

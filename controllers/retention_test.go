@@ -59,6 +59,17 @@ func storedPayment(t *testing.T, ns, name, prov string, now time.Time, st settle
 	})
 }
 
+// keepsAnHour is a namespace of its own with a provider whose final payments
+// are kept for an hour, and the time a test judges them at.
+func keepsAnHour(t *testing.T) (ns string, prov *v1alpha1.PaymentProvider, now time.Time) {
+	t.Helper()
+	ns = fixture.Namespace(t, env.Client, "pay")
+	prov = fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "keeps-1h", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
+		s.Retention.FinalPayments = fixture.Duration("1h")
+	}})
+	return ns, prov, time.Now().Truncate(time.Second)
+}
+
 func exists(t *testing.T, ns, name string) bool {
 	t.Helper()
 	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &v1alpha1.Payment{})
@@ -156,11 +167,7 @@ func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
 // cache that may not hold it yet); once the Refund is final the payment goes.
 func TestRetentionKeepsAPaymentWithARefundInFlight(t *testing.T) {
 	t.Parallel()
-	ns := fixture.Namespace(t, env.Client, "pay")
-	now := time.Now().Truncate(time.Second)
-	keep := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "keeps-1h", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
-		s.Retention.FinalPayments = fixture.Duration("1h")
-	}})
+	ns, keep, now := keepsAnHour(t)
 	// A cache that never sees any Refund: retention must not rely on it.
 	blind := fixture.Intercept(env.Client, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
 		if _, ok := l.(*v1alpha1.RefundList); ok {

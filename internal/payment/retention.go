@@ -1,0 +1,67 @@
+package payment
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+)
+
+// Retention (spec.retention.finalPayments) deletes a final payment some time
+// after it last changed. These say what keeps one however old it is; the
+// controller reads, deletes and writes the ledger.
+
+// RetentionHold says why p is kept whatever its age ("" when nothing in p
+// keeps it): it is being deleted or not final; it was adopted (whoever
+// re-applies it keeps it: deleting it again starts a delete/re-apply loop
+// with a GitOps re-sync); a human must review it; or its dispute is open
+// (the provider may still take the money back, and a lost dispute must find
+// the payment to raise NeedsReview=DisputeLost on it, SPEC §0).
+func RetentionHold(p *v1alpha1.Payment) string {
+	st := &p.Status
+	switch {
+	case !p.DeletionTimestamp.IsZero():
+		return "being deleted"
+	case !st.Phase.IsFinal():
+		return fmt.Sprintf("not final (%s)", orNone(string(st.Phase)))
+	case st.AdoptedAt != nil:
+		return "adopted: kept by whoever applied it again"
+	case meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionNeedsReview):
+		return "needs review"
+	case meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDisputed):
+		return "its dispute is open"
+	}
+	return ""
+}
+
+// RefundsHold says which of p's Refunds keeps it past its retention ("" when
+// none does): one not final (its settling brings the payment back), one a
+// human must review (it is owned by p and would go with it, its review
+// unanswered), or one settled that p's refunded total does not count yet
+// (Uncounted).
+func RefundsHold(p *v1alpha1.Payment, refunds []v1alpha1.Refund) string {
+	for i := range refunds {
+		rf := &refunds[i]
+		switch {
+		case !rf.Status.Phase.IsFinal():
+			return fmt.Sprintf("Refund %s is not final (%s)", rf.Name, orNone(string(rf.Status.Phase)))
+		case meta.IsStatusConditionTrue(rf.Status.Conditions, v1alpha1.ConditionNeedsReview):
+			return fmt.Sprintf("Refund %s needs review", rf.Name)
+		}
+	}
+	if name := Uncounted(p, refunds); name != "" {
+		return fmt.Sprintf("Refund %s is not counted in the refunded total yet", name)
+	}
+	return ""
+}
+
+// RetentionRemembers reports whether retention writes p to the ledger before
+// it deletes it (where no money-in-flight finalizer does): p was sent to the
+// provider (its create marker), or it took money, as a tracked payment
+// (spec.providerPaymentID, made elsewhere) does without a call. A new
+// Payment of its order then adopts it instead of charging the order again
+// (SPEC §12.1).
+func RetentionRemembers(p *v1alpha1.Payment) bool {
+	return p.Status.CreateRequestedAt != nil || p.Status.Phase.TookMoney()
+}

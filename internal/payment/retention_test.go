@@ -1,0 +1,133 @@
+package payment_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+)
+
+func condition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason}
+}
+
+// TestRetentionHold: what in a payment keeps it past its retention.
+func TestRetentionHold(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	settled := func(f func(p *v1alpha1.Payment)) *v1alpha1.Payment {
+		p := &v1alpha1.Payment{}
+		p.Status.Phase = v1alpha1.PhaseSucceeded
+		if f != nil {
+			f(p)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		p    *v1alpha1.Payment
+		want string // "" = nothing keeps it
+	}{
+		{"a settled payment may go", settled(nil), ""},
+		{"a failed one too", settled(func(p *v1alpha1.Payment) { p.Status.Phase = v1alpha1.PhaseFailed }), ""},
+		{"not final", settled(func(p *v1alpha1.Payment) { p.Status.Phase = v1alpha1.PhaseProcessing }), "not final"},
+		{"unknown", settled(func(p *v1alpha1.Payment) { p.Status.Phase = v1alpha1.PhaseUnknown }), "not final"},
+		{"being deleted", settled(func(p *v1alpha1.Payment) { p.DeletionTimestamp = &now }), "being deleted"},
+		{"adopted", settled(func(p *v1alpha1.Payment) { p.Status.AdoptedAt = &now }), "adopted"},
+		{"under review", settled(func(p *v1alpha1.Payment) {
+			p.Status.Conditions = []metav1.Condition{condition(v1alpha1.ConditionNeedsReview, metav1.ConditionTrue, v1alpha1.ReasonAmountMismatch)}
+		}), "needs review"},
+		{"a review resolved", settled(func(p *v1alpha1.Payment) {
+			p.Status.Conditions = []metav1.Condition{condition(v1alpha1.ConditionNeedsReview, metav1.ConditionFalse, "Resolved")}
+		}), ""},
+		{"an open dispute", settled(func(p *v1alpha1.Payment) {
+			p.Status.Conditions = []metav1.Condition{condition(v1alpha1.ConditionDisputed, metav1.ConditionTrue, v1alpha1.ReasonDisputeOpened)}
+		}), "dispute is open"},
+		{"a dispute won", settled(func(p *v1alpha1.Payment) {
+			p.Status.Conditions = []metav1.Condition{condition(v1alpha1.ConditionDisputed, metav1.ConditionFalse, v1alpha1.ReasonDisputeWon)}
+		}), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := payment.RetentionHold(tc.p)
+			if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("RetentionHold = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRefundsHold: which Refunds keep their payment past its retention.
+func TestRefundsHold(t *testing.T) {
+	p := &v1alpha1.Payment{}
+	p.Status.Phase = v1alpha1.PhasePartiallyRefunded
+	p.Status.ProviderPaymentID = "pay_1"
+	p.Status.RefundsCounted = []types.UID{"u-ok"}
+	p.Status.RefundsReversed = []types.UID{"u-failed"}
+	refund := func(name string, uid types.UID, phase v1alpha1.RefundPhase, conds ...metav1.Condition) v1alpha1.Refund {
+		rf := v1alpha1.Refund{}
+		rf.Name, rf.UID, rf.Status.Phase, rf.Status.Conditions = name, uid, phase, conds
+		return rf
+	}
+	counted := refund("counted", "u-ok", v1alpha1.RefundSucceeded)
+	for _, tc := range []struct {
+		name    string
+		refunds []v1alpha1.Refund
+		want    string
+	}{
+		{"no Refunds", nil, ""},
+		{"a counted Refund", []v1alpha1.Refund{counted}, ""},
+		{"a failed one, read back", []v1alpha1.Refund{counted, refund("failed", "u-failed", v1alpha1.RefundFailed)}, ""},
+		{"one in flight", []v1alpha1.Refund{counted, refund("late", "u-2", v1alpha1.RefundProcessing)}, "Refund late is not final"},
+		{"one not started", []v1alpha1.Refund{refund("new", "u-3", "")}, "Refund new is not final"},
+		{"one under review", []v1alpha1.Refund{counted, refund("failed", "u-failed", v1alpha1.RefundFailed,
+			condition(v1alpha1.ConditionNeedsReview, metav1.ConditionTrue, v1alpha1.ReasonConflictingStatus))}, "Refund failed needs review"},
+		{"a review resolved", []v1alpha1.Refund{counted, refund("failed", "u-failed", v1alpha1.RefundFailed,
+			condition(v1alpha1.ConditionNeedsReview, metav1.ConditionFalse, "Resolved"))}, ""},
+		{"one settled, not counted", []v1alpha1.Refund{counted, refund("fresh", "u-4", v1alpha1.RefundSucceeded)}, "Refund fresh is not counted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := payment.RefundsHold(p, tc.refunds)
+			if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("RefundsHold = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRetentionRemembers: retention writes to the ledger a payment that was
+// sent to the provider or that took money (a tracked one never was sent), so
+// a new Payment of its order adopts it instead of charging it again.
+func TestRetentionRemembers(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name    string
+		phase   v1alpha1.PaymentPhase
+		created bool
+		want    bool
+	}{
+		{"created and paid", v1alpha1.PhaseSucceeded, true, true},
+		{"created and failed", v1alpha1.PhaseFailed, true, true},
+		{"tracked and paid", v1alpha1.PhaseSucceeded, false, true},
+		{"tracked and partially refunded", v1alpha1.PhasePartiallyRefunded, false, true},
+		{"tracked and refunded", v1alpha1.PhaseRefunded, false, true},
+		{"tracked and expired", v1alpha1.PhaseExpired, false, false},
+		{"tracked and failed", v1alpha1.PhaseFailed, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1alpha1.Payment{}
+			p.Status.Phase = tc.phase
+			if tc.created {
+				p.Status.CreateRequestedAt = &at
+			} else {
+				p.Spec.ProviderPaymentID = "pay_elsewhere"
+			}
+			if got := payment.RetentionRemembers(p); got != tc.want {
+				t.Fatalf("RetentionRemembers = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
