@@ -273,7 +273,10 @@ func TestExpiryBetweenTheCreateMarkerAndTheCallSendsNothing(t *testing.T) {
 		return err
 	})
 	fixture.StartManager(t, env, ns, o)
-	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "late", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "3s"})
+	// 10s: on a loaded machine the first reconcile can come seconds after
+	// the payment is applied, and the expiry must not pass before the case
+	// is set up (with 3s, a clean-clone run expired it before its create).
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "late", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "10s"})
 	got := fixture.WaitPayment(t, env.Client, p, "settled", func(p *v1alpha1.Payment) bool {
 		return p.Status.Phase.IsFinal() || p.Status.Phase == v1alpha1.PhaseUnknown || p.Status.ProviderPaymentID != ""
 	})
@@ -310,7 +313,10 @@ func TestACreateThatWentOutIsNeverDeclaredUnsent(t *testing.T) {
 		return err
 	})
 	fixture.StartManager(t, env, ns, o)
-	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "lost", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "3s"})
+	// 10s: on a loaded machine the first reconcile can come seconds after
+	// the payment is applied, and the expiry must not pass before the case
+	// is set up (with 3s, a clean-clone run expired it before its create).
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "lost", Provider: "kukopay", Outcome: paysim.OutcomePending, ExpiresAfter: "10s"})
 	got := fixture.WaitPayment(t, env.Client, p, "found or settled", func(p *v1alpha1.Payment) bool {
 		return p.Status.Phase.IsFinal() || p.Status.Phase == v1alpha1.PhaseUnknown || p.Status.ProviderPaymentID != ""
 	})

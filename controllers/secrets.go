@@ -100,7 +100,9 @@ var errSecretListing = errors.New("controllers: listing Secrets is not supported
 // SecretReader reads the Secrets PaymentProviders reference (the gateway's
 // credentials, the provider controller's and the bundle controller's
 // checks). Each Get compares the resourceVersion in the metadata cache with
-// the copy it holds and reads the API server only when the Secret changed:
+// the copy it holds and reads the API server only when the Secret changed
+// (or the cache does not show it: a Secret is missing only when the API
+// server says so):
 // the data it holds is exactly that of the Secrets asked for by name, and a
 // Secret that is deleted is dropped. Other objects are read from Metadata
 // unchanged.
@@ -137,18 +139,22 @@ func (r *SecretReader) Get(ctx context.Context, key client.ObjectKey, obj client
 	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(secretGVK)
-	if err := r.Metadata.Get(ctx, key, m); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(key)
-		}
+	switch err := r.Metadata.Get(ctx, key, m); {
+	case apierrors.IsNotFound(err):
+		// Only the API server says a Secret does not exist: the cache may
+		// not have seen one created a moment ago (applied with its
+		// provider), and a bundle published without it answers the
+		// provider's webhooks 401 until the watch catches up.
+	case err != nil:
 		return err
-	}
-	r.mu.Lock()
-	have := r.held[key]
-	r.mu.Unlock()
-	if have != nil && have.ResourceVersion == m.ResourceVersion {
-		have.DeepCopyInto(secret)
-		return nil
+	default:
+		r.mu.Lock()
+		have := r.held[key]
+		r.mu.Unlock()
+		if have != nil && have.ResourceVersion == m.ResourceVersion {
+			have.DeepCopyInto(secret)
+			return nil
+		}
 	}
 	if err := r.API.Get(ctx, key, secret, opts...); err != nil {
 		if apierrors.IsNotFound(err) {
