@@ -53,6 +53,15 @@ func paidPayment(refunded int64) *v1alpha1.Payment {
 	return p
 }
 
+// countedBy is p whose refunded total was read after the named Refunds
+// succeeded (status.refundsCounted).
+func countedBy(p *v1alpha1.Payment, names ...string) *v1alpha1.Payment {
+	for _, n := range names {
+		p.Status.RefundsCounted = append(p.Status.RefundsCounted, types.UID("uid-"+n))
+	}
+	return p
+}
+
 func refundObs(o payment.Observed, eventID string, opts ...obsOpt) payment.Observation {
 	obs := payment.Observation{Source: v1alpha1.SourceWebhook, Observed: o, EventID: eventID}
 	if eventID == "" {
@@ -160,7 +169,7 @@ func TestApplyRefund(t *testing.T) {
 		later := newRefund("s", 0, t0.Add(time.Minute))
 		settled := newRefund("r", 0, t0)
 		settled.Status = res.Status
-		if got, wait, refusal := payment.RefundAllowance(later, paidPayment(500), []v1alpha1.Refund{*settled}); wait != "" || refusal != "" || got.Value != orderValue-500 {
+		if got, wait, refusal := payment.RefundAllowance(later, countedBy(paidPayment(500), "r"), []v1alpha1.Refund{*settled}); wait != "" || refusal != "" || got.Value != orderValue-500 {
 			t.Errorf("the rest after it: %d wait %q refusal %q", got.Value, wait, refusal)
 		}
 	})
@@ -220,14 +229,21 @@ func TestRefundAllowance(t *testing.T) {
 		{"more than received is refused", partRefund(orderValue + 1), paidPayment(0), nil, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"dashboard refunds count", partRefund(1500), paidPayment(600), nil, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"the rest after a dashboard refund", fullRefund(), paidPayment(600), nil, orderValue - 600, "", "", ""},
-		{"a succeeded Refund counts once with the provider's figure", partRefund(1000), paidPayment(500), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, 1000, "", "", ""},
+		{"a succeeded Refund counts once with the provider's figure", partRefund(1000), countedBy(paidPayment(500), "a"), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, 1000, "", "", ""},
+		{"a succeeded Refund the figure was not read for yet may be beside it: wait", partRefund(1000), paidPayment(500), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
+		{"beside it, too much: refused", partRefund(1500), paidPayment(500), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"a Refund in flight counts", partRefund(1000), paidPayment(0), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"a provider total that may already count a Refund in flight: wait for it rather than refuse", partRefund(500), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
 		{"everything, while the provider total may count a Refund in flight: wait", fullRefund(), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
 		{"too much even if the provider total counts the Refund in flight: refused", partRefund(1000), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"a provider total beyond the Refunds that fits only if it counts the one in flight: wait", partRefund(400), paidPayment(1500), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
 		{"nothing left whatever the provider total counts: refused", fullRefund(), paidPayment(orderValue), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund, ""},
-		{"once the Refund in flight succeeded it is counted once", partRefund(500), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundSucceeded)}, 500, "", "", ""},
+		{"once the Refund in flight succeeded and was read it is counted once", partRefund(500), countedBy(paidPayment(1000), "a"), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundSucceeded)}, 500, "", "", ""},
+		{"a sibling under review stops every later one: wait", partRefund(100), paidPayment(0), []v1alpha1.Refund{func() v1alpha1.Refund {
+			r := sentRefund("a", 500, v1alpha1.RefundUnknown)
+			r.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAmountMismatch}}
+			return r
+		}()}, 0, v1alpha1.ReasonEarlierRefundUndecided, "", ""},
 		{"a failed Refund does not count", partRefund(1000), paidPayment(0), []v1alpha1.Refund{sentRefund("a", 1999, v1alpha1.RefundFailed)}, 1000, "", "", ""},
 		{"an older Refund not sent yet counts", partRefund(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("a", 1500, t0)}, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"a newer Refund not sent yet does not", partRefund(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("z", 1500, t0.Add(time.Hour))}, 1000, "", "", ""},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -231,6 +232,10 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	if a := r.Spec.Amount; a != nil && a.Currency != received.Currency {
 		return amount, "", fmt.Sprintf("%s: the refund is in %s, the payment in %s", v1alpha1.ReasonOverRefund, a.Currency, received.Currency)
 	}
+	// succeeded: the Refunds that succeeded and that the payment's figure
+	// counts (status.refundsCounted: it was read after they succeeded);
+	// inFlight: those it may or may not count yet, in flight or succeeded
+	// since its last read.
 	var succeeded, inFlight int64
 	// reversed: a Refund the provider's figure counted failed afterwards,
 	// and the payment has not read the lower figure yet.
@@ -241,7 +246,16 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 		if s.UID != r.UID && RefundMayLower(s) && !slices.Contains(p.Status.RefundsReversed, s.UID) {
 			reversed = true
 		}
-		if s.UID == r.UID || s.Status.Phase == v1alpha1.RefundFailed {
+		if s.UID == r.UID {
+			continue
+		}
+		if meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionNeedsReview) {
+			// What it moved is a human's to say (the provider refunded
+			// another amount than asked, or said succeeded after failed):
+			// no figure here bounds it.
+			return amount, v1alpha1.ReasonEarlierRefundUndecided, ""
+		}
+		if s.Status.Phase == v1alpha1.RefundFailed {
 			continue
 		}
 		sent := s.Status.CreateRequestedAt != nil || s.Status.ProviderRefundID != ""
@@ -253,7 +267,7 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 			return amount, v1alpha1.ReasonEarlierRefundUndecided, ""
 		}
 		sum := &inFlight
-		if s.Status.Phase == v1alpha1.RefundSucceeded {
+		if s.Status.Phase == v1alpha1.RefundSucceeded && slices.Contains(p.Status.RefundsCounted, s.UID) {
 			sum = &succeeded
 		}
 		if *sum, ok = addMinor(*sum, value); !ok {
@@ -263,8 +277,8 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	// What the payment's refunds add up to: the Refunds that succeeded or
 	// are in flight, and refunds made elsewhere (the provider's dashboard),
 	// which only the provider's cumulative figure shows. That figure counts
-	// the Refunds that succeeded and may or may not count those in flight
-	// yet, so the total lies between low and high.
+	// the Refunds that succeeded before it was read and may or may not count
+	// the others yet, so the total lies between low and high.
 	reported := int64(0)
 	if a := p.Status.AmountRefunded; a != nil {
 		reported = a.Value
