@@ -483,6 +483,11 @@ func afterObserve(c *change, pol Policy, call Call) Outcome {
 		})
 		c.park()
 	case class == NotFound || class == Unsupported:
+		// The order is new: an operator's action carried by the copy
+		// comes before its create (a cancel then sends nothing).
+		if out, _, ok := OperatorAction(c.p, c.now); ok {
+			return out
+		}
 		c.merge(markCreate(c.p, c.now))
 	case class == ConfigProblem:
 		c.configProblem(pol, call.Err)

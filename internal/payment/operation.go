@@ -313,14 +313,27 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 	c := begin(p, now)
 	st := c.st()
 	op := st.Operation
-	if op == nil || op.Kind != kind {
-		return c.done() // ended meanwhile (a webhook, another writer)
-	}
 	source := map[v1alpha1.OperationKind]v1alpha1.ObservationSource{
 		v1alpha1.OperationAuthorize: v1alpha1.SourceAuthorize,
 		v1alpha1.OperationCapture:   v1alpha1.SourceCapture,
 		v1alpha1.OperationCancel:    v1alpha1.SourceCancel,
 	}[kind]
+	if op == nil || op.Kind != kind {
+		// Ended meanwhile (a webhook, an operator's resolve, another
+		// writer). An answer that the provider took the money is still
+		// applied: a repeat of what ended it is a duplicate, and a payment
+		// resolved Failed or Canceled meanwhile gets a conflict for a
+		// human (SPEC §2.1), never the money dropped silently. Other
+		// answers say nothing the operation's end did not decide.
+		if Classify(call.Err) == Answered {
+			for _, obs := range FromPayment(call.Payment, source) {
+				if obs.Observed == ObservedSucceeded {
+					c.apply(obs)
+				}
+			}
+		}
+		return c.done()
+	}
 	if orderExpired(c.p, pol, call.Err, now) {
 		// The provider deleted the order nobody completed: nothing was
 		// captured or authorized, and nothing is left to cancel.

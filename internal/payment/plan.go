@@ -235,8 +235,10 @@ func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead
 // I/O it names and feeds the result to AfterCreate, AfterLookup or
 // AfterQuery.
 func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
-	if out, why, ok := OperatorAction(p, now); ok {
-		return Step{Action: Write, Outcome: out, Why: why}
+	if !copyOfAnOrder(p, facts, now) {
+		if out, why, ok := OperatorAction(p, now); ok {
+			return Step{Action: Write, Outcome: out, Why: why}
+		}
 	}
 	if out, ok := honorPeriodEnded(p, now); ok {
 		return Step{Action: Write, Outcome: out, Why: "the provider no longer guarantees the authorized funds"}
@@ -273,6 +275,25 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 		return planCreate(p, pol, facts, now)
 	}
 	return planQuery(p, pol, facts, now)
+}
+
+// copyOfAnOrder reports whether p, with nothing in its status yet, is a copy
+// of an object that may have moved money: restored without status, or
+// applied again with the ledger holding its order. Its operator annotations
+// (carried over with the copy) wait until the copy is adopted or looked up:
+// acted on first, a cancel or resolve would settle locally, and release the
+// merchant reference of, an order the provider may hold money for (SPEC
+// §12.1). A lookup that finds nothing acts on them before any create.
+func copyOfAnOrder(p *v1alpha1.Payment, facts Facts, now time.Time) bool {
+	st := &p.Status
+	if st.Phase != "" || st.CreateRequestedAt != nil || ProviderID(p) != "" || !p.DeletionTimestamp.IsZero() {
+		return false
+	}
+	if Restored(p) {
+		return true
+	}
+	_, adopts := Adopt(p, facts.Ledger, now)
+	return adopts
 }
 
 // configFixed: the payment waits only because the provider refused the
