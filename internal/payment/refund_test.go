@@ -244,6 +244,16 @@ func TestRefundAllowance(t *testing.T) {
 			r.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAmountMismatch}}
 			return r
 		}()}, 0, v1alpha1.ReasonEarlierRefundUndecided, "", ""},
+		{"a sibling stuck under another review counts at its amount: too much is refused", partRefund(1600), paidPayment(0), []v1alpha1.Refund{func() v1alpha1.Refund {
+			r := sentRefund("a", 500, v1alpha1.RefundUnknown)
+			r.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRetriesExhausted}}
+			return r
+		}()}, 0, "", v1alpha1.ReasonOverRefund, ""},
+		{"a failed sibling under review counts at its amount", partRefund(1600), paidPayment(0), []v1alpha1.Refund{func() v1alpha1.Refund {
+			r := sentRefund("a", 500, v1alpha1.RefundFailed)
+			r.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonConflictingStatus}}
+			return r
+		}()}, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"a failed Refund does not count", partRefund(1000), paidPayment(0), []v1alpha1.Refund{sentRefund("a", 1999, v1alpha1.RefundFailed)}, 1000, "", "", ""},
 		{"an older Refund not sent yet counts", partRefund(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("a", 1500, t0)}, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"a newer Refund not sent yet does not", partRefund(1000), paidPayment(0), []v1alpha1.Refund{*newRefund("z", 1500, t0.Add(time.Hour))}, 1000, "", "", ""},

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -249,14 +248,15 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 		if s.UID == r.UID {
 			continue
 		}
-		if meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionNeedsReview) {
-			// What it moved is a human's to say (the provider refunded
-			// another amount than asked, or said succeeded after failed):
-			// no figure here bounds it.
+		review := reviewReason(s.Status.Conditions)
+		if review == v1alpha1.ReasonAmountMismatch {
+			// The provider refunded another amount than asked, kept only
+			// in the review's message: nothing here bounds it, so later
+			// Refunds wait for the human.
 			return amount, v1alpha1.ReasonEarlierRefundUndecided, ""
 		}
-		if s.Status.Phase == v1alpha1.RefundFailed {
-			continue
+		if s.Status.Phase == v1alpha1.RefundFailed && review == "" {
+			continue // under review (said succeeded after failed), it may have moved its amount
 		}
 		sent := s.Status.CreateRequestedAt != nil || s.Status.ProviderRefundID != ""
 		if !sent && !older[s.UID] {
