@@ -231,6 +231,8 @@ func TestRefundAllowance(t *testing.T) {
 		{"the rest after a dashboard refund", fullRefund(), paidPayment(600), nil, orderValue - 600, "", "", ""},
 		{"a succeeded Refund counts once with the provider's figure", partRefund(1000), countedBy(paidPayment(500), "a"), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, 1000, "", "", ""},
 		{"a succeeded Refund the figure was not read for yet may be beside it: wait", partRefund(1000), paidPayment(500), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
+		{"everything, beside a Refund the figure may or may not count: wait, never less than the rest", fullRefund(), paidPayment(300), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},
+		{"everything, once the figure counts it: the rest", fullRefund(), countedBy(paidPayment(800), "a"), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, orderValue - 800, "", "", ""},
 		{"beside it, too much: refused", partRefund(1500), paidPayment(500), []v1alpha1.Refund{sentRefund("a", 500, v1alpha1.RefundSucceeded)}, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"a Refund in flight counts", partRefund(1000), paidPayment(0), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, "", v1alpha1.ReasonOverRefund, ""},
 		{"a provider total that may already count a Refund in flight: wait for it rather than refuse", partRefund(500), paidPayment(1000), []v1alpha1.Refund{sentRefund("a", 1000, v1alpha1.RefundProcessing)}, 0, v1alpha1.ReasonEarlierRefundInFlight, "", ""},

@@ -297,15 +297,15 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 		return received.Value-total > 0 // everything still refundable
 	}
 	switch {
-	case fits(high):
-		want := received.Value - high
-		if a := r.Spec.Amount; a != nil {
-			want = a.Value
-		}
-		return v1alpha1.Money{Value: want, Currency: received.Currency}, "", ""
+	case fits(high) && r.Spec.Amount != nil:
+		return v1alpha1.Money{Value: r.Spec.Amount.Value, Currency: received.Currency}, "", ""
+	case fits(high) && high == low:
+		return v1alpha1.Money{Value: received.Value - high, Currency: received.Currency}, "", ""
 	case high > low && fits(low):
 		// It fits unless the provider's figure leaves out a Refund in
-		// flight: decided once that Refund settles, never refused on a guess.
+		// flight: decided once that Refund settles, never refused on a
+		// guess. "Everything still refundable" waits too: beside high it
+		// would refund less than the rest, and nothing would say so.
 		return amount, v1alpha1.ReasonEarlierRefundInFlight, ""
 	case reversed && fits(both):
 		// It fits once the payment's figure no longer counts a refund that
