@@ -912,8 +912,17 @@ func (m *machine) awaitingPaymentID() bool {
 }
 
 func (m *machine) otherPayment() (bool, string) {
-	if m.obs.Review != "" || m.awaitingPaymentID() {
+	if m.obs.Review != "" {
 		return false, "" // paywarden's own decisions are not provider news
+	}
+	if m.awaitingPaymentID() {
+		// Its first payment id is its own, but news naming another
+		// checkout (an earlier attempt's session of the same order) is
+		// about another payment.
+		if c := m.obs.CheckoutID; c != "" && c != m.st.CheckoutID {
+			return true, m.st.CheckoutID
+		}
+		return false, ""
 	}
 	known := nonEmpty(m.st.ProviderPaymentID, m.st.CheckoutID, m.spec.ProviderPaymentID)
 	seen := nonEmpty(m.obs.ProviderPaymentID, m.obs.CheckoutID)
