@@ -243,7 +243,25 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			entry.Forgo()
 		}
 	}()
-	return drive[*v1alpha1.Payment](ctx, x, &r.unstored)
+	res, err := drive[*v1alpha1.Payment](ctx, x, &r.unstored)
+	if err != nil {
+		return res, err
+	}
+	return res, r.holdTracked(ctx, x.p)
+}
+
+// holdTracked puts the money-in-flight finalizer on a tracked payment that
+// took money (payment.HoldTracked), whoever settled it (this reconcile, the
+// inbox): from then on it is written to the ledger when it goes.
+func (r *PaymentReconciler) holdTracked(ctx context.Context, p *v1alpha1.Payment) error {
+	if !payment.HoldTracked(p) || held(p) {
+		return nil
+	}
+	if err := holdMoney(ctx, r.Client, p, nil); err != nil {
+		return err
+	}
+	r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
+	return nil
 }
 
 // paymentPass is one reconcile of a payment: the payment as last read or

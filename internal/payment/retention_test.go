@@ -131,3 +131,41 @@ func TestRetentionRemembers(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldTracked: a tracked payment gets the money-in-flight finalizer once
+// it took money, so a deletion by hand writes it to the ledger as retention
+// would; one that took none, one paywarden sent (held before its create)
+// and one already being deleted are not.
+func TestHoldTracked(t *testing.T) {
+	deleted := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name    string
+		phase   v1alpha1.PaymentPhase
+		tracked bool
+		deleted bool
+		want    bool
+	}{
+		{"tracked and paid", v1alpha1.PhaseSucceeded, true, false, true},
+		{"tracked and partially refunded", v1alpha1.PhasePartiallyRefunded, true, false, true},
+		{"tracked and refunded", v1alpha1.PhaseRefunded, true, false, true},
+		{"tracked and pending", v1alpha1.PhasePending, true, false, false},
+		{"tracked and authorized (capturing marks an operation, which holds it)", v1alpha1.PhaseAuthorized, true, false, false},
+		{"tracked and failed", v1alpha1.PhaseFailed, true, false, false},
+		{"tracked, paid and being deleted", v1alpha1.PhaseSucceeded, true, true, false},
+		{"sent by paywarden and paid", v1alpha1.PhaseSucceeded, false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1alpha1.Payment{}
+			p.Status.Phase = tc.phase
+			if tc.tracked {
+				p.Spec.ProviderPaymentID = "pay_elsewhere"
+			}
+			if tc.deleted {
+				p.DeletionTimestamp = &deleted
+			}
+			if got := payment.HoldTracked(p); got != tc.want {
+				t.Fatalf("HoldTracked = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
