@@ -189,7 +189,7 @@ func (in *Inbox) apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provi
 	if err != nil {
 		return Outcome{}, err
 	}
-	if payment.NotStarted(p) && in.APIReader != nil {
+	if payment.EventWaits(p) != "" && in.APIReader != nil {
 		// Decided on the API server's copy, not a cache that may lag.
 		fresh := &v1alpha1.Payment{}
 		if err := in.APIReader.Get(ctx, client.ObjectKeyFromObject(p), fresh); err != nil {
@@ -199,12 +199,9 @@ func (in *Inbox) apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provi
 			p = fresh
 		}
 	}
-	if payment.NotStarted(p) {
-		// An event can only be about a payment that was sent, so this one is
-		// about an earlier object of the order (deleted, retained away): the
-		// new object first adopts that object's outcome from the ledger (or
-		// is created); its first status write wakes the event again.
-		return finish(v1alpha1.ResultOrphaned, fmt.Sprintf("payment %s has not been started yet (no status): the event waits until it has adopted its order's outcome or been created", p.Name), "")
+	if why := payment.EventWaits(p); why != "" {
+		// Its next status write wakes the event again.
+		return finish(v1alpha1.ResultOrphaned, why, "")
 	}
 	obs := payment.FromEvent(ev, evt.Spec.Via)
 	out, wrote, err := payment.Store(ctx, in.decider(), p, func(p *v1alpha1.Payment) payment.Outcome {

@@ -129,6 +129,30 @@ func NotStarted(p *v1alpha1.Payment) bool {
 	return p.Status.Phase == "" && p.Status.CreateRequestedAt == nil && ProviderID(p) == ""
 }
 
+// EventWaits says why a provider event resolved to p (by its order's
+// merchant reference) cannot be applied to it yet ("" when it can); the
+// inbox keeps such an event Orphaned, and p's next status write wakes it.
+//   - p has not started (NotStarted): no event can be about it yet, so this
+//     one is about an earlier object of the order; p first adopts that
+//     object's outcome or is created.
+//   - p's create may have gone out and is not answered: p has no provider
+//     id to compare the event's with, and an earlier object of the order
+//     (deleted, its event redelivered or backfilled) is reported under the
+//     same reference. Taken as p's, its id and outcome would settle p while
+//     p's own create may still charge. The answer gives p its id; then the
+//     state machine tells p's news from another payment's (SPEC §12.1). A
+//     create whose outcome stays unknown (Unknown) takes the event again.
+func EventWaits(p *v1alpha1.Payment) string {
+	st := &p.Status
+	switch {
+	case NotStarted(p):
+		return fmt.Sprintf("payment %s has not been started yet (no status): the event waits until it has adopted its order's outcome or been created", p.Name)
+	case ProviderID(p) == "" && st.CreateRequestedAt != nil && (st.Phase == "" || st.Phase == v1alpha1.PhasePending):
+		return fmt.Sprintf("payment %s has no provider id yet (its create is not answered): the event may be about an earlier payment of its order and waits until this one has its id", p.Name)
+	}
+	return ""
+}
+
 // MoneyMayMove reports whether a money-moving call of the payment may have
 // gone out or may go out now: its create or operation marker is stored (or
 // due), so the object must not disappear before it is settled.

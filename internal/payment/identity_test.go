@@ -613,3 +613,47 @@ func TestADeletedObjectWaitingOnAHumanNamesTheCommand(t *testing.T) {
 		t.Errorf("a refund in review waits for %q, want the resolve command", got)
 	}
 }
+
+// TestEventWaits: an event resolved to a payment by its order's merchant
+// reference waits while the payment cannot tell its own news from an
+// earlier object's: before it started, and while its create is out and
+// unanswered (no provider id to compare). It applies once the payment has
+// an id (answered, tracked, a checkout's), and when the create's outcome
+// stays unknown (the event may be what settles it).
+func TestEventWaits(t *testing.T) {
+	marker := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name string
+		set  func(p *v1alpha1.Payment)
+		want bool
+	}{
+		{"not started", func(p *v1alpha1.Payment) {}, true},
+		{"create marked, no phase yet", func(p *v1alpha1.Payment) { p.Status.CreateRequestedAt = &marker }, true},
+		{"create out, Pending, unanswered", func(p *v1alpha1.Payment) {
+			p.Status.CreateRequestedAt, p.Status.Phase = &marker, v1alpha1.PhasePending
+		}, true},
+		{"create answered", func(p *v1alpha1.Payment) {
+			p.Status.CreateRequestedAt, p.Status.Phase, p.Status.ProviderPaymentID = &marker, v1alpha1.PhasePending, "pay_1"
+		}, false},
+		{"a checkout awaiting its payment", func(p *v1alpha1.Payment) {
+			p.Status.CreateRequestedAt, p.Status.Phase = &marker, v1alpha1.PhasePending
+			p.Status.ProviderPaymentID, p.Status.CheckoutID = "cs_1", "cs_1"
+		}, false},
+		{"create outcome unknown", func(p *v1alpha1.Payment) {
+			p.Status.CreateRequestedAt, p.Status.Phase = &marker, v1alpha1.PhaseUnknown
+		}, false},
+		{"create refused", func(p *v1alpha1.Payment) {
+			p.Status.CreateRequestedAt, p.Status.Phase = &marker, v1alpha1.PhaseFailed
+		}, false},
+		{"tracked", func(p *v1alpha1.Payment) { p.Spec.ProviderPaymentID = "pay_elsewhere" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1alpha1.Payment{}
+			p.Name = "order"
+			tc.set(p)
+			if got := payment.EventWaits(p); (got != "") != tc.want {
+				t.Fatalf("EventWaits = %q, want waiting %v", got, tc.want)
+			}
+		})
+	}
+}
