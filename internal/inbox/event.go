@@ -34,6 +34,13 @@ const (
 	maxRefundRef = 512
 )
 
+// longer reports whether s has more than n characters: the API server
+// counts a schema's maxLength in characters, not bytes, so a value of
+// multi-byte characters within the limit is stored, not refused.
+func longer(s string, n int) bool {
+	return len(s) > n && utf8.RuneCountInString(s) > n
+}
+
 // NewEvent builds the inbox object for one provider event. Its name is
 // derived from (provider, event id), so creating it is the dedup: the second
 // copy of an event, by webhook or by backfill, gets AlreadyExists.
@@ -41,13 +48,13 @@ func NewEvent(prov *v1alpha1.PaymentProvider, ev provider.Event, via v1alpha1.Ev
 	switch {
 	case ev.ID == "":
 		return nil, fmt.Errorf("%w: event has no id", ErrInvalidEvent)
-	case len(ev.ID) > maxEventID:
-		return nil, fmt.Errorf("%w: event id longer than %d bytes", ErrInvalidEvent, maxEventID)
-	case len(ev.Type) > maxEventType:
-		return nil, fmt.Errorf("%w: event %s: type longer than %d bytes", ErrInvalidEvent, ev.ID, maxEventType)
-	case len(ev.PaymentID) > maxRef, len(ev.MerchantReference) > maxRef:
-		return nil, fmt.Errorf("%w: event %s: payment reference longer than %d bytes", ErrInvalidEvent, ev.ID, maxRef)
-	case ev.Refund != nil && (len(ev.Refund.ID) > maxRef || len(ev.Refund.Reference) > maxRefundRef):
+	case longer(ev.ID, maxEventID):
+		return nil, fmt.Errorf("%w: event id longer than %d characters", ErrInvalidEvent, maxEventID)
+	case longer(ev.Type, maxEventType):
+		return nil, fmt.Errorf("%w: event %s: type longer than %d characters", ErrInvalidEvent, ev.ID, maxEventType)
+	case longer(ev.PaymentID, maxRef), longer(ev.MerchantReference, maxRef):
+		return nil, fmt.Errorf("%w: event %s: payment reference longer than %d characters", ErrInvalidEvent, ev.ID, maxRef)
+	case ev.Refund != nil && (longer(ev.Refund.ID, maxRef) || longer(ev.Refund.Reference, maxRefundRef)):
 		return nil, fmt.Errorf("%w: event %s: refund reference too long", ErrInvalidEvent, ev.ID)
 	case !utf8.ValidString(ev.ID) || !utf8.ValidString(ev.PaymentID) || !utf8.ValidString(ev.MerchantReference):
 		return nil, fmt.Errorf("%w: event %s: ids are not UTF-8", ErrInvalidEvent, ev.ID)

@@ -89,6 +89,7 @@ func TestNewEvent(t *testing.T) {
 		"a type over 256":                         func(e *provider.Event) { e.Type = strings.Repeat("x", 257) },
 		"a provider payment id over 255":          func(e *provider.Event) { e.PaymentID = strings.Repeat("x", 256) },
 		"a merchant reference over 255":           func(e *provider.Event) { e.MerchantReference = strings.Repeat("x", 256) },
+		"a merchant reference of 256 characters":  func(e *provider.Event) { e.MerchantReference = strings.Repeat("é", 256) },
 		"a provider refund id over 255":           func(e *provider.Event) { e.Refund = &provider.Refund{ID: strings.Repeat("x", 256)} },
 		"a refund reference over 512":             func(e *provider.Event) { e.Refund = &provider.Refund{Reference: strings.Repeat("x", 513)} },
 		"an event id that is not UTF-8":           func(e *provider.Event) { e.ID = "evt_\xff" },
@@ -111,6 +112,14 @@ func TestNewEvent(t *testing.T) {
 		"a type of 256":                func(e *provider.Event) { e.Type = strings.Repeat("x", 256) },
 		"a provider payment id of 255": func(e *provider.Event) { e.PaymentID = strings.Repeat("x", 255) },
 		"a merchant reference of 255":  func(e *provider.Event) { e.MerchantReference = strings.Repeat("x", 255) },
+		// The schema counts characters, as the API server does: a Payment's
+		// merchant reference of 64 four-byte characters (its limit) is 256
+		// bytes, and its events are stored.
+		"a merchant reference of 64 four-byte characters": func(e *provider.Event) { e.MerchantReference = strings.Repeat("💳", 64) },
+		"an id of 512 two-byte characters":                func(e *provider.Event) { e.ID = strings.Repeat("é", 512) },
+		"a refund reference of 512 two-byte characters": func(e *provider.Event) {
+			e.Refund = &provider.Refund{ID: "re_1", Reference: strings.Repeat("é", 512)}
+		},
 		"a provider refund id of 255": func(e *provider.Event) {
 			e.Refund = &provider.Refund{ID: strings.Repeat("x", 255), Reference: "shop/r1/uid"}
 		},
