@@ -391,7 +391,9 @@ func (m *machine) succeeded() {
 		m.moveTo(v1alpha1.PhaseSucceeded, v1alpha1.ReasonLateSuccess)
 		m.st.ExpiredLocally = false
 		m.needsReview(v1alpha1.ReasonLateSuccess, "payment succeeded at the provider after it was closed out as unpaid")
-	case from == v1alpha1.PhaseFailed || (from == v1alpha1.PhaseExpired && !m.st.ExpiredLocally):
+	case from == v1alpha1.PhaseFailed || from == v1alpha1.PhaseCanceled || (from == v1alpha1.PhaseExpired && !m.st.ExpiredLocally):
+		// Final without the money (a cancel released the merchant
+		// reference too): a success now is for a human, never a flip.
 		m.conflict(from)
 	case mismatch == "" && m.obs.Amount == nil && from == v1alpha1.PhaseUnknown && m.reviewReason() == v1alpha1.ReasonAmountMismatch:
 		// A success that does not say how much was paid cannot settle a
