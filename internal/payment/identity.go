@@ -506,6 +506,16 @@ func afterObserve(c *change, pol Policy, call Call) Outcome {
 				c.p.MerchantRef()),
 		})
 		c.park()
+	case class == Refused:
+		// The provider refused the look-up (several payments carry the
+		// reference: one per attempt at the order): the copy can be
+		// neither adopted nor proven new.
+		c.apply(Observation{
+			Source: v1alpha1.SourceCreate, Observed: ObservedUnknown, Review: v1alpha1.ReasonCreateOutcomeUnknown,
+			Reason: fmt.Sprintf("restored without status from an object that sent its create, and looking merchant reference %q up found nothing usable (%s): not created again; check the provider, then resolve this Payment",
+				c.p.MerchantRef(), call.Err),
+		})
+		c.park()
 	case class == NotFound || class == Unsupported:
 		// The order is new: an operator's action carried by the copy
 		// comes before its create (a cancel then sends nothing).

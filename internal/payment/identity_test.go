@@ -277,6 +277,17 @@ func TestRestoredCopyIsObservedBeforeCreate(t *testing.T) {
 		}
 	}
 
+	// Several payments carry the reference (one per attempt at the order):
+	// neither adopted nor created, for a human.
+	several := &provider.Error{Provider: "p", Op: "find", Class: provider.ErrNonRetryable, Detail: "2 payments carry merchant reference order-1"}
+	got := store(restored, payment.AfterLookup(restored, pol, fails(several), t0))
+	if got.Status.Phase != v1alpha1.PhaseUnknown || review(got) != v1alpha1.ReasonCreateOutcomeUnknown || got.Status.CreateRequestedAt != nil || got.Status.AdoptedAt != nil {
+		t.Errorf("a refused look-up: phase %s, review %q, %+v; want Unknown + CreateOutcomeUnknown, nothing created or adopted", got.Status.Phase, review(got), got.Status)
+	}
+	if s := planned(got, pol, t0.Add(time.Hour)); s.Action == payment.Create || s.Action == payment.Lookup {
+		t.Errorf("after a refused look-up: %s (%s), want nothing sent", s.Action, s.Why)
+	}
+
 	wait := store(restored, payment.AfterLookup(restored, pol, fails(errNoAnswer), t0))
 	if wait.Status.CreateRequestedAt != nil || wait.Status.Phase.IsFinal() {
 		t.Fatalf("no answer must decide nothing: %+v", wait.Status)

@@ -145,12 +145,13 @@ func (a *Adapter) FindByMerchantReference(ctx context.Context, ref string) (prov
 	if err != nil {
 		return provider.Payment{}, err
 	}
+	var found []provider.Payment
 	for _, j := range out.Items {
 		if j.CorrelationID == ref {
-			return j.Normalize(), nil
+			found = append(found, j.Normalize())
 		}
 	}
-	return provider.Payment{}, &provider.Error{Provider: a.c.Name(), Op: "find", Class: provider.ErrNotFound, Detail: "no job with correlationId " + ref}
+	return provider.OneMatch(a.c.Name(), "job", ref, found)
 }
 
 // ListEvents implements provider.Provider: GET /events?since=&cursor=. NextCursor is

@@ -221,14 +221,15 @@ func (a *Adapter) FindByMerchantReference(ctx context.Context, ref string) (prov
 	if err != nil {
 		return provider.Payment{}, err
 	}
+	var found []provider.Payment
 	for _, p := range out.Data {
 		// Filter again: a provider that ignores an unknown query parameter would
 		// otherwise hand us somebody else's payment.
 		if p.OutTradeNo == ref {
-			return p.Normalize(), nil
+			found = append(found, p.Normalize())
 		}
 	}
-	return provider.Payment{}, &provider.Error{Provider: a.c.Name(), Op: "find", Class: provider.ErrNotFound, Detail: "no payment with out_trade_no " + ref}
+	return provider.OneMatch(a.c.Name(), "payment", ref, found)
 }
 
 // ListEvents implements provider.Provider through GET /v1/events?created[gte]=, paging

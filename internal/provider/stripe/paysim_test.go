@@ -766,6 +766,14 @@ func TestPaysimFindByMerchantReference(t *testing.T) {
 	if _, err := e.a.FindByMerchantReference(ctx, "ORD-'FIND"); !errors.Is(err, provider.ErrNotFound) {
 		t.Fatalf("a prefix matched: %v", err)
 	}
+	// Another attempt at the order (a new key): two PaymentIntents carry the
+	// reference, and which is the asker's cannot be told.
+	again := e.create(t, offSessionReq("key-find-again", "ORD-'FIND'", 1000, provider.CaptureAutomatic))
+	_, err = e.a.FindByMerchantReference(ctx, "ORD-'FIND'")
+	providertest.AssertClass(t, err, provider.ErrNonRetryable)
+	if err == nil || !strings.Contains(err.Error(), p.ID) || !strings.Contains(err.Error(), again.ID) {
+		t.Errorf("the refusal does not name both PaymentIntents: %v", err)
+	}
 }
 
 // TestPaysimListEventsPages walks the events API back to since, page by page, and

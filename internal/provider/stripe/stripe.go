@@ -403,6 +403,7 @@ func (a *Adapter) FindByMerchantReference(ctx context.Context, ref string) (prov
 		SearchParams: stripego.SearchParams{Query: SearchQuery(ref), Limit: stripego.Int64(searchLimit), Single: true, Context: ctx},
 	}
 	sp.AddExpand("data.latest_charge")
+	var found []*stripego.PaymentIntent
 	for pi, err := range a.sc.V1PaymentIntents.Search(ctx, sp) {
 		if err != nil {
 			return provider.Payment{}, a.classify(ctx, "find", callList, err)
@@ -410,10 +411,17 @@ func (a *Adapter) FindByMerchantReference(ctx context.Context, ref string) (prov
 		// Filter again: the search language matches exactly, but a stand-in that
 		// ignores the query would hand us somebody else's payment.
 		if pi.Metadata[MetadataMerchantReference] == ref {
-			return a.intentPayment("find", callList, pi)
+			found = append(found, pi)
 		}
 	}
-	return provider.Payment{}, &provider.Error{Provider: a.name, Op: "find", Class: provider.ErrNotFound, Detail: "no PaymentIntent with merchant_reference " + ref}
+	if len(found) == 1 {
+		return a.intentPayment("find", callList, found[0])
+	}
+	ids := make([]provider.Payment, len(found))
+	for i, pi := range found {
+		ids[i] = provider.Payment{ID: pi.ID}
+	}
+	return provider.OneMatch(a.name, "PaymentIntent", ref, ids)
 }
 
 // SearchQuery is the Search API query for a merchant reference. Stripe's query
