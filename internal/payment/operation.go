@@ -39,13 +39,15 @@ func OperationKey(p *v1alpha1.Payment, kind v1alpha1.OperationKind) string {
 // not a retry of the declined one, and gets a key of its own
 // ("<create key>/capture/2", ...): the provider may answer a key it has seen
 // with that key's first answer, the decline. Within one attempt the key is
-// the marker's, so every retry is byte-identical (SPEC §12.1).
+// the marker's, so every retry is byte-identical (SPEC §12.1). A create key
+// too long to take the suffix within the providers' limits is hashed
+// (derivedKey).
 func newOperationKey(p *v1alpha1.Payment, kind v1alpha1.OperationKind) string {
-	key := CreateKey(p) + "/" + strings.ToLower(string(kind))
+	suffix := "/" + strings.ToLower(string(kind))
 	if n := p.Status.FundingDeclines; n > 0 && (kind == v1alpha1.OperationCapture || kind == v1alpha1.OperationAuthorize) {
-		key += "/" + strconv.Itoa(int(n)+1)
+		suffix += "/" + strconv.Itoa(int(n)+1)
 	}
-	return key
+	return derivedKey(CreateKey(p), suffix)
 }
 
 // fundingDeclined reports whether obs, what the provider says in answer to the

@@ -15,10 +15,23 @@ import (
 // one's refund never settles the new one and the new one is never taken for
 // a replay of the old one's call.
 
-// MaxRefundKey bounds a default refund idempotency key: PayPal's
-// PayPal-Request-Id takes at most 108 characters, the lowest of the
+// MaxRefundKey bounds a default refund idempotency key, and every key
+// derived from a payment's (its capture's, authorization's, cancel's):
+// PayPal's PayPal-Request-Id takes at most 108 characters, the lowest of the
 // providers' limits (Stripe's is 255).
 const MaxRefundKey = 100
+
+// derivedKey is the key of a call derived from its payment's key pk: pk and
+// suffix, with pk replaced by its hash when the whole would pass
+// MaxRefundKey (a long spec.idempotencyKey), so the key stays deterministic,
+// fits wherever the create's did, and keeps suffix readable.
+func derivedKey(pk, suffix string) string {
+	if len(pk)+len(suffix) > MaxRefundKey {
+		sum := sha256.Sum256([]byte(pk))
+		pk = "p" + hex.EncodeToString(sum[:])[:32]
+	}
+	return pk + suffix
+}
 
 // RefundKey is the idempotency key of rf's refund call: spec.idempotencyKey
 // when set, else "<payment key>/refund/<uid>", derived from the payment's
@@ -29,13 +42,7 @@ func RefundKey(p *v1alpha1.Payment, rf *v1alpha1.Refund) string {
 	if rf.Spec.IdempotencyKey != "" {
 		return rf.Spec.IdempotencyKey
 	}
-	pk := CreateKey(p)
-	const sep = "/refund/"
-	if len(pk)+len(sep)+len(rf.UID) > MaxRefundKey {
-		sum := sha256.Sum256([]byte(pk))
-		pk = "p" + hex.EncodeToString(sum[:])[:32]
-	}
-	return pk + sep + string(rf.UID)
+	return derivedKey(CreateKey(p), "/refund/"+string(rf.UID))
 }
 
 // RefundRef is a refund reference (v1alpha1.Refund.Reference) read back from
