@@ -9,8 +9,10 @@
 package generic
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -116,6 +118,9 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 		Op: "create", Method: http.MethodPost, Path: "/jobs", Header: h, ConflictRetryable: true,
 		JSON: body,
 	}, &out)
+	if j, ok := undecidedJob(err); ok {
+		return j.Normalize(), nil
+	}
 	if err != nil {
 		return provider.Payment{}, err
 	}
@@ -123,6 +128,27 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 		return provider.Payment{}, provider.NoID(a.c.Name(), "create", "job")
 	}
 	return out.Normalize(), nil
+}
+
+// undecidedJob reads a create's refusal (a problem with retryable:false, or
+// a 4xx) that names the job it made (jobId) and says the job is not decided
+// (jobStatus processing or unknown, or none): the job exists and may still
+// charge (retryable:false means "do not send this again", not "no job"). It
+// is the create's answer: the payment follows the job by its id, and
+// "unknown" is not final (keep querying, then Unknown), never a refusal that
+// fails the payment and releases its merchant reference. A retryable answer
+// (409 with the key in progress) stays one: the create is sent again with
+// its key.
+func undecidedJob(err error) (Job, bool) {
+	var pe *provider.Error
+	if !errors.As(err, &pe) || pe.Problem == nil || pe.Problem.JobID == "" || pe.Class != provider.ErrNonRetryable {
+		return Job{}, false
+	}
+	pr := pe.Problem
+	if st := MapJobStatus(pr.JobStatus); st != provider.StatusProcessing && st != provider.StatusUnknown {
+		return Job{}, false
+	}
+	return Job{JobID: pr.JobID, CorrelationID: pr.CorrelationID, JobStatus: cmp.Or(pr.JobStatus, "unknown"), ProcessingStage: pr.ProcessingStage}, true
 }
 
 // Get implements provider.Provider: GET /jobs/{jobId}.

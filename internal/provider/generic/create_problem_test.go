@@ -1,0 +1,68 @@
+package generic_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/generic"
+)
+
+// TestACreateProblemNamingAJobStillUndecidedDoesNotFailThePayment: the async-job
+// API answers POST /jobs with an RFC 9457 problem that names the job it made
+// (jobId) and says that job is not decided (jobStatus "unknown" or
+// "processing"), with retryable:false ("do not send this again: query the job").
+//
+//  1. paywarden marks the create and sends POST /jobs with its key.
+//  2. The API answers 500 application/problem+json {jobId, jobStatus, processingStage,
+//     retryable:false}: the job exists and may still charge.
+//  3. Read as a refusal (retryable:false beats the 5xx), the core would settle
+//     the payment Failed (CreateRejected), release its merchant reference and
+//     never query the job. The adapter answers with the job instead: the
+//     payment records job_7 and queries it.
+//
+// Violates SPEC §4 generic ("`unknown` is not final: keep querying, then Unknown"),
+// §11.3 ("Only a definitive decline or validation answer about the payment itself
+// fails it"), §2.3 (only a definitive 4xx rejection fails a create) and seed 003
+// (retryable:false means stop blind retries; a job reported failed/undecided with
+// retryable:false goes to manual review, the jobId is what the status is queried by).
+// A Failed payment releases the merchant reference (§12.1), so the order can be
+// charged again by a new Payment while this job goes on to take the money.
+func TestACreateProblemNamingAJobStillUndecidedDoesNotFailThePayment(t *testing.T) {
+	for _, jobStatus := range []string{"unknown", "processing"} {
+		t.Run(jobStatus, func(t *testing.T) {
+			a := serve(t, problemAnswer(500, `{"type":"https://api.example/problems/settlement-timeout","title":"Settlement did not answer in time",`+
+				`"status":500,"jobId":"job_7","correlationId":"ns.order-1","jobStatus":"`+jobStatus+`","processingStage":"settlement","retryable":false}`))
+			now := time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
+			p := &v1alpha1.Payment{
+				ObjectMeta: metav1.ObjectMeta{Name: "order-1", Namespace: "ns", UID: "uid-1", CreationTimestamp: metav1.NewTime(now.Add(-time.Second))},
+				Spec: v1alpha1.PaymentSpec{
+					ProviderRef: v1alpha1.LocalObjectReference{Name: "gen"},
+					Amount:      v1alpha1.Amount{Value: 1999, Currency: "USD"},
+				},
+			}
+			p.Status.Phase = v1alpha1.PhasePending
+			p.Status.CreateRequestedAt = &metav1.Time{Time: now}
+			p.Status.IdempotencyKey = p.IdempotencyKey()
+
+			pp, err := a.Create(context.Background(), provider.CreateRequest{
+				IdempotencyKey: payment.CreateKey(p), MerchantReference: p.MerchantRef(), Amount: 1999, Currency: "USD",
+			})
+			pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{}).WithCapabilities(&v1alpha1.PaymentProviderSpec{}, generic.Capabilities())
+			out := payment.AfterCreate(p, pol, payment.Call{Payment: pp, Err: err}, now.Add(time.Second))
+			if out.Status.ProviderPaymentID != "job_7" || out.Status.Phase.IsFinal() || out.Status.Query.NextTime == nil {
+				t.Errorf("the create answered with job job_7 %s: providerPaymentID %q, phase %s, next query %v; want job_7 followed by status queries",
+					jobStatus, out.Status.ProviderPaymentID, out.Status.Phase, out.Status.Query.NextTime)
+			}
+			if out.Status.Phase == v1alpha1.PhaseFailed {
+				t.Fatalf("the create was answered with job job_7 %s (retryable:false, err %v) and the payment was settled Failed (%+v): "+
+					"a job that exists and is not decided must be followed (queried by its jobId, or looked up), never failed", jobStatus, err, out.Status.Failure)
+			}
+		})
+	}
+}
