@@ -88,7 +88,7 @@ func AfterLookup(p *v1alpha1.Payment, pol Policy, call Call, now time.Time) Outc
 	// A canceled charge is looked up instead of created again (planCreate):
 	// until its key window ends, "not found" may be a create still on its way
 	// or a search that lags, and is no verdict.
-	searching := cancelingUnknownCreate(c.p) && chargesOnCreate(c.p) && now.Before(windowEnd)
+	searching := cancelingUnknownCreate(c.p) && chargesOnCreate(c.p, pol) && now.Before(windowEnd)
 	// A lookup after a key conflict, still inside the key window: finding
 	// nothing yet is no verdict (the first request may still be running, or
 	// not searchable yet); look again on the backoff.

@@ -497,7 +497,7 @@ func afterObserve(c *change, pol Policy, call Call) Outcome {
 		t := metav1.NewTime(c.now)
 		c.st().AdoptedAt = &t
 		c.event(false, "Adopted", why)
-	case class == Unsupported && chargesOnCreate(c.p):
+	case class == Unsupported && chargesOnCreate(c.p, pol):
 		// A charge cannot be proven new where the provider cannot be
 		// searched: creating it again could take the money twice.
 		c.apply(Observation{

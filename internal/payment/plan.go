@@ -347,7 +347,7 @@ func planCreate(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Ste
 		return Step{Action: Write, Outcome: markCreate(p, now), Announces: Create, Why: "create marker before the call"}
 	case pastExpiry:
 		return Step{Action: Lookup, Why: "past expiresAfter: no create is sent; look for one that may have gone out"}
-	case canceling && chargesOnCreate(p):
+	case canceling && chargesOnCreate(p, pol):
 		return Step{Action: Lookup, Why: "canceled before the charge's outcome was known: never charge again, look for the charge to cancel"}
 	case now.Sub(st.CreateRequestedAt.Time) >= pol.LookupAfter():
 		return Step{Action: Lookup, Why: "create marker older than the idempotency window minus its margin"}
@@ -374,10 +374,13 @@ func cancelingUnknownCreate(p *v1alpha1.Payment) bool {
 	return st.Operation != nil && st.Operation.Kind == v1alpha1.OperationCancel && ProviderID(p) == "" && st.CreateRequestedAt != nil
 }
 
-// chargesOnCreate: the create itself takes the payer's money (a server-side
-// charge of a stored payment method, captured at once).
-func chargesOnCreate(p *v1alpha1.Payment) bool {
-	return p.Spec.PaymentMethod != nil && p.Spec.CaptureMethod != v1alpha1.CaptureManual
+// chargesOnCreate: the create itself takes the payer's money and cannot be
+// withdrawn: a server-side charge of a stored payment method, captured at
+// once, or a payment without a checkout at a provider type that cannot
+// cancel (the async-job API charges a job as submitted).
+func chargesOnCreate(p *v1alpha1.Payment, pol Policy) bool {
+	return p.Spec.PaymentMethod != nil && p.Spec.CaptureMethod != v1alpha1.CaptureManual ||
+		pol.LifecycleKnown && !pol.Lifecycle.Cancel && p.Spec.Checkout == nil
 }
 
 func planQuery(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
