@@ -68,6 +68,11 @@ func Requery(p *v1alpha1.Payment, now time.Time) (Outcome, bool) {
 		return c.done(), true
 	}
 	st.Query.Attempts, st.Query.ConsecutiveErrors, st.Query.LastError, st.Query.LastErrorClass = 0, 0, "", ""
+	if st.Operation != nil {
+		// The next query is the lookup of the operation's outcome: a
+		// lookup that got no answer before is not made an answered one.
+		st.Query.LastTime = nil
+	}
 	st.Query.UnansweredSince = nil
 	st.Query.NextTime = ptrMicro(now)
 	phase := st.Phase
