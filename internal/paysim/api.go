@@ -171,6 +171,23 @@ func queryPayment[T any](s *Sim, prov, id string, render func(*payment) T) (show
 	return render(p), true
 }
 
+// searchPayments is a search of prov's payments by merchant reference (every
+// payment when ref is empty): counted, each payment found brought up to date and
+// shown as render shows it.
+func searchPayments[T any](s *Sim, prov, ref string, render func(*payment) T) []T {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counters.Searches++
+	found := []T{}
+	for _, p := range s.payments[prov] {
+		if ref == "" || p.ref == ref {
+			s.refreshLocked(p)
+			found = append(found, render(p))
+		}
+	}
+	return found
+}
+
 // optionalJSON decodes the body of a call whose fields may all be left out into
 // v; an empty body (or white space only) leaves v as it is.
 func optionalJSON(body []byte, v any) error {
@@ -427,6 +444,24 @@ func parseSince(v string) (time.Time, error) {
 		return time.Unix(n, 0), nil
 	}
 	return time.Parse(time.RFC3339, v)
+}
+
+// eventsPage answers one call of prov's events list (counted): the bodies of a
+// page of eventsPageLocked, oldest first, and the id of its last event, which
+// pages on when more is true. ok is false for an unknown cursor.
+func (s *Sim) eventsPage(prov string, since time.Time, typ, cursor string, limit int) (raws []json.RawMessage, last string, more, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counters.EventListCalls++
+	page, more, ok := s.eventsPageLocked(prov, since, typ, cursor, limit)
+	raws = []json.RawMessage{}
+	for _, e := range page {
+		raws = append(raws, e.Raw)
+	}
+	if len(page) > 0 {
+		last = page[len(page)-1].ID
+	}
+	return raws, last, more, ok
 }
 
 // eventsPageLocked pages provider's events created at or after since, optionally only

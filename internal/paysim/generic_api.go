@@ -97,17 +97,7 @@ func (s *Sim) genericSearch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ref := r.URL.Query().Get("correlationId")
-	out := generic.JobList{Items: []generic.Job{}}
-	s.mu.Lock()
-	s.counters.Searches++
-	for _, p := range s.payments[Generic] {
-		if ref == "" || p.ref == ref {
-			s.refreshLocked(p)
-			out.Items = append(out.Items, s.genericJob(p))
-		}
-	}
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, generic.JobList{Items: searchPayments(s, Generic, ref, s.genericJob)})
 }
 
 // genericEvents serves GET /events?since=&cursor=&limit=, oldest first; the cursor is
@@ -122,20 +112,14 @@ func (s *Sim) genericEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, Generic, http.StatusBadRequest, "invalid_request", "since must be RFC 3339 or unix seconds", boolPtr(false), 0)
 		return
 	}
-	s.mu.Lock()
-	s.counters.EventListCalls++
-	page, more, ok := s.eventsPageLocked(Generic, since, q.Get("type"), q.Get("cursor"), pageLimit(r))
-	out := generic.EventList{Events: []json.RawMessage{}, HasMore: more}
-	for _, e := range page {
-		out.Events = append(out.Events, e.Raw)
-	}
-	if more && len(page) > 0 {
-		out.NextCursor = page[len(page)-1].ID
-	}
-	s.mu.Unlock()
+	raws, last, more, ok := s.eventsPage(Generic, since, q.Get("type"), q.Get("cursor"), pageLimit(r))
 	if !ok {
 		s.writeError(w, Generic, http.StatusBadRequest, "invalid_request", "unknown cursor", boolPtr(false), 0)
 		return
+	}
+	out := generic.EventList{Events: raws, HasMore: more}
+	if more {
+		out.NextCursor = last
 	}
 	writeJSON(w, http.StatusOK, out)
 }

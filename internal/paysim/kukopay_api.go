@@ -114,17 +114,7 @@ func (s *Sim) kukopaySearch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ref := r.URL.Query().Get("out_trade_no")
-	out := kukopay.List[kukopay.PaymentObject]{Object: "list", Data: []kukopay.PaymentObject{}}
-	s.mu.Lock()
-	s.counters.Searches++
-	for _, p := range s.payments[KukoPay] {
-		if ref == "" || p.ref == ref {
-			s.refreshLocked(p)
-			out.Data = append(out.Data, s.kukopayObject(p))
-		}
-	}
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, kukopay.List[kukopay.PaymentObject]{Object: "list", Data: searchPayments(s, KukoPay, ref, s.kukopayObject)})
 }
 
 // kukopayEvents serves GET /v1/events?type=&created[gte]=&starting_after=&limit=,
@@ -139,19 +129,12 @@ func (s *Sim) kukopayEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, KukoPay, http.StatusBadRequest, "invalid_request", "created[gte] must be RFC 3339 or unix seconds", nil, 0)
 		return
 	}
-	s.mu.Lock()
-	s.counters.EventListCalls++
-	page, more, ok := s.eventsPageLocked(KukoPay, since, q.Get("type"), q.Get("starting_after"), pageLimit(r))
-	out := kukopay.List[json.RawMessage]{Object: "list", Data: []json.RawMessage{}, HasMore: more}
-	for _, e := range page {
-		out.Data = append(out.Data, e.Raw)
-	}
-	s.mu.Unlock()
+	raws, _, more, ok := s.eventsPage(KukoPay, since, q.Get("type"), q.Get("starting_after"), pageLimit(r))
 	if !ok {
 		s.writeError(w, KukoPay, http.StatusBadRequest, "invalid_request", "unknown starting_after event", nil, 0)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, kukopay.List[json.RawMessage]{Object: "list", Data: raws, HasMore: more})
 }
 
 // kukopayError is KukoPay's error answer.
