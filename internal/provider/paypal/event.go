@@ -65,10 +65,7 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		if err = json.Unmarshal(e.Resource, &c); err == nil {
 			own = c.ID
 			ev.MerchantReference = firstNonEmpty(c.InvoiceID, c.CustomID)
-			ev.PaymentID = orderIDFromLinks(c.Links)
-			if c.SupplementaryData != nil && c.SupplementaryData.RelatedIDs.OrderID != "" {
-				ev.PaymentID = c.SupplementaryData.RelatedIDs.OrderID
-			}
+			ev.PaymentID = orderID(c.SupplementaryData, c.Links)
 			ev.Currency = c.Amount.CurrencyCode
 			ev.Amount, err = ParseAmount(c.Amount.Value, c.Amount.CurrencyCode)
 			if c.StatusDetails != nil {
@@ -127,10 +124,7 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		if err = json.Unmarshal(e.Resource, &au); err == nil {
 			own = au.ID
 			ev.MerchantReference = firstNonEmpty(au.InvoiceID, au.CustomID)
-			ev.PaymentID = orderIDFromLinks(au.Links)
-			if au.SupplementaryData != nil && au.SupplementaryData.RelatedIDs.OrderID != "" {
-				ev.PaymentID = au.SupplementaryData.RelatedIDs.OrderID
-			}
+			ev.PaymentID = orderID(au.SupplementaryData, au.Links)
 			ev.Currency = au.Amount.CurrencyCode
 			ev.Amount, err = ParseAmount(au.Amount.Value, au.Amount.CurrencyCode)
 			if ev.Status == provider.StatusCanceled && au.Status == "EXPIRED" {
@@ -170,6 +164,15 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		return provider.Event{}, provider.MalformedEvent("paypal event "+e.ID+" resource carries no id and names no order or merchant reference", nil)
 	}
 	return ev, nil
+}
+
+// orderID returns the order id of a capture or authorization: its supplementary
+// data's order_id, else the one of its "up" link.
+func orderID(sd *SupplementaryData, links []Link) string {
+	if sd != nil && sd.RelatedIDs.OrderID != "" {
+		return sd.RelatedIDs.OrderID
+	}
+	return orderIDFromLinks(links)
 }
 
 // orderIDFromLinks returns the order id of an "up" link to /v2/checkout/orders/{id}, as
