@@ -125,6 +125,38 @@ func BlankSecrets() error {
 	return SignatureError(ErrNoMatchingSignature, "signing secret missing: every configured secret is blank (empty or whitespace only)")
 }
 
+// MatchSecrets checks a signature with each configured secret, every one of them
+// whatever an earlier one found: none configured is no match; a blank one
+// (BlankSecret) is never a key and is skipped, so it does not block a real one
+// beside it, and with only blank ones nothing verifies (BlankSecrets); one
+// match among the rest verifies. match reports whether secret signed the
+// request; its error refuses the request at once (a header no secret can make
+// valid).
+func MatchSecrets(secrets [][]byte, match func(secret []byte) (bool, error)) error {
+	if len(secrets) == 0 {
+		return SignatureError(ErrNoMatchingSignature, "no secrets configured")
+	}
+	matched, usable := false, 0
+	for _, secret := range secrets {
+		if BlankSecret(secret) {
+			continue
+		}
+		usable++
+		ok, err := match(secret)
+		if err != nil {
+			return err
+		}
+		matched = matched || ok
+	}
+	if usable == 0 {
+		return BlankSecrets()
+	}
+	if !matched {
+		return SignatureError(ErrNoMatchingSignature, "")
+	}
+	return nil
+}
+
 // ErrMalformedEvent is returned by ParseEvent for a body it cannot decode.
 var ErrMalformedEvent = errors.New("malformed event")
 

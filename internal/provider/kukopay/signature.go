@@ -101,16 +101,9 @@ func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duratio
 	if len(ps.V1) == 0 {
 		return provider.SignatureError(provider.ErrNoMatchingSignature, "no v1 signature in header")
 	}
-	if len(secrets) == 0 {
-		return provider.SignatureError(provider.ErrNoMatchingSignature, "no secrets configured")
-	}
-	matched, usable := false, 0
-	for _, secret := range secrets {
-		if provider.BlankSecret(secret) {
-			continue
-		}
-		usable++
+	err = provider.MatchSecrets(secrets, func(secret []byte) (bool, error) {
 		want := []byte(Sign(secret, ps.Timestamp, body))
+		matched := false
 		for _, got := range ps.V1 {
 			// Lowercase so an upper-case hex sender still matches; hmac.Equal keeps the
 			// comparison constant-time.
@@ -118,12 +111,10 @@ func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duratio
 				matched = true
 			}
 		}
-	}
-	if usable == 0 {
-		return provider.BlankSecrets()
-	}
-	if !matched {
-		return provider.SignatureError(provider.ErrNoMatchingSignature, "")
+		return matched, nil
+	})
+	if err != nil {
+		return err
 	}
 	if !provider.WithinTolerance(time.Unix(ps.Timestamp, 0), now, tolerance) {
 		return provider.SignatureError(provider.ErrTimestampTolerance, "t="+strconv.FormatInt(ps.Timestamp, 10))

@@ -42,30 +42,20 @@ func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duratio
 	if err != nil {
 		return err
 	}
-	if len(secrets) == 0 {
-		return provider.SignatureError(provider.ErrNoMatchingSignature, "no secrets configured")
-	}
-	matched, usable := false, 0
-	for _, secret := range secrets {
-		if provider.BlankSecret(secret) {
-			continue
-		}
-		usable++
+	err = provider.MatchSecrets(secrets, func(secret []byte) (bool, error) {
 		s := strings.TrimSpace(string(secret))
 		switch err := webhook.ValidatePayloadIgnoringTolerance(body, header, s); {
 		case err == nil:
-			matched = true
+			return true, nil
 		case errors.Is(err, webhook.ErrInvalidHeader):
-			return provider.SignatureError(provider.ErrMalformedHeader, err.Error())
+			return false, provider.SignatureError(provider.ErrMalformedHeader, err.Error())
 		case errors.Is(err, webhook.ErrNotSigned):
-			return provider.SignatureError(provider.ErrMissingHeader, HeaderSignature)
+			return false, provider.SignatureError(provider.ErrMissingHeader, HeaderSignature)
 		}
-	}
-	if usable == 0 {
-		return provider.BlankSecrets()
-	}
-	if !matched {
-		return provider.SignatureError(provider.ErrNoMatchingSignature, "")
+		return false, nil
+	})
+	if err != nil {
+		return err
 	}
 	if !provider.WithinTolerance(time.Unix(ts, 0), now, tolerance) {
 		return provider.SignatureError(provider.ErrTimestampTolerance, "t="+strconv.FormatInt(ts, 10))
