@@ -77,30 +77,24 @@ func (o *Options) defaults() {
 	if len(o.Senders) == 0 {
 		o.Senders = []int{1, 8, 32}
 	}
-	if o.Events <= 0 {
-		o.Events = 1000
-	}
-	if o.OpenSeconds <= 0 {
-		o.OpenSeconds = 20
-	}
-	if o.Happy <= 0 {
-		o.Happy = 100
-	}
-	if o.InFlightSmall <= 0 {
-		o.InFlightSmall = 1000
-	}
-	if o.InFlightLarge <= 0 {
-		o.InFlightLarge = 10000
-	}
-	if o.BacklogQPS <= 0 {
-		o.BacklogQPS = 50
-	}
-	if o.BacklogBurst <= 0 {
-		o.BacklogBurst = 100
-	}
+	o.Events = positiveOr(o.Events, 1000)
+	o.OpenSeconds = positiveOr(o.OpenSeconds, 20)
+	o.Happy = positiveOr(o.Happy, 100)
+	o.InFlightSmall = positiveOr(o.InFlightSmall, 1000)
+	o.InFlightLarge = positiveOr(o.InFlightLarge, 10000)
+	o.BacklogQPS = positiveOr(o.BacklogQPS, 50)
+	o.BacklogBurst = positiveOr(o.BacklogBurst, 100)
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+}
+
+// positiveOr returns v, or def when v is not positive (an option left unset).
+func positiveOr[T int | int32 | float64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // Results is everything one run measured; it is also the JSON file.
