@@ -94,16 +94,10 @@ type faultsJSON struct {
 
 // MarshalJSON writes durations as strings ("1.5s").
 func (f Faults) MarshalJSON() ([]byte, error) {
-	d := func(v time.Duration) string {
-		if v == 0 {
-			return ""
-		}
-		return v.String()
-	}
 	return json.Marshal(faultsJSON{
-		f.ServerErrorRate, f.TooManyRequestsRate, d(f.RetryAfter), f.SlowRate, d(f.SlowDelay), f.LostResponseRate,
+		f.ServerErrorRate, f.TooManyRequestsRate, durationString(f.RetryAfter), f.SlowRate, durationString(f.SlowDelay), f.LostResponseRate,
 		f.GarbledAnswerRate, f.GarbledBody, f.FrontServerErrors, f.Operations,
-		f.DropRate, f.DuplicateRate, f.ReorderRate, f.DelayRate, d(f.WebhookDelay), d(f.ReorderHold),
+		f.DropRate, f.DuplicateRate, f.ReorderRate, f.DelayRate, durationString(f.WebhookDelay), durationString(f.ReorderHold),
 	})
 }
 
@@ -124,18 +118,11 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		}
 	}
 	out.Operations = j.Operations
-	for _, p := range []struct {
-		s   string
-		dst *time.Duration
-	}{{j.RetryAfter, &out.RetryAfter}, {j.SlowDelay, &out.SlowDelay}, {j.WebhookDelay, &out.WebhookDelay}, {j.ReorderHold, &out.ReorderHold}} {
-		if p.s == "" {
-			continue
-		}
-		d, err := time.ParseDuration(p.s)
-		if err != nil {
-			return fmt.Errorf("faults: %w", err)
-		}
-		*p.dst = d
+	if err := readDurations(
+		durationField{j.RetryAfter, &out.RetryAfter}, durationField{j.SlowDelay, &out.SlowDelay},
+		durationField{j.WebhookDelay, &out.WebhookDelay}, durationField{j.ReorderHold, &out.ReorderHold},
+	); err != nil {
+		return fmt.Errorf("faults: %w", err)
 	}
 	*f = out
 	return nil

@@ -127,16 +127,10 @@ type scriptJSON struct {
 
 // MarshalJSON writes durations as duration strings.
 func (sc Script) MarshalJSON() ([]byte, error) {
-	d := func(v time.Duration) string {
-		if v == 0 {
-			return ""
-		}
-		return v.String()
-	}
 	return json.Marshal(scriptJSON{
-		Outcome: sc.Outcome, After: d(sc.After), Amount: sc.Amount, FailureCode: sc.FailureCode,
-		CaptureOutcome: sc.CaptureOutcome, AuthorizationPeriod: d(sc.AuthorizationPeriod), AfterHonorPeriod: sc.AfterHonorPeriod,
-		RefundOutcome: sc.RefundOutcome, RefundAfter: d(sc.RefundAfter),
+		Outcome: sc.Outcome, After: durationString(sc.After), Amount: sc.Amount, FailureCode: sc.FailureCode,
+		CaptureOutcome: sc.CaptureOutcome, AuthorizationPeriod: durationString(sc.AuthorizationPeriod), AfterHonorPeriod: sc.AfterHonorPeriod,
+		RefundOutcome: sc.RefundOutcome, RefundAfter: durationString(sc.RefundAfter),
 	})
 }
 
@@ -147,23 +141,48 @@ func (sc *Script) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	out := Script{Outcome: j.Outcome, Amount: j.Amount, FailureCode: j.FailureCode, CaptureOutcome: j.CaptureOutcome, AfterHonorPeriod: j.AfterHonorPeriod, RefundOutcome: j.RefundOutcome}
-	for _, p := range []struct {
-		s   string
-		dst *time.Duration
-	}{{j.After, &out.After}, {j.AuthorizationPeriod, &out.AuthorizationPeriod}, {j.RefundAfter, &out.RefundAfter}} {
-		if p.s == "" {
-			continue
-		}
-		d, err := time.ParseDuration(p.s)
-		if err != nil {
-			return err
-		}
-		*p.dst = d
+	if err := readDurations(
+		durationField{j.After, &out.After}, durationField{j.AuthorizationPeriod, &out.AuthorizationPeriod},
+		durationField{j.RefundAfter, &out.RefundAfter},
+	); err != nil {
+		return err
 	}
 	if err := ValidateScript(out); err != nil {
 		return err
 	}
 	*sc = out
+	return nil
+}
+
+// durationString writes a duration of the control API's JSON (Script, Faults):
+// a Go duration string ("1.5s"), "" for none.
+func durationString(v time.Duration) string {
+	if v == 0 {
+		return ""
+	}
+	return v.String()
+}
+
+// durationField is a duration of the control API's JSON: the string s read into
+// dst.
+type durationField struct {
+	s   string
+	dst *time.Duration
+}
+
+// readDurations reads each field's string as a Go duration into its dst; an
+// empty one ("" for none, as durationString writes it) leaves dst as it is.
+func readDurations(fields ...durationField) error {
+	for _, f := range fields {
+		if f.s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f.s)
+		if err != nil {
+			return err
+		}
+		*f.dst = d
+	}
 	return nil
 }
 
