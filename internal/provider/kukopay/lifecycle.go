@@ -77,13 +77,7 @@ func (a *Adapter) Capture(ctx context.Context, req provider.ActionRequest) (prov
 	if err := a.checkActionAmount(op, req.Amount, req.Currency); err != nil {
 		return provider.Payment{}, err
 	}
-	var out PaymentObject
-	err := a.c.Do(ctx, provider.Request{
-		Op: op, Method: http.MethodPost, Path: "/v1/payments/" + url.PathEscape(req.PaymentID) + "/capture",
-		Header: a.actionHeader(req.IdempotencyKey), JSON: CaptureRequest{AmountToCapture: req.Amount},
-		NotFound: true, ConflictRetryable: true,
-	}, &out)
-	err = keyConflict(err)
+	out, err := a.act(ctx, op, req, CaptureRequest{AmountToCapture: req.Amount})
 	if code(err) == ErrorCodeAlreadyCaptured {
 		return a.Get(ctx, req.PaymentID)
 	}
@@ -105,13 +99,7 @@ func (a *Adapter) Cancel(ctx context.Context, req provider.ActionRequest) (provi
 	if req.PaymentID == "" {
 		return provider.Payment{}, a.refuse(op, "empty payment id")
 	}
-	var out PaymentObject
-	err := a.c.Do(ctx, provider.Request{
-		Op: op, Method: http.MethodPost, Path: "/v1/payments/" + url.PathEscape(req.PaymentID) + "/cancel",
-		Header: a.actionHeader(req.IdempotencyKey), JSON: CancelRequest{CancellationReason: req.Reason},
-		NotFound: true, ConflictRetryable: true,
-	}, &out)
-	err = keyConflict(err)
+	out, err := a.act(ctx, op, req, CancelRequest{CancellationReason: req.Reason})
 	switch code(err) {
 	case ErrorCodeAlreadyCanceled:
 		return a.Get(ctx, req.PaymentID)
@@ -136,6 +124,19 @@ func (a *Adapter) Cancel(ctx context.Context, req provider.ActionRequest) (provi
 		return provider.Payment{}, err
 	}
 	return a.written(op, out)
+}
+
+// act makes the call op (capture, cancel) on payment req.PaymentID: POST
+// /v1/payments/{id}/{op} with body and Idempotency-Key = req.IdempotencyKey. The
+// answer is the payment; a 422 idempotency_error is a key conflict (keyConflict).
+func (a *Adapter) act(ctx context.Context, op string, req provider.ActionRequest, body any) (PaymentObject, error) {
+	var out PaymentObject
+	err := a.c.Do(ctx, provider.Request{
+		Op: op, Method: http.MethodPost, Path: "/v1/payments/" + url.PathEscape(req.PaymentID) + "/" + op,
+		Header: a.actionHeader(req.IdempotencyKey), JSON: body,
+		NotFound: true, ConflictRetryable: true,
+	}, &out)
+	return out, keyConflict(err)
 }
 
 // CreateRefund implements provider.Provider: POST /v1/refunds {payment, amount,
