@@ -167,13 +167,7 @@ const ErrorCodeIdempotency = "idempotency_error"
 // key exists and may have moved money, so it is no verdict on the payment (as other
 // 422s are) but a key conflict of this one call, whose outcome the caller looks up.
 func keyConflict(err error) error {
-	var pe *provider.Error
-	if errors.As(err, &pe) && pe.StatusCode == http.StatusUnprocessableEntity && pe.Code == ErrorCodeIdempotency {
-		c := *pe
-		c.Class = provider.ErrKeyConflict
-		return &c
-	}
-	return err
+	return reclassify(err, http.StatusUnprocessableEntity, ErrorCodeIdempotency, provider.ErrKeyConflict)
 }
 
 // ErrorCodeDuplicateOutTradeNo is KukoPay's error code for a create whose out_trade_no
@@ -185,10 +179,16 @@ const ErrorCodeDuplicateOutTradeNo = "duplicate_out_trade_no"
 // belongs to a different payment is a definitive answer about this one, and retrying
 // with the same key can only repeat it.
 func duplicateReference(err error) error {
+	return reclassify(err, http.StatusConflict, ErrorCodeDuplicateOutTradeNo, provider.ErrNonRetryable)
+}
+
+// reclassify returns a copy of err in class when err is KukoPay's answer with
+// HTTP status and error code code, and any other err as it is.
+func reclassify(err error, status int, code string, class error) error {
 	var pe *provider.Error
-	if errors.As(err, &pe) && pe.StatusCode == http.StatusConflict && pe.Code == ErrorCodeDuplicateOutTradeNo {
+	if errors.As(err, &pe) && pe.StatusCode == status && pe.Code == code {
 		c := *pe
-		c.Class = provider.ErrNonRetryable
+		c.Class = class
 		return &c
 	}
 	return err
