@@ -435,6 +435,22 @@ func MalformedEvents(t *testing.T, parse func([]byte) (provider.Event, error), m
 	}
 }
 
+// SetAside checks an events page read with one unreadable event among the
+// events of the list (ListEvents' answer page, err): it holds the one event
+// good, sets the event bad aside as provider.ErrMalformedEvent, and has more
+// to read from the cursor next, so the unreadable event stops nothing behind
+// it.
+func SetAside(t testing.TB, page provider.EventPage, err error, good, bad, next string) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 1 || page.Events[0].ID != good || len(page.Unreadable) != 1 || page.Unreadable[0].ID != bad ||
+		!errors.Is(page.Unreadable[0].Err, provider.ErrMalformedEvent) || page.NextCursor != next || !page.HasMore {
+		t.Fatalf("%+v", page)
+	}
+}
+
 // FuzzedEvent is the check of an adapter's FuzzParseEvent on the fuzzed body
 // b: ParseEvent (parse) refuses it as provider.ErrMalformedEvent, or accepts
 // an event with an id and a type, b unaltered as Raw, and a status exactly
