@@ -219,8 +219,7 @@ func (r run) perSecond() float64 {
 func closedLoop(ctx context.Context, s sender, n, workers int) run {
 	lat := make([]time.Duration, n)
 	var next atomic.Int64
-	var errs atomic.Int64
-	var firstErr atomic.Value
+	var failed failures
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range workers {
@@ -233,20 +232,13 @@ func closedLoop(ctx context.Context, s sender, n, workers int) run {
 					return
 				}
 				t0 := time.Now()
-				if err := s.send(ctx, i); err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-				}
+				failed.record(s.send(ctx, i))
 				lat[i] = time.Since(t0)
 			}
 		}()
 	}
 	wg.Wait()
-	r := run{Events: n, Elapsed: time.Since(start), Latencies: lat, Errors: int(errs.Load())}
-	if e, ok := firstErr.Load().(string); ok {
-		r.FirstErr = e
-	}
-	return r
+	return failed.result(n, time.Since(start), lat)
 }
 
 // openLoop starts event i at start + i/rate whatever happened to the
@@ -254,8 +246,7 @@ func closedLoop(ctx context.Context, s sender, n, workers int) run {
 // next request), and measures each from its scheduled start.
 func openLoop(ctx context.Context, s sender, n int, rate float64) run {
 	lat := make([]time.Duration, n)
-	var errs atomic.Int64
-	var firstErr atomic.Value
+	var failed failures
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range n {
@@ -266,16 +257,34 @@ func openLoop(ctx context.Context, s sender, n int, rate float64) run {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.send(ctx, i); err != nil {
-				errs.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
-			}
+			failed.record(s.send(ctx, i))
 			lat[i] = time.Since(at)
 		}()
 	}
 	wg.Wait()
-	r := run{Events: n, Elapsed: time.Since(start), Latencies: lat, Errors: int(errs.Load())}
-	if e, ok := firstErr.Load().(string); ok {
+	return failed.result(n, time.Since(start), lat)
+}
+
+// failures counts the failed sends of a load run, from any number of
+// goroutines, and keeps the first error.
+type failures struct {
+	n     atomic.Int64
+	first atomic.Value
+}
+
+// record counts err when a send failed.
+func (f *failures) record(err error) {
+	if err != nil {
+		f.n.Add(1)
+		f.first.CompareAndSwap(nil, err.Error())
+	}
+}
+
+// result is the run of n events that took elapsed, each with its latency in lat,
+// and these failures.
+func (f *failures) result(n int, elapsed time.Duration, lat []time.Duration) run {
+	r := run{Events: n, Elapsed: elapsed, Latencies: lat, Errors: int(f.n.Load())}
+	if e, ok := f.first.Load().(string); ok {
 		r.FirstErr = e
 	}
 	return r
