@@ -121,14 +121,10 @@ const verifyOp = "verify webhook"
 // byte for byte: encoding/json would compact and re-escape a json.RawMessage, and
 // PayPal checks the signature against the event as it sent it.
 func VerifyRequestBody(t Transmission, webhookID string, rawEvent []byte) ([]byte, error) {
-	head, err := json.Marshal(struct {
-		AuthAlgo         string `json:"auth_algo"`
-		CertURL          string `json:"cert_url"`
-		TransmissionID   string `json:"transmission_id"`
-		TransmissionSig  string `json:"transmission_sig"`
-		TransmissionTime string `json:"transmission_time"`
-		WebhookID        string `json:"webhook_id"`
-	}{t.AuthAlgo, t.CertURL, t.ID, t.Sig, t.Time, webhookID})
+	head, err := json.Marshal(VerifyRequest{
+		AuthAlgo: t.AuthAlgo, CertURL: t.CertURL, TransmissionID: t.ID, TransmissionSig: t.Sig, TransmissionTime: t.Time,
+		WebhookID: webhookID,
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -265,7 +265,8 @@ type EventList struct {
 }
 
 // VerifyRequest is the body of POST /v1/notifications/verify-webhook-signature.
-// WebhookEvent must be the event exactly as received.
+// WebhookEvent must be the event exactly as received, so VerifyRequestBody
+// splices it in after the other members, which it encodes without it.
 type VerifyRequest struct {
 	AuthAlgo         string          `json:"auth_algo"`
 	CertURL          string          `json:"cert_url"`
@@ -273,7 +274,7 @@ type VerifyRequest struct {
 	TransmissionSig  string          `json:"transmission_sig"`
 	TransmissionTime string          `json:"transmission_time"`
 	WebhookID        string          `json:"webhook_id"`
-	WebhookEvent     json.RawMessage `json:"webhook_event"`
+	WebhookEvent     json.RawMessage `json:"webhook_event,omitempty"`
 }
 
 // VerifyResponse is the answer: VerificationStatus is "SUCCESS" or "FAILURE".
