@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -236,20 +235,11 @@ func TestListEventsReadsEveryEventNewestFirst(t *testing.T) {
 // are left out of the page.
 func TestListEventsFollowsTheNextLinkOnTheAPIURL(t *testing.T) {
 	var queries []string
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/oauth2/token" {
-			_, _ = io.WriteString(w, `{"access_token":"tok","token_type":"Bearer","expires_in":3600}`)
-			return
-		}
+	a := fakeAdapter(t, &fakePayPal{token: issueToken, api: func(w http.ResponseWriter, r *http.Request) {
 		queries = append(queries, r.URL.Path+"?"+r.URL.RawQuery)
 		_, _ = io.WriteString(w, `{"events":[`+webhookEvent+`,{"id":"WH-OTHER","create_time":"2026-09-21T11:00:00Z","event_type":"BILLING.PLAN.CREATED","resource":{}}],"count":2,`+
 			`"links":[{"href":"https://api-m.paypal.example/v1/notifications/webhooks-events/?start_time=2026-09-21T10:00:00Z&page_size=100&move_to=next&index_time=2026-09-21T11:00:00Z&index_id=3","rel":"next","method":"GET"}]}`)
-	}))
-	t.Cleanup(api.Close)
-	a, err := paypal.New(provider.Config{Name: "ns/pp", APIURL: api.URL, Timeout: time.Second, Credentials: map[string][]byte{"clientID": []byte("id"), "clientSecret": []byte("s")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	}})
 	page, err := a.ListEvents(ctx, parseTime(t, "2026-09-21T10:00:00Z"), "")
 	if err != nil || len(page.Events) != 1 || page.Events[0].Type != "PAYMENT.CAPTURE.COMPLETED" || !page.HasMore {
 		t.Fatalf("%+v %v", page, err)
