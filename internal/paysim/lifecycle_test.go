@@ -138,6 +138,17 @@ func TestScriptedPayerApprovesAfterADelayAndTheOrderWaitsForTheMerchant(t *testi
 func TestHostedPageApprovesAndSendsThePayerBack(t *testing.T) {
 	e := start(t, paysim.Options{DefaultScript: &paysim.Script{Outcome: paysim.OutcomeAbandon}})
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// decide posts the payer's decision on the page at link and returns the
+	// answer's status and Location (where the payer is sent back).
+	decide := func(t *testing.T, link, decision string) (int, string) {
+		t.Helper()
+		resp, err := noRedirect.PostForm(link, url.Values{"decision": {decision}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Location")
+	}
 	for _, tt := range []struct {
 		prov, param string
 		after       provider.Status
@@ -158,24 +169,14 @@ func TestHostedPageApprovesAndSendsThePayerBack(t *testing.T) {
 			if resp.StatusCode != 200 || !bytes.Contains(page, []byte(`value="approve"`)) || !bytes.Contains(page, []byte(p.ID)) {
 				t.Fatalf("page %d %s", resp.StatusCode, page)
 			}
-			resp, err = noRedirect.PostForm(link, url.Values{"decision": {"cancel"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "https://shop.example/cancel?"+tt.param+"="+p.ID {
-				t.Fatalf("cancel: %d %q", resp.StatusCode, loc)
+			if code, loc := decide(t, link, "cancel"); code != http.StatusSeeOther || loc != "https://shop.example/cancel?"+tt.param+"="+p.ID {
+				t.Fatalf("cancel: %d %q", code, loc)
 			}
 			if got := e.status(t, tt.prov, p.ID); got.CustomerAction == nil {
 				t.Fatalf("the payer's cancel changed the payment: %+v", got)
 			}
-			resp, err = noRedirect.PostForm(link, url.Values{"decision": {"approve"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "https://shop.example/return?cart=7&"+tt.param+"="+p.ID {
-				t.Fatalf("approve: %d %q", resp.StatusCode, loc)
+			if code, loc := decide(t, link, "approve"); code != http.StatusSeeOther || loc != "https://shop.example/return?cart=7&"+tt.param+"="+p.ID {
+				t.Fatalf("approve: %d %q", code, loc)
 			}
 			if got := e.status(t, tt.prov, p.ID); got.Status != tt.after {
 				t.Fatalf("%+v", got)
