@@ -118,3 +118,46 @@ func (c *ControlClient) SetFaults(ctx context.Context, f Faults) error {
 func (c *ControlClient) Script(ctx context.Context, r Rule) error {
 	return c.do(ctx, http.MethodPost, "/scripts", r, nil)
 }
+
+// ResetCounters zeroes the counters (see Sim.ResetCounters).
+func (c *ControlClient) ResetCounters(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/counters/reset", nil, nil)
+}
+
+// SetWebhookTarget points provider's webhook deliveries at target, signed with
+// secrets (see Sim.SetWebhookTarget: an empty target stops delivery, no secrets
+// keep the current ones).
+func (c *ControlClient) SetWebhookTarget(ctx context.Context, provider, target string, secrets ...string) error {
+	return c.do(ctx, http.MethodPut, "/webhooks/"+seg(provider), map[string]any{"url": target, "secrets": secrets}, nil)
+}
+
+// Payments lists provider's payments (see Sim.Payments).
+func (c *ControlClient) Payments(ctx context.Context, provider string) ([]PaymentView, error) {
+	var out []PaymentView
+	err := c.do(ctx, http.MethodGet, "/payments/"+seg(provider), nil, &out)
+	return out, err
+}
+
+// Events lists provider's events, oldest first, each with its body as Raw (see
+// Sim.Events).
+func (c *ControlClient) Events(ctx context.Context, provider string) ([]EventRecord, error) {
+	var listed []struct {
+		EventRecord
+		Body json.RawMessage `json:"body"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/events/"+seg(provider), nil, &listed); err != nil {
+		return nil, err
+	}
+	out := make([]EventRecord, len(listed))
+	for i, e := range listed {
+		out[i] = e.EventRecord
+		out[i].Raw = e.Body
+	}
+	return out, nil
+}
+
+// StripeFailRefund makes a Stripe refund fail after it succeeded, with
+// failure_reason reason (see Sim.StripeFailRefund).
+func (c *ControlClient) StripeFailRefund(ctx context.Context, refundID, reason string) error {
+	return c.do(ctx, http.MethodPost, "/stripe/refunds/"+seg(refundID)+"/fail", map[string]string{"reason": reason}, nil)
+}

@@ -117,3 +117,44 @@ func TestControlClientScript(t *testing.T) {
 		return err == nil && got.Status == provider.StatusFailed && got.FailureCode == "do_not_honor"
 	})
 }
+
+// The Go control client reads what the Sim holds and changes what the Sim
+// methods of the same names change.
+func TestControlClientMirrorsTheSim(t *testing.T) {
+	ctx := context.Background()
+	e := start(t, paysim.Options{TimeFactor: 0.001})
+	control := paysim.NewControlClient(e.srv.URL)
+	rcv := newReceiver(t, e.p[paysim.Generic], [][]byte{[]byte("whsec_YWJjZGVm")}, nil)
+	if err := control.SetWebhookTarget(ctx, paysim.Generic, rcv.srv.URL, "whsec_YWJjZGVm"); err != nil {
+		t.Fatal(err)
+	}
+	if err := control.SetWebhookTarget(ctx, "adyen", rcv.srv.URL); err == nil {
+		t.Fatal("a webhook target for an unknown provider was accepted")
+	}
+	p := e.create(t, paysim.Generic, "k1", "ref-1", 500, nil)
+	if err := e.sim.Dispute(paysim.Generic, p.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the dispute's delivery", func() bool { return len(rcv.deliveries()) > 0 })
+
+	views, err := control.Payments(ctx, paysim.Generic)
+	if err != nil || len(views) != 1 || views[0].ID != p.ID {
+		t.Fatalf("payments %+v %v, want the one of %s", views, err, p.ID)
+	}
+	evs, err := control.Events(ctx, paysim.Generic)
+	want := e.sim.Events(paysim.Generic)
+	if err != nil || len(evs) != len(want) || len(evs) == 0 {
+		t.Fatalf("events %+v %v, want %+v", evs, err, want)
+	}
+	for i := range evs {
+		if evs[i].ID != want[i].ID || evs[i].Type != want[i].Type || evs[i].PaymentID != want[i].PaymentID || string(evs[i].Raw) != string(want[i].Raw) {
+			t.Errorf("event %d: %+v, want %+v", i, evs[i], want[i])
+		}
+	}
+	if err := control.StripeFailRefund(ctx, "re_none", ""); err == nil {
+		t.Error("an unknown Stripe refund failed")
+	}
+	if err := control.ResetCounters(ctx); err != nil || e.sim.Counters().PaymentsCreated != 0 {
+		t.Fatalf("reset: %v, %d payments counted", err, e.sim.Counters().PaymentsCreated)
+	}
+}

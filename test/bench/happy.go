@@ -44,7 +44,7 @@ func (b *bench) happyPath(ctx context.Context) error {
 		{"webhook-first", b.st.ReceiverURL + "/webhooks/" + happyNS + "/webhook-first"},
 		{"query-first", ""},
 	} {
-		if err := b.st.Sim.SetWebhook(ctx, paysim.KukoPay, c.webhook, signingSecret); err != nil {
+		if err := b.st.Sim.SetWebhookTarget(ctx, paysim.KukoPay, c.webhook, signingSecret); err != nil {
 			return err
 		}
 		hp, err := b.happyCase(ctx, c.name)

@@ -120,7 +120,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	}
 	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
 	simAddr, receiverAddr, receiverMetrics := addr(0), addr(1), addr(2)
-	s.Sim = Paysim{URL: "http://" + simAddr}
+	s.Sim = newPaysim("http://" + simAddr)
 	s.ReceiverURL = "http://" + receiverAddr
 	s.ReceiverMetrics = "http://" + receiverMetrics + "/metrics"
 	kube := []string{"KUBECONFIG=" + s.CP.Kubeconfig}

@@ -361,7 +361,7 @@ func (s *soak) setUp(ctx context.Context, root string) {
 	}
 	for _, name := range providers {
 		s.createProvider(ctx, name)
-		if err := s.st.Sim.SetWebhook(ctx, name, s.hookRec.URL+"/webhooks/"+namespace+"/"+name, signing[name]); err != nil {
+		if err := s.st.Sim.SetWebhookTarget(ctx, name, s.hookRec.URL+"/webhooks/"+namespace+"/"+name, signing[name]); err != nil {
 			t.Fatal(err)
 		}
 	}
