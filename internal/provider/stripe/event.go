@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v84"
@@ -66,32 +67,43 @@ func EventStatuses() map[string]provider.Status {
 // with stripe-go's types. Unknown event types parse with Supported=false as long as
 // the envelope is sound, so the receiver can acknowledge them.
 func ParseEvent(raw []byte) (provider.Event, error) {
-	var e stripego.Event
-	if err := json.Unmarshal(raw, &e); err != nil {
+	// The envelope first: id, type, created and api_version read the same in
+	// every API version, while the rest of an event rendered in another
+	// version may not decode into stripe-go's types at all (before
+	// 2017-05-25 "request" was a bare id).
+	var env struct {
+		ID         string          `json:"id"`
+		Type       string          `json:"type"`
+		Created    json.RawMessage `json:"created"`
+		APIVersion string          `json:"api_version"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
 		return provider.Event{}, provider.MalformedEvent("stripe event is not a JSON event object", err)
 	}
-	if e.ID == "" || e.Type == "" {
+	if env.ID == "" || env.Type == "" {
 		return provider.Event{}, provider.MalformedEvent("stripe event lacks id or type", nil)
 	}
-	ev := provider.Event{
-		ID: e.ID, Type: string(e.Type), OccurredAt: time.Unix(e.Created, 0).UTC(),
-		Raw: append([]byte(nil), raw...),
-	}
-	st, supported := eventStatuses[e.Type]
+	ev := provider.Event{ID: env.ID, Type: env.Type, OccurredAt: eventTime(env.Created), Raw: append([]byte(nil), raw...)}
+	st, supported := eventStatuses[stripego.EventType(env.Type)]
 	ev.Status, ev.Supported = st, supported
 	if !supported {
 		return ev, nil
 	}
-	if e.APIVersion != "" && e.APIVersion != stripego.APIVersion {
+	if env.APIVersion != "" && !sameTrain(stripego.APIVersion, env.APIVersion) {
 		// An event's data.object is rendered in the API version of its
 		// webhook endpoint or account (Stripe, "Versioning" and "Webhook
-		// endpoints: api_version"); in another version the same fields can
-		// mean other things. It is recorded, not acted on: the status
-		// queries (sent in paywarden's version) settle the payment.
+		// endpoints: api_version"); in another major release (another
+		// release name) the same fields can mean other things. It is
+		// recorded, not acted on: the status queries (sent in paywarden's
+		// version) settle the payment.
 		ev.Status, ev.Supported = "", false
 		ev.NotActedOn = fmt.Sprintf("stripe event rendered in API version %s; paywarden reads %s: set the webhook endpoint's api_version to %s (docs/providers.md)",
-			e.APIVersion, stripego.APIVersion, stripego.APIVersion)
+			env.APIVersion, stripego.APIVersion, stripego.APIVersion)
 		return ev, nil
+	}
+	var e stripego.Event
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return provider.Event{}, provider.MalformedEvent("stripe event is not a JSON event object", err)
 	}
 	if e.Data == nil || len(e.Data.Raw) == 0 || string(e.Data.Raw) == "null" {
 		return provider.Event{}, provider.MalformedEvent("stripe event "+e.ID+" has no data.object", nil)
@@ -100,6 +112,38 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		return provider.Event{}, provider.MalformedEvent("stripe event "+e.ID+" data.object", err)
 	}
 	return ev, nil
+}
+
+// sameTrain reports whether an event rendered in API version theirs reads
+// as ours: the same release name ("2026-02-25.clover" and
+// "2026-03-25.clover"). Stripe's monthly releases within a major release
+// add only backward-compatible changes ("Versioning": "You can safely
+// upgrade to a new monthly release"), and stripe-go's webhook package
+// accepts such events the same way; a version without a release name
+// (before 2024-09-30.acacia) or a preview release must match exactly.
+func sameTrain(ours, theirs string) bool {
+	if ours == theirs {
+		return true
+	}
+	_, train, ok := strings.Cut(ours, ".")
+	_, theirTrain, theirOK := strings.Cut(theirs, ".")
+	return ok && theirOK && train != "preview" && train == theirTrain
+}
+
+// eventTime reads an event's created: Unix seconds (a string in the
+// RFC 3339 form v2 events use is read too); the zero time when neither.
+func eventTime(raw json.RawMessage) time.Time {
+	var secs int64
+	if err := json.Unmarshal(raw, &secs); err == nil {
+		return time.Unix(secs, 0).UTC()
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
 }
 
 func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) error {
