@@ -53,12 +53,34 @@ func ParseTransmissionHeaders(h http.Header) (Transmission, error) {
 	return t, nil
 }
 
+// checkLocally is what is checked of a request before PayPal is asked: its
+// transmission headers, a webhook id to ask about, and a body PayPal could
+// have signed.
+func (a *Adapter) checkLocally(h http.Header, rawBody []byte) (Transmission, error) {
+	t, err := ParseTransmissionHeaders(h)
+	if err != nil {
+		return Transmission{}, err
+	}
+	if provider.BlankWebhookID(a.webhookID) {
+		// Whitespace is no id PayPal assigns: asking PayPal about it only spends a call.
+		return Transmission{}, provider.SignatureError(provider.ErrNoMatchingSignature, "no paypal webhook id configured: it is blank (empty or whitespace only)")
+	}
+	if !json.Valid(rawBody) {
+		return Transmission{}, provider.SignatureError(provider.ErrNoMatchingSignature, "body is not JSON, so PayPal did not sign it")
+	}
+	return t, nil
+}
+
 // VerificationKey implements provider.RemoteVerifier: a SHA-256 over everything
 // VerifyWebhook sends PayPal (the webhook id, the five transmission headers, the body),
 // so a forgery that reuses a genuine transmission id has a key of its own and cannot
 // poison the genuine request's remembered verdict.
+//
+// A request VerifyWebhook rejects without asking PayPal has no key (the
+// error): the receiver then lets the adapter reject it, and spends none of
+// the provider's verification budget on it.
 func (a *Adapter) VerificationKey(h http.Header, rawBody []byte) (string, time.Time, error) {
-	t, err := ParseTransmissionHeaders(h)
+	t, err := a.checkLocally(h, rawBody)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -77,16 +99,9 @@ func (a *Adapter) VerificationKey(h http.Header, rawBody []byte) (string, time.T
 // configured webhook id. The transmission time is checked against ±tolerance locally
 // first, because PayPal's API answers SUCCESS for a replayed request.
 func (a *Adapter) VerifyWebhook(ctx context.Context, h http.Header, rawBody []byte, _ [][]byte, tolerance time.Duration, now time.Time) (string, error) {
-	t, err := ParseTransmissionHeaders(h)
+	t, err := a.checkLocally(h, rawBody)
 	if err != nil {
 		return provider.SchemePayPal, err
-	}
-	if provider.BlankWebhookID(a.webhookID) {
-		// Whitespace is no id PayPal assigns: asking PayPal about it only spends a call.
-		return provider.SchemePayPal, provider.SignatureError(provider.ErrNoMatchingSignature, "no paypal webhook id configured: it is blank (empty or whitespace only)")
-	}
-	if !json.Valid(rawBody) {
-		return provider.SchemePayPal, provider.SignatureError(provider.ErrNoMatchingSignature, "body is not JSON, so PayPal did not sign it")
 	}
 	if !provider.WithinTolerance(t.At, now, tolerance) {
 		return provider.SchemePayPal, provider.SignatureError(provider.ErrTimestampTolerance, HeaderTransmissionTime+"="+t.Time)
