@@ -101,8 +101,8 @@ func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev
 	if err != nil {
 		return Outcome{}, err
 	}
-	in.Recent.Add(recent)
 	if !stored {
+		in.Recent.Add(recent)
 		return Outcome{Result: v1alpha1.ResultDuplicate, Message: "event already in the inbox"}, nil
 	}
 	applyCtx := ctx
@@ -112,6 +112,10 @@ func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev
 		defer cancel()
 	}
 	out, err := in.apply(applyCtx, evt, ev, in.Results)
+	if evt.Spec.PayloadTruncated && (err != nil || !out.Result.IsDone()) {
+		return Outcome{}, in.giveBack(ctx, evt, out, err)
+	}
+	in.Recent.Add(recent)
 	if err == nil {
 		return out, nil
 	}
@@ -126,6 +130,31 @@ func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev
 		log.V(1).Info("could not record the pending state", "event", evt.Name, "error", merr.Error())
 	}
 	return Outcome{Stored: true, Result: v1alpha1.ResultPending, Message: msg, Event: evt}, nil
+}
+
+// errTruncatedNotApplied: an event whose stored payload was cut to
+// MaxStoredPayload was not applied at receipt. The inbox processor could not
+// apply it later (its payload cannot be parsed again), so it is not kept:
+// the receiver answers 5xx and the provider delivers it again.
+var errTruncatedNotApplied = errors.New("event not applied at receipt, and its stored payload is cut short so it could not be applied later")
+
+// giveBack deletes the record of a truncated event that was not applied at
+// receipt (out, err: what the apply made of it), so the provider's next
+// delivery is stored and applied afresh, and says why the delivery is not
+// acknowledged. A record that cannot be deleted stays (the next delivery is
+// then a duplicate): the error says so.
+func (in *Inbox) giveBack(ctx context.Context, evt *v1alpha1.WebhookEvent, out Outcome, applyErr error) error {
+	why := string(out.Result) + ": " + out.Message
+	if applyErr != nil {
+		why = applyErr.Error()
+	}
+	delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingMarkTimeout)
+	defer cancel()
+	uid := evt.UID
+	if err := in.Client.Delete(delCtx, evt, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("%w (%s); its record %s could not be removed for the next delivery: %v", errTruncatedNotApplied, why, evt.Name, err)
+	}
+	return fmt.Errorf("%w (%s): not acknowledged, so the provider delivers it again", errTruncatedNotApplied, why)
 }
 
 // Store creates the WebhookEvent for ev; stored is false when a copy of the
