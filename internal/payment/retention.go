@@ -68,13 +68,17 @@ func RetentionRemembers(p *v1alpha1.Payment) bool {
 
 // HoldTracked reports whether p, a tracked payment (spec.providerPaymentID:
 // made elsewhere, never sent by paywarden), must now get the
-// money-in-flight finalizer: it took money. A Payment paywarden sends is held
-// before its first marker; a tracked one has no marker, so without this a
-// deletion by hand (not retention, which writes the ledger itself) would
-// forget the order, and a new Payment of it would be created at the
-// provider: the order charged twice (SPEC §12.1). Held, it is written to the
-// ledger when it goes. One being deleted is not held any more: it was not,
-// and is gone already.
+// money-in-flight finalizer: the provider has answered for it, and it took
+// the money or may still take it (Pending, Processing, Authorized, Unknown).
+// A Payment paywarden sends is held before its first marker; a tracked one
+// has no marker, so without this a deletion by hand (not retention, which
+// writes the ledger itself) would forget the order, and a new Payment of it
+// would be created at the provider: the order charged twice (SPEC §12.1).
+// Held, its deletion waits for the provider's final answer (payment.InFlight)
+// and it is written to the ledger when it goes. One that ended without the
+// money (Failed, Expired, Canceled) needs no hold, and one being deleted is
+// not held any more: it was not, and is gone already.
 func HoldTracked(p *v1alpha1.Payment) bool {
-	return p.Spec.ProviderPaymentID != "" && p.DeletionTimestamp.IsZero() && p.Status.Phase.TookMoney()
+	phase := p.Status.Phase
+	return p.Spec.ProviderPaymentID != "" && p.DeletionTimestamp.IsZero() && phase != "" && (phase.TookMoney() || !phase.IsFinal())
 }

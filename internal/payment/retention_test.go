@@ -133,9 +133,11 @@ func TestRetentionRemembers(t *testing.T) {
 }
 
 // TestHoldTracked: a tracked payment gets the money-in-flight finalizer once
-// it took money, so a deletion by hand writes it to the ledger as retention
-// would; one that took none, one paywarden sent (held before its create)
-// and one already being deleted are not.
+// the provider answered for it, while it took the money or may still take it
+// (a deletion by hand then waits for the final answer and writes it to the
+// ledger, as retention would); one that ended without the money, one not
+// observed yet, one paywarden sent (held before its create) and one already
+// being deleted are not.
 func TestHoldTracked(t *testing.T) {
 	deleted := metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	for _, tc := range []struct {
@@ -148,9 +150,14 @@ func TestHoldTracked(t *testing.T) {
 		{"tracked and paid", v1alpha1.PhaseSucceeded, true, false, true},
 		{"tracked and partially refunded", v1alpha1.PhasePartiallyRefunded, true, false, true},
 		{"tracked and refunded", v1alpha1.PhaseRefunded, true, false, true},
-		{"tracked and pending", v1alpha1.PhasePending, true, false, false},
-		{"tracked and authorized (capturing marks an operation, which holds it)", v1alpha1.PhaseAuthorized, true, false, false},
+		{"tracked and pending (a checkout the payer may still pay)", v1alpha1.PhasePending, true, false, true},
+		{"tracked and processing (a bank debit under way)", v1alpha1.PhaseProcessing, true, false, true},
+		{"tracked and authorized (the money reserved)", v1alpha1.PhaseAuthorized, true, false, true},
+		{"tracked and unknown", v1alpha1.PhaseUnknown, true, false, true},
+		{"tracked, not observed yet", "", true, false, false},
 		{"tracked and failed", v1alpha1.PhaseFailed, true, false, false},
+		{"tracked and expired", v1alpha1.PhaseExpired, true, false, false},
+		{"tracked and canceled", v1alpha1.PhaseCanceled, true, false, false},
 		{"tracked, paid and being deleted", v1alpha1.PhaseSucceeded, true, true, false},
 		{"sent by paywarden and paid", v1alpha1.PhaseSucceeded, false, false, false},
 	} {
