@@ -102,6 +102,13 @@ func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev
 		return Outcome{}, err
 	}
 	if !stored {
+		if len(ev.Raw) > v1alpha1.MaxStoredPayload {
+			// A cut event's record is kept only once applied: the delivery
+			// that stored it may still give it back (giveBack).
+			if err := in.appliedAlready(ctx, prov, ev.ID); err != nil {
+				return Outcome{}, err
+			}
+		}
 		in.Recent.Add(recent)
 		return Outcome{Result: v1alpha1.ResultDuplicate, Message: "event already in the inbox"}, nil
 	}
@@ -155,6 +162,23 @@ func (in *Inbox) giveBack(ctx context.Context, evt *v1alpha1.WebhookEvent, out O
 		return fmt.Errorf("%w (%s); its record %s could not be removed for the next delivery: %v", errTruncatedNotApplied, why, evt.Name, err)
 	}
 	return fmt.Errorf("%w (%s): not acknowledged, so the provider delivers it again", errTruncatedNotApplied, why)
+}
+
+// appliedAlready is nil when the record of event id, a cut one another
+// delivery stored, has its result (it is kept); otherwise the delivery is
+// not acknowledged: the record may still be given back, or was.
+func (in *Inbox) appliedAlready(ctx context.Context, prov *v1alpha1.PaymentProvider, id string) error {
+	evt := &v1alpha1.WebhookEvent{}
+	err := in.APIReader.Get(ctx, types.NamespacedName{Namespace: prov.Namespace, Name: v1alpha1.WebhookEventName(prov.Name, id)}, evt)
+	switch {
+	case err == nil && evt.Status.Result.IsDone():
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: another delivery of it is being applied (%s)", errTruncatedNotApplied, evt.Status.Result)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: another delivery of it was given back", errTruncatedNotApplied)
+	}
+	return fmt.Errorf("read the record of event %s: %w", id, err)
 }
 
 // Store creates the WebhookEvent for ev; stored is false when a copy of the
