@@ -11,6 +11,7 @@ import (
 	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/provider/generic"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 // TestACreateProblemNamingAJobStillUndecidedDoesNotFailThePayment: the async-job
@@ -63,6 +64,69 @@ func TestACreateProblemNamingAJobStillUndecidedDoesNotFailThePayment(t *testing.
 				t.Fatalf("the create was answered with job job_7 %s (retryable:false, err %v) and the payment was settled Failed (%+v): "+
 					"a job that exists and is not decided must be followed (queried by its jobId, or looked up), never failed", jobStatus, err, out.Status.Failure)
 			}
+		})
+	}
+}
+
+// TestACreateProblemNamingAJobThatTookTheMoneyDoesNotFailThePayment: the
+// async-job API refuses a create with a problem that names the job it made
+// and says that job already took the money (jobStatus succeeded, or
+// partially_refunded / refunded).
+//
+//  1. paywarden marks the create and sends POST /jobs with its key; the answer
+//     is lost, the job j7 is made and charges.
+//  2. The create is sent again with its key; the API answers 422
+//     application/problem+json {jobId: j7, jobStatus: succeeded,
+//     retryable:false} ("this correlation id already has a job: query it").
+//  3. Read as a refusal, AfterCreate would settle the payment Failed
+//     (CreateRejected) and release its merchant reference, so the order
+//     would be paid again by a new Payment: charged twice, and j7's money
+//     never seen.
+//
+// SPEC §11.3 (only a definitive decline or validation answer about the
+// payment itself fails it), §2.3, §12.1 (Failed releases the merchant
+// reference; an order is charged once). The create is answered with the job
+// it names, whatever it says of it, unless that job is failed or expired.
+func TestACreateProblemNamingAJobThatTookTheMoneyDoesNotFailThePayment(t *testing.T) {
+	for _, jobStatus := range []string{"succeeded", "partially_refunded", "refunded"} {
+		t.Run(jobStatus, func(t *testing.T) {
+			a := serve(t, problemAnswer(422, `{"type":"https://api.example/problems/duplicate-correlation-id","title":"A job with this correlationId exists",`+
+				`"status":422,"jobId":"job_7","correlationId":"ns.order-1","jobStatus":"`+jobStatus+`","retryable":false}`))
+			now := time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
+			p := &v1alpha1.Payment{
+				ObjectMeta: metav1.ObjectMeta{Name: "order-1", Namespace: "ns", UID: "uid-1", CreationTimestamp: metav1.NewTime(now.Add(-time.Second))},
+				Spec: v1alpha1.PaymentSpec{
+					ProviderRef: v1alpha1.LocalObjectReference{Name: "gen"},
+					Amount:      v1alpha1.Amount{Value: 1999, Currency: "USD"},
+				},
+			}
+			p.Status.Phase = v1alpha1.PhasePending
+			p.Status.CreateRequestedAt = &metav1.Time{Time: now}
+			p.Status.IdempotencyKey = p.IdempotencyKey()
+
+			pp, err := a.Create(context.Background(), provider.CreateRequest{
+				IdempotencyKey: payment.CreateKey(p), MerchantReference: p.MerchantRef(), Amount: 1999, Currency: "USD",
+			})
+			pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{}).WithCapabilities(&v1alpha1.PaymentProviderSpec{}, generic.Capabilities())
+			out := payment.AfterCreate(p, pol, payment.Call{Payment: pp, Err: err}, now.Add(time.Second))
+			if out.Status.Phase == v1alpha1.PhaseFailed {
+				t.Fatalf("the create was answered with job job_7 %s (retryable:false, err %v) and the payment was settled Failed (%+v), releasing its merchant reference: "+
+					"the job took the money; it must be followed by its jobId, never failed", jobStatus, err, out.Status.Failure)
+			}
+		})
+	}
+}
+
+// TestACreateProblemNamingAFailedJobIsARefusal: a create refused with a
+// problem that names its job as failed (or expired) is the refusal it says:
+// the job took no money, and the payment fails with the problem's reason.
+func TestACreateProblemNamingAFailedJobIsARefusal(t *testing.T) {
+	for _, jobStatus := range []string{"failed", "expired"} {
+		t.Run(jobStatus, func(t *testing.T) {
+			a := serve(t, problemAnswer(422, `{"type":"https://api.example/problems/card-declined","title":"Card declined",`+
+				`"status":422,"jobId":"job_8","jobStatus":"`+jobStatus+`","retryable":false}`))
+			_, err := a.Create(context.Background(), provider.CreateRequest{IdempotencyKey: "k", MerchantReference: "ns.order-2", Amount: 1999, Currency: "USD"})
+			providertest.AssertClass(t, err, provider.ErrNonRetryable)
 		})
 	}
 }

@@ -118,7 +118,7 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 		Op: "create", Method: http.MethodPost, Path: "/jobs", Header: h, ConflictRetryable: true,
 		JSON: body,
 	}, &out)
-	if j, ok := undecidedJob(err); ok {
+	if j, ok := namedJob(err); ok {
 		return j.Normalize(), nil
 	}
 	if err != nil {
@@ -130,22 +130,23 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 	return out.Normalize(), nil
 }
 
-// undecidedJob reads a create's refusal (a problem with retryable:false, or
-// a 4xx) that names the job it made (jobId) and says the job is not decided
-// (jobStatus processing or unknown, or none): the job exists and may still
-// charge (retryable:false means "do not send this again", not "no job"). It
-// is the create's answer: the payment follows the job by its id, and
-// "unknown" is not final (keep querying, then Unknown), never a refusal that
-// fails the payment and releases its merchant reference. A retryable answer
-// (409 with the key in progress) stays one: the create is sent again with
-// its key.
-func undecidedJob(err error) (Job, bool) {
+// namedJob reads a create's refusal (a problem with retryable:false, or a
+// 4xx) that names a job (jobId) the refusal does not say ended without the
+// money (jobStatus processing, unknown, none, succeeded or refunded: not
+// failed or expired): the job exists and took, or may still take, the
+// money (retryable:false means "do not send this again", not "no job"). It
+// is the create's answer: the payment follows the job by its id ("unknown"
+// is not final: keep querying, then Unknown), never a refusal that fails
+// the payment and releases its merchant reference while the job holds the
+// money. A retryable answer (409 with the key in progress) stays one: the
+// create is sent again with its key.
+func namedJob(err error) (Job, bool) {
 	var pe *provider.Error
 	if !errors.As(err, &pe) || pe.Problem == nil || pe.Problem.JobID == "" || pe.Class != provider.ErrNonRetryable {
 		return Job{}, false
 	}
 	pr := pe.Problem
-	if st := MapJobStatus(pr.JobStatus); st != provider.StatusProcessing && st != provider.StatusUnknown {
+	if st := MapJobStatus(pr.JobStatus); st == provider.StatusFailed || st == provider.StatusExpired {
 		return Job{}, false
 	}
 	return Job{JobID: pr.JobID, CorrelationID: pr.CorrelationID, JobStatus: cmp.Or(pr.JobStatus, "unknown"), ProcessingStage: pr.ProcessingStage}, true
