@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,5 +74,34 @@ func TestATruncatedEventGivenBackIsNotAcknowledgedAsADuplicate(t *testing.T) {
 	if err == nil && !third.Stored && apierrors.IsNotFound(getErr) {
 		t.Errorf("the next delivery, after the record was deleted, is answered %s (%s) without being stored: the Recent cache keeps a record that is gone",
 			third.Result, third.Message)
+	}
+}
+
+// TestAnOldCutEventNoPaymentMatchesIsKept: a cut (over 64 KiB) event that
+// occurred more than GiveBackWindow ago and matches no Payment (a dispute of
+// a payment another integration made on the same account) is acknowledged
+// and kept, it and its later deliveries: refused on every delivery, it would
+// keep the endpoint failing until the provider disables it, and every
+// webhook with it.
+func TestAnOldCutEventNoPaymentMatchesIsKept(t *testing.T) {
+	ctx := context.Background()
+	in, _ := newFakeInbox(t)
+	in.Recent = NewRecentEvents(8)
+	raw := []byte(`{"id":"evt-foreign","description":"` + strings.Repeat("x", v1alpha1.MaxStoredPayload+100) + `"}`)
+	ev := provider.Event{ID: "evt-foreign", Type: "payment.succeeded", Status: provider.StatusSucceeded, Supported: true,
+		OccurredAt: t0.Add(-GiveBackWindow - time.Minute), PaymentID: "pay_foreign", MerchantReference: "not-ours", Raw: raw}
+	first, err := in.Receive(ctx, testProvider, ev, v1alpha1.ViaWebhook, "kukopay", 0)
+	if err != nil || !first.Stored || first.Result != v1alpha1.ResultOrphaned {
+		t.Fatalf("first delivery: %+v, %v; want it stored Orphaned and acknowledged", first, err)
+	}
+	again, err := in.Receive(ctx, testProvider, ev, v1alpha1.ViaWebhook, "kukopay", 0)
+	if err != nil || again.Result != v1alpha1.ResultDuplicate {
+		t.Fatalf("next delivery: %+v, %v; want a duplicate, acknowledged", again, err)
+	}
+	// Within the window the same event is given back.
+	young := ev
+	young.ID, young.OccurredAt = "evt-young", t0.Add(-time.Minute)
+	if _, err := in.Receive(ctx, testProvider, young, v1alpha1.ViaWebhook, "kukopay", 0); err == nil {
+		t.Error("a cut event a minute old that no Payment matches was acknowledged: it could not be applied later")
 	}
 }

@@ -102,7 +102,7 @@ func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev
 		return Outcome{}, err
 	}
 	if !stored {
-		if len(ev.Raw) > v1alpha1.MaxStoredPayload {
+		if len(ev.Raw) > v1alpha1.MaxStoredPayload && in.mayGiveBack(ev) {
 			// A cut event's record is kept only once applied: the delivery
 			// that stored it may still give it back (giveBack).
 			if err := in.appliedAlready(ctx, prov, ev.ID); err != nil {
@@ -119,7 +119,7 @@ func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev
 		defer cancel()
 	}
 	out, err := in.apply(applyCtx, evt, ev, in.Results)
-	if evt.Spec.PayloadTruncated && (err != nil || !out.Result.IsDone()) {
+	if evt.Spec.PayloadTruncated && (err != nil || !out.Result.IsDone()) && in.mayGiveBack(ev) {
 		return Outcome{}, in.giveBack(ctx, evt, out, err)
 	}
 	in.Recent.Add(recent)
@@ -144,6 +144,20 @@ func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev
 // apply it later (its payload cannot be parsed again), so it is not kept:
 // the receiver answers 5xx and the provider delivers it again.
 var errTruncatedNotApplied = errors.New("event not applied at receipt, and its stored payload is cut short so it could not be applied later")
+
+// GiveBackWindow bounds how long after it occurred a cut event not applied
+// at receipt is given back (answered 5xx, its record deleted): long enough
+// for the races that leave an event unapplied (a webhook before its
+// payment's create answer, an apply out of budget), short enough that an
+// event no Payment will ever match (a payment of another integration on the
+// same account) is not refused for the days after which a provider disables
+// a failing endpoint. Past it the event is kept as it is (acknowledged), as
+// is one that says nothing of when it occurred.
+const GiveBackWindow = time.Hour
+
+func (in *Inbox) mayGiveBack(ev provider.Event) bool {
+	return !ev.OccurredAt.IsZero() && in.now().Sub(ev.OccurredAt) < GiveBackWindow
+}
 
 // giveBack deletes the record of a truncated event that was not applied at
 // receipt (out, err: what the apply made of it), so the provider's next
