@@ -250,9 +250,11 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return res, r.holdTracked(ctx, x.p)
 }
 
-// holdTracked puts the money-in-flight finalizer on a tracked payment that
-// took money (payment.HoldTracked), whoever settled it (this reconcile, the
-// inbox): from then on it is written to the ledger when it goes.
+// holdTracked puts the money-in-flight finalizer on a tracked payment once
+// the provider answered for it and it took, or may still take, the money
+// (payment.HoldTracked), whoever wrote that answer (this reconcile, the
+// inbox): from then on its deletion waits for the final answer and it is
+// written to the ledger when it goes.
 func (r *PaymentReconciler) holdTracked(ctx context.Context, p *v1alpha1.Payment) error {
 	if !payment.HoldTracked(p) || held(p) {
 		return nil
