@@ -158,8 +158,13 @@ func TestPayPalInstrumentDeclinedWaitsForThePayerAgain(t *testing.T) {
 	p := fixture.CreateCheckoutPayment(t, env.Client, fixture.CheckoutPayment{
 		Payment: fixture.Payment{Namespace: ns, Name: "second-card", Provider: prov.Name}, ReturnURL: "https://shop.example/return",
 	})
-	id := approve(t, s, v1alpha1.ProviderPayPal, p)
-	link := fixture.GetPayment(t, env.Client, p).Status.CustomerAction
+	// The link is read while the payment waits for its payer, before the
+	// approval: once approved, the capture in flight clears it.
+	waiting := awaitPayer(t, p)
+	id, link := waiting.Status.ProviderPaymentID, waiting.Status.CustomerAction
+	if err := s.Approve(paysim.PayPal, id); err != nil {
+		t.Fatalf("the payer approves: %v", err)
+	}
 
 	back := fixture.WaitPayment(t, env.Client, p, "to wait for its payer again after the decline", func(p *v1alpha1.Payment) bool {
 		return p.Status.FundingDeclines == 1 && p.Status.WaitingFor == "Payer"
