@@ -668,3 +668,32 @@ func TestEventWaits(t *testing.T) {
 		})
 	}
 }
+
+// TestLedgerRecordTookMoney: a record moved money (or may have) unless its
+// object ended in a phase that frees its order: a Payment Failed, Expired or
+// Canceled, a Refund Failed. The ledger drops the others last, and never one
+// for another record of the same identity.
+func TestLedgerRecordTookMoney(t *testing.T) {
+	for _, tc := range []struct {
+		kind, phase string
+		took        bool
+	}{
+		{payment.LedgerPayment, string(v1alpha1.PhaseSucceeded), true},
+		{payment.LedgerPayment, string(v1alpha1.PhasePartiallyRefunded), true},
+		{payment.LedgerPayment, string(v1alpha1.PhaseRefunded), true},
+		{payment.LedgerPayment, string(v1alpha1.PhaseAuthorized), true},
+		{payment.LedgerPayment, string(v1alpha1.PhaseUnknown), true},
+		{payment.LedgerPayment, string(v1alpha1.PhasePending), true},
+		{payment.LedgerPayment, string(v1alpha1.PhaseFailed), false},
+		{payment.LedgerPayment, string(v1alpha1.PhaseExpired), false},
+		{payment.LedgerPayment, string(v1alpha1.PhaseCanceled), false},
+		{payment.LedgerRefund, string(v1alpha1.RefundSucceeded), true},
+		{payment.LedgerRefund, string(v1alpha1.RefundPending), true},
+		{payment.LedgerRefund, string(v1alpha1.RefundUnknown), true},
+		{payment.LedgerRefund, string(v1alpha1.RefundFailed), false},
+	} {
+		if got := (payment.LedgerRecord{Kind: tc.kind, Phase: tc.phase}).TookMoney(); got != tc.took {
+			t.Errorf("%s %s: TookMoney %v, want %v", tc.kind, tc.phase, got, tc.took)
+		}
+	}
+}
