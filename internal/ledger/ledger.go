@@ -87,7 +87,14 @@ func (s *Store) Get(ctx context.Context, identity string) ([]payment.LedgerRecor
 		}
 		return nil, fmt.Errorf("read ledger shard %s/%s: %w", s.Namespace, name, err)
 	}
-	return decodeAll(cm.Data[identity])
+	e, err := decode(cm.Data[identity])
+	if err != nil {
+		// A line this manager cannot read (written by a later release, or
+		// edited by hand) may be the record that the order took its money:
+		// the object waits until it is fixed, rather than move money again.
+		return nil, fmt.Errorf("ledger shard %s/%s, identity %s: %w", s.Namespace, name, identity, err)
+	}
+	return e.recs, nil
 }
 
 // Put adds rec to the records of identity (replacing the record of the same
@@ -114,20 +121,17 @@ func (s *Store) Put(ctx context.Context, identity string, rec payment.LedgerReco
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		recs, err := decodeAll(cm.Data[identity])
-		if err != nil {
-			recs = nil // an unreadable entry is replaced, not kept for ever
-		}
+		// Lines it cannot read are kept as they are (decode).
+		e, _ := decode(cm.Data[identity])
 		rec.RecordedAt = s.now()
-		kept := recs[:0]
-		for _, r := range recs {
+		kept := e.recs[:0]
+		for _, r := range e.recs {
 			if !rec.Replaces(r) {
 				kept = append(kept, r)
 			}
 		}
-		kept = append(kept, rec)
-		kept = keepPerIdentity(kept)
-		cm.Data[identity] = encodeAll(kept)
+		e.recs = keepPerIdentity(append(kept, rec))
+		cm.Data[identity] = e.encode()
 		s.prune(cm.Data)
 		if create {
 			return s.Client.Create(ctx, cm)
@@ -177,30 +181,36 @@ func (s *Store) prune(data map[string]string) {
 		keep = DefaultRetention
 	}
 	now := s.now()
-	type entry struct {
+	type budgeted struct {
 		key   string
 		money bool
 		last  time.Time
 	}
-	var entries []entry
+	var entries []budgeted
 	size := 0
 	for k, v := range data {
-		recs, err := decodeAll(v)
+		e, _ := decode(v)
 		var fresh []payment.LedgerRecord
-		money := false
-		for _, r := range recs {
+		// An unreadable line has no age and may be a record of money
+		// taken: it is kept, and goes last when over the budget.
+		money, last := len(e.unreadable) > 0, now
+		for _, r := range e.recs {
 			if now.Sub(r.RecordedAt) < keep {
 				fresh = append(fresh, r)
 				money = money || r.TookMoney()
 			}
 		}
-		if err != nil || len(fresh) == 0 {
+		if len(fresh) == 0 && len(e.unreadable) == 0 {
 			delete(data, k)
 			continue
 		}
-		data[k] = encodeAll(fresh)
+		if len(e.unreadable) == 0 {
+			last = fresh[len(fresh)-1].RecordedAt
+		}
+		e.recs = fresh
+		data[k] = e.encode()
 		size += len(k) + len(data[k])
-		entries = append(entries, entry{k, money, fresh[len(fresh)-1].RecordedAt})
+		entries = append(entries, budgeted{k, money, last})
 	}
 	if size <= MaxShardBytes {
 		return
@@ -220,25 +230,43 @@ func (s *Store) prune(data map[string]string) {
 	}
 }
 
-func decodeAll(v string) ([]payment.LedgerRecord, error) {
+// entry is one identity's value in a shard: the records it holds, and the
+// lines this manager cannot read (a record of a later format, a line edited
+// by hand), which are kept as they are: any of them may be the record that
+// the order took its money, and dropping it would let the order be paid
+// again.
+type entry struct {
+	recs       []payment.LedgerRecord
+	unreadable []string
+}
+
+// decode reads an identity's value; err is the first unreadable line's.
+func decode(v string) (entry, error) {
+	var e entry
+	var first error
 	if v == "" {
-		return nil, nil
+		return e, nil
 	}
-	var out []payment.LedgerRecord
 	for _, line := range strings.Split(v, "\n") {
 		r, err := payment.DecodeRecord(line)
 		if err != nil {
-			return nil, err
+			e.unreadable = append(e.unreadable, line)
+			if first == nil {
+				first = err
+			}
+			continue
 		}
-		out = append(out, r)
+		e.recs = append(e.recs, r)
 	}
-	return out, nil
+	return e, first
 }
 
-func encodeAll(recs []payment.LedgerRecord) string {
-	lines := make([]string, len(recs))
-	for i, r := range recs {
-		lines[i] = r.Encode()
+// encode writes the value back: the unreadable lines first, then the
+// records, oldest first.
+func (e entry) encode() string {
+	lines := append([]string(nil), e.unreadable...)
+	for _, r := range e.recs {
+		lines = append(lines, r.Encode())
 	}
 	return strings.Join(lines, "\n")
 }

@@ -119,7 +119,7 @@ func TestBudgetDropsUnpaidOrdersFirst(t *testing.T) {
 		}
 		r.RecordedAt = clk.Now()
 		k := fmt.Sprintf("a1b%029d", n)
-		data[k] = encodeAll([]payment.LedgerRecord{r})
+		data[k] = entry{recs: []payment.LedgerRecord{r}}.encode()
 		size += len(k) + len(data[k])
 	}
 	before := len(data)
@@ -133,7 +133,8 @@ func TestBudgetDropsUnpaidOrdersFirst(t *testing.T) {
 		t.Errorf("%d of %d orders kept, %d bytes: want just under the budget of %d", len(data), before, size, MaxShardBytes)
 	}
 	for k, v := range data {
-		recs, _ := decodeAll(v)
+		e, _ := decode(v)
+		recs := e.recs
 		if len(recs) == 1 && !recs[0].TookMoney() && len(data) < n {
 			// some unpaid may stay only if every paid one stayed
 			for i := 0; i < n; i += 2 {
@@ -255,7 +256,7 @@ func TestIdentities(t *testing.T) {
 func shard(recs map[string]payment.LedgerRecord) map[string]string {
 	data := map[string]string{}
 	for k, r := range recs {
-		data[k] = encodeAll([]payment.LedgerRecord{r})
+		data[k] = entry{recs: []payment.LedgerRecord{r}}.encode()
 	}
 	return data
 }
@@ -302,17 +303,17 @@ func TestBudgetOrder(t *testing.T) {
 		r.RecordedAt = clk.Now().Add(-time.Duration(10000-n) * time.Hour / 1000)
 		k := fmt.Sprintf("a1b%029d", n)
 		recs[k] = r
-		size += len(k) + len(encodeAll([]payment.LedgerRecord{r}))
+		size += len(k) + len(entry{recs: []payment.LedgerRecord{r}}.encode())
 	}
 	data := shard(recs)
 	paid, retry := rec("paid", "Succeeded"), rec("retry", "Failed")
 	paid.RecordedAt, retry.RecordedAt = clk.Now().Add(-20*time.Hour), clk.Now().Add(-19*time.Hour)
-	data["a1b-mixed"] = encodeAll([]payment.LedgerRecord{paid, retry})
+	data["a1b-mixed"] = entry{recs: []payment.LedgerRecord{paid, retry}}.encode()
 	// An unpaid order first tried long ago and again just now is as new as
 	// its latest record.
 	first, again := rec("first", "Failed"), rec("again", "Failed")
 	first.RecordedAt, again.RecordedAt = clk.Now().Add(-100*time.Hour), clk.Now()
-	data["a1b-revisited"] = encodeAll([]payment.LedgerRecord{first, again})
+	data["a1b-revisited"] = entry{recs: []payment.LedgerRecord{first, again}}.encode()
 	s.prune(data)
 	if _, ok := data["a1b-revisited"]; !ok {
 		t.Error("an order recorded again just now was dropped as old")
@@ -340,7 +341,7 @@ func TestBudgetOrder(t *testing.T) {
 		r.RecordedAt = clk.Now()
 		for name := "x"; ; name += "x" {
 			r.Name = name
-			data["a1b-filler"] = encodeAll([]payment.LedgerRecord{r})
+			data["a1b-filler"] = entry{recs: []payment.LedgerRecord{r}}.encode()
 			if size := shardSize(data); size >= MaxShardBytes {
 				if size > MaxShardBytes {
 					t.Fatalf("filler overshoots the budget: %d bytes", size)
@@ -354,4 +355,51 @@ func TestBudgetOrder(t *testing.T) {
 			t.Errorf("%d of %d orders kept at exactly the budget, want all", len(data), before)
 		}
 	})
+}
+
+// A line the manager cannot read (a record of a later format after a
+// rollback, a line edited by hand) may be the record that an order took its
+// money: it is never dropped, neither by a write of its own identity nor by
+// the pruning a write of another identity in the shard does, and a read of
+// its identity is an error naming it, so the object waits instead of moving
+// the money again.
+func TestAnUnreadableRecordIsKept(t *testing.T) {
+	s, clk, c := newStore(t)
+	ctx := context.Background()
+	if err := s.Put(ctx, id, rec("order-1", "Succeeded")); err != nil {
+		t.Fatal(err)
+	}
+	const later = "v2|P|order-0|Succeeded|pay_0|1999|1999|0|USD|1764651000|1764910200|x"
+	key := client.ObjectKey{Namespace: "paywarden-system", Name: "paywarden-ledger-a1b"}
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, key, cm); err != nil {
+		t.Fatal(err)
+	}
+	other := "a1bffffffffffffffffffffffffffff0"
+	cm.Data[id] = later + "\n" + cm.Data[id]
+	cm.Data[other] = later
+	if err := c.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+
+	clk.Step(DefaultRetention + time.Hour) // past every readable record's retention
+	if err := s.Put(ctx, id, rec("order-2", "Failed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, key, cm); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{id, other} {
+		if !strings.Contains(cm.Data[k], later) {
+			t.Errorf("identity %s: %q, the unreadable line dropped", k, cm.Data[k])
+		}
+	}
+	if strings.Contains(cm.Data[id], "order-1") || !strings.Contains(cm.Data[id], "order-2") {
+		t.Errorf("identity %s: %q; want the old readable record gone by retention, the new one written", id, cm.Data[id])
+	}
+	for _, k := range []string{id, other} {
+		if got, err := s.Get(ctx, k); err == nil || !strings.Contains(err.Error(), "want v1") || got != nil {
+			t.Errorf("read of %s: %+v, %v; want an error naming the unreadable line", k, got, err)
+		}
+	}
 }
