@@ -1,0 +1,146 @@
+package payment_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+)
+
+// The ledger's records of Payments and Refunds, and the guards of what
+// adopts them (SPEC §12.1).
+
+// TestRecordsSettleWhenTheirHistorySays: a record's settled time is the
+// object's last history entry; with no history, the time it is written.
+func TestRecordsSettleWhenTheirHistorySays(t *testing.T) {
+	now := t0.Add(100 * time.Hour)
+	p := settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0)
+	if rec, ok := payment.PaymentRecord(p, now); !ok || !rec.SettledAt.Equal(t0.Add(time.Minute)) {
+		t.Errorf("payment with history: %+v, %v; want settled at its last entry", rec, ok)
+	}
+	p.Status.History = nil
+	if rec, ok := payment.PaymentRecord(p, now); !ok || !rec.SettledAt.Equal(now) {
+		t.Errorf("payment without history: %+v, %v; want settled now", rec, ok)
+	}
+	rf := sentRefund("refund-1", 500, v1alpha1.RefundSucceeded)
+	if rec, ok := payment.RefundRecord(&rf, now); !ok || !rec.SettledAt.Equal(now) || rec.Amount != 500 || rec.ProviderID != "re_refund-1" {
+		t.Errorf("refund without history: %+v, %v; want settled now, 500, re_refund-1", rec, ok)
+	}
+	rf.Status.History = []v1alpha1.HistoryEntry{{Time: ptrTime(t0.Add(time.Hour)).Rfc3339Copy()}}
+	if rec, ok := payment.RefundRecord(&rf, now); !ok || !rec.SettledAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("refund with history: %+v, %v; want settled at its last entry", rec, ok)
+	}
+}
+
+// TestARefundIsRecordedOnlyWhenSettledAndSent: a Refund is remembered once
+// it is final and it either went to the provider or adopted one that did.
+func TestARefundIsRecordedOnlyWhenSettledAndSent(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		phase   v1alpha1.RefundPhase
+		sent    bool
+		adopted bool
+		want    bool
+	}{
+		{"succeeded, sent", v1alpha1.RefundSucceeded, true, false, true},
+		{"failed, sent", v1alpha1.RefundFailed, true, false, true},
+		{"succeeded, adopted", v1alpha1.RefundSucceeded, false, true, true},
+		{"failed without a call (refused before it)", v1alpha1.RefundFailed, false, false, false},
+		{"pending, sent", v1alpha1.RefundPending, true, false, false},
+		{"unknown, sent", v1alpha1.RefundUnknown, true, false, false},
+	} {
+		rf := sentRefund("refund-1", 500, tc.phase)
+		if !tc.sent {
+			rf.Status.CreateRequestedAt, rf.Status.ProviderRefundID = nil, ""
+		}
+		if tc.adopted {
+			rf.Status.AdoptedAt = ptrTime(t0)
+		}
+		if _, ok := payment.RefundRecord(&rf, t0); ok != tc.want {
+			t.Errorf("%s: recorded %v, want %v", tc.name, ok, tc.want)
+		}
+	}
+}
+
+// TestAnUnsettledRecordKeepsItsPhase: a payment let go before its final
+// answer is remembered in the phase it stood in; one that had none yet, as
+// Pending (it may have been created).
+func TestAnUnsettledRecordKeepsItsPhase(t *testing.T) {
+	p := created("order-1")
+	p.Status.Phase = v1alpha1.PhaseAuthorized
+	p.Status.AmountReceived = &v1alpha1.Money{Value: 700, Currency: orderCurrency}
+	p.Status.AmountRefunded = &v1alpha1.Money{Value: 200, Currency: orderCurrency}
+	rec := payment.UnsettledRecord(p, t0)
+	if rec.Phase != string(v1alpha1.PhaseAuthorized) || rec.Amount != 700 || rec.Refunded != 200 || rec.Asked != orderValue || !rec.SettledAt.Equal(t0) {
+		t.Errorf("authorized: %+v", rec)
+	}
+	p.Status.Phase = ""
+	if rec := payment.UnsettledRecord(p, t0); rec.Phase != string(v1alpha1.PhasePending) {
+		t.Errorf("no phase yet: recorded %q, want Pending", rec.Phase)
+	}
+}
+
+// TestOnlyANeverSentPaymentAdopts: Adopt decides only for a Payment with
+// no provider id, no create marker and no phase; any of them means it went
+// (or may have gone) to the provider itself, and the ledger's records of
+// its order do not apply to it.
+func TestOnlyANeverSentPaymentAdopts(t *testing.T) {
+	rec, ok := payment.PaymentRecord(settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0), t0)
+	if !ok {
+		t.Fatal("no record")
+	}
+	recs := []payment.LedgerRecord{rec}
+	fresh := func() *v1alpha1.Payment { p := newPay("order-1"); p.UID = "new-uid"; return p }
+	out, adopted := payment.Adopt(fresh(), recs, t0)
+	if !adopted || out.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Fatalf("a never-sent payment: adopted %v phase %s", adopted, out.Status.Phase)
+	}
+	for _, e := range out.Events {
+		if e.Reason == "Adopted" && e.Warning {
+			t.Errorf("the Adopted Event is a Warning: %+v", e)
+		}
+	}
+	if !hasEvent(out, "Adopted") {
+		t.Errorf("no Adopted Event: %+v", out.Events)
+	}
+	for name, set := range map[string]func(p *v1alpha1.Payment){
+		"tracking a provider payment": func(p *v1alpha1.Payment) { p.Spec.ProviderPaymentID = "pay_9" },
+		"with a provider id":          func(p *v1alpha1.Payment) { p.Status.ProviderPaymentID = "pay_9" },
+		"with a create marker":        func(p *v1alpha1.Payment) { p.Status.CreateRequestedAt = ptrTime(t0) },
+		"with a phase":                func(p *v1alpha1.Payment) { p.Status.Phase = v1alpha1.PhasePending },
+	} {
+		p := fresh()
+		set(p)
+		if _, adopted := payment.Adopt(p, recs, t0); adopted {
+			t.Errorf("%s: adopted the ledger's record", name)
+		}
+	}
+}
+
+// TestRestoredRefund: a Refund is a restored copy of one that was sent when
+// its money-uid annotation names another object and its status says no
+// call; any call in status, no annotation, or its own uid, and it is not.
+func TestRestoredRefund(t *testing.T) {
+	restored := func() *v1alpha1.Refund {
+		r := newRefund("refund-1", 500, t0)
+		r.Annotations = map[string]string{v1alpha1.AnnotationMoneyUID: "uid-of-the-first"}
+		return r
+	}
+	if !payment.RestoredRefund(restored()) {
+		t.Error("a copy whose annotation names another object is not restored")
+	}
+	for name, set := range map[string]func(r *v1alpha1.Refund){
+		"with a create marker":        func(r *v1alpha1.Refund) { r.Status.CreateRequestedAt = ptrTime(t0) },
+		"with a phase":                func(r *v1alpha1.Refund) { r.Status.Phase = v1alpha1.RefundPending },
+		"with a provider refund id":   func(r *v1alpha1.Refund) { r.Status.ProviderRefundID = "re_1" },
+		"without the annotation":      func(r *v1alpha1.Refund) { r.Annotations = nil },
+		"whose annotation is its own": func(r *v1alpha1.Refund) { r.Annotations[v1alpha1.AnnotationMoneyUID] = string(r.UID) },
+	} {
+		r := restored()
+		set(r)
+		if payment.RestoredRefund(r) {
+			t.Errorf("%s: taken for a restored copy", name)
+		}
+	}
+}
