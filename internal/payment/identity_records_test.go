@@ -144,3 +144,16 @@ func TestRestoredRefund(t *testing.T) {
 		}
 	}
 }
+
+// TestAnUnsettledRefundRecordKeepsItsPhase: a Refund let go before its
+// final answer is remembered in the phase it stood in, Pending if none yet.
+func TestAnUnsettledRefundRecordKeepsItsPhase(t *testing.T) {
+	rf := sentRefund("refund-1", 500, v1alpha1.RefundUnknown)
+	if rec := payment.UnsettledRefundRecord(&rf, t0); rec.Phase != string(v1alpha1.RefundUnknown) || rec.Amount != 500 || rec.ProviderID != "re_refund-1" {
+		t.Errorf("unknown: %+v", rec)
+	}
+	rf.Status.Phase = ""
+	if rec := payment.UnsettledRefundRecord(&rf, t0); rec.Phase != string(v1alpha1.RefundPending) {
+		t.Errorf("no phase yet: recorded %q, want Pending", rec.Phase)
+	}
+}
