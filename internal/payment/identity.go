@@ -1,6 +1,7 @@
 package payment
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -497,6 +498,9 @@ func afterObserve(c *change, pol Policy, call Call) Outcome {
 		t := metav1.NewTime(c.now)
 		c.st().AdoptedAt = &t
 		c.event(false, "Adopted", why)
+	case class == Answered:
+		// An answer naming no payment proves nothing either way.
+		c.noAnswer(pol, errors.New("the provider answered the look-up without a payment id"), false)
 	case class == Unsupported && chargesOnCreate(c.p, pol):
 		// A charge cannot be proven new where the provider cannot be
 		// searched: creating it again could take the money twice.

@@ -1,6 +1,9 @@
 package payment_test
 
 import (
+	"strings"
+
+	"github.com/paywarden/paywarden/internal/provider"
 	"testing"
 	"time"
 
@@ -155,5 +158,93 @@ func TestAnUnsettledRefundRecordKeepsItsPhase(t *testing.T) {
 	rf.Status.Phase = ""
 	if rec := payment.UnsettledRefundRecord(&rf, t0); rec.Phase != string(v1alpha1.RefundPending) {
 		t.Errorf("no phase yet: recorded %q, want Pending", rec.Phase)
+	}
+}
+
+// TestOnlyANeverSentRefundAdopts: a Refund with a marker, or already final,
+// is not decided by the ledger's records of its name.
+func TestOnlyANeverSentRefundAdopts(t *testing.T) {
+	rec := payment.LedgerRecord{Kind: payment.LedgerRefund, Name: "refund-1", Phase: string(v1alpha1.RefundSucceeded), ProviderID: "re_1", Asked: 500, Amount: 500, Currency: orderCurrency}
+	fresh := newRefund("refund-1", 500, t0)
+	if out, ok := payment.AdoptRefund(fresh, []payment.LedgerRecord{rec}, t0); !ok || out.Status.Phase != v1alpha1.RefundSucceeded {
+		t.Fatalf("a never-sent Refund: adopted %v, phase %s", ok, out.Status.Phase)
+	}
+	sent := fresh.DeepCopy()
+	sent.Status.CreateRequestedAt = ptrTime(t0)
+	final := fresh.DeepCopy()
+	final.Status.Phase = v1alpha1.RefundFailed
+	for name, r := range map[string]*v1alpha1.Refund{"with a marker": sent, "final": final} {
+		if _, ok := payment.AdoptRefund(r, []payment.LedgerRecord{rec}, t0); ok {
+			t.Errorf("%s: adopted the ledger's record", name)
+		}
+	}
+}
+
+// TestRestored: a Payment is a restored copy of one that was sent when its
+// money-uid annotation names another object and nothing says a create, a
+// phase or a provider id.
+func TestRestored(t *testing.T) {
+	restored := func() *v1alpha1.Payment {
+		p := newPay("order-1")
+		p.Annotations = map[string]string{v1alpha1.AnnotationMoneyUID: "uid-of-the-first"}
+		return p
+	}
+	if !payment.Restored(restored()) {
+		t.Error("a copy whose annotation names another object is not restored")
+	}
+	for name, set := range map[string]func(p *v1alpha1.Payment){
+		"with a create marker":        func(p *v1alpha1.Payment) { p.Status.CreateRequestedAt = ptrTime(t0) },
+		"with a phase":                func(p *v1alpha1.Payment) { p.Status.Phase = v1alpha1.PhasePending },
+		"with a provider id":          func(p *v1alpha1.Payment) { p.Status.ProviderPaymentID = "pay_1" },
+		"tracking a provider payment": func(p *v1alpha1.Payment) { p.Spec.ProviderPaymentID = "pay_1" },
+		"without the annotation":      func(p *v1alpha1.Payment) { p.Annotations = nil },
+		"whose annotation is its own": func(p *v1alpha1.Payment) { p.Annotations[v1alpha1.AnnotationMoneyUID] = string(p.UID) },
+	} {
+		p := restored()
+		set(p)
+		if payment.Restored(p) {
+			t.Errorf("%s: taken for a restored copy", name)
+		}
+	}
+}
+
+// TestARestoredCopysLookUpWithoutAnAnswer: the look-up of a restored copy
+// that gets no answer backs off as a create does (it stands for one) and
+// decides nothing; a refused configuration waits for its fix without
+// counting; an answer naming no payment is no answer; the Adopted Event of
+// a payment found is Normal.
+func TestARestoredCopysLookUpWithoutAnAnswer(t *testing.T) {
+	pol := testPolicy()
+	restored := newPay("order-1")
+	restored.Annotations = map[string]string{v1alpha1.AnnotationMoneyUID: "uid-of-the-first"}
+
+	once := store(restored, payment.AfterLookup(restored, pol, fails(errNoAnswer), t0))
+	twice := store(once, payment.AfterLookup(once, pol, fails(errNoAnswer), t0.Add(time.Hour)))
+	q := twice.Status.Query
+	if q.ConsecutiveErrors != 2 || q.NextTime == nil || !q.NextTime.Time.Equal(t0.Add(time.Hour+pol.Schedule[1])) || q.Attempts != 0 {
+		t.Errorf("two look-ups without an answer: %+v; want 2 errors, the next at the create backoff's second step (%v), no attempt", q, pol.Schedule[1])
+	}
+
+	cfg := store(restored, payment.AfterLookup(restored, pol, fails(errUnauthorized), t0))
+	q = cfg.Status.Query
+	if q.ConsecutiveErrors != 0 || q.NextTime == nil || !q.NextTime.Time.Equal(t0.Add(payment.DefaultConfigRetry)) || cfg.Status.CreateRequestedAt != nil ||
+		!strings.HasPrefix(q.LastError, "provider configuration problem") {
+		t.Errorf("a look-up refused for its configuration: %+v; want no error counted, the next in %v, nothing created", q, payment.DefaultConfigRetry)
+	}
+
+	empty := store(restored, payment.AfterLookup(restored, pol, payment.Call{}, t0))
+	if empty.Status.AdoptedAt != nil || empty.Status.CreateRequestedAt != nil || empty.Status.Phase.IsFinal() ||
+		!strings.Contains(empty.Status.Query.LastError, "without a payment id") || empty.Status.Query.ConsecutiveErrors != 1 {
+		t.Errorf("an answer naming no payment: %+v; want nothing adopted or created", empty.Status)
+	}
+
+	out := payment.AfterLookup(restored, pol, answer(provider.StatusSucceeded), t0)
+	if !hasEvent(out, "Adopted") {
+		t.Fatalf("no Adopted Event: %+v", out.Events)
+	}
+	for _, e := range out.Events {
+		if e.Reason == "Adopted" && e.Warning {
+			t.Errorf("the Adopted Event is a Warning: %+v", e)
+		}
 	}
 }
