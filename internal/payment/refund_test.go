@@ -428,3 +428,25 @@ func checkRefundSequence(c chooser, steps int) error {
 	}
 	return nil
 }
+
+// TestApplyRefundObservationsThatDoNotApply: what a refund cannot be
+// (expired, canceled, a refunded total) is ignored and changes nothing; the
+// provider not knowing the outcome yet is ignored too, but its raw status is
+// shown.
+func TestApplyRefundObservationsThatDoNotApply(t *testing.T) {
+	at := func() *v1alpha1.Refund {
+		r := newRefund("r", 500, t0)
+		r.Status.ProviderRefundID, r.Status.Phase, r.Status.ProviderStatus = "re_1", v1alpha1.RefundProcessing, "processing"
+		return r
+	}
+	for _, o := range []payment.Observed{payment.ObservedExpired, payment.ObservedCanceled, payment.ObservedRefund} {
+		res := payment.ApplyRefund(at(), refundObs(o, "", func(obs *payment.Observation) { obs.Raw = "odd" }), t0)
+		if res.Decision != payment.Ignored || !strings.Contains(res.Reason, "does not apply to a refund") || res.Status.ProviderStatus != "processing" || res.Status.Phase != v1alpha1.RefundProcessing {
+			t.Errorf("%s: %s (%s), provider status %q; want Ignored, nothing changed", o, res.Decision, res.Reason, res.Status.ProviderStatus)
+		}
+	}
+	res := payment.ApplyRefund(at(), refundObs(payment.ObservedUnknown, "", func(obs *payment.Observation) { obs.Raw = "requires_action" }), t0)
+	if res.Decision != payment.Ignored || !strings.Contains(res.Reason, "does not know the outcome yet") || res.Status.ProviderStatus != "requires_action" {
+		t.Errorf("unknown: %s (%s), provider status %q; want Ignored with the raw status shown", res.Decision, res.Reason, res.Status.ProviderStatus)
+	}
+}
