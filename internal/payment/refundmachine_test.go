@@ -1,0 +1,206 @@
+package payment_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// The Refund's state machine in detail (SPEC §11.7): what each change
+// writes, says and warns about.
+
+// sentAt is a sent Refund of 500 in phase, under review for review ("":
+// none).
+func sentAt(phase v1alpha1.RefundPhase, review string) *v1alpha1.Refund {
+	r := newRefund("r", 500, t0)
+	r.Status.Amount = &v1alpha1.Money{Value: 500, Currency: orderCurrency}
+	r.Status.ProviderRefundID, r.Status.Phase = "re_1", phase
+	if review != "" {
+		meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue, Reason: review, Message: "x"})
+	}
+	return r
+}
+
+// TestASuccessReportedBeforeTheFailure: a success that occurred no later
+// than the failure was reported (the failure's event time, else its history
+// entry) is a refund that failed after it succeeded, delivered late: stale.
+// One that occurred after it, or one the failure's time is unknown for,
+// contradicts it.
+func TestASuccessReportedBeforeTheFailure(t *testing.T) {
+	failedAt := func(event, history *time.Time) *v1alpha1.Refund {
+		r := sentAt(v1alpha1.RefundFailed, "")
+		if event != nil {
+			r.Status.LastEvent = &v1alpha1.EventRef{ID: "evt-failed", Time: ptrTime(*event)}
+		}
+		if history != nil {
+			r.Status.History = []v1alpha1.HistoryEntry{{Time: metav1.NewTime(*history), From: "Succeeded", To: "Failed"}}
+		}
+		return r
+	}
+	at := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }
+	success := func(occurred time.Duration) payment.Observation {
+		return refundObs(payment.ObservedSucceeded, "evt-late", withOccurredAt(t0.Add(occurred)))
+	}
+	for _, tc := range []struct {
+		name string
+		r    *v1alpha1.Refund
+		obs  payment.Observation
+		want payment.Decision
+	}{
+		{"before the failure's event", failedAt(at(2*time.Hour), at(time.Hour)), success(90 * time.Minute), payment.Stale},
+		{"at the failure's event", failedAt(at(2*time.Hour), nil), success(2 * time.Hour), payment.Stale},
+		{"after the failure's event", failedAt(at(2*time.Hour), at(3*time.Hour)), success(150 * time.Minute), payment.Conflict},
+		{"before the failure's history entry, no event", failedAt(nil, at(time.Hour)), success(30 * time.Minute), payment.Stale},
+		{"after the failure's history entry, no event", failedAt(nil, at(time.Hour)), success(90 * time.Minute), payment.Conflict},
+		{"the failure's time unknown", failedAt(nil, nil), success(-time.Hour), payment.Conflict},
+		{"the success's time unknown", failedAt(at(2*time.Hour), nil), refundObs(payment.ObservedSucceeded, "evt-late"), payment.Conflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := payment.ApplyRefund(tc.r, tc.obs, t0.Add(4*time.Hour))
+			if res.Decision != tc.want || res.Status.Phase != v1alpha1.RefundFailed {
+				t.Fatalf("%s -> %s (%s), want %s, still Failed", res.Decision, res.Status.Phase, res.Reason, tc.want)
+			}
+		})
+	}
+	// An event whose time is not recorded: the history entry stands for it.
+	r := failedAt(nil, at(time.Hour))
+	r.Status.LastEvent = &v1alpha1.EventRef{ID: "evt-failed"}
+	if res := payment.ApplyRefund(r, success(30*time.Minute), t0.Add(4*time.Hour)); res.Decision != payment.Stale {
+		t.Errorf("an event without a time before the history entry: %s (%s), want Stale", res.Decision, res.Reason)
+	}
+}
+
+// TestARefundFailingAfterItSucceededSaysWhy: the Warning names the
+// provider's failure code, if any.
+func TestARefundFailingAfterItSucceededSaysWhy(t *testing.T) {
+	res := payment.ApplyRefund(sentAt(v1alpha1.RefundSucceeded, ""), refundObs(payment.ObservedFailed, "evt-2", withFailure("expired_or_canceled_card", "")), t0)
+	if e := eventOf(res.Events, v1alpha1.ReasonRefundReversed); e == nil || !e.Warning || !strings.HasSuffix(e.Message, "(expired_or_canceled_card)") {
+		t.Errorf("with a code: %+v", res.Events)
+	}
+	res = payment.ApplyRefund(sentAt(v1alpha1.RefundSucceeded, ""), refundObs(payment.ObservedFailed, "evt-2"), t0)
+	if e := eventOf(res.Events, v1alpha1.ReasonRefundReversed); e == nil || strings.Contains(e.Message, "(") || res.Status.Failure == nil || res.Status.Failure.Code != v1alpha1.ReasonRefundReversed {
+		t.Errorf("without a code: %+v, failure %+v", res.Events, res.Status.Failure)
+	}
+}
+
+// TestARefundsFailureReason: the history says the observation's reason,
+// else the provider's failure code.
+func TestARefundsFailureReason(t *testing.T) {
+	last := func(res payment.RefundResult) string {
+		h := res.Status.History
+		if len(h) == 0 {
+			return ""
+		}
+		return h[len(h)-1].Reason
+	}
+	res := payment.ApplyRefund(sentAt(v1alpha1.RefundProcessing, ""), refundObs(payment.ObservedFailed, "evt-1", withFailure("insufficient_funds", "")), t0)
+	if last(res) != "insufficient_funds" {
+		t.Errorf("without a reason: history says %q, want the code", last(res))
+	}
+	obs := refundObs(payment.ObservedFailed, "evt-1", withFailure("insufficient_funds", ""))
+	obs.Reason = "the merchant's balance is too low"
+	res = payment.ApplyRefund(sentAt(v1alpha1.RefundProcessing, ""), obs, t0)
+	if last(res) != obs.Reason {
+		t.Errorf("with a reason: history says %q, want %q", last(res), obs.Reason)
+	}
+	if e := eventOf(res.Events, "RefundFailed"); e == nil || !e.Warning || !strings.HasSuffix(e.Message, ": "+obs.Reason) {
+		t.Errorf("the RefundFailed Event: %+v", res.Events)
+	}
+}
+
+// TestARefundsReviews: paywarden's own reason replaces another of its own
+// (the newer says what is wrong now); the same reason again is stale; a
+// review's message is the observation's reason, else one naming the reason.
+func TestARefundsReviews(t *testing.T) {
+	res := payment.ApplyRefund(sentAt(v1alpha1.RefundUnknown, v1alpha1.ReasonRetriesExhausted), refundObs(payment.ObservedUnknown, "", withReview(v1alpha1.ReasonProviderUnreachable)), t0)
+	if res.Decision != payment.Applied || refundReview(&res.Status) != v1alpha1.ReasonProviderUnreachable {
+		t.Errorf("another paywarden reason: %s, review %q; want it applied", res.Decision, refundReview(&res.Status))
+	}
+	res = payment.ApplyRefund(sentAt(v1alpha1.RefundUnknown, v1alpha1.ReasonRetriesExhausted), refundObs(payment.ObservedUnknown, "", withReview(v1alpha1.ReasonRetriesExhausted)), t0)
+	if res.Decision != payment.Stale {
+		t.Errorf("the same reason again: %s, want Stale", res.Decision)
+	}
+	res = payment.ApplyRefund(sentAt(v1alpha1.RefundProcessing, ""), refundObs(payment.ObservedUnknown, "", withReview(v1alpha1.ReasonRetriesExhausted)), t0)
+	if c := meta.FindStatusCondition(res.Status.Conditions, v1alpha1.ConditionNeedsReview); c == nil || c.Message != "paywarden cannot settle this refund automatically: "+v1alpha1.ReasonRetriesExhausted {
+		t.Errorf("a review without a reason: %+v", c)
+	}
+	if e := eventOf(res.Events, "RefundUnknown"); e == nil || !e.Warning {
+		t.Errorf("the RefundUnknown Event is not a Warning: %+v", res.Events)
+	}
+	obs := refundObs(payment.ObservedUnknown, "", withReview(v1alpha1.ReasonRetriesExhausted))
+	obs.Reason = "no answer after 12 queries"
+	res = payment.ApplyRefund(sentAt(v1alpha1.RefundProcessing, ""), obs, t0)
+	if c := meta.FindStatusCondition(res.Status.Conditions, v1alpha1.ConditionNeedsReview); c == nil || c.Message != obs.Reason {
+		t.Errorf("a review with a reason: %+v", c)
+	}
+}
+
+// TestARefundConflictUnderReviewIsNotRepeated: a status query repeating a
+// contradiction already under review is stale; an event is news and is
+// recorded.
+func TestARefundConflictUnderReviewIsNotRepeated(t *testing.T) {
+	res := payment.ApplyRefund(sentAt(v1alpha1.RefundFailed, v1alpha1.ReasonConflictingStatus), refundObs(payment.ObservedSucceeded, ""), t0)
+	if res.Decision != payment.Stale {
+		t.Errorf("a query repeating the conflict: %s, want Stale", res.Decision)
+	}
+	res = payment.ApplyRefund(sentAt(v1alpha1.RefundFailed, v1alpha1.ReasonConflictingStatus), refundObs(payment.ObservedSucceeded, "evt-9"), t0)
+	if res.Decision != payment.Conflict {
+		t.Errorf("an event repeating the conflict: %s, want Conflict", res.Decision)
+	}
+}
+
+// TestARefundsSuccessIsNormal: the RefundSucceeded Event is Normal, and the
+// raw status without news keeps the one shown.
+func TestARefundsSuccessIsNormal(t *testing.T) {
+	res := payment.ApplyRefund(sentAt(v1alpha1.RefundProcessing, ""), refundObs(payment.ObservedSucceeded, "evt-1"), t0)
+	if e := eventOf(res.Events, "RefundSucceeded"); e == nil || e.Warning || !strings.Contains(e.Message, "refund Processing -> Succeeded via Webhook") || strings.HasSuffix(e.Message, ": ") {
+		t.Errorf("the RefundSucceeded Event: %+v", res.Events)
+	}
+	r := sentAt(v1alpha1.RefundProcessing, "")
+	r.Status.ProviderStatus = "pending"
+	if res := payment.ApplyRefund(r, refundObs(payment.ObservedProcessing, ""), t0); res.Status.ProviderStatus != "pending" {
+		t.Errorf("an observation without a raw status cleared the one shown: %q", res.Status.ProviderStatus)
+	}
+}
+
+// TestFromRefund: an amount only with a success that names its currency; a
+// failure only with a failed refund that says why.
+func TestFromRefund(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		rf      provider.Refund
+		want    payment.Observed
+		amount  bool
+		failure bool
+	}{
+		{"succeeded", provider.Refund{ID: "re_1", Status: provider.RefundSucceeded, Amount: 500, Currency: "USD"}, payment.ObservedSucceeded, true, false},
+		{"succeeded, no currency", provider.Refund{ID: "re_1", Status: provider.RefundSucceeded, Amount: 500}, payment.ObservedSucceeded, false, false},
+		{"pending with an amount", provider.Refund{ID: "re_1", Status: provider.RefundPending, Amount: 500, Currency: "USD"}, payment.ObservedPending, false, false},
+		{"failed with a code", provider.Refund{ID: "re_1", Status: provider.RefundFailed, FailureCode: "lost_or_stolen_card"}, payment.ObservedFailed, false, true},
+		{"failed with a message", provider.Refund{ID: "re_1", Status: provider.RefundFailed, FailureMessage: "card lost"}, payment.ObservedFailed, false, true},
+		{"failed, no reason", provider.Refund{ID: "re_1", Status: provider.RefundFailed}, payment.ObservedFailed, false, false},
+		{"processing with a code", provider.Refund{ID: "re_1", Status: provider.RefundProcessing, FailureCode: "x"}, payment.ObservedProcessing, false, false},
+		{"unknown status", provider.Refund{ID: "re_1", Status: "requires_action"}, payment.ObservedUnknown, false, false},
+	} {
+		obs := payment.FromRefund(tc.rf, v1alpha1.SourceStatusQuery, "")
+		if obs.Observed != tc.want || (obs.Amount != nil) != tc.amount || (obs.Failure != nil) != tc.failure {
+			t.Errorf("%s: %s amount %+v failure %+v; want %s, amount %v, failure %v", tc.name, obs.Observed, obs.Amount, obs.Failure, tc.want, tc.amount, tc.failure)
+		}
+	}
+}
+
+func eventOf(events []payment.Event, reason string) *payment.Event {
+	for i := range events {
+		if events[i].Reason == reason {
+			return &events[i]
+		}
+	}
+	return nil
+}
