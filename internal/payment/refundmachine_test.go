@@ -204,3 +204,44 @@ func eventOf(events []payment.Event, reason string) *payment.Event {
 	}
 	return nil
 }
+
+// TestPlanRefundAtRest: a settled Refund needs nothing, unless it still
+// shows a schedule or a wait, which one write clears; one parked in Unknown
+// waits for a final answer or an operator; one in flight without a next
+// query is queried, not left.
+func TestPlanRefundAtRest(t *testing.T) {
+	pol := testPolicy()
+	facts := payment.RefundFacts{Payment: paidPayment(0)}
+	settled := func(set func(r *v1alpha1.Refund)) *v1alpha1.Refund {
+		r := sentAt(v1alpha1.RefundSucceeded, "")
+		r.Status.CreateRequestedAt = ptrTime(t0)
+		set(r)
+		return r
+	}
+	for name, tc := range map[string]struct {
+		r    *v1alpha1.Refund
+		want payment.Action
+	}{
+		"settled":                 {settled(func(*v1alpha1.Refund) {}), payment.Nothing},
+		"settled with a schedule": {settled(func(r *v1alpha1.Refund) { r.Status.Query.NextTime = micro(t0) }), payment.Write},
+		"settled with a wait":     {settled(func(r *v1alpha1.Refund) { r.Status.WaitingFor = "Provider" }), payment.Write},
+		"parked in Unknown": {func() *v1alpha1.Refund {
+			r := sentAt(v1alpha1.RefundUnknown, v1alpha1.ReasonRetriesExhausted)
+			r.Status.CreateRequestedAt = ptrTime(t0)
+			return r
+		}(), payment.Nothing},
+	} {
+		step := payment.PlanRefund(tc.r, pol, facts, t0.Add(time.Hour))
+		if step.Action != tc.want {
+			t.Errorf("%s: %s (%s), want %s", name, step.Action, step.Why, tc.want)
+		}
+		if step.Action == payment.Write && (step.Outcome.Status.Query.NextTime != nil || step.Outcome.Status.WaitingFor != "") {
+			t.Errorf("%s: the write keeps %+v, waiting for %q", name, step.Outcome.Status.Query.NextTime, step.Outcome.Status.WaitingFor)
+		}
+	}
+	inFlight := sentAt(v1alpha1.RefundProcessing, "")
+	inFlight.Status.CreateRequestedAt = ptrTime(t0)
+	if step := payment.PlanRefund(inFlight, pol, facts, t0.Add(time.Hour)); step.Action == payment.Nothing {
+		t.Errorf("a refund in flight without a next query: %s (%s), want it followed", step.Action, step.Why)
+	}
+}
