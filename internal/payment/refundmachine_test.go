@@ -245,3 +245,30 @@ func TestPlanRefundAtRest(t *testing.T) {
 		t.Errorf("a refund in flight without a next query: %s (%s), want it followed", step.Action, step.Why)
 	}
 }
+
+// TestARefundCreateWaitsForItsRetry: a refund whose create got no answer
+// waits for its retry; one that waited for a configuration fix goes as soon
+// as the provider's configuration is accepted.
+func TestARefundCreateWaitsForItsRetry(t *testing.T) {
+	pol := testPolicy()
+	r := newRefund("r", 500, t0)
+	r.Status.Phase, r.Status.CreateRequestedAt = v1alpha1.RefundPending, ptrTime(t0)
+	r.Status.Amount = &v1alpha1.Money{Value: 500, Currency: orderCurrency}
+	r.Status.Query.NextTime = micro(t0.Add(time.Minute))
+	r.Status.Query.LastErrorClass = payment.NoAnswer.StatusName()
+	facts := payment.RefundFacts{Payment: paidPayment(0), ConfigAccepted: true}
+	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Second)); step.Action != payment.Wait || !step.At.Equal(t0.Add(time.Minute)) {
+		t.Errorf("no answer, retry not due: %s (%s) at %v, want Wait until the retry", step.Action, step.Why, step.At)
+	}
+	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Minute)); step.Action != payment.Create {
+		t.Errorf("no answer, retry due: %s (%s), want Create", step.Action, step.Why)
+	}
+	r.Status.Query.LastErrorClass = payment.ConfigProblem.StatusName()
+	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Second)); step.Action != payment.Create {
+		t.Errorf("a configuration fixed: %s (%s), want Create at once", step.Action, step.Why)
+	}
+	facts.ConfigAccepted = false
+	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Second)); step.Action != payment.Wait {
+		t.Errorf("a configuration not fixed: %s (%s), want Wait", step.Action, step.Why)
+	}
+}
