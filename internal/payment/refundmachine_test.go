@@ -272,3 +272,44 @@ func TestARefundCreateWaitsForItsRetry(t *testing.T) {
 		t.Errorf("a configuration not fixed: %s (%s), want Wait", step.Action, step.Why)
 	}
 }
+
+// TestARefundsWaitFollowsItsReason: a Refund waiting for one reason that
+// now waits for another says so; the same wait again writes nothing.
+func TestARefundsWaitFollowsItsReason(t *testing.T) {
+	pol := testPolicy()
+	r := newRefund("r", 500, t0)
+	first := payment.PlanRefund(r, pol, payment.RefundFacts{}, t0)
+	if first.Action != payment.Write || first.Outcome.Status.WaitingFor != v1alpha1.ReasonPaymentNotFound {
+		t.Fatalf("no payment: %s, waiting for %q", first.Action, first.Outcome.Status.WaitingFor)
+	}
+	r.Status = first.Outcome.Status
+	if again := payment.PlanRefund(r, pol, payment.RefundFacts{}, t0.Add(time.Minute)); again.Action != payment.Nothing {
+		t.Errorf("the same wait again: %s (%s), want Nothing", again.Action, again.Why)
+	}
+	unpaid := paidPayment(0)
+	unpaid.Status.Phase = v1alpha1.PhasePending
+	next := payment.PlanRefund(r, pol, payment.RefundFacts{Payment: unpaid}, t0.Add(time.Minute))
+	if next.Action != payment.Write || next.Outcome.Status.WaitingFor != v1alpha1.ReasonPaymentNotSucceeded {
+		t.Errorf("the payment found, not paid yet: %s, waiting for %q; want %s", next.Action, next.Outcome.Status.WaitingFor, v1alpha1.ReasonPaymentNotSucceeded)
+	}
+}
+
+// TestARefundQueryWaitsForItsTime: a sent refund is queried when its next
+// query is due, or at once when its configuration was fixed.
+func TestARefundQueryWaitsForItsTime(t *testing.T) {
+	pol := testPolicy()
+	r := sentAt(v1alpha1.RefundProcessing, "")
+	r.Status.CreateRequestedAt = ptrTime(t0)
+	r.Status.Query.NextTime = micro(t0.Add(time.Minute))
+	facts := payment.RefundFacts{Payment: paidPayment(0), ConfigAccepted: true}
+	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Second)); step.Action != payment.Wait || !step.At.Equal(t0.Add(time.Minute)) {
+		t.Errorf("not due: %s (%s) at %v, want Wait until it is", step.Action, step.Why, step.At)
+	}
+	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Minute)); step.Action != payment.Query {
+		t.Errorf("due: %s (%s), want Query", step.Action, step.Why)
+	}
+	r.Status.Query.LastErrorClass = payment.ConfigProblem.StatusName()
+	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Second)); step.Action != payment.Query {
+		t.Errorf("its configuration fixed: %s (%s), want Query at once", step.Action, step.Why)
+	}
+}
