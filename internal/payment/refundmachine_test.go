@@ -313,3 +313,22 @@ func TestARefundQueryWaitsForItsTime(t *testing.T) {
 		t.Errorf("its configuration fixed: %s (%s), want Query at once", step.Action, step.Why)
 	}
 }
+
+// TestARefundAnswerWithoutItsCallChangesNothing: the answer of a refund
+// call is taken only by a Refund whose marker is stored and which has no
+// refund id yet (one learned from a webhook meanwhile stands).
+func TestARefundAnswerWithoutItsCallChangesNothing(t *testing.T) {
+	pol := testPolicy()
+	answer := payment.RefundCall{Refund: provider.Refund{ID: "re_2", Status: provider.RefundFailed, FailureCode: "x"}}
+	known := sentAt(v1alpha1.RefundProcessing, "")
+	known.Status.CreateRequestedAt = ptrTime(t0)
+	unmarked := newRefund("r", 500, t0)
+	unmarked.Status.Phase = v1alpha1.RefundPending
+	for name, r := range map[string]*v1alpha1.Refund{"with a refund id": known, "without a marker": unmarked} {
+		before := r.Status.DeepCopy()
+		out := payment.AfterRefundCreate(r, pol, answer, t0.Add(time.Second))
+		if out.Status.ProviderRefundID != before.ProviderRefundID || out.Status.Phase != before.Phase || out.Status.Failure != nil {
+			t.Errorf("%s: the answer was taken: %+v", name, out.Status)
+		}
+	}
+}
