@@ -332,3 +332,21 @@ func TestARefundAnswerWithoutItsCallChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestARefundAnsweredWithoutAnIdIsNoAnswer: a refund call answered without
+// a refund id proves nothing: it is retried with the same key on the
+// create's backoff.
+func TestARefundAnsweredWithoutAnIdIsNoAnswer(t *testing.T) {
+	pol := testPolicy()
+	r := newRefund("r", 500, t0)
+	r.Status.Phase, r.Status.CreateRequestedAt = v1alpha1.RefundPending, ptrTime(t0)
+	empty := payment.RefundCall{Refund: provider.Refund{Status: provider.RefundSucceeded, Amount: 500, Currency: orderCurrency}}
+	r.Status = payment.AfterRefundCreate(r, pol, empty, t0).Status
+	r.Status = payment.AfterRefundCreate(r, pol, empty, t0.Add(time.Hour)).Status
+	q := r.Status.Query
+	if r.Status.Phase != v1alpha1.RefundPending || r.Status.ProviderRefundID != "" || q.ConsecutiveErrors != 2 ||
+		!strings.Contains(q.LastError, "without a refund id") || q.NextTime == nil || !q.NextTime.Time.Equal(t0.Add(time.Hour+pol.Schedule[1])) {
+		t.Errorf("two answers without a refund id: phase %s id %q query %+v; want Pending, 2 errors, the next at the create backoff's second step (%v)",
+			r.Status.Phase, r.Status.ProviderRefundID, q, pol.Schedule[1])
+	}
+}
