@@ -71,3 +71,39 @@ func TestTheCancelAnnotationsEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestTheCaptureAnnotationsEvents: a capture annotation on a settled or an
+// Automatic payment is ignored (Normal); on an authorized Manual payment it
+// is requested (Normal) under the capture's key, or refused (Warning) for an
+// amount it cannot take.
+func TestTheCaptureAnnotationsEvents(t *testing.T) {
+	withCapture := func(p *v1alpha1.Payment, v string) *v1alpha1.Payment {
+		p.Annotations = map[string]string{v1alpha1.AnnotationCapture: v}
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		p       *v1alpha1.Payment
+		event   string
+		warning bool
+	}{
+		{"settled", withCapture(settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0), "all"), "CaptureIgnored", false},
+		{"automatic", withCapture(created("order-1"), "all"), "CaptureIgnored", false},
+		{"authorized", withCapture(authorizedPay("order-1", v1alpha1.CaptureManual), "all"), "CaptureRequested", false},
+		{"authorized, an amount it cannot take", withCapture(authorizedPay("order-1", v1alpha1.CaptureManual), "6.00"), "CaptureRefused", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, ok := payment.OperatorAction(tc.p, t0.Add(time.Minute))
+			if !ok {
+				t.Fatal("not acted on")
+			}
+			e := eventOf(out.Events, tc.event)
+			if e == nil || e.Warning != tc.warning {
+				t.Fatalf("Events %+v, want %s (warning %v)", out.Events, tc.event, tc.warning)
+			}
+			if op := out.Status.Operation; tc.event == "CaptureRequested" && (op == nil || op.IdempotencyKey != payment.CreateKey(tc.p)+"/capture") {
+				t.Errorf("operation %+v, want a capture under %s/capture", op, payment.CreateKey(tc.p))
+			}
+		})
+	}
+}
