@@ -90,6 +90,7 @@ func TestTheCaptureAnnotationsEvents(t *testing.T) {
 		{"settled", withCapture(settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0), "all"), "CaptureIgnored", false},
 		{"automatic", withCapture(created("order-1"), "all"), "CaptureIgnored", false},
 		{"authorized", withCapture(authorizedPay("order-1", v1alpha1.CaptureManual), "all"), "CaptureRequested", false},
+		{"authorized, a part of it", withCapture(authorizedPay("order-1", v1alpha1.CaptureManual), "909"), "CaptureRequested", false},
 		{"authorized, an amount it cannot take", withCapture(authorizedPay("order-1", v1alpha1.CaptureManual), "6.00"), "CaptureRefused", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,6 +104,9 @@ func TestTheCaptureAnnotationsEvents(t *testing.T) {
 			}
 			if op := out.Status.Operation; tc.event == "CaptureRequested" && (op == nil || op.IdempotencyKey != payment.CreateKey(tc.p)+"/capture") {
 				t.Errorf("operation %+v, want a capture under %s/capture", op, payment.CreateKey(tc.p))
+			}
+			if a := out.Status.AmountToCapture; tc.name == "authorized, a part of it" && (a == nil || a.Value != 909) {
+				t.Errorf("amount to capture %+v, want 909", a)
 			}
 		})
 	}
