@@ -239,3 +239,42 @@ func TestCloseOutClosesTheProviderObjectFirst(t *testing.T) {
 func isCloseOutOp(op *v1alpha1.Operation) bool {
 	return op.Kind == v1alpha1.OperationCancel && op.Reason == v1alpha1.ReasonUnpaidTimeout
 }
+
+// TestACloseOutCancelAnsweredUnpaidClosesItOutLocally: the provider answers
+// the close-out's cancel with the payment still open and unpaid: it is
+// closed out locally (Expired), as the close-out decided, with nothing more
+// to ask the provider.
+func TestACloseOutCancelAnsweredUnpaidClosesItOutLocally(t *testing.T) {
+	pol := testPolicy()
+	pol.Lifecycle, pol.LifecycleKnown = provider.Lifecycle{Cancel: true}, true
+	past := t0.Add(11 * time.Minute)
+	p := expiresAfter(created("close-out"), 10*time.Minute)
+	p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusPending), true, past))
+	if op := p.Status.Operation; op == nil || !isCloseOutOp(op) {
+		t.Fatalf("operation %+v, want the close-out's cancel", op)
+	}
+	p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, answer(provider.StatusPending), past))
+	if p.Status.Phase != v1alpha1.PhaseExpired || p.Status.Operation != nil || p.Status.Query.NextTime != nil {
+		t.Fatalf("phase %s operation %+v next %v, want Expired, nothing more to do", p.Status.Phase, p.Status.Operation, p.Status.Query.NextTime)
+	}
+}
+
+// TestAnOperationsAnswerThatParksLeavesNoQuery: a capture answered with
+// another amount than authorized parks the payment for a human; no status
+// query is scheduled after it (a query would take it out of review).
+func TestAnOperationsAnswerThatParksLeavesNoQuery(t *testing.T) {
+	pol := testPolicy()
+	p := authorizedPay("order-1", v1alpha1.CaptureManual)
+	p.Annotations = map[string]string{v1alpha1.AnnotationCapture: "all"}
+	out, _, _ := payment.OperatorAction(p, t0.Add(time.Minute))
+	p = store(p, out)
+	if p.Status.Operation == nil {
+		t.Fatal("no capture marker")
+	}
+	paid := answer(provider.StatusSucceeded)
+	paid.Payment.Amount = orderValue + 100
+	p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCapture, paid, t0.Add(2*time.Minute)))
+	if review(p) == "" || p.Status.Phase != v1alpha1.PhaseUnknown || p.Status.Query.NextTime != nil || p.Status.Operation != nil {
+		t.Fatalf("phase %s review %q next %v operation %+v; want parked for review, no query", p.Status.Phase, review(p), p.Status.Query.NextTime, p.Status.Operation)
+	}
+}
