@@ -1,0 +1,107 @@
+package payment_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
+)
+
+// What an authorize, capture or cancel call's failures mean (SPEC §11.5).
+
+// capturing is a Manual payment, authorized, its capture marked.
+func capturing(t *testing.T) *v1alpha1.Payment {
+	t.Helper()
+	p := authorizedPay("order-1", v1alpha1.CaptureManual)
+	p.Annotations = map[string]string{v1alpha1.AnnotationCapture: "all"}
+	out, _, _ := payment.OperatorAction(p, t0)
+	p = store(p, out)
+	if p.Status.Operation == nil {
+		t.Fatal("no capture marker")
+	}
+	return p
+}
+
+// TestAnOperationWithoutAnAnswerHonoursRetryAfter: the retry waits for the
+// provider's Retry-After when it is longer than the backoff, and no longer
+// than the backoff when it is shorter.
+func TestAnOperationWithoutAnAnswerHonoursRetryAfter(t *testing.T) {
+	pol := testPolicy()
+	backoff := pol.Schedule[0]
+	for _, tc := range []struct {
+		name       string
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{"none", 0, backoff},
+		{"longer than the backoff", backoff + time.Hour, backoff + time.Hour},
+		{"shorter than the backoff", backoff / 2, backoff},
+	} {
+		p := capturing(t)
+		err := &provider.Error{Provider: "shop/kukopay", Op: "capture", Class: provider.ErrRetryable, StatusCode: 503, RetryAfter: tc.retryAfter}
+		out := payment.AfterOperation(p, pol, v1alpha1.OperationCapture, payment.Call{Err: err}, t0)
+		if op := out.Status.Operation; op == nil || op.RetryAt == nil || !op.RetryAt.Time.Equal(t0.Add(tc.want)) {
+			t.Errorf("%s: operation %+v, want a retry at +%v", tc.name, op, tc.want)
+		}
+	}
+}
+
+// TestARefusedOperation: a capture or cancel the merchant asked for and the
+// provider refused ends with a Warning, and the provider's view decides what
+// comes next (a query at once); an automatic capture refused needs a human;
+// a close-out refused is a Normal Event and a fresh query.
+func TestARefusedOperation(t *testing.T) {
+	pol := testPolicy()
+	refused := payment.Call{Err: &provider.Error{Provider: "shop/kukopay", Op: "capture", Class: provider.ErrNonRetryable, StatusCode: 422, Detail: "authorization expired"}}
+
+	manual := capturing(t)
+	out := payment.AfterOperation(manual, pol, v1alpha1.OperationCapture, refused, t0)
+	if e := eventOf(out.Events, "CaptureRefused"); e == nil || !e.Warning {
+		t.Errorf("a merchant's capture refused: Events %+v, want a CaptureRefused Warning", out.Events)
+	}
+	if out.Status.Operation != nil || out.Status.Phase != v1alpha1.PhaseAuthorized || out.Status.Query.NextTime == nil || !out.Status.Query.NextTime.Time.Equal(t0.Add(payment.MinWait)) {
+		t.Errorf("a merchant's capture refused: phase %s operation %+v next %v; want Authorized, a query at once", out.Status.Phase, out.Status.Operation, out.Status.Query.NextTime)
+	}
+
+	cancel := created("order-2")
+	cancel.Annotations = map[string]string{v1alpha1.AnnotationCancel: "customer asked"}
+	o, _, _ := payment.OperatorAction(cancel, t0)
+	cancel = store(cancel, o)
+	out = payment.AfterOperation(cancel, pol, v1alpha1.OperationCancel, refused, t0)
+	if e := eventOf(out.Events, "CancelRefused"); e == nil || !e.Warning || out.Status.Query.NextTime == nil {
+		t.Errorf("a cancel refused: Events %+v next %v, want a CancelRefused Warning and a query", out.Events, out.Status.Query.NextTime)
+	}
+
+	automatic := authorizedPay("order-3", v1alpha1.CaptureAutomatic)
+	step := payment.Plan(automatic, pol, payment.Facts{}, t0)
+	automatic = store(automatic, step.Outcome)
+	if op := automatic.Status.Operation; op == nil || op.Kind != v1alpha1.OperationCapture {
+		t.Fatalf("an automatic capture: %s (%s), operation %+v", step.Action, step.Why, op)
+	}
+	out = payment.AfterOperation(automatic, pol, v1alpha1.OperationCapture, refused, t0)
+	if out.Status.Phase != v1alpha1.PhaseUnknown || out.Status.Query.NextTime != nil || eventOf(out.Events, "CaptureRefused") != nil {
+		t.Errorf("an automatic capture refused: phase %s next %v Events %+v; want Unknown for review, no query, no CaptureRefused", out.Status.Phase, out.Status.Query.NextTime, out.Events)
+	}
+	if c := store(automatic, out); review(c) != v1alpha1.ReasonCaptureRefused {
+		t.Errorf("an automatic capture refused: review %q, want %s", review(c), v1alpha1.ReasonCaptureRefused)
+	}
+}
+
+// TestACloseOutRefusedIsNormal: the provider refusing paywarden's own
+// close-out is no fault of anyone's: a Normal Event, and a query at once.
+func TestACloseOutRefusedIsNormal(t *testing.T) {
+	pol := testPolicy()
+	pol.Lifecycle, pol.LifecycleKnown = provider.Lifecycle{Cancel: true}, true
+	past := t0.Add(11 * time.Minute)
+	p := expiresAfter(created("close-out"), 10*time.Minute)
+	p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusPending), true, past))
+	out := payment.AfterOperation(p, pol, v1alpha1.OperationCancel, fails(errRefused), past)
+	if e := eventOf(out.Events, "CloseOutRefused"); e == nil || e.Warning || eventOf(out.Events, "CancelRefused") != nil {
+		t.Errorf("Events %+v, want a Normal CloseOutRefused and no CancelRefused", out.Events)
+	}
+	if n := out.Status.Query.NextTime; n == nil || !n.Time.Equal(past.Add(payment.MinWait)) {
+		t.Errorf("next query %v, want at once", n)
+	}
+}
