@@ -105,3 +105,47 @@ func TestACloseOutRefusedIsNormal(t *testing.T) {
 		t.Errorf("next query %v, want at once", n)
 	}
 }
+
+// TestAnUnansweredOperationLookedUp: the status query after an operation
+// without an answer decides whether it happened: the payment settled, or
+// showing the capture under way (Processing, its amount to capture set, not
+// the payer's approval), ends the operation; still Authorized, the capture
+// is repeated at once with its key. An authorization shows as Authorized.
+func TestAnUnansweredOperationLookedUp(t *testing.T) {
+	pol := testPolicy()
+	lost := func(t *testing.T) *v1alpha1.Payment {
+		p := capturing(t)
+		return store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCapture, fails(errNoAnswer), t0))
+	}
+	for _, tc := range []struct {
+		name   string
+		answer provider.Status
+		done   bool
+	}{
+		{"paid", provider.StatusSucceeded, true},
+		{"the capture under way", provider.StatusProcessing, true},
+		{"still authorized", provider.StatusAuthorized, false},
+	} {
+		p := lost(t)
+		key := p.Status.Operation.IdempotencyKey
+		got := store(p, payment.AfterQuery(p, pol, answer(tc.answer), false, t0.Add(time.Minute)))
+		switch op := got.Status.Operation; {
+		case tc.done && op != nil:
+			t.Errorf("%s: the operation goes on: %+v", tc.name, op)
+		case !tc.done && (op == nil || op.RetryAt != nil || op.IdempotencyKey != key):
+			t.Errorf("%s: operation %+v, want it repeated at once with %s", tc.name, op, key)
+		}
+	}
+
+	approved := withOperation(approvedOrder("auth"), v1alpha1.OperationAuthorize, t0.Add(time.Minute))
+	approved = store(approved, payment.AfterOperation(approved, paypalPolicy(), v1alpha1.OperationAuthorize, fails(errNoAnswer), t0.Add(time.Minute)))
+	for _, tc := range []struct {
+		answer provider.Status
+		done   bool
+	}{{provider.StatusAuthorized, true}, {provider.StatusProcessing, false}} {
+		got := store(approved, payment.AfterQuery(approved, paypalPolicy(), answer(tc.answer), false, t0.Add(2*time.Minute)))
+		if (got.Status.Operation == nil) != tc.done {
+			t.Errorf("an authorization looked up, %s: operation %+v, want done %v", tc.answer, got.Status.Operation, tc.done)
+		}
+	}
+}
