@@ -149,3 +149,23 @@ func TestAnUnansweredOperationLookedUp(t *testing.T) {
 		}
 	}
 }
+
+// TestACreateWithoutAnAnswerBacksOff: a create that gets no answer, or an
+// answer naming no payment, is repeated with its key on the create's
+// backoff: the schedule's first steps, one further for each in a row.
+func TestACreateWithoutAnAnswerBacksOff(t *testing.T) {
+	pol := testPolicy()
+	for name, call := range map[string]payment.Call{
+		"no answer":                   fails(errNoAnswer),
+		"an answer naming no payment": {Payment: provider.Payment{Status: provider.StatusPending}},
+	} {
+		p := newPay("order-1")
+		p = store(p, planned(p, pol, t0).Outcome)
+		p = store(p, payment.AfterCreate(p, pol, call, t0))
+		p = store(p, payment.AfterCreate(p, pol, call, t0.Add(time.Hour)))
+		q := p.Status.Query
+		if q.ConsecutiveErrors != 2 || q.NextTime == nil || !q.NextTime.Time.Equal(t0.Add(time.Hour+pol.Schedule[1])) || p.Status.ProviderPaymentID != "" {
+			t.Errorf("%s twice: %+v; want 2 errors, the next create at the backoff's second step (%v)", name, q, pol.Schedule[1])
+		}
+	}
+}
