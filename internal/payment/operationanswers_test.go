@@ -169,3 +169,21 @@ func TestACreateWithoutAnAnswerBacksOff(t *testing.T) {
 		}
 	}
 }
+
+// TestALookUpPastExpiry: a payment whose create went unanswered, found by
+// its look-up unpaid after spec.expiresAfter, is closed out; found before
+// it, it is followed.
+func TestALookUpPastExpiry(t *testing.T) {
+	pol := testPolicy()
+	p := expiresAfter(newPay("order-1"), 10*time.Minute)
+	p = store(p, planned(p, pol, t0).Outcome)
+	p = store(p, payment.AfterCreate(p, pol, fails(errNoAnswer), t0))
+	before := store(p, payment.AfterLookup(p, pol, answer(provider.StatusPending), t0.Add(5*time.Minute)))
+	if before.Status.Phase != v1alpha1.PhasePending || before.Status.ProviderPaymentID != "pay_1" {
+		t.Errorf("found unpaid before expiresAfter: phase %s id %q, want Pending, followed", before.Status.Phase, before.Status.ProviderPaymentID)
+	}
+	after := store(p, payment.AfterLookup(p, pol, answer(provider.StatusPending), t0.Add(11*time.Minute)))
+	if after.Status.Phase != v1alpha1.PhaseExpired {
+		t.Errorf("found unpaid past expiresAfter: phase %s, want Expired", after.Status.Phase)
+	}
+}
