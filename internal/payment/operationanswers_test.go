@@ -187,3 +187,18 @@ func TestALookUpPastExpiry(t *testing.T) {
 		t.Errorf("found unpaid past expiresAfter: phase %s, want Expired", after.Status.Phase)
 	}
 }
+
+// TestALookUpAnsweredWithoutAPaymentId: past the key window, a look-up
+// answered without a payment id found nothing usable: Unknown for a human,
+// never a create again.
+func TestALookUpAnsweredWithoutAPaymentId(t *testing.T) {
+	pol := testPolicy()
+	p := newPay("order-1")
+	p = store(p, planned(p, pol, t0).Outcome)
+	p = store(p, payment.AfterCreate(p, pol, fails(errNoAnswer), t0))
+	late := t0.Add(pol.LookupAfter() + time.Minute)
+	got := store(p, payment.AfterLookup(p, pol, payment.Call{Payment: provider.Payment{Status: provider.StatusSucceeded}}, late))
+	if got.Status.Phase != v1alpha1.PhaseUnknown || review(got) != v1alpha1.ReasonCreateOutcomeUnknown || got.Status.ProviderPaymentID != "" {
+		t.Errorf("phase %s review %q id %q; want Unknown + CreateOutcomeUnknown, no id", got.Status.Phase, review(got), got.Status.ProviderPaymentID)
+	}
+}
