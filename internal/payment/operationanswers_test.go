@@ -1,6 +1,7 @@
 package payment_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -96,7 +97,11 @@ func TestACloseOutRefusedIsNormal(t *testing.T) {
 	pol.Lifecycle, pol.LifecycleKnown = provider.Lifecycle{Cancel: true}, true
 	past := t0.Add(11 * time.Minute)
 	p := expiresAfter(created("close-out"), 10*time.Minute)
-	p = store(p, payment.AfterQuery(p, pol, answer(provider.StatusPending), true, past))
+	closing := payment.AfterQuery(p, pol, answer(provider.StatusPending), true, past)
+	if e := eventOf(closing.Events, "CloseOutRequested"); e == nil || e.Warning {
+		t.Errorf("the close-out's query: Events %+v, want a Normal CloseOutRequested", closing.Events)
+	}
+	p = store(p, closing)
 	out := payment.AfterOperation(p, pol, v1alpha1.OperationCancel, fails(errRefused), past)
 	if e := eventOf(out.Events, "CloseOutRefused"); e == nil || e.Warning || eventOf(out.Events, "CancelRefused") != nil {
 		t.Errorf("Events %+v, want a Normal CloseOutRefused and no CancelRefused", out.Events)
@@ -200,5 +205,44 @@ func TestALookUpAnsweredWithoutAPaymentId(t *testing.T) {
 	got := store(p, payment.AfterLookup(p, pol, payment.Call{Payment: provider.Payment{Status: provider.StatusSucceeded}}, late))
 	if got.Status.Phase != v1alpha1.PhaseUnknown || review(got) != v1alpha1.ReasonCreateOutcomeUnknown || got.Status.ProviderPaymentID != "" {
 		t.Errorf("phase %s review %q id %q; want Unknown + CreateOutcomeUnknown, no id", got.Status.Phase, review(got), got.Status.ProviderPaymentID)
+	}
+}
+
+// TestLookUpsWithoutAnAnswer: a look-up of a create's outcome without an
+// answer backs off as the create does; inside the key window after a key
+// conflict, an answer naming no payment is no verdict and says so; the
+// look-up of an operation's outcome honours Retry-After.
+func TestLookUpsWithoutAnAnswer(t *testing.T) {
+	pol := testPolicy()
+	unknown := func() *v1alpha1.Payment {
+		p := newPay("order-1")
+		p = store(p, planned(p, pol, t0).Outcome)
+		return store(p, payment.AfterCreate(p, pol, fails(errNoAnswer), t0))
+	}
+	late := t0.Add(pol.LookupAfter() + time.Minute)
+	p := unknown()
+	p = store(p, payment.AfterLookup(p, pol, fails(errNoAnswer), late))
+	if q := p.Status.Query; q.ConsecutiveErrors != 2 || q.NextTime == nil || !q.NextTime.Time.Equal(late.Add(pol.Schedule[1])) {
+		t.Errorf("a look-up without an answer after a create without one: %+v; want the backoff's second step (%v)", q, pol.Schedule[1])
+	}
+
+	conflict := &provider.Error{Provider: "shop/kukopay", Op: "create", Class: provider.ErrKeyConflict, StatusCode: 409}
+	c := newPay("order-2")
+	c = store(c, planned(c, pol, t0).Outcome)
+	c = store(c, payment.AfterCreate(c, pol, fails(conflict), t0))
+	if c.Status.Query.LastErrorClass != payment.KeyConflict.StatusName() {
+		t.Fatalf("after a key conflict: %+v", c.Status.Query)
+	}
+	c = store(c, payment.AfterLookup(c, pol, payment.Call{Payment: provider.Payment{Status: provider.StatusPending}}, t0.Add(time.Minute)))
+	if c.Status.Phase.IsFinal() || review(c) != "" || !strings.Contains(c.Status.Query.LastError, "the provider answered without a payment id") {
+		t.Errorf("inside the window after a key conflict, an answer naming no payment: phase %s review %q query %+v", c.Status.Phase, review(c), c.Status.Query)
+	}
+
+	lost := capturing(t)
+	lost = store(lost, payment.AfterOperation(lost, pol, v1alpha1.OperationCapture, fails(errNoAnswer), t0))
+	slow := &provider.Error{Provider: "shop/kukopay", Op: "get", Class: provider.ErrRetryable, StatusCode: 429, RetryAfter: 2 * time.Hour}
+	got := store(lost, payment.AfterQuery(lost, pol, payment.Call{Err: slow}, false, t0.Add(time.Minute)))
+	if op := got.Status.Operation; op == nil || op.RetryAt == nil || !op.RetryAt.Time.Equal(t0.Add(time.Minute+2*time.Hour)) {
+		t.Errorf("an operation's look-up answered Retry-After 2h: %+v", op)
 	}
 }
