@@ -246,3 +246,22 @@ func TestLookUpsWithoutAnAnswer(t *testing.T) {
 		t.Errorf("an operation's look-up answered Retry-After 2h: %+v", op)
 	}
 }
+
+// TestAQueryCountsAnAttempt: a status query answered consumes an attempt of
+// a payment waiting for the provider, Manual or not; one answered with
+// another amount than asked parks the payment with no query after it.
+func TestAQueryCountsAnAttempt(t *testing.T) {
+	pol := testPolicy()
+	manual := lifecyclePay("manual", v1alpha1.CaptureManual)
+	manual = store(manual, payment.AfterQuery(manual, pol, answer(provider.StatusPending), false, t0.Add(time.Minute)))
+	if manual.Status.Query.Attempts != 1 || manual.Status.Query.NextTime == nil {
+		t.Errorf("a Manual payment still pending: %+v, want an attempt consumed and a next query", manual.Status.Query)
+	}
+	p := created("order-1")
+	paid := answer(provider.StatusSucceeded)
+	paid.Payment.Amount = orderValue - 1
+	p = store(p, payment.AfterQuery(p, pol, paid, false, t0.Add(time.Minute)))
+	if p.Status.Phase != v1alpha1.PhaseUnknown || review(p) != v1alpha1.ReasonAmountMismatch || p.Status.Query.NextTime != nil {
+		t.Errorf("paid another amount: phase %s review %q next %v; want parked, no query", p.Status.Phase, review(p), p.Status.Query.NextTime)
+	}
+}
