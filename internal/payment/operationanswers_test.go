@@ -265,3 +265,41 @@ func TestAQueryCountsAnAttempt(t *testing.T) {
 		t.Errorf("paid another amount: phase %s review %q next %v; want parked, no query", p.Status.Phase, review(p), p.Status.Query.NextTime)
 	}
 }
+
+// TestACreatesFailuresHonourRetryAfter: a create without an answer, or one
+// refused for a key conflict, waits for the provider's Retry-After when it
+// is longer than the backoff; the time since the first unanswered call is
+// kept across them.
+func TestACreatesFailuresHonourRetryAfter(t *testing.T) {
+	pol := testPolicy()
+	for name, class := range map[string]error{"no answer": provider.ErrRetryable, "a key conflict": provider.ErrKeyConflict} {
+		p := newPay("order-1")
+		p = store(p, planned(p, pol, t0).Outcome)
+		slow := &provider.Error{Provider: "shop/kukopay", Op: "create", Class: class, StatusCode: 429, RetryAfter: 2 * time.Hour}
+		p = store(p, payment.AfterCreate(p, pol, fails(slow), t0))
+		q := p.Status.Query
+		if q.NextTime == nil || !q.NextTime.Time.Equal(t0.Add(2*time.Hour)) || q.UnansweredSince == nil || !q.UnansweredSince.Time.Equal(t0) {
+			t.Errorf("%s with Retry-After 2h: %+v", name, q)
+		}
+		fast := &provider.Error{Provider: "shop/kukopay", Op: "create", Class: class, StatusCode: 429, RetryAfter: time.Millisecond}
+		p = store(p, payment.AfterCreate(p, pol, fails(fast), t0.Add(2*time.Hour)))
+		q = p.Status.Query
+		if q.NextTime == nil || !q.NextTime.Time.After(t0.Add(2*time.Hour+time.Second)) || q.UnansweredSince == nil || !q.UnansweredSince.Time.Equal(t0) {
+			t.Errorf("%s with Retry-After 1ms: %+v; want the backoff, unanswered since the first", name, q)
+		}
+	}
+}
+
+// TestACreateAnswerThatParksStartsNoSchedule: a create answered paid with
+// another amount than asked parks the payment; no query is scheduled.
+func TestACreateAnswerThatParksStartsNoSchedule(t *testing.T) {
+	pol := testPolicy()
+	p := newPay("order-1")
+	p = store(p, planned(p, pol, t0).Outcome)
+	paid := answer(provider.StatusSucceeded)
+	paid.Payment.Amount = orderValue + 1
+	p = store(p, payment.AfterCreate(p, pol, paid, t0))
+	if p.Status.Phase != v1alpha1.PhaseUnknown || review(p) != v1alpha1.ReasonAmountMismatch || p.Status.Query.NextTime != nil {
+		t.Errorf("phase %s review %q next %v; want parked, no query", p.Status.Phase, review(p), p.Status.Query.NextTime)
+	}
+}
