@@ -118,6 +118,11 @@ fuzz-short: ## make test's fuzz run: every provider header and event parser for 
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
 	hack/fuzz.sh $(FUZZTIME)
 
+MUTATE ?= internal/payment/*.go
+.PHONY: mutate
+mutate: ## Break internal/payment's rules one at a time (MUTATE=<files>) and list the breaks its tests let pass (docs/ci.md).
+	go run ./hack/mutate -pkg ./internal/payment $(filter-out %_test.go,$(wildcard $(MUTATE)))
+
 .PHONY: dev
 dev: envtest plugin ## Run everything locally on an embedded control plane with a demo; Ctrl-C stops it.
 	go build -o $(LOCALBIN)/devenv ./cmd/devenv

@@ -280,3 +280,33 @@ func TestUncountedKeepsThePaymentAndItsRefund(t *testing.T) {
 		})
 	}
 }
+
+// TestARefundedTotalReadBacksOff: the read of a settled payment's refunded
+// total is due at once; after failed reads, one step of the schedule per
+// failure in a row after the last, and the schedule's last step past its
+// end.
+func TestARefundedTotalReadBacksOff(t *testing.T) {
+	pol := testPolicy()
+	facts := payment.Facts{SucceededRefunds: []types.UID{"uid-r1"}}
+	last := t0.Add(time.Hour)
+	for _, tc := range []struct {
+		errors int32
+		want   time.Duration // 0: due at once
+	}{
+		{0, 0},
+		{1, pol.Schedule[0]},
+		{2, pol.Schedule[1]},
+		{int32(len(pol.Schedule)) + 3, pol.Schedule[len(pol.Schedule)-1]},
+	} {
+		p := paidPayment(0)
+		p.Status.Query.LastTime = micro(last)
+		p.Status.Query.ConsecutiveErrors = tc.errors
+		step := payment.Plan(p, pol, facts, last)
+		switch {
+		case tc.want == 0 && (step.Action != payment.Query || step.Read == nil):
+			t.Errorf("%d failures: %s (%s), want the read at once", tc.errors, step.Action, step.Why)
+		case tc.want != 0 && (step.Action != payment.Wait || !step.At.Equal(last.Add(tc.want))):
+			t.Errorf("%d failures: %s at %v (%s), want a wait until +%v", tc.errors, step.Action, step.At, step.Why, tc.want)
+		}
+	}
+}
