@@ -246,30 +246,45 @@ func TestPlanRefundAtRest(t *testing.T) {
 	}
 }
 
-// TestARefundCreateWaitsForItsRetry: a refund whose create got no answer
-// waits for its retry; one that waited for a configuration fix goes as soon
-// as the provider's configuration is accepted.
-func TestARefundCreateWaitsForItsRetry(t *testing.T) {
+// TestARefundCallWaitsForItsTime: a refund whose create got no answer
+// waits for its retry, and a sent one for its next query; either goes at
+// once when it waited for a configuration fix and the provider's
+// configuration is accepted, and not before.
+func TestARefundCallWaitsForItsTime(t *testing.T) {
 	pol := testPolicy()
-	r := newRefund("r", 500, t0)
-	r.Status.Phase, r.Status.CreateRequestedAt = v1alpha1.RefundPending, ptrTime(t0)
-	r.Status.Amount = &v1alpha1.Money{Value: 500, Currency: orderCurrency}
-	r.Status.Query.NextTime = micro(t0.Add(time.Minute))
-	r.Status.Query.LastErrorClass = payment.NoAnswer.StatusName()
-	facts := payment.RefundFacts{Payment: paidPayment(0), ConfigAccepted: true}
-	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Second)); step.Action != payment.Wait || !step.At.Equal(t0.Add(time.Minute)) {
-		t.Errorf("no answer, retry not due: %s (%s) at %v, want Wait until the retry", step.Action, step.Why, step.At)
-	}
-	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Minute)); step.Action != payment.Create {
-		t.Errorf("no answer, retry due: %s (%s), want Create", step.Action, step.Why)
-	}
-	r.Status.Query.LastErrorClass = payment.ConfigProblem.StatusName()
-	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Second)); step.Action != payment.Create {
-		t.Errorf("a configuration fixed: %s (%s), want Create at once", step.Action, step.Why)
-	}
-	facts.ConfigAccepted = false
-	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Second)); step.Action != payment.Wait {
-		t.Errorf("a configuration not fixed: %s (%s), want Wait", step.Action, step.Why)
+	unsent := newRefund("r", 500, t0)
+	unsent.Status.Phase, unsent.Status.Amount = v1alpha1.RefundPending, &v1alpha1.Money{Value: 500, Currency: orderCurrency}
+	for _, tc := range []struct {
+		name string
+		r    *v1alpha1.Refund
+		call payment.Action
+	}{
+		{"a create without an answer", unsent, payment.Create},
+		{"a sent refund", sentAt(v1alpha1.RefundProcessing, ""), payment.Query},
+	} {
+		r := tc.r
+		r.Status.CreateRequestedAt = ptrTime(t0)
+		r.Status.Query.NextTime = micro(t0.Add(time.Minute))
+		r.Status.Query.LastErrorClass = payment.NoAnswer.StatusName()
+		facts := payment.RefundFacts{Payment: paidPayment(0), ConfigAccepted: true}
+		for _, at := range []struct {
+			name    string
+			class   payment.ErrorClass
+			config  bool
+			elapsed time.Duration
+			want    payment.Action
+		}{
+			{"not due", payment.NoAnswer, true, time.Second, payment.Wait},
+			{"due", payment.NoAnswer, true, time.Minute, tc.call},
+			{"a configuration fixed", payment.ConfigProblem, true, time.Second, tc.call},
+			{"a configuration not fixed", payment.ConfigProblem, false, time.Second, payment.Wait},
+		} {
+			r.Status.Query.LastErrorClass, facts.ConfigAccepted = at.class.StatusName(), at.config
+			step := payment.PlanRefund(r, pol, facts, t0.Add(at.elapsed))
+			if step.Action != at.want || at.want == payment.Wait && !step.At.Equal(t0.Add(time.Minute)) {
+				t.Errorf("%s, %s: %s (%s) at %v, want %s", tc.name, at.name, step.Action, step.Why, step.At, at.want)
+			}
+		}
 	}
 }
 
@@ -291,26 +306,6 @@ func TestARefundsWaitFollowsItsReason(t *testing.T) {
 	next := payment.PlanRefund(r, pol, payment.RefundFacts{Payment: unpaid}, t0.Add(time.Minute))
 	if next.Action != payment.Write || next.Outcome.Status.WaitingFor != v1alpha1.ReasonPaymentNotSucceeded {
 		t.Errorf("the payment found, not paid yet: %s, waiting for %q; want %s", next.Action, next.Outcome.Status.WaitingFor, v1alpha1.ReasonPaymentNotSucceeded)
-	}
-}
-
-// TestARefundQueryWaitsForItsTime: a sent refund is queried when its next
-// query is due, or at once when its configuration was fixed.
-func TestARefundQueryWaitsForItsTime(t *testing.T) {
-	pol := testPolicy()
-	r := sentAt(v1alpha1.RefundProcessing, "")
-	r.Status.CreateRequestedAt = ptrTime(t0)
-	r.Status.Query.NextTime = micro(t0.Add(time.Minute))
-	facts := payment.RefundFacts{Payment: paidPayment(0), ConfigAccepted: true}
-	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Second)); step.Action != payment.Wait || !step.At.Equal(t0.Add(time.Minute)) {
-		t.Errorf("not due: %s (%s) at %v, want Wait until it is", step.Action, step.Why, step.At)
-	}
-	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Minute)); step.Action != payment.Query {
-		t.Errorf("due: %s (%s), want Query", step.Action, step.Why)
-	}
-	r.Status.Query.LastErrorClass = payment.ConfigProblem.StatusName()
-	if step := payment.PlanRefund(r, pol, facts, t0.Add(time.Second)); step.Action != payment.Query {
-		t.Errorf("its configuration fixed: %s (%s), want Query at once", step.Action, step.Why)
 	}
 }
 
