@@ -10,6 +10,15 @@ import (
 	"github.com/paywarden/paywarden/internal/payment"
 )
 
+// actionCase is an operator annotation on a payment, and the Event it
+// gives ("" for none) with its severity.
+type actionCase struct {
+	name    string
+	p       *v1alpha1.Payment
+	event   string
+	warning bool
+}
+
 // TestTheCancelAnnotationsEvents: what a cancel annotation does, and how
 // loudly it says so: refused (Warning) for a payment that took the money or
 // has another operation in progress, ignored (Normal) for one already
@@ -26,12 +35,7 @@ func TestTheCancelAnnotationsEvents(t *testing.T) {
 		p.Status.Operation = &v1alpha1.Operation{Kind: kind, RequestedAt: metav1.NewTime(t0), IdempotencyKey: payment.CreateKey(p) + "/x"}
 		return p
 	}
-	for _, tc := range []struct {
-		name    string
-		p       *v1alpha1.Payment
-		event   string
-		warning bool
-	}{
+	for _, tc := range []actionCase{
 		{"paid", settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0), "CancelRefused", true},
 		{"failed", settled("order-1", v1alpha1.PhaseFailed, 0, 0), "CancelIgnored", false},
 		{"a capture in progress", inFlight(v1alpha1.OperationCapture), "CancelRefused", true},
@@ -81,12 +85,7 @@ func TestTheCaptureAnnotationsEvents(t *testing.T) {
 		p.Annotations = map[string]string{v1alpha1.AnnotationCapture: v}
 		return p
 	}
-	for _, tc := range []struct {
-		name    string
-		p       *v1alpha1.Payment
-		event   string
-		warning bool
-	}{
+	for _, tc := range []actionCase{
 		{"settled", withCapture(settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0), "all"), "CaptureIgnored", false},
 		{"automatic", withCapture(created("order-1"), "all"), "CaptureIgnored", false},
 		{"authorized", withCapture(authorizedPay("order-1", v1alpha1.CaptureManual), "all"), "CaptureRequested", false},
