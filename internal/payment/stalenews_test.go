@@ -1,0 +1,56 @@
+package payment_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
+)
+
+// What stale news does and says (SPEC §2.1): a status query reports the
+// present, so its raw status is shown even when it changes nothing; a
+// webhook that changes nothing may be old, and does not replace the raw
+// status shown; the reason says why it changed nothing.
+func TestStaleNews(t *testing.T) {
+	processing := func() *v1alpha1.Payment {
+		p := buildPayment(t, givenProcessing)
+		p.Status.ProviderStatus = "processing"
+		return p
+	}
+	approvedCapturing := func() *v1alpha1.Payment {
+		p := buildPayment(t, andThen(givenPending, obsWebhook(payment.ObservedApproved, "evt-ok")))
+		p.Status.AmountToCapture = &v1alpha1.Money{Value: orderValue, Currency: orderCurrency}
+		p.Status.ProviderStatus = "processing"
+		return p
+	}
+	approvedOnly := func() *v1alpha1.Payment {
+		p := buildPayment(t, andThen(givenPending, obsWebhook(payment.ObservedApproved, "evt-ok")))
+		p.Status.ProviderStatus = "APPROVED"
+		return p
+	}
+	for _, tc := range []struct {
+		name   string
+		p      *v1alpha1.Payment
+		obs    payment.Observation
+		shown  string
+		reason string
+	}{
+		{"a webhook repeating the phase", processing(), obsWebhook(payment.ObservedProcessing, "evt-old", withRaw("older")), "processing", "already Processing"},
+		{"a query repeating the phase", processing(), obsQuery(payment.ObservedProcessing, withRaw("processing_now")), "processing_now", "already Processing"},
+		{"processing after Unknown", buildPayment(t, givenUnknown(v1alpha1.ReasonRetriesExhausted)), obsQuery(payment.ObservedProcessing, withRaw("x")), "", "does not take a payment out of Unknown"},
+		{"an approval while the capture is under way", approvedCapturing(), obsWebhook(payment.ObservedApproved, "evt-ok-again", withRaw("APPROVED")), "processing", "the capture is already under way"},
+		{"an approval again", approvedOnly(), obsWebhook(payment.ObservedApproved, "evt-ok-again", withRaw("APPROVED_AGAIN")), "APPROVED", "already approved"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := payment.Apply(tc.p, tc.obs, seqStart.Add(time.Hour))
+			if res.Decision != payment.Stale || !strings.Contains(res.Reason, tc.reason) {
+				t.Fatalf("%s (%s), want Stale: %s", res.Decision, res.Reason, tc.reason)
+			}
+			if tc.shown != "" && res.Status.ProviderStatus != tc.shown {
+				t.Errorf("provider status shown %q, want %q", res.Status.ProviderStatus, tc.shown)
+			}
+		})
+	}
+}
