@@ -41,6 +41,10 @@ func TestStaleNews(t *testing.T) {
 		{"a query repeating the phase", processing(), obsQuery(payment.ObservedProcessing, withRaw("processing_now")), "processing_now", "already Processing"},
 		{"processing after Unknown", buildPayment(t, givenUnknown(v1alpha1.ReasonRetriesExhausted)), obsQuery(payment.ObservedProcessing, withRaw("x")), "", "does not take a payment out of Unknown"},
 		{"an approval while the capture is under way", approvedCapturing(), obsWebhook(payment.ObservedApproved, "evt-ok-again", withRaw("APPROVED")), "processing", "the capture is already under way"},
+		{"an authorization again by webhook", authorizedShown(t), obsWebhook(payment.ObservedAuthorized, "evt-auth-again", withRaw("older")), "requires_capture", "already Authorized"},
+		{"a failure again by query", failedShown(t), obsQuery(payment.ObservedFailed, withRaw("failed_now")), "failed_now", "already Failed"},
+		{"a failure again by webhook", failedShown(t), obsWebhook(payment.ObservedFailed, "evt-failed-again", withRaw("older")), "failed", "already Failed"},
+		{"an expiry after a failure", failedShown(t), obsQuery(payment.ObservedExpired, withRaw("expired")), "failed", "already Failed"},
 		{"an approval again", approvedOnly(), obsWebhook(payment.ObservedApproved, "evt-ok-again", withRaw("APPROVED_AGAIN")), "APPROVED", "already approved"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,5 +56,43 @@ func TestStaleNews(t *testing.T) {
 				t.Errorf("provider status shown %q, want %q", res.Status.ProviderStatus, tc.shown)
 			}
 		})
+	}
+}
+
+func authorizedShown(t *testing.T) *v1alpha1.Payment {
+	p := buildPayment(t, andThen(givenPending, obsWebhook(payment.ObservedAuthorized, "evt-auth")))
+	p.Status.ProviderStatus = "requires_capture"
+	return p
+}
+
+func failedShown(t *testing.T) *v1alpha1.Payment {
+	p := buildPayment(t, givenFailed)
+	p.Status.ProviderStatus = "failed"
+	return p
+}
+
+// TestAnAuthorizationUsesTheApproval: the payer's approval is used up by
+// the authorization it led to, so nothing asks to authorize again.
+func TestAnAuthorizationUsesTheApproval(t *testing.T) {
+	p := buildPayment(t, andThen(givenPending, obsWebhook(payment.ObservedApproved, "evt-ok")))
+	if !p.Status.PayerApproved {
+		t.Fatal("approval not recorded")
+	}
+	res := payment.Apply(p, obsWebhook(payment.ObservedAuthorized, "evt-auth"), seqStart.Add(time.Hour))
+	if res.Status.Phase != v1alpha1.PhaseAuthorized || res.Status.PayerApproved {
+		t.Errorf("phase %s payerApproved %v, want Authorized with the approval used up", res.Status.Phase, res.Status.PayerApproved)
+	}
+}
+
+// TestAWrongAmountReplacesAnotherReview: a success of another amount than
+// asked takes a payment under review for something else (no answer for
+// long) into review for the amount.
+func TestAWrongAmountReplacesAnotherReview(t *testing.T) {
+	p := buildPayment(t, givenUnknown(v1alpha1.ReasonRetriesExhausted))
+	res := payment.Apply(p, obsWebhook(payment.ObservedSucceeded, "evt-short", withAmount(999, orderCurrency)), seqStart.Add(time.Hour))
+	got := p.DeepCopy()
+	got.Status = res.Status
+	if res.Decision != payment.Applied || review(got) != v1alpha1.ReasonAmountMismatch {
+		t.Errorf("%s (%s), review %q; want Applied, AmountMismatch", res.Decision, res.Reason, review(got))
 	}
 }
