@@ -4,7 +4,8 @@
 // the tests still pass is a rule no test pins. The files are never written:
 // each break is handed to go test through -overlay.
 //
-//	go run ./hack/mutate -pkg ./internal/payment internal/payment/refund.go
+//	go run ./hack/mutate -pkg ./internal/payment internal/payment/refund.go > run.txt
+//	go run ./hack/mutate -survivors run.txt internal/payment/refund.go  # the survivors again, after new tests
 //
 // It prints one line per break (KILLED, SURVIVED, or INVALID when the break
 // does not compile), then the totals. Some survivors change nothing a
@@ -49,6 +50,7 @@ func main() {
 	workers := flag.Int("j", 2, "breaks tested at once")
 	timeout := flag.Duration("timeout", 2*time.Minute, "the most one break's test run may take")
 	only := flag.String("func", "", "comma-separated functions to break (all when empty)")
+	again := flag.String("survivors", "", "a previous run's output: break again only what it lists SURVIVED")
 	flag.Parse()
 	var ms []mutant
 	for _, f := range flag.Args() {
@@ -60,6 +62,13 @@ func main() {
 		ms = append(ms, found...)
 	}
 	ms = inFuncs(ms, *only)
+	if *again != "" {
+		var err error
+		if ms, err = survivors(ms, *again); err != nil {
+			fmt.Fprintln(os.Stderr, "mutate:", err)
+			os.Exit(2)
+		}
+	}
 	fmt.Fprintf(os.Stderr, "%d breaks\n", len(ms))
 	results, err := run(ms, *pkg, *workers, *timeout)
 	if err != nil {
@@ -129,6 +138,27 @@ func inFuncs(ms []mutant, only string) []mutant {
 		}
 	}
 	return kept
+}
+
+// survivors keeps the breaks a previous run's output lists SURVIVED.
+func survivors(ms []mutant, path string) ([]mutant, error) {
+	out, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if rest, ok := strings.CutPrefix(line, "SURVIVED "); ok {
+			listed[rest] = true
+		}
+	}
+	var kept []mutant
+	for _, m := range ms {
+		if listed[m.String()] {
+			kept = append(kept, m)
+		}
+	}
+	return kept, nil
 }
 
 // run tests every break with workers at once, printing each result.
