@@ -5,8 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
 )
 
 // What stale news does and says (SPEC §2.1): a status query reports the
@@ -94,5 +98,52 @@ func TestAWrongAmountReplacesAnotherReview(t *testing.T) {
 	got.Status = res.Status
 	if res.Decision != payment.Applied || review(got) != v1alpha1.ReasonAmountMismatch {
 		t.Errorf("%s (%s), review %q; want Applied, AmountMismatch", res.Decision, res.Reason, review(got))
+	}
+}
+
+// TestADisputeOpenedAfterItEnded: the opening of a dispute that already
+// ended, won or lost, is older news (events come in any order): the
+// dispute stays ended.
+func TestADisputeOpenedAfterItEnded(t *testing.T) {
+	for _, outcome := range []string{provider.DisputeWon, provider.DisputeLost} {
+		p := buildPayment(t, andThen(givenSucceeded, obsWebhook(payment.ObservedDispute, "evt-dispute-1"),
+			obsWebhook(payment.ObservedDispute, "evt-dispute-closed", func(o *payment.Observation) { o.Dispute = outcome })))
+		before := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionDisputed)
+		if before == nil || before.Status != metav1.ConditionFalse {
+			t.Fatalf("%s: the dispute did not end: %+v", outcome, before)
+		}
+		res := payment.Apply(p, obsWebhook(payment.ObservedDispute, "evt-dispute-1-redelivered-as-new"), seqStart.Add(time.Hour))
+		c := meta.FindStatusCondition(res.Status.Conditions, v1alpha1.ConditionDisputed)
+		if res.Decision != payment.Stale || c == nil || c.Status != metav1.ConditionFalse || c.Reason != before.Reason {
+			t.Errorf("%s: %s (%s), condition %+v; want Stale, still ended", outcome, res.Decision, res.Reason, c)
+		}
+	}
+}
+
+// TestAnUnknownAnswer: the provider not knowing the outcome yet changes no
+// phase; a query's raw status is shown while the payment waits for the
+// provider, a webhook's never replaces one shown, and a settled or parked
+// payment shows what settled or parked it.
+func TestAnUnknownAnswer(t *testing.T) {
+	shown := func(given []payment.Observation, raw string) *v1alpha1.Payment {
+		p := buildPayment(t, given)
+		p.Status.ProviderStatus = raw
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		p     *v1alpha1.Payment
+		obs   payment.Observation
+		shown string
+	}{
+		{"a query while pending", shown(givenPending, "pending"), obsQuery(payment.ObservedUnknown, withRaw("requires_action")), "requires_action"},
+		{"a webhook while pending", shown(givenPending, "pending"), obsWebhook(payment.ObservedUnknown, "evt-odd", withRaw("older")), "pending"},
+		{"a query when settled", shown(givenSucceeded, "succeeded"), obsQuery(payment.ObservedUnknown, withRaw("requires_action")), "succeeded"},
+		{"a query when parked", shown(givenUnknown(v1alpha1.ReasonRetriesExhausted), "processing"), obsQuery(payment.ObservedUnknown, withRaw("requires_action")), "processing"},
+	} {
+		res := payment.Apply(tc.p, tc.obs, seqStart.Add(time.Hour))
+		if res.Decision != payment.Ignored || res.Status.Phase != tc.p.Status.Phase || res.Status.ProviderStatus != tc.shown {
+			t.Errorf("%s: %s, phase %s, shown %q; want Ignored, the phase kept, %q shown", tc.name, res.Decision, res.Status.Phase, res.Status.ProviderStatus, tc.shown)
+		}
 	}
 }
