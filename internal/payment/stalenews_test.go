@@ -147,3 +147,50 @@ func TestAnUnknownAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestAResolveThatKeepsThePhase: an operator may resolve a payment under
+// review to the phase it has (the review cleared, nothing else moves), but
+// not to another phase with refunds, nor a payment nobody reviews.
+func TestAResolveThatKeepsThePhase(t *testing.T) {
+	lost := func() *v1alpha1.Payment {
+		return buildPayment(t, andThen(givenPartiallyRefunded, obsWebhook(payment.ObservedDispute, "evt-dispute-1"),
+			obsWebhook(payment.ObservedDispute, "evt-dispute-closed", func(o *payment.Observation) { o.Dispute = provider.DisputeLost })))
+	}
+	resolve := func(to string) payment.Observation {
+		return payment.Observation{Source: v1alpha1.SourceManual, Observed: payment.Observed(to), Reason: "checked the dashboard"}
+	}
+	if p := lost(); review(p) != v1alpha1.ReasonDisputeLost {
+		t.Fatalf("fixture: review %q", review(p))
+	}
+	for _, tc := range []struct {
+		name string
+		p    *v1alpha1.Payment
+		to   string
+		want payment.Decision
+	}{
+		{"its own phase, under review", lost(), string(v1alpha1.PhasePartiallyRefunded), payment.Applied},
+		{"another phase with refunds, under review", lost(), string(v1alpha1.PhaseRefunded), payment.Ignored},
+		{"its own phase, no review", buildPayment(t, andThen(givenPending, obsWebhook(payment.ObservedAuthorized, "evt-auth"))), string(v1alpha1.PhaseAuthorized), payment.Ignored},
+	} {
+		res := payment.Apply(tc.p, resolve(tc.to), seqStart.Add(time.Hour))
+		got := tc.p.DeepCopy()
+		got.Status = res.Status
+		if res.Decision != tc.want || res.Status.Phase != tc.p.Status.Phase {
+			t.Errorf("%s: %s (%s) to %s; want %s, the phase kept", tc.name, res.Decision, res.Reason, res.Status.Phase, tc.want)
+		}
+		if tc.want == payment.Applied && review(got) != "" {
+			t.Errorf("%s: review %q left", tc.name, review(got))
+		}
+	}
+}
+
+// TestAChangeShowsItsRawStatus: an applied change shows the provider's raw
+// status that brought it, webhook or query.
+func TestAChangeShowsItsRawStatus(t *testing.T) {
+	p := buildPayment(t, givenPending)
+	p.Status.ProviderStatus = "pending"
+	res := payment.Apply(p, obsWebhook(payment.ObservedSucceeded, "evt-paid", withPaid(), withRaw("succeeded")), seqStart.Add(time.Hour))
+	if res.Status.Phase != v1alpha1.PhaseSucceeded || res.Status.ProviderStatus != "succeeded" {
+		t.Errorf("phase %s shown %q, want Succeeded showing succeeded", res.Status.Phase, res.Status.ProviderStatus)
+	}
+}
