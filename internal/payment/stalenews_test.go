@@ -194,3 +194,18 @@ func TestAChangeShowsItsRawStatus(t *testing.T) {
 		t.Errorf("phase %s shown %q, want Succeeded showing succeeded", res.Status.Phase, res.Status.ProviderStatus)
 	}
 }
+
+// TestAPhaseEventSaysWhy: the Event of a phase change names the change and
+// its channel, and its reason when there is one; a failure is a Warning, a
+// success is not.
+func TestAPhaseEventSaysWhy(t *testing.T) {
+	p := buildPayment(t, givenPending)
+	paid := payment.Apply(p, obsWebhook(payment.ObservedSucceeded, "evt-paid", withPaid()), seqStart.Add(time.Hour))
+	if e := eventOf(paid.Events, string(v1alpha1.PhaseSucceeded)); e == nil || e.Warning || e.Message != "Pending -> Succeeded via Webhook" {
+		t.Errorf("success: %+v", paid.Events)
+	}
+	declined := payment.Apply(p, obsWebhook(payment.ObservedFailed, "evt-failed", withFailure("card_declined", "")), seqStart.Add(time.Hour))
+	if e := eventOf(declined.Events, string(v1alpha1.PhaseFailed)); e == nil || !e.Warning || e.Message != "Pending -> Failed via Webhook: card_declined" {
+		t.Errorf("failure: %+v", declined.Events)
+	}
+}
