@@ -209,3 +209,36 @@ func TestAPhaseEventSaysWhy(t *testing.T) {
 		t.Errorf("failure: %+v", declined.Events)
 	}
 }
+
+// TestWaitingFor: the waitingFor column in a word: a review (only one
+// that is on), nothing once settled, the operation in progress, the
+// merchant's capture of an authorized Manual payment or of an approved one,
+// the payer at their link.
+func TestWaitingFor(t *testing.T) {
+	manual := v1alpha1.PaymentSpec{CaptureMethod: v1alpha1.CaptureManual, Amount: v1alpha1.Amount{Value: orderValue, Currency: orderCurrency}}
+	automatic := v1alpha1.PaymentSpec{CaptureMethod: v1alpha1.CaptureAutomatic, Amount: manual.Amount}
+	review := func(s metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: v1alpha1.ConditionNeedsReview, Status: s, Reason: v1alpha1.ReasonRetriesExhausted}}
+	}
+	link := &v1alpha1.CustomerAction{URL: "https://pay.example/1"}
+	for _, tc := range []struct {
+		name string
+		spec v1alpha1.PaymentSpec
+		st   v1alpha1.PaymentStatus
+		want string
+	}{
+		{"under review", automatic, v1alpha1.PaymentStatus{Phase: v1alpha1.PhaseUnknown, Conditions: review(metav1.ConditionTrue)}, "Review:" + v1alpha1.ReasonRetriesExhausted},
+		{"a review that is off", automatic, v1alpha1.PaymentStatus{Phase: v1alpha1.PhasePending, Conditions: review(metav1.ConditionFalse)}, ""},
+		{"settled", automatic, v1alpha1.PaymentStatus{Phase: v1alpha1.PhaseSucceeded, PayerApproved: true}, ""},
+		{"an operation", manual, v1alpha1.PaymentStatus{Phase: v1alpha1.PhaseAuthorized, Operation: &v1alpha1.Operation{Kind: v1alpha1.OperationCapture}}, string(v1alpha1.OperationCapture)},
+		{"authorized, Manual", manual, v1alpha1.PaymentStatus{Phase: v1alpha1.PhaseAuthorized}, "Capture"},
+		{"authorized, Automatic", automatic, v1alpha1.PaymentStatus{Phase: v1alpha1.PhaseAuthorized}, ""},
+		{"pending, Manual", manual, v1alpha1.PaymentStatus{Phase: v1alpha1.PhasePending}, ""},
+		{"approved", automatic, v1alpha1.PaymentStatus{Phase: v1alpha1.PhaseProcessing, PayerApproved: true}, "Capture"},
+		{"the payer's link", automatic, v1alpha1.PaymentStatus{Phase: v1alpha1.PhasePending, CustomerAction: link}, "Payer"},
+	} {
+		if got := payment.WaitingFor(&tc.spec, &tc.st); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
