@@ -242,3 +242,19 @@ func TestWaitingFor(t *testing.T) {
 		}
 	}
 }
+
+// TestACheckoutTakesOnlyItsOwnPayment: a Stripe Checkout payment known by
+// its session only takes the first PaymentIntent reported for its session,
+// never one reported for another session (an earlier attempt's of the same
+// order).
+func TestACheckoutTakesOnlyItsOwnPayment(t *testing.T) {
+	p := buildPayment(t, []payment.Observation{obsCreated(payment.ObservedPending, withProviderID("cs_1"), withCheckout("cs_1"))})
+	other := payment.Apply(p, obsWebhook(payment.ObservedSucceeded, "evt-other", withPaid(), withProviderID("pi_9"), withCheckout("cs_0")), seqStart.Add(time.Hour))
+	if other.Status.ProviderPaymentID != "cs_1" || other.Status.Phase == v1alpha1.PhaseSucceeded {
+		t.Errorf("another session's payment: id %q phase %s, want cs_1 kept, not Succeeded", other.Status.ProviderPaymentID, other.Status.Phase)
+	}
+	own := payment.Apply(p, obsWebhook(payment.ObservedSucceeded, "evt-own", withPaid(), withProviderID("pi_1"), withCheckout("cs_1")), seqStart.Add(time.Hour))
+	if own.Status.ProviderPaymentID != "pi_1" || own.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Errorf("its own session's payment: id %q phase %s, want pi_1 Succeeded", own.Status.ProviderPaymentID, own.Status.Phase)
+	}
+}
