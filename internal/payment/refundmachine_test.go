@@ -335,13 +335,21 @@ func TestARefundAnsweredWithoutAnIdIsNoAnswer(t *testing.T) {
 	pol := testPolicy()
 	r := newRefund("r", 500, t0)
 	r.Status.Phase, r.Status.CreateRequestedAt = v1alpha1.RefundPending, ptrTime(t0)
-	empty := payment.RefundCall{Refund: provider.Refund{Status: provider.RefundSucceeded, Amount: 500, Currency: orderCurrency}}
-	r.Status = payment.AfterRefundCreate(r, pol, empty, t0).Status
-	r.Status = payment.AfterRefundCreate(r, pol, empty, t0.Add(time.Hour)).Status
-	q := r.Status.Query
-	if r.Status.Phase != v1alpha1.RefundPending || r.Status.ProviderRefundID != "" || q.ConsecutiveErrors != 2 ||
-		!strings.Contains(q.LastError, "without a refund id") || q.NextTime == nil || !q.NextTime.Time.Equal(t0.Add(time.Hour+pol.Schedule[1])) {
-		t.Errorf("two answers without a refund id: phase %s id %q query %+v; want Pending, 2 errors, the next at the create backoff's second step (%v)",
-			r.Status.Phase, r.Status.ProviderRefundID, q, pol.Schedule[1])
+	for name, call := range map[string]payment.RefundCall{
+		"without a refund id": {Refund: provider.Refund{Status: provider.RefundSucceeded, Amount: 500, Currency: orderCurrency}},
+		"no answer":           {Err: errNoAnswer},
+	} {
+		r := r.DeepCopy()
+		r.Status = payment.AfterRefundCreate(r, pol, call, t0).Status
+		r.Status = payment.AfterRefundCreate(r, pol, call, t0.Add(time.Hour)).Status
+		q := r.Status.Query
+		if r.Status.Phase != v1alpha1.RefundPending || r.Status.ProviderRefundID != "" || q.ConsecutiveErrors != 2 ||
+			q.NextTime == nil || !q.NextTime.Time.Equal(t0.Add(time.Hour+pol.Schedule[1])) {
+			t.Errorf("%s twice: phase %s id %q query %+v; want Pending, 2 errors, the next at the create backoff's second step (%v)",
+				name, r.Status.Phase, r.Status.ProviderRefundID, q, pol.Schedule[1])
+		}
+		if name == "without a refund id" && !strings.Contains(q.LastError, "without a refund id") {
+			t.Errorf("the error does not say so: %q", q.LastError)
+		}
 	}
 }
