@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 
@@ -117,13 +118,26 @@ func deletionWaits(rec events.EventRecorder, obj client.Object, what string) {
 // paymentLedgerFacts reads the ledger's records of the payment's order
 // before its first create (nothing when the ledger is off or a create may
 // already have gone out).
-func paymentLedgerFacts(ctx context.Context, l Ledger, p *v1alpha1.Payment) ([]payment.LedgerRecord, error) {
+func paymentLedgerFacts(ctx context.Context, l Ledger, rec events.EventRecorder, p *v1alpha1.Payment) ([]payment.LedgerRecord, error) {
 	if l == nil || payment.ProviderID(p) != "" || p.Status.CreateRequestedAt != nil || p.Status.Phase != "" {
 		return nil, nil
 	}
-	recs, err := l.Get(ctx, p.OrderIdentity())
-	if err != nil {
-		return nil, fmt.Errorf("read the ledger of merchant reference %q: %w", p.MerchantRef(), err)
+	return readLedger(ctx, l, rec, p, p.OrderIdentity(), fmt.Sprintf("merchant reference %q", p.MerchantRef()))
+}
+
+// readLedger reads the records of identity for obj, which has not been sent.
+// A line of it the manager cannot read keeps obj waiting (an error: the
+// reconcile is retried on its backoff) and says so where `kubectl describe`
+// shows it: a Warning Event LedgerUnreadable naming the line.
+func readLedger(ctx context.Context, l Ledger, rec events.EventRecorder, obj client.Object, identity, what string) ([]payment.LedgerRecord, error) {
+	recs, err := l.Get(ctx, identity)
+	if err == nil {
+		return recs, nil
 	}
-	return recs, nil
+	err = fmt.Errorf("read the ledger of %s: %w", what, err)
+	if rec != nil && errors.Is(err, payment.ErrUnreadableRecord) {
+		rec.Eventf(obj, nil, corev1.EventTypeWarning, "LedgerUnreadable", "Create",
+			"nothing is sent until the ledger line is fixed (docs/operations.md, \"Deleting payments, and the ledger\"): %v", err)
+	}
+	return nil, err
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -410,4 +411,77 @@ func TestARefundManifestChangedAndRevertedAdoptsItsFirstRefund(t *testing.T) {
 	adopt(300, second)
 	adopt(500, first)
 	refunded(2, 800)
+}
+
+// TestAnUnreadableLedgerLineKeepsItsOrderWaitingVisibly: a ledger line the
+// manager cannot read (a later release's format after a rollback, a line
+// edited by hand) may be the record that the order took its money. A new
+// Payment of that order, and a new Refund of that name, are not sent while
+// it stands, and each says why with a Warning Event LedgerUnreadable naming
+// the line; once the line is removed the Payment is created.
+func TestAnUnreadableLedgerLineKeepsItsOrderWaitingVisibly(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "identity")
+	s, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
+	ledgerNS := fixture.Namespace(t, env.Client, "ledger")
+	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
+	o.LedgerNamespace = ledgerNS
+	m := fixture.StartManager(t, env, ns, o)
+	paid := paidPayment(t, ns, "kukopay", "paid", 1999)
+
+	const line = "v2|P|order-x|Succeeded|pay_1|1999|1999|0|USD|1764651000|1764910200"
+	order := &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "order-x"}, Spec: v1alpha1.PaymentSpec{ProviderRef: v1alpha1.LocalObjectReference{Name: "kukopay"}}}
+	unreadable := map[string]string{order.OrderIdentity(): line, v1alpha1.RefundIdentity(paid, "r1"): line}
+	shards := map[string]map[string]string{}
+	for id, l := range unreadable {
+		if shards[id[:3]] == nil {
+			shards[id[:3]] = map[string]string{}
+		}
+		shards[id[:3]][id] = l
+	}
+	for digits, data := range shards {
+		shard := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ledgerNS, Name: ledger.ShardPrefix + digits}, Data: data}
+		if err := env.Client.Create(context.Background(), shard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := s.Counters().PaymentsCreated
+
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order-x", Provider: "kukopay", Amount: 1999})
+	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: paid.Name, Amount: 500})
+	for _, name := range []string{p.Name, rf.Name} {
+		fixture.Eventually(t, fixture.Timeout, name+" LedgerUnreadable Event", func() (bool, string) {
+			got := m.Events.About(name, "LedgerUnreadable")
+			if len(got) == 0 {
+				return false, "no Event"
+			}
+			return got[0].Type == corev1.EventTypeWarning && strings.Contains(got[0].Message, line), got[0].Type + " " + got[0].Message
+		})
+	}
+	// Several reconciles have failed on the line by now; none sent anything.
+	if got := fixture.GetPayment(t, env.Client, p); got.Status.CreateRequestedAt != nil || got.Status.Phase != "" {
+		t.Errorf("order-x moved past its unreadable ledger line: %s", fixture.Dump(got.Status))
+	}
+	if got := fixture.GetRefund(t, env.Client, rf); got.Status.CreateRequestedAt != nil || got.Status.ProviderRefundID != "" {
+		t.Errorf("r1 moved past its unreadable ledger line: %s", fixture.Dump(got.Status))
+	}
+	if n := s.Counters().PaymentsCreated; n != created {
+		t.Errorf("paysim created %d payments, want none past the unreadable line", n-created)
+	}
+	if n := s.Counters().ActionRequests; n != 0 {
+		t.Errorf("paysim took %d refund calls, want none past the unreadable line", n)
+	}
+
+	// The line removed by hand, the payment goes out (its next retry, or at
+	// once on a change of it).
+	shard := &corev1.ConfigMap{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ledgerNS, Name: ledger.ShardPrefix + order.OrderIdentity()[:3]}, shard); err != nil {
+		t.Fatal(err)
+	}
+	delete(shard.Data, order.OrderIdentity())
+	if err := env.Client.Update(context.Background(), shard); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Annotate(t, env.Client, p, "example.com/poke", "1")
+	fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, fixture.Timeout)
 }

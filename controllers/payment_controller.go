@@ -480,7 +480,7 @@ func (r *PaymentReconciler) facts(ctx context.Context, p *v1alpha1.Payment) (pay
 		}
 		facts.KeyOwner = payment.KeyOwner(p, same.Items)
 	}
-	recs, err := paymentLedgerFacts(ctx, r.Ledger, p)
+	recs, err := paymentLedgerFacts(ctx, r.Ledger, r.Recorder, p)
 	if err != nil {
 		return payment.Facts{}, err
 	}

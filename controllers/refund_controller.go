@@ -401,11 +401,7 @@ func (r *RefundReconciler) ledgerFacts(ctx context.Context, rf *v1alpha1.Refund,
 	if r.Ledger == nil || p == nil || st.CreateRequestedAt != nil || st.ProviderRefundID != "" || st.Phase.IsFinal() {
 		return nil, nil
 	}
-	recs, err := r.Ledger.Get(ctx, v1alpha1.RefundIdentity(p, rf.Name))
-	if err != nil {
-		return nil, fmt.Errorf("read the ledger of refund %s: %w", rf.Name, err)
-	}
-	return recs, nil
+	return readLedger(ctx, r.Ledger, r.Recorder, rf, v1alpha1.RefundIdentity(p, rf.Name), "refund "+rf.Name)
 }
 
 // holdMoney puts the money-in-flight finalizer on the Refund, with the

@@ -97,26 +97,32 @@ func (r LedgerRecord) Encode() string {
 	return strings.Join(f, "|")
 }
 
-// DecodeRecord reads a record written by Encode.
+// ErrUnreadableRecord: a ledger line DecodeRecord cannot read (written by a
+// later release, or edited by hand). It may be the record that the order
+// took its money, so its order's new objects wait until it is fixed.
+var ErrUnreadableRecord = errors.New("unreadable ledger record")
+
+// DecodeRecord reads a record written by Encode; a line it cannot read is
+// ErrUnreadableRecord.
 func DecodeRecord(s string) (LedgerRecord, error) {
 	f := strings.Split(s, "|")
 	if len(f) != 11 || f[0] != recordVersion {
-		return LedgerRecord{}, fmt.Errorf("ledger record %q: want %s with 11 fields", s, recordVersion)
+		return LedgerRecord{}, fmt.Errorf("%w %q: want %s with 11 fields", ErrUnreadableRecord, s, recordVersion)
 	}
 	id, err := url.PathUnescape(f[4])
 	if err != nil {
-		return LedgerRecord{}, fmt.Errorf("ledger record %q: provider id: %w", s, err)
+		return LedgerRecord{}, fmt.Errorf("%w %q: provider id: %w", ErrUnreadableRecord, s, err)
 	}
 	var n [5]int64
 	for i, v := range []string{f[5], f[6], f[7], f[9], f[10]} {
 		if n[i], err = strconv.ParseInt(v, 10, 64); err != nil {
-			return LedgerRecord{}, fmt.Errorf("ledger record %q: %w", s, err)
+			return LedgerRecord{}, fmt.Errorf("%w %q: %w", ErrUnreadableRecord, s, err)
 		}
 	}
 	r := LedgerRecord{Kind: f[1], Name: f[2], Phase: f[3], ProviderID: id, Asked: n[0], Amount: n[1], Refunded: n[2],
 		Currency: f[8], SettledAt: time.Unix(n[3], 0).UTC(), RecordedAt: time.Unix(n[4], 0).UTC()}
 	if r.Kind != LedgerPayment && r.Kind != LedgerRefund || r.Name == "" || r.Phase == "" {
-		return LedgerRecord{}, fmt.Errorf("ledger record %q: incomplete", s)
+		return LedgerRecord{}, fmt.Errorf("%w %q: incomplete", ErrUnreadableRecord, s)
 	}
 	return r, nil
 }

@@ -1,6 +1,7 @@
 package payment_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -71,8 +72,8 @@ func TestLedgerRecordRoundTrip(t *testing.T) {
 		t.Errorf("a record takes %d bytes", n)
 	}
 	for _, bad := range []string{"", "v0|P|a|Succeeded|x|1|1|0|USD|0|0", "v1|P|a|Succeeded|x|1|1|0|USD|0", "v1|X|a|Succeeded|x|1|1|0|USD|0|0", "v1|P||Succeeded|x|1|1|0|USD|0|0", "v1|P|a|Succeeded|x|one|1|0|USD|0|0"} {
-		if _, err := payment.DecodeRecord(bad); err == nil {
-			t.Errorf("DecodeRecord(%q) accepted", bad)
+		if _, err := payment.DecodeRecord(bad); !errors.Is(err, payment.ErrUnreadableRecord) {
+			t.Errorf("DecodeRecord(%q): %v, want ErrUnreadableRecord", bad, err)
 		}
 	}
 }
