@@ -469,8 +469,22 @@ func TestFundsGuaranteedUntilTheHonorPeriodEnds(t *testing.T) {
 		t.Errorf("Event %+v: a Warning naming the authorization's end", w)
 	}
 	p = store(p, s.Outcome)
-	if s := payment.Plan(p, pol, payment.Facts{}, honorEnds.Add(time.Hour)); s.Action == payment.Write && len(s.Outcome.Events) > 0 {
-		t.Fatalf("said twice: %v", eventReasons(s.Outcome))
+	if s := payment.Plan(p, pol, payment.Facts{}, honorEnds.Add(time.Hour)); s.Action == payment.Write {
+		t.Fatalf("said twice: %s (%s), Events %v", s.Action, s.Why, eventReasons(s.Outcome))
+	}
+
+	// Past the authorization's own end its expiry says more; an
+	// authorization without a known end is said to be still valid.
+	ended := p.DeepCopy()
+	ended.Status.Conditions = nil
+	if s := payment.Plan(ended, pol, payment.Facts{}, expiry.Add(time.Minute)); fundsGuarantee(s.Outcome.Status) != nil {
+		t.Errorf("past the authorization's end: %s (%s), condition %+v", s.Action, s.Why, fundsGuarantee(s.Outcome.Status))
+	}
+	endless := ended.DeepCopy()
+	endless.Status.AuthorizationExpiresAt = nil
+	if s := payment.Plan(endless, pol, payment.Facts{}, honorEnds.Add(time.Minute)); fundsGuarantee(s.Outcome.Status) == nil ||
+		len(s.Outcome.Events) == 0 || !strings.Contains(s.Outcome.Events[0].Message, "is still valid") {
+		t.Errorf("an authorization without a known end: %s (%s), Events %+v", s.Action, s.Why, s.Outcome.Events)
 	}
 
 	// Captured after it: the condition goes with the authorization.
