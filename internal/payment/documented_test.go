@@ -94,6 +94,20 @@ func TestOrderNobodyCompletedExpiresAtTheProvider(t *testing.T) {
 			return payment.AfterOperation(withOperation(p, kind, at.Add(-time.Second)), pol, kind, fails(errOrderNotFound), at)
 		}
 	}
+	// parked is a payment in Unknown under review for reason, as status
+	// shows it besides that.
+	parked := func(reason string, also func(*v1alpha1.PaymentStatus)) func() *v1alpha1.Payment {
+		return func() *v1alpha1.Payment {
+			p := created("parked")
+			p.Status.Phase = v1alpha1.PhaseUnknown
+			meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(t0)})
+			if also != nil {
+				also(&p.Status)
+			}
+			return p
+		}
+	}
+	held := &v1alpha1.Money{Value: orderValue, Currency: orderCurrency}
 	for _, tc := range []struct {
 		name   string
 		pay    func() *v1alpha1.Payment
@@ -104,6 +118,24 @@ func TestOrderNobodyCompletedExpiresAtTheProvider(t *testing.T) {
 		review string
 		events []string // reasons that must be among the Events
 	}{
+		{name: "an order paywarden gave up on, not found once its lifetime passed: Expired, the review kept", pay: parked(v1alpha1.ReasonRetriesExhausted, nil),
+			pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseExpired, review: v1alpha1.ReasonRetriesExhausted},
+		{name: "an order paywarden gave up on that received money, not found: no verdict", pay: parked(v1alpha1.ReasonRetriesExhausted, func(st *v1alpha1.PaymentStatus) { st.AmountReceived = held }),
+			pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonNonRetryableQueryError},
+		{name: "an order paywarden gave up on that reserved money, not found: no verdict", pay: parked(v1alpha1.ReasonRetriesExhausted, func(st *v1alpha1.PaymentStatus) { st.AmountAuthorized = held }),
+			pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonNonRetryableQueryError},
+		{name: "an order paywarden gave up on with an authorization's end, not found: no verdict", pay: parked(v1alpha1.ReasonRetriesExhausted, func(st *v1alpha1.PaymentStatus) {
+			st.AuthorizationExpiresAt = ptrTime(t0.Add(29 * 24 * time.Hour))
+		}), pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonNonRetryableQueryError},
+		{name: "an order paywarden gave up on during a capture, not found: no verdict", pay: parked(v1alpha1.ReasonRetriesExhausted, func(st *v1alpha1.PaymentStatus) { st.AmountToCapture = held }),
+			pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonNonRetryableQueryError},
+		{name: "an order a human must look at, not found: no verdict, the review kept", pay: parked(v1alpha1.ReasonAmountMismatch, nil),
+			pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonAmountMismatch},
+		{name: "an authorized order, its amount not known, not found: no verdict", pay: func() *v1alpha1.Payment {
+			p := authorizedPay("authorized", v1alpha1.CaptureManual)
+			p.Status.AmountAuthorized, p.Status.AuthorizationExpiresAt = nil, nil
+			return p
+		}, pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseUnknown, review: v1alpha1.ReasonNonRetryableQueryError},
 		{name: "an order waiting for its payer, not found once its lifetime passed: Expired", pay: func() *v1alpha1.Payment { return created("waiting") },
 			pol: pol, after: query, at: t0.Add(life), phase: v1alpha1.PhaseExpired, events: []string{"Expired"}},
 		{name: "an order its payer approved, not found by the automatic capture: Expired, not CaptureRefused", pay: func() *v1alpha1.Payment { return approvedOrder("late-capture") },
@@ -572,6 +604,46 @@ func TestPayPalDisputeResolvedIsItsOutcome(t *testing.T) {
 			wantReview := map[string]string{v1alpha1.ReasonDisputeWon: "", v1alpha1.ReasonDisputeLost: v1alpha1.ReasonDisputeLost}[want]
 			if got := review(&v1alpha1.Payment{Status: res.Status}); got != wantReview {
 				t.Fatalf("review %q, want %q", got, wantReview)
+			}
+		})
+	}
+}
+
+// TestAScheduleThatRunsOutWaitsForTheOrdersExpiry: a PayPal payment whose
+// status queries run out before its order could have been deleted is read
+// once more a tenth of the order's lifetime after that (its "not found" is
+// then Expired, not RetriesExhausted), but only when that read is at most two
+// of the schedule's last steps away: a far shorter schedule, or one that runs
+// out after that time, gives up as it says.
+func TestAScheduleThatRunsOutWaitsForTheOrdersExpiry(t *testing.T) {
+	pol := paypalPolicy()
+	last := pol.Schedule[len(pol.Schedule)-1]
+	readAt := t0.Add(paypal.OrderLifetime + paypal.OrderLifetime/10) // the marker is at t0
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		wake bool
+	}{
+		{"two last steps before the read", readAt.Add(-2 * last), true},
+		{"a moment before the read", readAt.Add(-time.Second), true},
+		{"further away than two last steps", readAt.Add(-2*last - time.Second), false},
+		{"at the read", readAt, false},
+		{"past the read", readAt.Add(time.Hour), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := created("ran-out")
+			p.Status.Query.Attempts = int32(len(pol.Schedule)) - 1
+			out := payment.AfterQuery(p, pol, answer(provider.StatusPending), false, tc.now)
+			st := out.Status
+			got := &v1alpha1.Payment{Status: st}
+			if tc.wake {
+				if st.Phase != v1alpha1.PhasePending || review(got) != "" || st.Query.NextTime == nil || !st.Query.NextTime.Time.Equal(readAt) {
+					t.Fatalf("phase %s review %q next %v, want Pending read again at %s", st.Phase, review(got), st.Query.NextTime, readAt)
+				}
+				return
+			}
+			if st.Phase != v1alpha1.PhaseUnknown || review(got) != v1alpha1.ReasonRetriesExhausted || st.Query.NextTime != nil {
+				t.Fatalf("phase %s review %q next %v, want Unknown RetriesExhausted, nothing scheduled", st.Phase, review(got), st.Query.NextTime)
 			}
 		})
 	}

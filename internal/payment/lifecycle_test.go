@@ -634,8 +634,8 @@ func TestPlanOperations(t *testing.T) {
 		call := answer(provider.StatusPending)
 		call.Payment.CustomerAction = &provider.CustomerAction{URL: "https://pay.example.com/a"}
 		out := payment.AfterQuery(p, pol, call, false, now)
-		if strings.Join(eventReasons(out), ",") != "CustomerActionRequired" {
-			t.Fatalf("events %v", eventReasons(out))
+		if strings.Join(eventReasons(out), ",") != "CustomerActionRequired" || out.Events[0].Warning || !strings.Contains(out.Events[0].Message, "https://pay.example.com/a") {
+			t.Fatalf("events %+v, want a Normal CustomerActionRequired with the link", out.Events)
 		}
 		p = store(p, out)
 		if again := payment.AfterQuery(p, pol, call, false, now.Add(time.Minute)); len(again.Events) != 0 {
@@ -927,8 +927,8 @@ func TestCancelOfAChargeFoundPaidIsRefused(t *testing.T) {
 	if out.Status.Phase != v1alpha1.PhaseSucceeded || out.Status.Operation != nil {
 		t.Fatalf("phase %s operation %+v", out.Status.Phase, out.Status.Operation)
 	}
-	if r := eventReasons(out); !slices.Contains(r, "CancelRefused") {
-		t.Errorf("events %v, want CancelRefused", r)
+	if e := eventOf(out.Events, "CancelRefused"); e == nil || !e.Warning || !strings.Contains(e.Message, "create a Refund") {
+		t.Errorf("events %+v, want a Warning CancelRefused pointing to a Refund", out.Events)
 	}
 }
 

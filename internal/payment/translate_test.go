@@ -71,29 +71,52 @@ func equalObs(a, b payment.Observation) bool {
 
 func TestEventResult(t *testing.T) {
 	p := &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Name: "order"}}
+	p.Status.Phase = v1alpha1.PhaseSucceeded
 	p.Status.History = []v1alpha1.HistoryEntry{
 		{From: "", To: v1alpha1.PhaseSucceeded, EventID: "applied-before"},
 		{From: v1alpha1.PhaseSucceeded, To: v1alpha1.PhaseSucceeded, EventID: "conflict-before", Reason: v1alpha1.ReasonConflictingStatus},
+		{From: v1alpha1.PhaseSucceeded, To: v1alpha1.PhaseSucceeded, EventID: "dispute-before", Reason: "Dispute: needs_response"},
+		{From: v1alpha1.PhasePending, To: v1alpha1.PhaseSucceeded, EventID: "moved-before", Reason: v1alpha1.ReasonConflictingStatus},
 	}
+	pending := p.DeepCopy()
+	pending.Status.Phase = v1alpha1.PhasePending
+	failed := p.DeepCopy()
+	failed.Status.Phase = v1alpha1.PhaseFailed
 	cases := []struct {
 		name     string
-		decision payment.Decision
+		p        *v1alpha1.Payment
+		result   payment.Result
+		observed payment.Observed
 		eventID  string
 		want     v1alpha1.EventResult
+		msg      string // the whole message
 	}{
-		{"applied is applied", payment.Applied, "e", v1alpha1.ResultApplied},
-		{"stale is stale", payment.Stale, "e", v1alpha1.ResultStale},
-		{"conflict is conflict", payment.Conflict, "e", v1alpha1.ResultConflict},
-		{"ignored is ignored", payment.Ignored, "e", v1alpha1.ResultIgnored},
-		{"a duplicate of another event is a duplicate", payment.Duplicate, "other", v1alpha1.ResultDuplicate},
-		{"this event applied by a crashed attempt is applied", payment.Duplicate, "applied-before", v1alpha1.ResultApplied},
-		{"this event's conflict recorded by a crashed attempt is a conflict", payment.Duplicate, "conflict-before", v1alpha1.ResultConflict},
+		{"applied is applied", p, payment.Result{Decision: payment.Applied}, payment.ObservedSucceeded, "e", v1alpha1.ResultApplied, "payment order"},
+		{"applied names its transition and reason", p, payment.Result{Decision: payment.Applied, Reason: "paid", Transition: &payment.Transition{To: v1alpha1.PhaseSucceeded}},
+			payment.ObservedSucceeded, "e", v1alpha1.ResultApplied, "payment order: (new) -> Succeeded: paid"},
+		{"applied names its transition", p, payment.Result{Decision: payment.Applied, Transition: &payment.Transition{From: v1alpha1.PhasePending, To: v1alpha1.PhaseSucceeded}},
+			payment.ObservedSucceeded, "e", v1alpha1.ResultApplied, "payment order: Pending -> Succeeded"},
+		{"stale is stale", p, payment.Result{Decision: payment.Stale, Reason: "older than the last read"}, payment.ObservedSucceeded, "e", v1alpha1.ResultStale, "payment order: older than the last read"},
+		{"conflict is conflict", p, payment.Result{Decision: payment.Conflict}, payment.ObservedSucceeded, "e", v1alpha1.ResultConflict, "payment order"},
+		{"ignored is ignored", p, payment.Result{Decision: payment.Ignored}, payment.ObservedSucceeded, "e", v1alpha1.ResultIgnored, "payment order"},
+		{"a refund of a payment not paid yet waits", pending, payment.Result{Decision: payment.Ignored}, payment.ObservedRefund, "e", v1alpha1.ResultOrphaned,
+			"payment order; waiting for the payment to succeed"},
+		{"a refund of a payment that failed is ignored", failed, payment.Result{Decision: payment.Ignored}, payment.ObservedRefund, "e", v1alpha1.ResultIgnored, "payment order"},
+		{"a duplicate of another event is a duplicate", p, payment.Result{Decision: payment.Duplicate}, payment.ObservedSucceeded, "other", v1alpha1.ResultDuplicate, "payment order"},
+		{"this event applied by a crashed attempt is applied", p, payment.Result{Decision: payment.Duplicate}, payment.ObservedSucceeded, "applied-before", v1alpha1.ResultApplied,
+			"payment order: applied by an earlier attempt"},
+		{"this event's conflict recorded by a crashed attempt is a conflict", p, payment.Result{Decision: payment.Duplicate}, payment.ObservedSucceeded, "conflict-before", v1alpha1.ResultConflict,
+			"payment order: conflict recorded by an earlier attempt"},
+		{"this event's dispute recorded by a crashed attempt is applied", p, payment.Result{Decision: payment.Duplicate}, payment.ObservedDispute, "dispute-before", v1alpha1.ResultApplied,
+			"payment order: applied by an earlier attempt"},
+		{"this event's move recorded by a crashed attempt is applied", p, payment.Result{Decision: payment.Duplicate}, payment.ObservedSucceeded, "moved-before", v1alpha1.ResultApplied,
+			"payment order: applied by an earlier attempt"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, msg := payment.EventResult(p, payment.Outcome{Results: []payment.Result{{Decision: tc.decision}}}, payment.Observation{EventID: tc.eventID, Observed: payment.ObservedSucceeded})
-			if got != tc.want || !strings.HasPrefix(msg, "payment order") {
-				t.Fatalf("result %s (%q), want %s", got, msg, tc.want)
+			got, msg := payment.EventResult(tc.p, payment.Outcome{Results: []payment.Result{tc.result}}, payment.Observation{EventID: tc.eventID, Observed: tc.observed})
+			if got != tc.want || msg != tc.msg {
+				t.Fatalf("result %s (%q), want %s (%q)", got, msg, tc.want, tc.msg)
 			}
 		})
 	}
