@@ -283,12 +283,12 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 // (carried over with the copy) wait until the copy is adopted or looked up:
 // acted on first, a cancel or resolve would settle locally, and release the
 // merchant reference of, an order the provider may hold money for (SPEC
-// §12.1). A lookup that finds nothing acts on them before any create.
+// §12.1). A lookup that finds nothing acts on them before any create. A
+// copy being deleted does not act on them either: settled locally, it would
+// be remembered in the ledger in place of its order's record (planCreate
+// leaves it as it is). Restored and Adopt see only objects with nothing in
+// their status.
 func copyOfAnOrder(p *v1alpha1.Payment, facts Facts, now time.Time) bool {
-	st := &p.Status
-	if st.Phase != "" || st.CreateRequestedAt != nil || ProviderID(p) != "" || !p.DeletionTimestamp.IsZero() {
-		return false
-	}
 	if Restored(p) {
 		return true
 	}

@@ -38,6 +38,17 @@ func TestRestoredCopyWithACancelAnnotationIsLookedUpNotCanceledBlind(t *testing.
 		t.Fatalf("the copy is not seen as restored")
 	}
 
+	// Deleted before its first reconcile wrote anything, it is planned on
+	// the API server's copy (a write that conflicted with the deletion):
+	// settled Canceled it would be remembered in the ledger as a Canceled
+	// Payment of its name, replacing the record that the order took money.
+	// Nothing is written; the object goes as it is.
+	deleted := restored.DeepCopy()
+	deleted.DeletionTimestamp = ptrTime(t0)
+	if s := planned(deleted, pol, t0); s.Action != payment.Nothing {
+		t.Fatalf("a deleted restored copy carrying a cancel annotation: %s (%s) phase %q, want nothing", s.Action, s.Why, s.Outcome.Status.Phase)
+	}
+
 	s := planned(restored, pol, t0)
 	if s.Action == payment.Write && s.Outcome.Status.Phase.IsFinal() {
 		t.Fatalf("a restored copy carrying a cancel annotation was settled %s without asking the provider (%s); history %+v: "+
@@ -97,6 +108,17 @@ func TestRestoredCopyWithAResolveAnnotationIsLookedUpFirst(t *testing.T) {
 	}
 	restored := old.DeepCopy()
 	restored.UID = "restored-with-a-new-uid"
+
+	// Deleted before its first reconcile wrote anything, it is planned on
+	// the API server's copy (a write that conflicted with the deletion):
+	// settled Canceled it would be remembered in the ledger as a Canceled
+	// Payment of its name, replacing the record that the order took money.
+	// Nothing is written; the object goes as it is.
+	deleted := restored.DeepCopy()
+	deleted.DeletionTimestamp = ptrTime(t0)
+	if s := planned(deleted, pol, t0); s.Action != payment.Nothing {
+		t.Fatalf("a deleted restored copy carrying a cancel annotation: %s (%s) phase %q, want nothing", s.Action, s.Why, s.Outcome.Status.Phase)
+	}
 
 	s := planned(restored, pol, t0)
 	if s.Action == payment.Write && s.Outcome.Status.Phase.IsFinal() {

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
 )
 
@@ -71,5 +74,36 @@ func TestDelaySpreadsPayments(t *testing.T) {
 	}
 	if len(seen) < 150 || below < 60 || above < 60 {
 		t.Errorf("200 seeds: %d distinct steps, %d below and %d above the step; want them spread on both sides", len(seen), below, above)
+	}
+}
+
+// TestASettledPaymentKeepsNoSchedule: a payment settled with anything of
+// its schedule left (a next query, a run of unanswered calls, an operation)
+// is written once without it; one without any needs nothing.
+func TestASettledPaymentKeepsNoSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		left  func(*v1alpha1.PaymentStatus)
+		write bool
+	}{
+		{"nothing left", func(*v1alpha1.PaymentStatus) {}, false},
+		{"a next query", func(st *v1alpha1.PaymentStatus) { st.Query.NextTime = micro(t0) }, true},
+		{"unanswered calls", func(st *v1alpha1.PaymentStatus) { st.Query.UnansweredSince = micro(t0) }, true},
+		{"an operation", func(st *v1alpha1.PaymentStatus) {
+			st.Operation = &v1alpha1.Operation{Kind: v1alpha1.OperationCancel, RequestedAt: metav1.NewTime(t0), IdempotencyKey: "k/cancel"}
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := settled("order-1", v1alpha1.PhaseFailed, 0, 0)
+			p.Status.Query.NextTime, p.Status.Query.UnansweredSince, p.Status.Operation = nil, nil, nil
+			tc.left(&p.Status)
+			s := payment.Plan(p, testPolicy(), payment.Facts{}, t0.Add(time.Hour))
+			if (s.Action == payment.Write) != tc.write {
+				t.Fatalf("%s (%s), want a write %v", s.Action, s.Why, tc.write)
+			}
+			if st := s.Outcome.Status; tc.write && (st.Query.NextTime != nil || st.Query.UnansweredSince != nil || st.Operation != nil || st.Phase != v1alpha1.PhaseFailed) {
+				t.Errorf("written %s with next %v unanswered %v operation %+v", st.Phase, st.Query.NextTime, st.Query.UnansweredSince, st.Operation)
+			}
+		})
 	}
 }
