@@ -97,6 +97,8 @@ func TestEachObjectOfAnIdentityIsKept(t *testing.T) {
 			want: []string{"re_2", "re_4", "re_5", "re_6"}},
 		{name: "a payment's record is its attempt: the same name replaces it",
 			puts: []payment.LedgerRecord{pay(1999, "Succeeded", "pay_1"), pay(1999, "PartiallyRefunded", "pay_1")}, want: []string{"pay_1"}},
+		{name: "a later attempt of the name that took no money is kept beside the one that did",
+			puts: []payment.LedgerRecord{pay(1999, "Succeeded", "pay_1"), pay(2500, "Failed", "pay_2")}, want: []string{"pay_1", "pay_2"}},
 		{name: "a record written by the previous release is read and kept beside another amount",
 			stored: "v1|R|five|Succeeded|re_1|500|500|0|USD|1796119200|1796122800",
 			puts:   []payment.LedgerRecord{refund(300, "Succeeded", "re_2")}, want: []string{"re_1", "re_2"}},

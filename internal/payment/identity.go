@@ -62,11 +62,13 @@ func (r LedgerRecord) TookMoney() bool {
 
 // Replaces reports whether r, written to the ledger, takes the place of old:
 // both record the same object of an identity, and the later record is what
-// it is now. A Payment's record is its attempt at the order (its name): a
-// Payment of the same name asking another amount is parked as
-// DuplicatePayment by Adopt and never sent, so the only later record of
-// that name is the same attempt remembered again (adopted, then deleted
-// again, perhaps refunded meanwhile). A Refund's record is what it asked
+// it is now. A Payment's record is its attempt at the order (its name): the
+// same attempt remembered again (adopted, then deleted again, perhaps
+// refunded meanwhile) replaces its record. A record of an attempt that took
+// no money never replaces one that did: a Payment of the same name asking
+// another amount is parked as DuplicatePayment by Adopt, but an operator may
+// resolve it Failed or Canceled, and remembered in its place it would let
+// the order be charged again. A Refund's record is what it asked
 // under its name (amount and currency; none asked: the rest of the
 // payment): a Refund of the same name asking another amount is another
 // refund (AdoptRefund), and every settled one is kept, so that a Refund
@@ -77,7 +79,10 @@ func (r LedgerRecord) Replaces(old LedgerRecord) bool {
 	if r.Kind != old.Kind || r.Name != old.Name {
 		return false
 	}
-	return r.Kind != LedgerRefund || r.asks(old.Asked, old.Currency)
+	if r.Kind == LedgerPayment {
+		return r.TookMoney() || !old.TookMoney()
+	}
+	return r.asks(old.Asked, old.Currency)
 }
 
 // asks reports whether a Refund asking value of currency (none asked: 0 and
@@ -253,13 +258,21 @@ func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bo
 	if ProviderID(p) != "" || st.CreateRequestedAt != nil || st.Phase != "" {
 		return Outcome{}, false
 	}
+	asks := func(r *LedgerRecord) bool {
+		return r.Asked == p.Spec.Amount.Value && r.Currency == p.Spec.Amount.Currency
+	}
 	var same, holder *LedgerRecord
 	for i := range recs {
 		r := &recs[i]
 		switch {
 		case r.Kind != LedgerPayment:
 		case r.Name == p.Name:
-			same = r
+			// The latest of the name, the latest asking what p asks first
+			// (Replaces keeps an attempt that took money beside a later
+			// one of the name that did not).
+			if same == nil || asks(r) || !asks(same) {
+				same = r
+			}
 		case !releasesReference(v1alpha1.PaymentPhase(r.Phase)):
 			holder = r
 		}
@@ -271,7 +284,7 @@ func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bo
 	if rec == nil {
 		return Outcome{}, false
 	}
-	if same == nil || rec.Asked != p.Spec.Amount.Value || rec.Currency != p.Spec.Amount.Currency {
+	if same == nil || !asks(rec) {
 		c := begin(p, now)
 		c.apply(Observation{
 			Source: v1alpha1.SourceLedger, Observed: ObservedUnknown, Review: v1alpha1.ReasonDuplicatePayment,

@@ -2,13 +2,14 @@ package payment_test
 
 import (
 	"strings"
-
-	"github.com/paywarden/paywarden/internal/provider"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
 )
 
 // The ledger's records of Payments and Refunds, and the guards of what
@@ -246,5 +247,48 @@ func TestARestoredCopysLookUpWithoutAnAnswer(t *testing.T) {
 		if e.Reason == "Adopted" && e.Warning {
 			t.Errorf("the Adopted Event is a Warning: %+v", e)
 		}
+	}
+}
+
+// TestAnOrdersMoneyRecordOutlivesALaterAttemptOfItsName: Payment order-1
+// took the money and went; applied again asking another amount it was
+// parked (DuplicatePayment), resolved Failed by an operator and deleted.
+// The ledger keeps both records of the name (LedgerRecord.Replaces). The
+// manifest reverted adopts the success, the other amount its failure, and
+// another Payment of the order is parked: none is created again.
+func TestAnOrdersMoneyRecordOutlivesALaterAttemptOfItsName(t *testing.T) {
+	paid, ok := payment.PaymentRecord(settled("order-1", v1alpha1.PhaseSucceeded, orderValue, 0), t0)
+	if !ok {
+		t.Fatal("no record")
+	}
+	failed := paid
+	failed.Phase, failed.Asked, failed.Amount, failed.ProviderID = string(v1alpha1.PhaseFailed), 2500, 0, ""
+	if failed.Replaces(paid) {
+		t.Fatal("the failed attempt's record takes the place of the success")
+	}
+	recs := []payment.LedgerRecord{paid, failed}
+	again := func(name string, amount int64) *v1alpha1.Payment {
+		p := newPay(name)
+		p.UID, p.Spec.MerchantReference, p.Spec.Amount.Value = types.UID("again-"+name), "order-1-ref", amount
+		return p
+	}
+	for _, tc := range []struct {
+		name   string
+		p      *v1alpha1.Payment
+		phase  v1alpha1.PaymentPhase
+		review string
+	}{
+		{"the manifest reverted adopts the success", again("order-1", orderValue), v1alpha1.PhaseSucceeded, ""},
+		{"the other amount adopts its failure", again("order-1", 2500), v1alpha1.PhaseFailed, ""},
+		{"a third amount is parked", again("order-1", 3000), v1alpha1.PhaseUnknown, v1alpha1.ReasonDuplicatePayment},
+		{"another Payment of the order is parked", again("order-2", orderValue), v1alpha1.PhaseUnknown, v1alpha1.ReasonDuplicatePayment},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, adopted := payment.Adopt(tc.p, recs, t0.Add(time.Hour))
+			got := &v1alpha1.Payment{Status: out.Status}
+			if !adopted || out.Status.Phase != tc.phase || review(got) != tc.review {
+				t.Fatalf("adopted %v phase %s review %q, want %s %q", adopted, out.Status.Phase, review(got), tc.phase, tc.review)
+			}
+		})
 	}
 }

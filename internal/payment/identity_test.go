@@ -425,10 +425,9 @@ func TestAnAdoptedRefundIsRememberedAgain(t *testing.T) {
 	}
 }
 
-// What the ledger keeps one record of: a Payment's attempt (its name; a
-// Payment of the same name asking another amount is parked by Adopt, never
-// sent, so it is never remembered beside the first), a Refund's name and
-// what it asked.
+// What the ledger keeps one record of: a Payment's attempt (its name; one
+// that took no money never takes the place of one that did), a Refund's
+// name and what it asked.
 func TestLedgerRecordReplaces(t *testing.T) {
 	pay := payment.LedgerRecord{Kind: payment.LedgerPayment, Name: "order-1", Phase: "Succeeded", Asked: 1999, Amount: 1999, Currency: "USD"}
 	refund := payment.LedgerRecord{Kind: payment.LedgerRefund, Name: "five", Phase: "Succeeded", Asked: 500, Amount: 500, Currency: "USD"}
@@ -440,6 +439,12 @@ func TestLedgerRecordReplaces(t *testing.T) {
 	}{
 		{"a payment remembered again replaces its record", pay, with(pay, func(r *payment.LedgerRecord) { r.Phase, r.Refunded = "PartiallyRefunded", 500 }), true},
 		{"a payment's attempt is its name, whatever it asked", pay, with(pay, func(r *payment.LedgerRecord) { r.Asked = 2500 }), true},
+		{"an attempt of the name that took no money is kept beside one that did", pay, with(pay, func(r *payment.LedgerRecord) { r.Phase, r.Asked, r.Amount = "Failed", 2500, 0 }), false},
+		{"nor does a cancel of the name replace it", pay, with(pay, func(r *payment.LedgerRecord) { r.Phase, r.Amount = "Canceled", 0 }), false},
+		{"an attempt that took money replaces one of the name that did not", with(pay, func(r *payment.LedgerRecord) { r.Phase, r.Amount = "Failed", 0 }), pay, true},
+		{"an attempt that took no money replaces another that took none", with(pay, func(r *payment.LedgerRecord) { r.Phase, r.Amount = "Failed", 0 }),
+			with(pay, func(r *payment.LedgerRecord) { r.Phase, r.Amount = "Expired", 0 }), true},
+		{"an attempt deleted unsettled replaces the same attempt", pay, with(pay, func(r *payment.LedgerRecord) { r.Phase = "Unknown" }), true},
 		{"another attempt at the order is kept beside it", pay, with(pay, func(r *payment.LedgerRecord) { r.Name = "order-1-retry" }), false},
 		{"a refund remembered again replaces its record", refund, with(refund, func(r *payment.LedgerRecord) { r.ProviderID, r.Phase = "re_2", "Failed" }), true},
 		{"a refund of the name asking another amount is kept beside it", refund, with(refund, func(r *payment.LedgerRecord) { r.Asked, r.Amount = 300, 300 }), false},
