@@ -238,6 +238,17 @@ func TestRefundReversed(t *testing.T) {
 	if plain.Status.Phase != v1alpha1.RefundFailed || payment.RefundReversed(plain) {
 		t.Errorf("a refund that failed before it succeeded: %s reversed %v", plain.Status.Phase, payment.RefundReversed(plain))
 	}
+	// Either record says it: the failure's code, or the history's entry
+	// (the failure replaced since, or the entry trimmed from the history).
+	byCode := r.DeepCopy()
+	byCode.Status.History, byCode.Status.Failure = nil, &v1alpha1.Failure{Code: v1alpha1.ReasonRefundReversed}
+	byHistory := r.DeepCopy()
+	byHistory.Status.Failure = &v1alpha1.Failure{Code: "expired_or_canceled_card"}
+	for name, rf := range map[string]*v1alpha1.Refund{"by its failure's code": byCode, "by its history": byHistory} {
+		if !payment.RefundReversed(rf) {
+			t.Errorf("reversed %s: not seen", name)
+		}
+	}
 }
 
 // A settled payment, and its Refunds, may go (deleted, or past retention)
