@@ -226,7 +226,9 @@ func TestARestoredCopysLookUpWithoutAnAnswer(t *testing.T) {
 		t.Errorf("two look-ups without an answer: %+v; want 2 errors, the next at the create backoff's second step (%v), no attempt", q, pol.Schedule[1])
 	}
 
-	cfg := store(restored, payment.AfterLookup(restored, pol, fails(errUnauthorized), t0))
+	unset := pol // a policy without its own wait takes DefaultConfigRetry
+	unset.ConfigRetry = 0
+	cfg := store(restored, payment.AfterLookup(restored, unset, fails(errUnauthorized), t0))
 	q = cfg.Status.Query
 	if q.ConsecutiveErrors != 0 || q.NextTime == nil || !q.NextTime.Time.Equal(t0.Add(payment.DefaultConfigRetry)) || cfg.Status.CreateRequestedAt != nil ||
 		!strings.HasPrefix(q.LastError, "provider configuration problem") {
