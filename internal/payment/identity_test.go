@@ -521,6 +521,21 @@ func TestKeysAreStoredWithTheirMarkersAndOldMarkersKeepTheirKeys(t *testing.T) {
 	if k := payment.RefundCallKey(paid, rf); k != "uid-r1" {
 		t.Errorf("a refund marked before keys were stored is retried with %q, want its UID", k)
 	}
+	withKey := rf.DeepCopy()
+	withKey.Spec.IdempotencyKey = "merchant-key-1"
+	if k := payment.RefundCallKey(paid, withKey); k != "merchant-key-1" {
+		t.Errorf("a refund with spec.idempotencyKey marked before keys were stored is retried with %q, want its spec's", k)
+	}
+	// Not marked yet: the key its marker will store; without its payment,
+	// its UID.
+	unmarked := rf.DeepCopy()
+	unmarked.Status = v1alpha1.RefundStatus{}
+	if k := payment.RefundCallKey(paid, unmarked); k != payment.RefundKey(paid, unmarked) || k == "uid-r1" {
+		t.Errorf("an unmarked refund's key %q, want %q", k, payment.RefundKey(paid, unmarked))
+	}
+	if k := payment.RefundCallKey(nil, unmarked); k != "uid-r1" {
+		t.Errorf("an unmarked refund without its payment: key %q, want its UID", k)
+	}
 }
 
 // A deleted Payment whose create may still charge keeps its merchant

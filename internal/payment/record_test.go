@@ -1,9 +1,12 @@
 package payment_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -70,5 +73,54 @@ func TestRecordRefundCountsTransitions(t *testing.T) {
 	payment.RecordRefund(nil, &r, nil, payment.ApplyRefundEvent(&r, refundObs(payment.ObservedSucceeded, "evt-refunded"), t0))
 	if got := counter(v1alpha1.RefundProcessing, v1alpha1.RefundSucceeded); got != 1 {
 		t.Fatalf("a duplicate counted: %v, want 1", got)
+	}
+}
+
+// objectEvents records each Event with the kind and name of the object it
+// is about.
+type objectEvents struct{ got []string }
+
+func (o *objectEvents) Eventf(regarding runtime.Object, _ runtime.Object, eventtype, reason, _, note string, args ...interface{}) {
+	kind := "?"
+	switch regarding.(type) {
+	case *v1alpha1.Refund:
+		kind = "Refund"
+	case *v1alpha1.Payment:
+		kind = "Payment"
+	}
+	name := regarding.(metav1.Object).GetName()
+	o.got = append(o.got, fmt.Sprintf("%s/%s %s %s: %s", kind, name, eventtype, reason, fmt.Sprintf(note, args...)))
+}
+
+// TestRecordRefundTellsItsPayment: a Refund's change of phase is told on
+// the Refund and, named, on its Payment with the same severity; what
+// changes no phase, and anything when the Payment is not known, only on
+// the Refund.
+func TestRecordRefundTellsItsPayment(t *testing.T) {
+	r := sentRefund("five", 500, v1alpha1.RefundProcessing)
+	r.Namespace = "record-refund-events"
+	p := paidPayment(0)
+	moved := payment.RefundOutcome{Results: []payment.RefundResult{{Source: v1alpha1.SourceWebhook,
+		Transition: &payment.Transition{From: v1alpha1.PaymentPhase(v1alpha1.RefundProcessing), To: v1alpha1.PaymentPhase(v1alpha1.RefundFailed)},
+		Events:     []payment.Event{{Warning: true, Reason: "RefundFailed", Message: "declined"}}}}}
+	still := payment.RefundOutcome{Results: []payment.RefundResult{{Source: v1alpha1.SourceWebhook,
+		Events: []payment.Event{{Reason: "RefundStale", Message: "older news"}}}}}
+	for _, tc := range []struct {
+		name string
+		p    *v1alpha1.Payment
+		out  payment.RefundOutcome
+		want []string
+	}{
+		{"a change of phase", p, moved, []string{"Refund/five Warning RefundFailed: declined", "Payment/" + p.Name + " Warning RefundFailed: Refund five: declined"}},
+		{"no change of phase", p, still, []string{"Refund/five Normal RefundStale: older news"}},
+		{"its payment not known", nil, moved, []string{"Refund/five Warning RefundFailed: declined"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &objectEvents{}
+			payment.RecordRefund(rec, &r, tc.p, tc.out)
+			if fmt.Sprint(rec.got) != fmt.Sprint(tc.want) {
+				t.Errorf("Events\n%q\nwant\n%q", rec.got, tc.want)
+			}
+		})
 	}
 }
