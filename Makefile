@@ -119,9 +119,11 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 10s).
 	hack/fuzz.sh $(FUZZTIME)
 
 MUTATE ?= internal/payment/*.go
+# The package whose tests judge the breaks: the first file's.
+MUTATE_PKG ?= ./$(patsubst %/,%,$(dir $(firstword $(wildcard $(MUTATE)))))
 .PHONY: mutate
-mutate: ## Break internal/payment's rules one at a time (MUTATE=<files>) and list the breaks its tests let pass (docs/ci.md).
-	go run ./hack/mutate -pkg ./internal/payment $(filter-out %_test.go,$(wildcard $(MUTATE)))
+mutate: ## Break the rules in MUTATE (files of one package, default internal/payment's) one at a time and list the breaks its tests let pass (docs/ci.md).
+	go run ./hack/mutate -pkg $(MUTATE_PKG) $(filter-out %_test.go,$(wildcard $(MUTATE)))
 
 .PHONY: dev
 dev: envtest plugin ## Run everything locally on an embedded control plane with a demo; Ctrl-C stops it.
