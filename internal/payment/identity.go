@@ -80,7 +80,11 @@ func (r LedgerRecord) Replaces(old LedgerRecord) bool {
 		return false
 	}
 	if r.Kind == LedgerPayment {
-		return r.TookMoney() || !old.TookMoney()
+		// An attempt remembered unsettled (deleted before its answer) may
+		// have taken money; the same attempt settled since (an operator's
+		// verdict after checking the provider) says whether it did.
+		same := !v1alpha1.PaymentPhase(old.Phase).IsFinal() && r.Asked == old.Asked && r.Currency == old.Currency
+		return r.TookMoney() || !old.TookMoney() || same
 	}
 	return r.asks(old.Asked, old.Currency)
 }
@@ -261,16 +265,25 @@ func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bo
 	asks := func(r *LedgerRecord) bool {
 		return r.Asked == p.Spec.Amount.Value && r.Currency == p.Spec.Amount.Currency
 	}
+	// Of the records of p's name (Replaces keeps an attempt that took money
+	// beside a later one of the name that did not), the latest asking what
+	// p asks, else the latest that took money, else the latest.
+	rank := func(r *LedgerRecord) int {
+		switch {
+		case asks(r):
+			return 2
+		case r.TookMoney():
+			return 1
+		}
+		return 0
+	}
 	var same, holder *LedgerRecord
 	for i := range recs {
 		r := &recs[i]
 		switch {
 		case r.Kind != LedgerPayment:
 		case r.Name == p.Name:
-			// The latest of the name, the latest asking what p asks first
-			// (Replaces keeps an attempt that took money beside a later
-			// one of the name that did not).
-			if same == nil || asks(r) || !asks(same) {
+			if same == nil || rank(r) >= rank(same) {
 				same = r
 			}
 		case !releasesReference(v1alpha1.PaymentPhase(r.Phase)):
@@ -540,6 +553,12 @@ func afterObserve(c *change, pol Policy, call Call) Outcome {
 		})
 		c.park()
 	case class == NotFound || class == Unsupported:
+		if !c.p.DeletionTimestamp.IsZero() {
+			// Deleted while its look-up was out (the answer is stored on
+			// the API server's copy): nothing may start now (planCreate),
+			// and the copy goes as it is.
+			return c.done()
+		}
 		// The order is new: an operator's action carried by the copy
 		// comes before its create (a cancel then sends nothing).
 		if out, _, ok := OperatorAction(c.p, c.now); ok {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -290,6 +291,11 @@ func TestAnOrdersMoneyRecordOutlivesALaterAttemptOfItsName(t *testing.T) {
 			got := &v1alpha1.Payment{Status: out.Status}
 			if !adopted || out.Status.Phase != tc.phase || review(got) != tc.review {
 				t.Fatalf("adopted %v phase %s review %q, want %s %q", adopted, out.Status.Phase, review(got), tc.phase, tc.review)
+			}
+			// A parked one names the record that holds the order: the
+			// success, not the later failure.
+			if c := meta.FindStatusCondition(out.Status.Conditions, v1alpha1.ConditionNeedsReview); tc.review != "" && (c == nil || !strings.Contains(c.Message, "settled as Succeeded (provider id pay_1")) {
+				t.Errorf("review %+v, want the success named", c)
 			}
 		})
 	}

@@ -49,6 +49,16 @@ func TestRestoredCopyWithACancelAnnotationIsLookedUpNotCanceledBlind(t *testing.
 		t.Fatalf("a deleted restored copy carrying a cancel annotation: %s (%s) phase %q, want nothing", s.Action, s.Why, s.Outcome.Status.Phase)
 	}
 
+	// Deleted while its look-up was out, the answer "nothing found" is
+	// stored on the API server's deleted copy: nothing is created for it.
+	gone := store(deleted, payment.AfterLookup(deleted, pol, payment.Call{Err: errNotFound}, t0))
+	if gone.Status.CreateRequestedAt != nil || gone.Status.Phase != "" {
+		t.Fatalf("a deleted restored copy whose look-up found nothing: marker %v phase %q, want nothing started", gone.Status.CreateRequestedAt, gone.Status.Phase)
+	}
+	if s := planned(gone, pol, t0.Add(time.Second)); s.Action != payment.Nothing || payment.InFlight(gone) != "" {
+		t.Fatalf("then: %s (%s), in flight %q; want nothing, and nothing holding its deletion", s.Action, s.Why, payment.InFlight(gone))
+	}
+
 	s := planned(restored, pol, t0)
 	if s.Action == payment.Write && s.Outcome.Status.Phase.IsFinal() {
 		t.Fatalf("a restored copy carrying a cancel annotation was settled %s without asking the provider (%s); history %+v: "+
@@ -118,6 +128,16 @@ func TestRestoredCopyWithAResolveAnnotationIsLookedUpFirst(t *testing.T) {
 	deleted.DeletionTimestamp = ptrTime(t0)
 	if s := planned(deleted, pol, t0); s.Action != payment.Nothing {
 		t.Fatalf("a deleted restored copy carrying a cancel annotation: %s (%s) phase %q, want nothing", s.Action, s.Why, s.Outcome.Status.Phase)
+	}
+
+	// Deleted while its look-up was out, the answer "nothing found" is
+	// stored on the API server's deleted copy: nothing is created for it.
+	gone := store(deleted, payment.AfterLookup(deleted, pol, payment.Call{Err: errNotFound}, t0))
+	if gone.Status.CreateRequestedAt != nil || gone.Status.Phase != "" {
+		t.Fatalf("a deleted restored copy whose look-up found nothing: marker %v phase %q, want nothing started", gone.Status.CreateRequestedAt, gone.Status.Phase)
+	}
+	if s := planned(gone, pol, t0.Add(time.Second)); s.Action != payment.Nothing || payment.InFlight(gone) != "" {
+		t.Fatalf("then: %s (%s), in flight %q; want nothing, and nothing holding its deletion", s.Action, s.Why, payment.InFlight(gone))
 	}
 
 	s := planned(restored, pol, t0)
