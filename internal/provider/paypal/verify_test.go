@@ -225,3 +225,36 @@ func TestVerifyWebhookReadsPayPalsAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckTransmission: paysim's verify-webhook-signature answers SUCCESS
+// only for a signature one of the secrets made over the transmission; one
+// that is not base64, made with another secret, or over another body fails.
+func TestCheckTransmission(t *testing.T) {
+	secret, other := []byte("whsec-paypal"), []byte("whsec-other")
+	body := []byte(`{"id":"WH-1","event_type":"PAYMENT.CAPTURE.COMPLETED"}`)
+	req := paypal.VerifyRequest{TransmissionID: "tx-1", TransmissionTime: "2026-12-03T10:00:00Z", WebhookID: "WH-ID", WebhookEvent: body}
+	signed := func(s []byte, b []byte) paypal.VerifyRequest {
+		r := req
+		r.TransmissionSig = paypal.SignTransmission(s, r.TransmissionID, r.TransmissionTime, r.WebhookID, b)
+		return r
+	}
+	bad := req
+	bad.TransmissionSig = "not base64!"
+	for _, tc := range []struct {
+		name    string
+		req     paypal.VerifyRequest
+		secrets [][]byte
+		want    bool
+	}{
+		{"signed with the secret", signed(secret, body), [][]byte{secret}, true},
+		{"signed with one of two secrets", signed(secret, body), [][]byte{other, secret}, true},
+		{"signed with another secret", signed(other, body), [][]byte{secret}, false},
+		{"signed over another body", signed(secret, []byte(`{}`)), [][]byte{secret}, false},
+		{"a signature that is not base64", bad, [][]byte{secret}, false},
+		{"no secrets", signed(secret, body), nil, false},
+	} {
+		if got := paypal.CheckTransmission(tc.req, tc.secrets); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
