@@ -367,7 +367,11 @@ func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bo
 // name and amount asked), and the ledger's retention counts from then.
 func RefundRecord(r *v1alpha1.Refund, now time.Time) (LedgerRecord, bool) {
 	st := &r.Status
-	if !st.Phase.IsFinal() || st.CreateRequestedAt == nil && st.AdoptedAt == nil {
+	// A copy of a Refund that was sent (restored: its money-uid names
+	// another object) settled by an operator's verdict is remembered too:
+	// its manifest applied again must adopt the verdict, not refund again.
+	copied := r.Annotations[v1alpha1.AnnotationMoneyUID] != "" && r.Annotations[v1alpha1.AnnotationMoneyUID] != string(r.UID)
+	if !st.Phase.IsFinal() || st.CreateRequestedAt == nil && st.AdoptedAt == nil && !copied {
 		return LedgerRecord{}, false
 	}
 	rec := LedgerRecord{Kind: LedgerRefund, Name: r.Name, Phase: string(st.Phase), ProviderID: st.ProviderRefundID, SettledAt: now}

@@ -105,8 +105,10 @@ func refundParked(st *v1alpha1.RefundStatus) bool {
 // received), then the crash-safe create and the status queries, as for a
 // payment (SPEC §2.3, §11.7).
 func PlanRefund(r *v1alpha1.Refund, pol Policy, facts RefundFacts, now time.Time) RefundStep {
-	if out, why, ok := RefundOperatorAction(r, now); ok {
-		return RefundStep{Action: Write, Outcome: out, Why: why}
+	if !copyOfARefund(r, facts, now) {
+		if out, why, ok := RefundOperatorAction(r, now); ok {
+			return RefundStep{Action: Write, Outcome: out, Why: why}
+		}
 	}
 	st := &r.Status
 	switch {
@@ -674,4 +676,24 @@ func WithRefundLines(out Outcome, facts Facts) Outcome {
 		out.Status.Refunds = facts.RefundLines
 	}
 	return out
+}
+
+// copyOfARefund reports whether r, with nothing in its status yet, is a
+// copy of a Refund that may have moved money: restored without status, or
+// applied again with the ledger holding its refund. Its operator
+// annotations (carried over with the copy) wait until it is adopted or
+// parked as restored (copyOfAnOrder is the same for a Payment): acted on
+// first, a resolve would settle it locally beside the ledger's record,
+// which it would then never adopt nor renew. Once its status says
+// anything (adopted, parked), they act.
+func copyOfARefund(r *v1alpha1.Refund, facts RefundFacts, now time.Time) bool {
+	st := &r.Status
+	if st.Phase != "" || st.CreateRequestedAt != nil || st.ProviderRefundID != "" || st.AdoptedAt != nil {
+		return false
+	}
+	if RestoredRefund(r) {
+		return true
+	}
+	_, adopts := AdoptRefund(r, facts.Ledger, now)
+	return adopts
 }
