@@ -214,6 +214,13 @@ func PaymentRecord(p *v1alpha1.Payment, now time.Time) (LedgerRecord, bool) {
 	st := &p.Status
 	r := LedgerRecord{Kind: LedgerPayment, Name: p.Name, Phase: string(st.Phase), ProviderID: ProviderID(p),
 		Asked: p.Spec.Amount.Value, Currency: p.Spec.Amount.Currency, SettledAt: settledAt(p, now)}
+	if releasesReference(st.Phase) && !releasesOrder(p) {
+		// Deleted while under review (a success reported after it ended
+		// without the money): the order may have been paid. Remembered as
+		// Unknown, so that the order applied again waits for a human
+		// instead of charging again.
+		r.Phase = string(v1alpha1.PhaseUnknown)
+	}
 	if st.AmountReceived != nil {
 		r.Amount = st.AmountReceived.Value
 	}

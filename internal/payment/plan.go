@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -516,12 +517,13 @@ func orNone(s string) string {
 // reference when that is not p: the oldest (creation time, then name) of the
 // Payments of the same provider using the reference. One that ended without
 // taking money (Failed, Expired, Canceled) no longer holds it: an order may
-// be paid again after a decline or a cancel (SPEC §12.1). Everyone computes
+// be paid again after a decline or a cancel (SPEC §12.1), unless it is under
+// review (releasesOrder). Everyone computes
 // the same owner, so of two Payments created together exactly one is created
 // at the provider.
 func ReferenceOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 	return oldestOwner(p, same, func(o *v1alpha1.Payment) bool {
-		return o.MerchantRef() == p.MerchantRef() && !releasesReference(o.Status.Phase)
+		return o.MerchantRef() == p.MerchantRef() && !releasesOrder(o)
 	})
 }
 
@@ -561,6 +563,15 @@ func KeyOwner(p *v1alpha1.Payment, same []v1alpha1.Payment) string {
 		return ""
 	}
 	return oldestOwner(p, same, func(o *v1alpha1.Payment) bool { return o.Spec.IdempotencyKey == key })
+}
+
+// releasesOrder: p ended without taking the payer's money, and nothing of
+// that is in doubt, so its order may be paid by another Payment. One under
+// review holds its order until a human decides: a success reported after it
+// was declined, canceled or expired (ConflictingStatus) may mean the payer
+// paid, and a second Payment of the order would charge them again.
+func releasesOrder(p *v1alpha1.Payment) bool {
+	return releasesReference(p.Status.Phase) && !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionNeedsReview)
 }
 
 // releasesReference: the payment ended without taking the payer's money, so
