@@ -195,16 +195,17 @@ func (c *Client) classify(r Request, resp *http.Response, raw []byte) *Error {
 		if p, ok := DecodeProblem(raw); ok {
 			e.Problem = p
 			// The provider's explicit verdict beats the status code: that is the point
-			// of the retryable member. Two exceptions: a configuration problem stays one
+			// of the retryable member. The exceptions: a configuration problem stays one
 			// (retrying with rejected credentials cannot help, and calling it retryable
-			// would hide it behind the schedule), and a 404 on a read stays NotFound
-			// unless it says retry.
+			// would hide it behind the schedule), a 404 on a read stays NotFound unless
+			// it says retry, and "do not retry" never makes a write's unknown outcome a
+			// refusal (retryableFalse).
 			if p.Retryable != nil && e.Class != ErrProviderConfig {
 				switch {
 				case *p.Retryable:
 					e.Class = ErrRetryable
 				case e.Class != ErrNotFound:
-					e.Class = ErrNonRetryable
+					e.Class = retryableFalse(r, code, e.Class)
 				}
 			}
 			if e.RetryAfter == 0 {
@@ -220,6 +221,26 @@ func (c *Client) classify(r Request, resp *http.Response, raw []byte) *Error {
 	}
 	e.Code = errorCode(e.Problem, raw)
 	return e
+}
+
+// retryableFalse is the class of an answer of class first whose problem says
+// "retryable": false. On a read it is a refusal: the query stops, and the payment
+// waits for a human (NonRetryableQueryError). On a write it is one only where the
+// status code says the request was refused: a server error, a timeout or a throttle
+// (first is ErrRetryable) says nothing of whether the write took effect, so the
+// write stays retryable with the same key (the core's schedule ends in a look-up or
+// Unknown, never Failed: SPEC §2.2, §11.3); and a 409 to a write with a key ("this
+// key is still in progress", or taken by another request) concerns that one call:
+// its outcome is looked up (ErrKeyConflict, SPEC §12.1).
+func retryableFalse(r Request, code int, first error) error {
+	write := r.Method != "" && r.Method != http.MethodGet && r.Method != http.MethodHead
+	switch {
+	case write && code == http.StatusConflict && r.ConflictRetryable:
+		return ErrKeyConflict
+	case write && first == ErrRetryable:
+		return ErrRetryable
+	}
+	return ErrNonRetryable
 }
 
 // errorCode pulls the provider's machine-readable error code out of the common body

@@ -254,6 +254,7 @@ func newClient(t *testing.T, url string, timeout time.Duration) *provider.Client
 func TestClientClassification(t *testing.T) {
 	read := func(r *provider.Request) { r.NotFound = true }
 	create := func(r *provider.Request) { r.Method, r.ConflictRetryable = "POST", true }
+	post := func(r *provider.Request) { r.Method = "POST" }
 	tests := []struct {
 		name       string
 		req        func(*provider.Request) // nil: a GET of a collection
@@ -275,9 +276,18 @@ func TestClientClassification(t *testing.T) {
 		{"403 is a configuration problem", create, status(403, "", `{"name":"NOT_AUTHORIZED"}`), provider.ErrProviderConfig, 0},
 		{"409 on create is retryable (same key in progress)", create, status(409, "2", `{"error":{"code":"idempotency_key_in_use"}}`), provider.ErrRetryable, 2 * time.Second},
 		{"409 elsewhere is not retryable", nil, status(409, "", ""), provider.ErrNonRetryable, 0},
-		{"problem retryable false beats 503", nil, problem(503, `{"title":"x","retryable":false}`), provider.ErrNonRetryable, 0},
+		{"problem retryable false beats 503 on a read", nil, problem(503, `{"title":"x","retryable":false}`), provider.ErrNonRetryable, 0},
+		// A write's unknown outcome is not made a refusal by "do not retry": a
+		// 5xx, 408 or 429 stays retryable (same key), a 409 to a keyed create is a
+		// key conflict (its outcome is looked up, SPEC §12.1), a 4xx stays refused.
+		{"problem retryable false leaves 503 on a write retryable", post, problem(503, `{"title":"x","retryable":false}`), provider.ErrRetryable, 0},
+		{"problem retryable false leaves 500 on a create retryable", create, problem(500, `{"title":"x","retryable":false}`), provider.ErrRetryable, 0},
+		{"problem retryable false leaves 429 on a write retryable", post, problem(429, `{"retryable":false}`), provider.ErrRetryable, 0},
+		{"problem retryable false leaves 408 on a write retryable", post, problem(408, `{"retryable":false}`), provider.ErrRetryable, 0},
+		{"problem retryable false makes 422 on a create a refusal", create, problem(422, `{"title":"invalid amount","retryable":false}`), provider.ErrNonRetryable, 0},
+		{"problem retryable false on a 409 to a write without a key is a refusal", post, problem(409, `{"retryable":false}`), provider.ErrNonRetryable, 0},
 		{"problem retryable true beats 409", nil, problem(409, `{"title":"busy","retryable":true,"retryAfter":3}`), provider.ErrRetryable, 3 * time.Second},
-		{"problem retryable false beats 409 on create", create, problem(409, `{"title":"key reused","retryable":false}`), provider.ErrNonRetryable, 0},
+		{"problem retryable false makes 409 on create a key conflict", create, problem(409, `{"title":"key reused","retryable":false}`), provider.ErrKeyConflict, 0},
 		{"problem retryable true beats 400", nil, problem(400, `{"retryable":true}`), provider.ErrRetryable, 0},
 		{"problem retryable false keeps 404 on a read not found", read, problem(404, `{"retryable":false,"jobId":"j"}`), provider.ErrNotFound, 0},
 		{"problem retryable true makes 404 on a read retryable", read, problem(404, `{"retryable":true,"jobId":"j"}`), provider.ErrRetryable, 0},

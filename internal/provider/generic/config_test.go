@@ -39,7 +39,10 @@ func TestErrorClasses(t *testing.T) {
 		class   error
 	}{
 		{"409 on create with the key in progress is retryable", problemAnswer(409, `{"title":"in progress","jobId":"job_1"}`), createJob, provider.ErrRetryable},
-		{"409 on create that says retryable false is a rejection", problemAnswer(409, `{"title":"key reused with another body","retryable":false}`), createJob, provider.ErrNonRetryable},
+		{"409 on create naming its job that says retryable true is retried, not followed", problemAnswer(409, `{"title":"in progress","jobId":"job_1","retryable":true}`), createJob, provider.ErrRetryable},
+		// The key's first request may have moved money: looked up, never a verdict (SPEC §12.1).
+		{"409 on create that says retryable false is a key conflict", problemAnswer(409, `{"title":"key reused with another body","retryable":false}`), createJob, provider.ErrKeyConflict},
+		{"503 on create that says retryable false stays retryable", problemAnswer(503, `{"title":"settlement failed","retryable":false}`), createJob, provider.ErrRetryable},
 		{"422 on create is a rejection", problemAnswer(422, `{"title":"invalid amount"}`), createJob, provider.ErrNonRetryable},
 		{"401 on create is configuration even when it says retryable", problemAnswer(401, `{"title":"bad token","retryable":true}`), createJob, provider.ErrProviderConfig},
 		{"403 on get is configuration", problemAnswer(403, `{"title":"forbidden"}`), getJob, provider.ErrProviderConfig},

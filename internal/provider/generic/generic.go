@@ -138,14 +138,20 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 // is the create's answer: the payment follows the job by its id ("unknown"
 // is not final: keep querying, then Unknown), never a refusal that fails
 // the payment and releases its merchant reference while the job holds the
-// money. A retryable answer (409 with the key in progress) stays one: the
-// create is sent again with its key.
+// money. That holds whatever the status code: a 5xx or a 409 that says
+// retryable:false stays retryable or a key conflict for the client (a
+// write's outcome is not refused by it), but its named job is followed. A
+// retryable answer (409 with the key in progress, not saying
+// retryable:false) stays one: the create is sent again with its key.
 func namedJob(err error) (Job, bool) {
 	var pe *provider.Error
-	if !errors.As(err, &pe) || pe.Problem == nil || pe.Problem.JobID == "" || pe.Class != provider.ErrNonRetryable {
+	if !errors.As(err, &pe) || pe.Problem == nil || pe.Problem.JobID == "" || pe.Class == provider.ErrProviderConfig {
 		return Job{}, false
 	}
 	pr := pe.Problem
+	if pe.Class != provider.ErrNonRetryable && (pr.Retryable == nil || *pr.Retryable) {
+		return Job{}, false
+	}
 	if st := MapJobStatus(pr.JobStatus); st == provider.StatusFailed || st == provider.StatusExpired {
 		return Job{}, false
 	}
