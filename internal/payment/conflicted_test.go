@@ -75,3 +75,51 @@ func TestAConflictedEndHoldsItsOrder(t *testing.T) {
 func reviewOf(st v1alpha1.PaymentStatus) string {
 	return review(&v1alpha1.Payment{Status: st})
 }
+
+// TestAnEarlierAttemptsFailureDoesNotFailAProcessingPayment: a payment
+// processing (Stripe: a SEPA debit after a declined card) is failed by a
+// failure event only when that event happened after the event it last moved
+// on. Stripe retries undelivered events for days and does not deliver them
+// in order, so the declined card's payment_intent.payment_failed can come
+// after payment_intent.processing: it is Stale, and the status query reads
+// the present. Event times have whole seconds: one of the same second may be
+// the earlier. A payment moved by a query has no event time to compare
+// with: the failure stands.
+func TestAnEarlierAttemptsFailureDoesNotFailAProcessingPayment(t *testing.T) {
+	processingAt := t0.Add(2 * time.Minute)
+	for _, tt := range []struct {
+		name     string
+		byQuery  bool // the payment was moved to Processing by a status query
+		queried  bool // the failure is read by a status query (the present)
+		failedAt time.Time
+		want     v1alpha1.PaymentPhase
+	}{
+		{name: "a failure before the processing event", failedAt: processingAt.Add(-time.Minute), want: v1alpha1.PhaseProcessing},
+		{name: "a failure in the processing event's second", failedAt: processingAt.Add(900 * time.Millisecond), want: v1alpha1.PhaseProcessing},
+		{name: "a failure after the processing event", failedAt: processingAt.Add(time.Second), want: v1alpha1.PhaseFailed},
+		{name: "a failure of a payment a query found processing", byQuery: true, failedAt: processingAt.Add(-time.Minute), want: v1alpha1.PhaseFailed},
+		{name: "a failure a status query reads", queried: true, want: v1alpha1.PhaseFailed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := placed("order", "ORD-1", "", 0, v1alpha1.PhasePending)
+			p.Status.ProviderPaymentID = "pay_1"
+			processing := obsWebhook(payment.ObservedProcessing, "evt-processing", withOccurredAt(processingAt))
+			if tt.byQuery {
+				processing = obsQuery(payment.ObservedProcessing)
+			}
+			p.Status = payment.Apply(&p, processing, processingAt.Add(time.Second)).Status
+			if p.Status.Phase != v1alpha1.PhaseProcessing {
+				t.Fatalf("phase %s, want Processing", p.Status.Phase)
+			}
+			failed := obsWebhook(payment.ObservedPending, "evt-declined", withOccurredAt(tt.failedAt), withFailure("card_declined", "insufficient funds"))
+			failed.Raw = "payment_intent.payment_failed"
+			if tt.queried {
+				failed = obsQuery(payment.ObservedPending, withFailure("card_declined", "insufficient funds"))
+			}
+			res := payment.Apply(&p, failed, processingAt.Add(time.Hour))
+			if res.Status.Phase != tt.want {
+				t.Errorf("phase %s (%s: %s), want %s", res.Status.Phase, res.Decision, res.Reason, tt.want)
+			}
+		})
+	}
+}

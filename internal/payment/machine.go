@@ -259,6 +259,14 @@ func (m *machine) progress() {
 		m.payerMustApproveAgain()
 	case from == v1alpha1.PhasePending && to == v1alpha1.PhaseProcessing:
 		m.moveTo(to, "")
+	case from == v1alpha1.PhaseProcessing && to == v1alpha1.PhasePending && m.obs.Failure != nil && !m.st.PayerApproved && m.olderThanLastEvent():
+		// A failure that happened no later than the event the payment
+		// last moved on (a declined card before the debit now
+		// processing, redelivered late: Stripe does not deliver events in
+		// order) is news of an earlier attempt. The next status query
+		// reads the present.
+		m.decide(Stale, "%s at %s is not after the last event applied (%s at %s): an earlier attempt's failure",
+			m.obs.Raw, m.obs.OccurredAt.UTC().Format(time.RFC3339), m.st.LastEvent.Type, m.st.LastEvent.Time.UTC().Format(time.RFC3339))
 	case from == v1alpha1.PhaseProcessing && to == v1alpha1.PhasePending && m.obs.Failure != nil && !m.st.PayerApproved:
 		// The attempt under way failed and the provider waits for another
 		// payment method, which nobody will bring to a payment past its
@@ -286,6 +294,19 @@ func (m *machine) progress() {
 	default:
 		m.decide(Stale, "%s after %s is stale", to, from)
 	}
+}
+
+// olderThanLastEvent reports whether the observation is an event that
+// happened no later than the event last applied to the payment, both by the
+// provider's clock (whole seconds: an event of the same second may be the
+// earlier one). A query reports the present and carries no time, and a
+// payment last moved by a query has no event time to compare with.
+func (m *machine) olderThanLastEvent() bool {
+	last := m.st.LastEvent
+	if m.obs.EventID == "" || m.obs.OccurredAt.IsZero() || last == nil || last.Time == nil {
+		return false
+	}
+	return !m.obs.OccurredAt.Truncate(time.Second).After(last.Time.Truncate(time.Second))
 }
 
 // fromBeforeTheCapture reports whether the observation is an event that
