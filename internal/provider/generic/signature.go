@@ -17,11 +17,24 @@ import (
 // SecretPrefix marks a Standard Webhooks secret serialized as base64.
 const SecretPrefix = "whsec_"
 
+// asymmetricKeyPrefixes mark Standard Webhooks ed25519 keys ("whpk_" public,
+// "whsk_" secret): keys for "v1a" signatures, never HMAC secrets. A public key
+// used as an HMAC secret would let anyone who holds it (anyone: it is public)
+// sign events that verify.
+var asymmetricKeyPrefixes = [][]byte{[]byte("whpk_"), []byte("whsk_")}
+
 // DecodeSecret returns the HMAC key of a configured secret: "whsec_<base64>" is
 // base64-decoded (surrounding whitespace, as left by editors and `echo`, is trimmed);
-// anything else is used as raw bytes, for providers that hand out plain secrets.
+// an ed25519 key ("whpk_", "whsk_") is refused, as the Standard Webhooks libraries
+// refuse it; anything else is used as raw bytes, for providers that hand out plain
+// secrets.
 func DecodeSecret(s []byte) ([]byte, error) {
 	t := bytes.TrimSpace(s)
+	for _, p := range asymmetricKeyPrefixes {
+		if bytes.HasPrefix(t, p) {
+			return nil, errors.New(string(p) + " is an ed25519 key for v1a signatures, not a signing secret: paywarden verifies v1 (HMAC-SHA256) signatures with the endpoint's whsec_ secret")
+		}
+	}
 	if !bytes.HasPrefix(t, []byte(SecretPrefix)) {
 		return s, nil
 	}
