@@ -118,7 +118,13 @@ func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev
 		applyCtx, cancel = context.WithTimeout(ctx, budget)
 		defer cancel()
 	}
-	out, err := in.apply(applyCtx, evt, ev, in.Results)
+	later := in.Results
+	if evt.Spec.PayloadTruncated {
+		// A cut payload can never be parsed again: its result is written
+		// before the answer, since the processor could not derive it.
+		later = nil
+	}
+	out, err := in.apply(applyCtx, evt, ev, later)
 	if evt.Spec.PayloadTruncated && (err != nil || !out.Result.IsDone()) && in.mayGiveBack(ev) {
 		return Outcome{}, in.giveBack(ctx, evt, out, err)
 	}
