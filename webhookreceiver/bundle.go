@@ -103,12 +103,19 @@ func (b bundleCredentials) Get(ctx context.Context, key client.ObjectKey, obj cl
 	sort.Slice(provs.Items, func(i, j int) bool { return provs.Items[i].Name < provs.Items[j].Name })
 	data := map[string][]byte{}
 	var versions []string
+	var unpublished error
 	for i := range provs.Items {
 		prov := &provs.Items[i]
 		if prov.Spec.CredentialsSecretRef.Name != key.Name {
 			continue
 		}
 		bundle, err := readBundle(ctx, b.Reader, b.namespace, prov)
+		if errors.Is(err, errBundleNotPublished) {
+			// Another provider sharing the Secret (new, being deleted) has
+			// no bundle: the others' copies of the same keys answer.
+			unpublished = err
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -120,6 +127,9 @@ func (b bundleCredentials) Get(ctx context.Context, key client.ObjectKey, obj cl
 			}
 		}
 		versions = append(versions, bundle.ResourceVersion)
+	}
+	if versions == nil && unpublished != nil {
+		return unpublished
 	}
 	if versions == nil {
 		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
