@@ -100,17 +100,18 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := types.NamespacedName{Namespace: prov.Namespace, Name: prov.Name}
-	if reason := s.acquire(key); reason != "" {
+	reserve := bodyReservation(r.ContentLength, limit)
+	if reason := s.acquire(key, reserve); reason != "" {
 		s.shed(w, req, reason, "too many requests in flight")
 		return
 	}
-	defer s.release(key)
+	defer s.release(key, reserve)
 	if err := s.limitBodyTime(w, r); err != nil {
 		// Only a connection that cannot take deadlines fails here; the
 		// server's ReadTimeout still bounds it.
 		req.log.Error(err, "set the body read deadline")
 	}
-	body, err := readBody(first, rawBody)
+	body, err := readBody(first, rawBody, r.ContentLength)
 	if err != nil {
 		s.bodyNotRead(w, req, err)
 		return
@@ -213,13 +214,29 @@ func firstByte(body io.Reader) ([]byte, error) {
 // bytes that arrive, up to the cap of body (a MaxBytesReader); a declared
 // length never sizes it, so declaring 16 MiB and sending nothing costs
 // nothing.
-func readBody(first []byte, body io.Reader) ([]byte, error) {
+func readBody(first []byte, body io.Reader, contentLength int64) ([]byte, error) {
 	var buf bytes.Buffer
+	if contentLength > 0 {
+		// Read into one buffer of the declared size (MaxBytesReader has
+		// checked it): no growth, so the body takes what it reserved.
+		buf.Grow(int(contentLength) + bytes.MinRead)
+	}
 	buf.Write(first)
 	if _, err := buf.ReadFrom(body); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// bodyReservation is the memory a body may take while it is read: a
+// declared length is read into a buffer of that size (readBody); a body of
+// unknown length (chunked) grows its buffer by doubling, to less than twice
+// the provider's limit.
+func bodyReservation(contentLength, limit int64) int64 {
+	if contentLength > 0 {
+		return min(contentLength, limit) + bytes.MinRead
+	}
+	return 2 * limit
 }
 
 // bodyNotRead answers a request whose body could not be read.

@@ -349,3 +349,45 @@ func gathered(t *testing.T, reg *prometheus.Registry, name, label string) float6
 	}
 	return 0
 }
+
+// The body bytes in flight are bounded apart from the requests: a request
+// reserves what its body can take (its Content-Length) at its first body
+// byte, and one that would pass --max-body-bytes-in-flight is answered 503
+// at once without its body being read. Bodies to one provider's URL, up to
+// a 16 MiB maxBodyBytes each, would otherwise hold the receiver's memory
+// limit with a few dozen requests. A delivery that fits is served.
+func TestBodyBytesInFlightShedWithoutReadingTheBody(t *testing.T) {
+	k := newKukoPay(t)
+	reg := prometheus.NewRegistry()
+	if err := webhookreceiver.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	// Two stalled bodies of 1000 bytes reserve 2 × 1512 of 4096: a third
+	// does not fit, a delivery of a few hundred bytes does.
+	base := startServer(t, webhookreceiver.Options{MaxConcurrentRequests: 256, MaxConcurrentRequestsPerProvider: 256,
+		MaxBodyBytesInFlight: 4096, RetryAfter: 4 * time.Second, ReadTimeout: 2 * time.Minute, BodyReadTimeout: 2 * time.Minute})
+	path := "/webhooks/" + k.ns + "/" + k.name
+	inFlightBefore := gathered(t, reg, "paywarden_webhook_requests_in_flight", "")
+	stalled := holdConns(t, base, path, 2, 1000, "{")
+	fixture.Eventually(t, fixture.Timeout, "the stalled bodies to hold their bytes", func() bool {
+		return gathered(t, reg, "paywarden_webhook_requests_in_flight", "")-inFlightBefore >= 2
+	})
+
+	shedBefore := gathered(t, reg, "paywarden_webhooks_shed_total", "body_bytes")
+	over := holdConns(t, base, path, 1, 1000, "{")[0]
+	_ = over.SetReadDeadline(time.Now().Add(fixture.Timeout))
+	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
+	if err != nil {
+		t.Fatalf("no prompt answer beyond the byte bound: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "4" {
+		t.Fatalf("beyond the byte bound: %d with Retry-After %q, want 503 with Retry-After 4", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if d := gathered(t, reg, "paywarden_webhooks_shed_total", "body_bytes") - shedBefore; d != 1 {
+		t.Errorf("shed{body_bytes} moved by %v, want 1", d)
+	}
+	ev := fixture.KukoPayEvent{ID: "evt_fits", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_fits", MerchantRef: "order-fits", Amount: 1, Currency: "USD"}
+	wantCode(t, k.deliverTo(t, base, ev), http.StatusOK)
+	unanswered(t, stalled)
+}

@@ -12,7 +12,8 @@ import (
 const (
 	shedNotReady      = "not_ready"      // caches not synced yet
 	shedConcurrency   = "concurrency"    // --max-concurrent-requests reached
-	shedProviderShare = "provider_share" // the provider holds --max-concurrent-requests-per-provider
+	shedProviderShare = "provider_share" // the provider holds its share of --max-concurrent-requests or --max-body-bytes-in-flight
+	shedBodyBytes     = "body_bytes"     // --max-body-bytes-in-flight reached
 	shedVerifyRate    = "verify_rate"    // provider's verification bucket empty
 )
 

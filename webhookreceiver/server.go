@@ -59,6 +59,11 @@ const (
 	// DefaultMaxConcurrentRequests bounds requests past their first body
 	// byte: with the default 1 MiB maxBodyBytes, at most 256 MiB of bodies.
 	DefaultMaxConcurrentRequests = 256
+	// DefaultMaxBodyBytesInFlight bounds the body bytes the requests past
+	// their first body byte may hold, a quarter of the shipped 1 GiB memory
+	// limit: a provider's maxBodyBytes may be 16 MiB, and 256 such bodies
+	// would be 4 GiB.
+	DefaultMaxBodyBytesInFlight = 256 << 20
 	// DefaultProviderShareDivisor: unless set, a provider may hold at most a
 	// quarter of MaxConcurrentRequests (64 of 256), so whoever floods one
 	// provider's URL leaves three quarters to the others.
@@ -135,6 +140,13 @@ type Options struct {
 	// without this anyone could fill every slot through one URL and shed
 	// every tenant. Default MaxConcurrentRequests/4 (at least 1).
 	MaxConcurrentRequestsPerProvider int
+	// MaxBodyBytesInFlight bounds the body bytes those requests may hold: a
+	// request reserves what its body can take (its Content-Length, else
+	// twice its provider's maxBodyBytes, what a buffer grown while reading
+	// may reach) before it is read, and beyond the bound it is answered 503
+	// with Retry-After at once. A provider may hold the same share of it as
+	// of MaxConcurrentRequests. Default DefaultMaxBodyBytesInFlight.
+	MaxBodyBytesInFlight int64
 	// VerifyQPS and VerifyBurst are the token bucket, per provider, for
 	// signature verifications that call the provider's API (PayPal). A
 	// request that would need a call when the bucket is empty is answered
@@ -206,6 +218,9 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxConcurrentRequestsPerProvider <= 0 {
 		opts.MaxConcurrentRequestsPerProvider = max(1, opts.MaxConcurrentRequests/DefaultProviderShareDivisor)
 	}
+	if opts.MaxBodyBytesInFlight <= 0 {
+		opts.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
 	if opts.VerifyQPS <= 0 {
 		opts.VerifyQPS = DefaultVerifyQPS
 	}
@@ -234,8 +249,9 @@ func New(opts Options) (*Server, error) {
 		// the provider or its credentials Secret changes (PayPal keeps its
 		// OAuth token in the adapter).
 		adapters: &gateway.Gateway{Reader: bundleCredentials{Reader: opts.Reader, namespace: opts.BundleNamespace}, HTTPClient: opts.HTTPClient},
-		slots:    newSlots(opts.MaxConcurrentRequests, opts.MaxConcurrentRequestsPerProvider),
-		verify:   newAPIVerification(opts.VerifyQPS, opts.VerifyBurst, opts.VerdictCacheSize, opts.Clock),
+		slots: newSlots(opts.MaxConcurrentRequests, opts.MaxConcurrentRequestsPerProvider,
+			opts.MaxBodyBytesInFlight, opts.MaxBodyBytesInFlight*int64(min(opts.MaxConcurrentRequestsPerProvider, opts.MaxConcurrentRequests))/int64(opts.MaxConcurrentRequests)),
+		verify: newAPIVerification(opts.VerifyQPS, opts.VerifyBurst, opts.VerdictCacheSize, opts.Clock),
 	}
 	if !opts.SyncResults {
 		// An event is acknowledged once it is stored and applied; its result
@@ -302,17 +318,18 @@ func (s *Server) cachesSynced() bool {
 	return s.opts.Ready == nil || s.synced.Load()
 }
 
-// acquire takes an in-flight slot for prov without waiting, or returns why
-// not (a shed reason); release gives it back.
-func (s *Server) acquire(prov types.NamespacedName) (shedReason string) {
-	if shedReason = s.slots.acquire(prov); shedReason == "" {
+// acquire takes an in-flight slot and the bytes of a body of at most n
+// bytes for prov without waiting, or returns why not (a shed reason);
+// release gives them back.
+func (s *Server) acquire(prov types.NamespacedName, n int64) (shedReason string) {
+	if shedReason = s.slots.acquire(prov, n); shedReason == "" {
 		inFlight.Inc()
 	}
 	return shedReason
 }
 
-func (s *Server) release(prov types.NamespacedName) {
-	s.slots.release(prov)
+func (s *Server) release(prov types.NamespacedName, n int64) {
+	s.slots.release(prov, n)
 	inFlight.Dec()
 }
 

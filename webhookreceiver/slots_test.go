@@ -1,6 +1,7 @@
 package webhookreceiver
 
 import (
+	"bytes"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -57,18 +58,18 @@ func TestSlotsShareThePoolAmongProviders(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSlots(tc.total, tc.perProvider)
+			s := newSlots(tc.total, tc.perProvider, 1<<30, 1<<30)
 			for i, st := range tc.steps {
 				for n := 1; n <= st.times; n++ {
 					if st.release {
-						s.release(st.prov)
+						s.release(st.prov, 1)
 						continue
 					}
 					want := ""
 					if n == st.times {
 						want = st.want
 					}
-					if got := s.acquire(st.prov); got != want {
+					if got := s.acquire(st.prov, 1); got != want {
 						t.Fatalf("step %d, acquire %d of %d for %s: %q, want %q", i, n, st.times, st.prov, got, want)
 					}
 				}
@@ -80,16 +81,76 @@ func TestSlotsShareThePoolAmongProviders(t *testing.T) {
 // Releasing every slot leaves nothing behind: a provider that is no longer
 // sent to costs no memory.
 func TestSlotsForgetProvidersWithNothingInFlight(t *testing.T) {
-	s := newSlots(4, 2)
+	s := newSlots(4, 2, 1<<20, 1<<19)
 	a := types.NamespacedName{Namespace: "shop-a", Name: "kukopay"}
 	for range 2 {
-		if r := s.acquire(a); r != "" {
+		if r := s.acquire(a, 1000); r != "" {
 			t.Fatalf("acquire: %q", r)
 		}
 	}
-	s.release(a)
-	s.release(a)
+	s.release(a, 1000)
+	s.release(a, 1000)
 	if s.used != 0 || len(s.held) != 0 {
 		t.Fatalf("after releasing everything: %d used, %v held, want none", s.used, s.held)
+	}
+}
+
+// The byte budget, step by step: each acquire reserves the bytes its body
+// can take; the pool of bytes bounds all providers together, a provider its
+// share, and a body larger than a share takes the whole share (its provider
+// reads one such body at a time, and it never waits for ever).
+func TestSlotsBoundTheBodyBytesInFlight(t *testing.T) {
+	a := types.NamespacedName{Namespace: "shop-a", Name: "kukopay"}
+	b := types.NamespacedName{Namespace: "shop-b", Name: "kukopay"}
+	c := types.NamespacedName{Namespace: "shop-c", Name: "stripe"}
+	const mib = 1 << 20
+	s := newSlots(256, 64, 64*mib, 16*mib)
+	steps := []struct {
+		release bool
+		prov    types.NamespacedName
+		n       int64
+		want    string
+	}{
+		{prov: a, n: 8 * mib},
+		{prov: a, n: 8 * mib},
+		{prov: a, n: 1, want: shedProviderShare}, // a holds its 16 MiB share
+		{prov: b, n: 16 * mib},
+		{prov: c, n: 16 * mib},
+		{prov: types.NamespacedName{Namespace: "shop-d", Name: "x"}, n: 16 * mib},
+		{prov: types.NamespacedName{Namespace: "shop-e", Name: "x"}, n: 1, want: shedBodyBytes}, // 64 MiB held
+		{release: true, prov: b, n: 16 * mib},
+		{prov: types.NamespacedName{Namespace: "shop-e", Name: "x"}, n: 32 * mib}, // over a share: takes the share
+		{prov: a, n: 1, want: shedBodyBytes},                                      // 64 MiB held again
+		{release: true, prov: types.NamespacedName{Namespace: "shop-e", Name: "x"}, n: 32 * mib},
+		{release: true, prov: a, n: 8 * mib},
+		{prov: a, n: 8*mib + 1, want: shedProviderShare}, // the pool has room, a's share has not
+		{prov: a, n: 8 * mib},
+	}
+	for i, st := range steps {
+		if st.release {
+			s.release(st.prov, st.n)
+			continue
+		}
+		if got := s.acquire(st.prov, st.n); got != st.want {
+			t.Fatalf("step %d: acquire %d bytes for %s: %q, want %q", i, st.n, st.prov, got, st.want)
+		}
+	}
+	if s.usedBytes != 48*mib || len(s.held) != 3 {
+		t.Errorf("%d bytes held by %d providers, want %d by 3", s.usedBytes, len(s.held), 48*mib)
+	}
+}
+
+// A body of unknown length (chunked) reserves twice the provider's limit,
+// what a buffer doubling while it reads may reach; a declared length is read
+// into a buffer of its size.
+func TestBodyReservation(t *testing.T) {
+	for _, tc := range []struct{ length, limit, want int64 }{
+		{1000, 1 << 20, 1000 + bytes.MinRead},
+		{-1, 1 << 20, 2 << 20},
+		{0, 1 << 20, 2 << 20},
+	} {
+		if got := bodyReservation(tc.length, tc.limit); got != tc.want {
+			t.Errorf("bodyReservation(%d, %d) = %d, want %d", tc.length, tc.limit, got, tc.want)
+		}
 	}
 }
