@@ -161,6 +161,10 @@ func TestIsOutage(t *testing.T) {
 		{throttled, false},
 		{rejected, false},
 		{&provider.Error{Class: provider.ErrNotFound, StatusCode: 404}, false},
+		// A request paywarden could not even encode never reached the
+		// provider: no answer, but no outage either.
+		{&provider.Error{Class: provider.ErrNonRetryable, StatusCode: 0}, false},
+		{errors.New("an error no adapter classified"), false},
 	}
 	for _, c := range cases {
 		if got := IsOutage(c.err); got != c.want {
@@ -418,5 +422,43 @@ func TestDonePublishesOnlyChanges(t *testing.T) {
 	}
 	if st := prov.Status.Circuit.State; st != v1alpha1.CircuitClosed {
 		t.Errorf("status.circuit.state %q, want Closed", st)
+	}
+}
+
+// TestAConfigProblemClearsOnlyOnAnAnswer: refused credentials are cleared
+// by an answer of the provider (a success, a rejection, a key conflict),
+// never by no answer (a timeout, a 5xx, a 429): those say nothing about the
+// credentials, and clearing on them would send every payment's calls into
+// the refusal again and show the provider Ready while it is not. recorded
+// reports only a change.
+func TestAConfigProblemClearsOnlyOnAnAnswer(t *testing.T) {
+	refused := &provider.Error{Class: provider.ErrProviderConfig, StatusCode: 401}
+	for _, tc := range []struct {
+		name    string
+		outcome error
+		clears  bool
+	}{
+		{"a timeout", transport, false},
+		{"a 5xx", outage, false},
+		{"a 429", throttled, false},
+		{"a success", nil, true},
+		{"a rejection", rejected, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c configState
+			if !c.record(refused, t0, time.Minute) {
+				t.Fatal("the first refusal is not reported as a change")
+			}
+			if c.record(refused, t0, time.Minute) {
+				t.Error("a second refusal is reported as a change")
+			}
+			changed := c.record(tc.outcome, t0.Add(time.Minute), time.Minute)
+			if changed != tc.clears || (c.err == "") != tc.clears {
+				t.Errorf("after %s: changed %v, problem %q; want cleared %v", tc.name, changed, c.err, tc.clears)
+			}
+			if tc.clears && c.record(nil, t0.Add(2*time.Minute), time.Minute) {
+				t.Error("a success with nothing to clear is reported as a change")
+			}
+		})
 	}
 }
