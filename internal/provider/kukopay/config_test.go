@@ -94,3 +94,51 @@ func TestKeyReusedWithAnotherBodyIsAKeyConflict(t *testing.T) {
 	_, err = a.CreateRefund(context.Background(), refund)
 	providertest.AssertClass(t, err, provider.ErrKeyConflict)
 }
+
+// TestActionAnswersAboutOnePayment: what capture, cancel and the refund
+// calls answer concerns one payment or refund, never the provider account.
+// A 404 on one payment's action or one refund is not found (a provider-wide
+// configuration problem would hold every payment's calls back); a 409 (the
+// same key still in progress) is retried with that key, never a refusal: a
+// refund refused so would be shown failed while it may go through.
+func TestActionAnswersAboutOnePayment(t *testing.T) {
+	ctx := context.Background()
+	action := provider.ActionRequest{PaymentID: "pay_1", IdempotencyKey: "k/capture", Currency: "EUR"}
+	refund := provider.RefundRequest{PaymentID: "pay_1", IdempotencyKey: "r", Reference: "ns.r", Amount: 100, Currency: "EUR"}
+	calls := map[string]func(*kukopay.Adapter) error{
+		"capture": func(a *kukopay.Adapter) error { _, err := a.Capture(ctx, action); return err },
+		"cancel":  func(a *kukopay.Adapter) error { _, err := a.Cancel(ctx, action); return err },
+		"refund":  func(a *kukopay.Adapter) error { _, err := a.CreateRefund(ctx, refund); return err },
+	}
+	for name, call := range calls {
+		t.Run(name+": 409 with the key in progress is retryable", func(t *testing.T) {
+			providertest.AssertClass(t, call(serve(t, kukoError(409, "idempotency_key_in_use"))), provider.ErrRetryable)
+		})
+	}
+	for _, name := range []string{"capture", "cancel"} {
+		t.Run(name+": 404 on the payment is not found", func(t *testing.T) {
+			providertest.AssertClass(t, calls[name](serve(t, kukoError(404, "resource_missing"))), provider.ErrNotFound)
+		})
+	}
+	t.Run("get refund: 404 on the refund is not found", func(t *testing.T) {
+		_, err := serve(t, kukoError(404, "resource_missing")).GetRefund(ctx, "pay_1", "re_1")
+		providertest.AssertClass(t, err, provider.ErrNotFound)
+	})
+}
+
+// TestFindRefundTakesOnlyItsOwnRefund: the refund search filters by payment
+// and reference again on its answer. An API that ignored either parameter
+// would otherwise hand back another refund (of this payment under another
+// reference, or another payment's under this one), and the Refund would
+// adopt a refund it did not make.
+func TestFindRefundTakesOnlyItsOwnRefund(t *testing.T) {
+	list := `{"object":"list","data":[` +
+		`{"id":"re_other_ref","object":"refund","payment":"pay_1","amount":100,"currency":"EUR","status":"succeeded","metadata":{"reference":"ns.other"}},` +
+		`{"id":"re_other_pay","object":"refund","payment":"pay_2","amount":100,"currency":"EUR","status":"succeeded","metadata":{"reference":"ns.r"}}]}`
+	a := serve(t, providertest.Answer(200, "application/json", list))
+	got, err := a.FindRefund(context.Background(), "pay_1", "ns.r")
+	if err == nil {
+		t.Fatalf("found %s: another refund taken for this one", got.ID)
+	}
+	providertest.AssertClass(t, err, provider.ErrNotFound)
+}
