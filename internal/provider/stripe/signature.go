@@ -3,6 +3,7 @@ package stripe
 import (
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,9 @@ func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duratio
 	}
 	err = provider.MatchSecrets(secrets, func(secret []byte) (bool, error) {
 		s := strings.TrimSpace(string(secret))
+		if CheckSecret(secret) != nil {
+			return false, nil // an API key is never a signing key (CheckSecret)
+		}
 		switch err := webhook.ValidatePayloadIgnoringTolerance(body, header, s); {
 		case err == nil:
 			return true, nil
@@ -59,6 +63,25 @@ func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duratio
 	}
 	if !provider.WithinTolerance(time.Unix(ts, 0), now, tolerance) {
 		return provider.SignatureError(provider.ErrTimestampTolerance, "t="+strconv.FormatInt(ts, 10))
+	}
+	return nil
+}
+
+// apiKeyPrefixes start Stripe's API keys: publishable, secret and restricted
+// (Stripe API reference, "API keys"). A webhook endpoint's signing secret is
+// whsec_….
+var apiKeyPrefixes = []string{"pk_", "sk_", "rk_"}
+
+// CheckSecret refuses a Stripe API key put where the endpoint's signing secret
+// belongs: a publishable key is public (every checkout page carries it), so as
+// an HMAC key it would let anyone sign events that verify; a secret key would
+// verify nothing and leak into the signing Secret. Verify never uses one.
+func CheckSecret(secret []byte) error {
+	s := strings.TrimSpace(string(secret))
+	for _, p := range apiKeyPrefixes {
+		if strings.HasPrefix(s, p) {
+			return fmt.Errorf("a Stripe API key (%s…) is not a webhook signing secret: use the endpoint's signing secret (whsec_…, Dashboard → Webhooks → the endpoint)", p)
+		}
 	}
 	return nil
 }

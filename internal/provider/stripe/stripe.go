@@ -76,7 +76,7 @@ func Capabilities() provider.Capabilities {
 		CredentialKeys:    []string{CredentialSecretKey},
 		EventsAPI:         true,
 		LookupByReference: true,
-		Verification:      provider.Verification{SigningSecret: true},
+		Verification:      provider.Verification{SigningSecret: true, CheckSecret: CheckSecret},
 		Lifecycle: provider.Lifecycle{
 			Checkout: true, StoredMethod: true, ManualCapture: true, PartialCapture: true,
 			Cancel: true, Refunds: true, RefundLookup: true, AuthorizeStep: false,
