@@ -283,3 +283,24 @@ func FuzzParseEvent(f *testing.F) {
 		}
 	})
 }
+
+// TestASecretWithANewlineStillVerifies: a signing Secret written from a file
+// or with echo ends in a newline KukoPay never signed with. The value is
+// tried as written and trimmed, so genuine webhooks verify (before, every one
+// was 401 while the provider showed Ready); a wrong secret still does not.
+func TestASecretWithANewlineStillVerifies(t *testing.T) {
+	a := adapter(t)
+	h := http.Header{}
+	h.Set(kukopay.HeaderSignature, hdr(now, []byte("whk_live_s3cret")))
+	if _, err := a.VerifyWebhook(context.Background(), h, body, [][]byte{[]byte("whk_live_s3cret\n")}, 5*time.Minute, now); err != nil {
+		t.Errorf("signed with the secret, configured with a trailing newline: %v", err)
+	}
+	h.Set(kukopay.HeaderSignature, hdr(now, []byte(" padded ")))
+	if _, err := a.VerifyWebhook(context.Background(), h, body, [][]byte{[]byte(" padded ")}, 5*time.Minute, now); err != nil {
+		t.Errorf("signed with a secret that has spaces, configured as such: %v", err)
+	}
+	h.Set(kukopay.HeaderSignature, hdr(now, []byte("another")))
+	if _, err := a.VerifyWebhook(context.Background(), h, body, [][]byte{[]byte("whk_live_s3cret\n")}, 5*time.Minute, now); err == nil {
+		t.Error("signed with another secret: verified")
+	}
+}

@@ -1,6 +1,7 @@
 package kukopay
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -102,13 +103,22 @@ func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duratio
 		return provider.SignatureError(provider.ErrNoMatchingSignature, "no v1 signature in header")
 	}
 	err = provider.MatchSecrets(secrets, func(secret []byte) (bool, error) {
-		want := []byte(Sign(secret, ps.Timestamp, body))
+		keys := [][]byte{secret}
+		if t := bytes.TrimSpace(secret); len(t) != len(secret) {
+			// A Secret written from a file or with echo carries a newline
+			// the provider never signed with; the value as written is
+			// tried too.
+			keys = append(keys, t)
+		}
 		matched := false
-		for _, got := range ps.V1 {
-			// Lowercase so an upper-case hex sender still matches; hmac.Equal keeps the
-			// comparison constant-time.
-			if hmac.Equal(want, []byte(strings.ToLower(got))) {
-				matched = true
+		for _, key := range keys {
+			want := []byte(Sign(key, ps.Timestamp, body))
+			for _, got := range ps.V1 {
+				// Lowercase so an upper-case hex sender still matches; hmac.Equal keeps the
+				// comparison constant-time.
+				if hmac.Equal(want, []byte(strings.ToLower(got))) {
+					matched = true
+				}
 			}
 		}
 		return matched, nil
