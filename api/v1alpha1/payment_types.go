@@ -662,6 +662,14 @@ type PaymentStatus struct {
 	// +optional
 	FundingDeclines int32 `json:"fundingDeclines,omitempty"`
 
+	// operationsRefused counts the operations (capture, cancel,
+	// authorization) the provider refused. An operation asked for after a
+	// refusal is a new attempt, not a retry of the refused one, and has its
+	// own idempotency key: <idempotencyKey>/<operation>/<n+1>, n counting the
+	// refusals and, for a capture or authorization, fundingDeclines.
+	// +optional
+	OperationsRefused int32 `json:"operationsRefused,omitempty"`
+
 	// amountAuthorized is the amount reserved by the authorization.
 	// +optional
 	AmountAuthorized *Money `json:"amountAuthorized,omitempty"`

@@ -34,17 +34,23 @@ func OperationKey(p *v1alpha1.Payment, kind v1alpha1.OperationKind) string {
 }
 
 // newOperationKey is the key a new operation marker stores: the create's
-// key and the operation. A capture or authorization after the provider sent
-// the payer back to approve again (status.fundingDeclines) is a new attempt,
-// not a retry of the declined one, and gets a key of its own
-// ("<create key>/capture/2", ...): the provider may answer a key it has seen
-// with that key's first answer, the decline. Within one attempt the key is
+// key and the operation. An operation asked for after the provider refused
+// one (status.operationsRefused), and a capture or authorization after the
+// provider sent the payer back to approve again (status.fundingDeclines), is
+// a new attempt, not a retry of the refused or declined one, and gets a key
+// of its own ("<create key>/capture/2", ...): the provider may answer a key
+// it has seen with that key's first answer (the refusal, the decline), or
+// another body under it with a key conflict. Within one attempt the key is
 // the marker's, so every retry is byte-identical (SPEC §12.1). A create key
 // too long to take the suffix within the providers' limits is hashed
 // (derivedKey).
 func newOperationKey(p *v1alpha1.Payment, kind v1alpha1.OperationKind) string {
 	suffix := "/" + strings.ToLower(string(kind))
-	if n := p.Status.FundingDeclines; n > 0 && (kind == v1alpha1.OperationCapture || kind == v1alpha1.OperationAuthorize) {
+	n := p.Status.OperationsRefused
+	if kind == v1alpha1.OperationCapture || kind == v1alpha1.OperationAuthorize {
+		n += p.Status.FundingDeclines
+	}
+	if n > 0 {
 		suffix += "/" + strconv.Itoa(int(n)+1)
 	}
 	return derivedKey(CreateKey(p), suffix)
@@ -390,6 +396,8 @@ func AfterOperation(p *v1alpha1.Payment, pol Policy, kind v1alpha1.OperationKind
 	default:
 		st.Operation = nil
 		st.AmountToCapture = nil
+		// The next operation is a new attempt, with a key of its own.
+		st.OperationsRefused++
 		st.Query.LastError, st.Query.LastErrorClass = call.Err.Error(), class.StatusName()
 		if closeOut {
 			// The provider would not close it (a payment that moved on
