@@ -585,6 +585,14 @@ type PaymentStatus struct {
 	// taken back, and is stale.
 	// +optional
 	RefundsLoweredAt *metav1.Time `json:"refundsLoweredAt,omitempty"`
+	// refundFailureSeenAt is when an event said a refund of the payment
+	// failed, and no read of the provider's refunded total has followed yet:
+	// the refund may have succeeded before (a Stripe refund can fail days
+	// later), made in the provider's dashboard or by a Refund since deleted,
+	// so that no Refund object stands for it. The next read may lower the
+	// total; it clears this.
+	// +optional
+	RefundFailureSeenAt *metav1.Time `json:"refundFailureSeenAt,omitempty"`
 
 	// failure explains a Failed payment.
 	// +optional

@@ -590,6 +590,10 @@ func (in *PaymentStatus) DeepCopyInto(out *PaymentStatus) {
 		in, out := &in.RefundsLoweredAt, &out.RefundsLoweredAt
 		*out = (*in).DeepCopy()
 	}
+	if in.RefundFailureSeenAt != nil {
+		in, out := &in.RefundFailureSeenAt, &out.RefundFailureSeenAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Failure != nil {
 		in, out := &in.Failure, &out.Failure
 		*out = new(Failure)

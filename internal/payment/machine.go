@@ -83,8 +83,12 @@ type Observation struct {
 	// Refund of the payment failed after it had succeeded, and this is a
 	// read of the provider made since. A lower total is then the truth, not
 	// a stale report (AfterRefundRead).
-	Lowers  bool
-	Failure *v1alpha1.Failure
+	Lowers bool
+	// RefundFailed (events) says the event is about a refund of the
+	// payment that failed: it may have succeeded before, and the provider's
+	// refunded total may have gone down (refundFailureSeen).
+	RefundFailed bool
+	Failure      *v1alpha1.Failure
 	// Review, on an Unknown observation, is the NeedsReview reason paywarden
 	// itself raises: RetriesExhausted, CreateOutcomeUnknown or
 	// NonRetryableQueryError.
@@ -539,6 +543,32 @@ func (m *machine) refund() {
 // failed after it had succeeded and the provider took it back out of its
 // figure. The payment returns to PartiallyRefunded, or to Succeeded when
 // nothing is refunded any more.
+// refundFailureSeen handles an event about a failed refund of a payment
+// whose refunded total counts a refund: it may be that one, taken back after
+// it succeeded, whether or not a Refund object stands for it (one made in
+// the provider's dashboard, or a Refund deleted after it was counted). The
+// total is read again (RefundsUncounted) and lowered if the provider's
+// figure went down; without that read the payment would say Refunded while
+// the merchant holds the money, and refuse the Refund that pays the customer
+// back.
+func (m *machine) refundFailureSeen() {
+	from := m.phase()
+	switch {
+	case !from.TookMoney() || m.st.AmountRefunded == nil || m.st.AmountRefunded.Value <= 0:
+		m.decide(Ignored, "a refund failed; the refunded total counts none")
+		return
+	case m.st.RefundFailureSeenAt != nil:
+		m.remember()
+		m.decide(Stale, "a read of the refunded total is already due for a failed refund")
+		return
+	}
+	m.remember()
+	t := metav1.NewTime(m.now)
+	m.st.RefundFailureSeenAt = &t
+	m.appendHistory(from, from, v1alpha1.ReasonRefundReversed+": a refund failed; the refunded total is read again")
+	m.decide(Applied, "a refund failed: the provider's refunded total is read again")
+}
+
 func (m *machine) lowerRefunded(total v1alpha1.Money) {
 	was := *m.st.AmountRefunded
 	to := v1alpha1.PhasePartiallyRefunded
@@ -624,6 +654,10 @@ func (m *machine) disputeClosed() {
 // paywarden's own decision that a payment cannot be settled automatically.
 func (m *machine) unknown() {
 	from := m.phase()
+	if m.obs.RefundFailed && m.obs.Review == "" {
+		m.refundFailureSeen()
+		return
+	}
 	if m.obs.Review == "" {
 		if from != v1alpha1.PhaseUnknown && !from.IsFinal() {
 			m.confirm(false)

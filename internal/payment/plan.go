@@ -156,6 +156,9 @@ func RefundsUncounted(p *v1alpha1.Payment, facts Facts) (RefundRead, bool) {
 			read.Lowers = true
 		}
 	}
+	if p.Status.RefundFailureSeenAt != nil {
+		read.Lowers = true // an event said a refund failed (refundFailureSeen)
+	}
 	for _, uid := range facts.SucceededRefunds {
 		if !slices.Contains(p.Status.RefundsCounted, uid) {
 			return read, true
@@ -212,6 +215,8 @@ func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead
 	if !read.Lowers {
 		return c.done()
 	}
+	// The read that a failed refund asked for is made (answered).
+	c.st().RefundFailureSeenAt = nil
 	var current int64
 	if a := p.Status.AmountRefunded; a != nil {
 		current = a.Value

@@ -65,6 +65,7 @@ func FromEvent(ev provider.Event, via v1alpha1.EventVia) Observation {
 	}.observations()
 	last := obs[len(obs)-1]
 	last.OccurredAt = ev.OccurredAt
+	last.RefundFailed = ev.Refund != nil && ev.Refund.Status == provider.RefundFailed
 	if last.Observed == ObservedDispute {
 		last.Dispute = ev.DisputeOutcome
 	}
