@@ -67,15 +67,21 @@ type BackfillRun struct {
 // never reaches further back than the provider keeps events.
 func PlanBackfill(st v1alpha1.BackfillStatus, t BackfillTiming, caps provider.Capabilities, due bool, oneOff string, from, now time.Time) BackfillRun {
 	run := BackfillRun{Regular: due, OneOff: oneOff, NewestFirst: caps.EventsNewestFirst}
-	if p := st.Progress; p != nil && caps.EventsNewestFirst && p.OneOff == oneOff && (due || oneOff != "") {
+	var periodic time.Time // where a periodic run starts
+	if due {
+		periodic = now.Add(-t.MaxLookback)
+		if st.Cursor != nil && st.Cursor.Add(-t.Overlap).After(periodic) {
+			periodic = st.Cursor.Add(-t.Overlap)
+		}
+	}
+	// A run in progress is resumed when it serves the same requests; a
+	// periodic run due now resumes it only when it started no later than the
+	// periodic window would (a one-off replay from after the cursor, resumed
+	// as a periodic run, would move the cursor over events nothing read).
+	if p := st.Progress; p != nil && caps.EventsNewestFirst && p.OneOff == oneOff && (due || oneOff != "") && !(due && p.Since.After(periodic)) {
 		run.Since, run.PageCursor, run.Resumed = p.Since.Time, p.PageCursor, true
 	} else {
-		if due {
-			run.Since = now.Add(-t.MaxLookback)
-			if st.Cursor != nil && st.Cursor.Add(-t.Overlap).After(run.Since) {
-				run.Since = st.Cursor.Add(-t.Overlap)
-			}
-		}
+		run.Since = periodic
 		if oneOff != "" && (!due || from.Before(run.Since)) {
 			run.Since = from
 		}
