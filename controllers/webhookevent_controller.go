@@ -146,7 +146,11 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	now := r.Clock.Now()
 	expiresIn := payment.EventExpiresAt(evt, prov).Sub(now)
-	if expiresIn <= 0 {
+	// Past retention an Orphaned event (one no Payment matched) goes. A
+	// Pending one was never applied: the provider had its 200 and delivers
+	// it no more, so it is applied first (it goes once finished, or
+	// Orphaned), unless its provider is gone and it can never be.
+	if expiresIn <= 0 && (evt.Status.Result == v1alpha1.ResultOrphaned || prov == nil) {
 		uid := evt.UID
 		if err := r.Client.Delete(ctx, evt, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("delete expired event %s: %w", req.NamespacedName, err)
