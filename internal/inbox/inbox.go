@@ -93,6 +93,14 @@ func (in *Inbox) now() time.Time {
 // the inbox processor finishes.
 func (in *Inbox) Receive(ctx context.Context, prov *v1alpha1.PaymentProvider, ev provider.Event, via v1alpha1.EventVia, scheme string, budget time.Duration) (Outcome, error) {
 	log := ctrl.LoggerFrom(ctx)
+	if via == v1alpha1.ViaBackfill && !ev.Supported {
+		// A listed event paywarden does not act on (a type it ignores, or a
+		// copy rendered in another API version) is not stored: it would take
+		// the event's name, and the webhook copy paywarden can read (Stripe
+		// renders a webhook in its endpoint's API version, a listed event in
+		// the account's) would be answered as a duplicate of it.
+		return Outcome{Result: v1alpha1.ResultIgnored, Message: "listed event not acted on, not stored: " + notActedOn(ev)}, nil
+	}
 	recent := prov.Namespace + "/" + v1alpha1.WebhookEventName(prov.Name, ev.ID)
 	if in.Recent.Seen(recent) {
 		return Outcome{Result: v1alpha1.ResultDuplicate, Message: "event already in the inbox (stored recently)"}, nil
@@ -249,11 +257,7 @@ func (in *Inbox) apply(ctx context.Context, evt *v1alpha1.WebhookEvent, ev provi
 		return in.finish(ctx, evt, result, msg, paymentName)
 	}
 	if !ev.Supported {
-		msg := fmt.Sprintf("event type %q is not acted on", ev.Type)
-		if ev.NotActedOn != "" {
-			msg = ev.NotActedOn
-		}
-		return finish(v1alpha1.ResultIgnored, msg, "")
+		return finish(v1alpha1.ResultIgnored, notActedOn(ev), "")
 	}
 	p, err := in.resolve(ctx, evt)
 	if errors.Is(err, errNoPayment) {
@@ -522,4 +526,12 @@ func withProviderID(ps []v1alpha1.Payment, id string) []v1alpha1.Payment {
 		}
 	}
 	return out
+}
+
+// notActedOn says why an event is not acted on.
+func notActedOn(ev provider.Event) string {
+	if ev.NotActedOn != "" {
+		return ev.NotActedOn
+	}
+	return fmt.Sprintf("event type %q is not acted on", ev.Type)
 }
