@@ -229,19 +229,7 @@ func TestConcurrencyBoundShedsWithoutReadingTheBody(t *testing.T) {
 	shedBefore := gathered(t, reg, "paywarden_webhooks_shed_total", "concurrency")
 	// The second request declares a body it never finishes sending: if the
 	// receiver read it, the answer would wait for the read timeout.
-	over := holdConns(t, base, path, 1, 4096, `{"id":"evt_over"`)[0]
-	_ = over.SetReadDeadline(time.Now().Add(fixture.Timeout))
-	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
-	if err != nil {
-		t.Fatalf("no prompt answer beyond the bound: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "4" {
-		t.Fatalf("beyond the bound: %d with Retry-After %q, want 503 with Retry-After 4", resp.StatusCode, resp.Header.Get("Retry-After"))
-	}
-	if !resp.Close {
-		t.Errorf("shed answer keeps the connection, want Connection: close (the rest of the body is not read)")
-	}
+	wantShedAtOnce(t, holdConns(t, base, path, 1, 4096, `{"id":"evt_over"`)[0], "4")
 	if d := gathered(t, reg, "paywarden_webhooks_shed_total", "concurrency") - shedBefore; d != 1 {
 		t.Errorf("shed{concurrency} moved by %v, want 1", d)
 	}
@@ -374,20 +362,30 @@ func TestBodyBytesInFlightShedWithoutReadingTheBody(t *testing.T) {
 	})
 
 	shedBefore := gathered(t, reg, "paywarden_webhooks_shed_total", "body_bytes")
-	over := holdConns(t, base, path, 1, 1000, "{")[0]
-	_ = over.SetReadDeadline(time.Now().Add(fixture.Timeout))
-	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
-	if err != nil {
-		t.Fatalf("no prompt answer beyond the byte bound: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "4" {
-		t.Fatalf("beyond the byte bound: %d with Retry-After %q, want 503 with Retry-After 4", resp.StatusCode, resp.Header.Get("Retry-After"))
-	}
+	wantShedAtOnce(t, holdConns(t, base, path, 1, 1000, "{")[0], "4")
 	if d := gathered(t, reg, "paywarden_webhooks_shed_total", "body_bytes") - shedBefore; d != 1 {
 		t.Errorf("shed{body_bytes} moved by %v, want 1", d)
 	}
 	ev := fixture.KukoPayEvent{ID: "evt_fits", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_fits", MerchantRef: "order-fits", Amount: 1, Currency: "USD"}
 	wantCode(t, k.deliverTo(t, base, ev), http.StatusOK)
 	unanswered(t, stalled)
+}
+
+// wantShedAtOnce reads the answer to a request on conn whose body was never
+// finished: it must come at once (the body is not read), 503 with
+// Retry-After retryAfter and Connection: close.
+func wantShedAtOnce(t *testing.T, conn net.Conn, retryAfter string) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(fixture.Timeout))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no prompt answer beyond the bound: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != retryAfter {
+		t.Fatalf("beyond the bound: %d with Retry-After %q, want 503 with Retry-After %s", resp.StatusCode, resp.Header.Get("Retry-After"), retryAfter)
+	}
+	if !resp.Close {
+		t.Errorf("shed answer keeps the connection, want Connection: close (the rest of the body is not read)")
+	}
 }

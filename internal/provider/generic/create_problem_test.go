@@ -3,14 +3,9 @@ package generic_test
 import (
 	"context"
 	"testing"
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/provider"
-	"github.com/paywarden/paywarden/internal/provider/generic"
 	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
@@ -37,25 +32,8 @@ import (
 func TestACreateProblemNamingAJobStillUndecidedDoesNotFailThePayment(t *testing.T) {
 	for _, jobStatus := range []string{"unknown", "processing"} {
 		t.Run(jobStatus, func(t *testing.T) {
-			a := serve(t, problemAnswer(500, `{"type":"https://api.example/problems/settlement-timeout","title":"Settlement did not answer in time",`+
+			out, err := createAnswered(t, problemAnswer(500, `{"type":"https://api.example/problems/settlement-timeout","title":"Settlement did not answer in time",`+
 				`"status":500,"jobId":"job_7","correlationId":"ns.order-1","jobStatus":"`+jobStatus+`","processingStage":"settlement","retryable":false}`))
-			now := time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
-			p := &v1alpha1.Payment{
-				ObjectMeta: metav1.ObjectMeta{Name: "order-1", Namespace: "ns", UID: "uid-1", CreationTimestamp: metav1.NewTime(now.Add(-time.Second))},
-				Spec: v1alpha1.PaymentSpec{
-					ProviderRef: v1alpha1.LocalObjectReference{Name: "gen"},
-					Amount:      v1alpha1.Amount{Value: 1999, Currency: "USD"},
-				},
-			}
-			p.Status.Phase = v1alpha1.PhasePending
-			p.Status.CreateRequestedAt = &metav1.Time{Time: now}
-			p.Status.IdempotencyKey = p.IdempotencyKey()
-
-			pp, err := a.Create(context.Background(), provider.CreateRequest{
-				IdempotencyKey: payment.CreateKey(p), MerchantReference: p.MerchantRef(), Amount: 1999, Currency: "USD",
-			})
-			pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{}).WithCapabilities(&v1alpha1.PaymentProviderSpec{}, generic.Capabilities())
-			out := payment.AfterCreate(p, pol, payment.Call{Payment: pp, Err: err}, now.Add(time.Second))
 			if out.Status.ProviderPaymentID != "job_7" || out.Status.Phase.IsFinal() || out.Status.Query.NextTime == nil {
 				t.Errorf("the create answered with job job_7 %s: providerPaymentID %q, phase %s, next query %v; want job_7 followed by status queries",
 					jobStatus, out.Status.ProviderPaymentID, out.Status.Phase, out.Status.Query.NextTime)
@@ -90,25 +68,8 @@ func TestACreateProblemNamingAJobStillUndecidedDoesNotFailThePayment(t *testing.
 func TestACreateProblemNamingAJobThatTookTheMoneyDoesNotFailThePayment(t *testing.T) {
 	for _, jobStatus := range []string{"succeeded", "partially_refunded", "refunded"} {
 		t.Run(jobStatus, func(t *testing.T) {
-			a := serve(t, problemAnswer(422, `{"type":"https://api.example/problems/duplicate-correlation-id","title":"A job with this correlationId exists",`+
+			out, err := createAnswered(t, problemAnswer(422, `{"type":"https://api.example/problems/duplicate-correlation-id","title":"A job with this correlationId exists",`+
 				`"status":422,"jobId":"job_7","correlationId":"ns.order-1","jobStatus":"`+jobStatus+`","retryable":false}`))
-			now := time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
-			p := &v1alpha1.Payment{
-				ObjectMeta: metav1.ObjectMeta{Name: "order-1", Namespace: "ns", UID: "uid-1", CreationTimestamp: metav1.NewTime(now.Add(-time.Second))},
-				Spec: v1alpha1.PaymentSpec{
-					ProviderRef: v1alpha1.LocalObjectReference{Name: "gen"},
-					Amount:      v1alpha1.Amount{Value: 1999, Currency: "USD"},
-				},
-			}
-			p.Status.Phase = v1alpha1.PhasePending
-			p.Status.CreateRequestedAt = &metav1.Time{Time: now}
-			p.Status.IdempotencyKey = p.IdempotencyKey()
-
-			pp, err := a.Create(context.Background(), provider.CreateRequest{
-				IdempotencyKey: payment.CreateKey(p), MerchantReference: p.MerchantRef(), Amount: 1999, Currency: "USD",
-			})
-			pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{}).WithCapabilities(&v1alpha1.PaymentProviderSpec{}, generic.Capabilities())
-			out := payment.AfterCreate(p, pol, payment.Call{Payment: pp, Err: err}, now.Add(time.Second))
 			if out.Status.Phase == v1alpha1.PhaseFailed {
 				t.Fatalf("the create was answered with job job_7 %s (retryable:false, err %v) and the payment was settled Failed (%+v), releasing its merchant reference: "+
 					"the job took the money; it must be followed by its jobId, never failed", jobStatus, err, out.Status.Failure)

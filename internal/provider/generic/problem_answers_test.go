@@ -6,6 +6,7 @@ package generic_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -18,9 +19,14 @@ import (
 	"github.com/paywarden/paywarden/internal/provider/generic"
 )
 
-func problemPayment(now time.Time) *v1alpha1.Payment {
+// createAnswered sends the create of a marked 19.99 USD Payment "order-1"
+// to an API answering h, and returns what the core makes of the answer, and
+// the adapter's error.
+func createAnswered(t *testing.T, h http.HandlerFunc) (payment.Outcome, error) {
+	t.Helper()
+	now := time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
 	p := &v1alpha1.Payment{
-		ObjectMeta: metav1.ObjectMeta{Name: "order-9", Namespace: "ns", UID: "uid-9", CreationTimestamp: metav1.NewTime(now.Add(-time.Second))},
+		ObjectMeta: metav1.ObjectMeta{Name: "order-1", Namespace: "ns", UID: "uid-1", CreationTimestamp: metav1.NewTime(now.Add(-time.Second))},
 		Spec: v1alpha1.PaymentSpec{
 			ProviderRef: v1alpha1.LocalObjectReference{Name: "gen"},
 			Amount:      v1alpha1.Amount{Value: 1999, Currency: "USD"},
@@ -29,7 +35,11 @@ func problemPayment(now time.Time) *v1alpha1.Payment {
 	p.Status.Phase = v1alpha1.PhasePending
 	p.Status.CreateRequestedAt = &metav1.Time{Time: now}
 	p.Status.IdempotencyKey = p.IdempotencyKey()
-	return p
+	pp, err := serve(t, h).Create(context.Background(), provider.CreateRequest{
+		IdempotencyKey: payment.CreateKey(p), MerchantReference: p.MerchantRef(), Amount: 1999, Currency: "USD",
+	})
+	pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{}).WithCapabilities(&v1alpha1.PaymentProviderSpec{}, generic.Capabilities())
+	return payment.AfterCreate(p, pol, payment.Call{Payment: pp, Err: err}, now.Add(time.Second)), err
 }
 
 // TestCreateServerErrorThatSaysDoNotRetryIsNotARefusal: POST /jobs is
@@ -43,15 +53,8 @@ func problemPayment(now time.Time) *v1alpha1.Payment {
 func TestCreateServerErrorThatSaysDoNotRetryIsNotARefusal(t *testing.T) {
 	for _, status := range []int{500, 502, 503} {
 		t.Run("HTTP_"+strconv.Itoa(status), func(t *testing.T) {
-			a := serve(t, problemAnswer(status, `{"type":"https://api.example/problems/settlement-failure","title":"Settlement stage failed",`+
+			out, err := createAnswered(t, problemAnswer(status, `{"type":"https://api.example/problems/settlement-failure","title":"Settlement stage failed",`+
 				`"status":`+strconv.Itoa(status)+`,"correlationId":"ns.order-9","processingStage":"settlement","retryable":false}`))
-			now := time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
-			p := problemPayment(now)
-			pp, err := a.Create(context.Background(), provider.CreateRequest{
-				IdempotencyKey: payment.CreateKey(p), MerchantReference: p.MerchantRef(), Amount: 1999, Currency: "USD",
-			})
-			pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{}).WithCapabilities(&v1alpha1.PaymentProviderSpec{}, generic.Capabilities())
-			out := payment.AfterCreate(p, pol, payment.Call{Payment: pp, Err: err}, now.Add(time.Second))
 			if out.Status.Phase == v1alpha1.PhaseFailed {
 				t.Fatalf("HTTP %d with retryable:false (class %v) settled the payment Failed (%+v): a server error says nothing "+
 					"about whether the job was made; it must stay unsettled (NoAnswer / looked up / Unknown for review), never Failed",
@@ -76,14 +79,7 @@ func TestCreateKeyConflictProblemIsNotARefusal(t *testing.T) {
 		{"409 original request still processing, retryable false", 409, `{"type":"https://api.example/problems/idempotency-key-in-use","title":"A request with this Idempotency-Key is still being processed","status":409,"retryable":false}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := serve(t, problemAnswer(tc.status, tc.body))
-			now := time.Date(2026, 9, 21, 12, 0, 0, 0, time.UTC)
-			p := problemPayment(now)
-			pp, err := a.Create(context.Background(), provider.CreateRequest{
-				IdempotencyKey: payment.CreateKey(p), MerchantReference: p.MerchantRef(), Amount: 1999, Currency: "USD",
-			})
-			pol := payment.PolicyFor(&v1alpha1.PaymentProviderSpec{}).WithCapabilities(&v1alpha1.PaymentProviderSpec{}, generic.Capabilities())
-			out := payment.AfterCreate(p, pol, payment.Call{Payment: pp, Err: err}, now.Add(time.Second))
+			out, err := createAnswered(t, problemAnswer(tc.status, tc.body))
 			if out.Status.Phase == v1alpha1.PhaseFailed {
 				t.Fatalf("HTTP %d idempotency-key problem (class %v) settled the payment Failed (%+v): the key's first request may have charged; "+
 					"a key conflict is never a verdict (want KeyConflict, looked up)", tc.status, payment.Classify(err), out.Status.Failure)
