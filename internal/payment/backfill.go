@@ -68,6 +68,10 @@ type BackfillRun struct {
 func PlanBackfill(st v1alpha1.BackfillStatus, t BackfillTiming, caps provider.Capabilities, due bool, oneOff string, from, now time.Time) BackfillRun {
 	run := BackfillRun{Regular: due, OneOff: oneOff, NewestFirst: caps.EventsNewestFirst}
 	var periodic time.Time // where a periodic run starts
+	oldest := time.Time{}  // the oldest event the provider still keeps
+	if caps.EventsRetention > 0 {
+		oldest = now.Add(-caps.EventsRetention)
+	}
 	if due {
 		periodic = now.Add(-t.MaxLookback)
 		if st.Cursor != nil && st.Cursor.Add(-t.Overlap).After(periodic) {
@@ -76,9 +80,10 @@ func PlanBackfill(st v1alpha1.BackfillStatus, t BackfillTiming, caps provider.Ca
 	}
 	// A run in progress is resumed when it serves the same requests; a
 	// periodic run due now resumes it only when it started no later than the
-	// periodic window would (a one-off replay from after the cursor, resumed
-	// as a periodic run, would move the cursor over events nothing read).
-	if p := st.Progress; p != nil && caps.EventsNewestFirst && p.OneOff == oneOff && (due || oneOff != "") && !(due && p.Since.After(periodic)) {
+	// periodic window would, cut to the provider's retention (a one-off
+	// replay from after the cursor, resumed as a periodic run, would move the
+	// cursor over events nothing read).
+	if p := st.Progress; p != nil && caps.EventsNewestFirst && p.OneOff == oneOff && (due || oneOff != "") && !(due && p.Since.After(maxTime(periodic, oldest))) {
 		run.Since, run.PageCursor, run.Resumed = p.Since.Time, p.PageCursor, true
 	} else {
 		run.Since = periodic
@@ -86,10 +91,8 @@ func PlanBackfill(st v1alpha1.BackfillStatus, t BackfillTiming, caps provider.Ca
 			run.Since = from
 		}
 	}
-	if caps.EventsRetention > 0 {
-		if oldest := now.Add(-caps.EventsRetention); run.Since.Before(oldest) {
-			run.Since, run.Retained = oldest, true
-		}
+	if caps.EventsRetention > 0 && run.Since.Before(oldest) {
+		run.Since, run.Retained = oldest, true
 	}
 	run.Advance = due || (st.Cursor != nil && !run.Since.After(st.Cursor.Time))
 	return run
@@ -164,4 +167,11 @@ func AfterBackfillListError(st v1alpha1.BackfillStatus, err error) (out v1alpha1
 		return out, true
 	}
 	return out, false
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -557,13 +557,17 @@ func (m *machine) refundFailureSeen() {
 	case !from.TookMoney() || m.st.AmountRefunded == nil || m.st.AmountRefunded.Value <= 0:
 		m.decide(Ignored, "a refund failed; the refunded total counts none")
 		return
-	case m.st.RefundFailureSeenAt != nil:
-		m.remember()
-		m.decide(Stale, "a read of the refunded total is already due for a failed refund")
-		return
 	}
+	// A failure seen while a read is out asks for a read after it: the
+	// one out may have been answered before this refund failed.
 	m.remember()
-	t := metav1.NewTime(m.now)
+	// Whole seconds, as the API server stores them, and later than the
+	// one before: a read planned before this failure never clears it.
+	at := m.now.Truncate(time.Second)
+	if prev := m.st.RefundFailureSeenAt; prev != nil && !at.After(prev.Time) {
+		at = prev.Truncate(time.Second).Add(time.Second)
+	}
+	t := metav1.NewTime(at)
 	m.st.RefundFailureSeenAt = &t
 	m.appendHistory(from, from, v1alpha1.ReasonRefundReversed+": a refund failed; the refunded total is read again")
 	m.decide(Applied, "a refund failed: the provider's refunded total is read again")

@@ -115,6 +115,9 @@ type Facts struct {
 type RefundRead struct {
 	Counts, Reversed []types.UID
 	Lowers           bool
+	// FailureSeenAt is status.refundFailureSeenAt when the read was planned:
+	// the read answers for the refund failures seen until then.
+	FailureSeenAt time.Time
 	// From is the refunded total when the read was planned: a lower answer
 	// is taken only over that figure, never over a newer one an event
 	// stored meanwhile (the read is then made again).
@@ -156,8 +159,9 @@ func RefundsUncounted(p *v1alpha1.Payment, facts Facts) (RefundRead, bool) {
 			read.Lowers = true
 		}
 	}
-	if p.Status.RefundFailureSeenAt != nil {
+	if seen := p.Status.RefundFailureSeenAt; seen != nil {
 		read.Lowers = true // an event said a refund failed (refundFailureSeen)
+		read.FailureSeenAt = seen.Time
 	}
 	for _, uid := range facts.SucceededRefunds {
 		if !slices.Contains(p.Status.RefundsCounted, uid) {
@@ -215,8 +219,6 @@ func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead
 	if !read.Lowers {
 		return c.done()
 	}
-	// The read that a failed refund asked for is made (answered).
-	c.st().RefundFailureSeenAt = nil
 	var current int64
 	if a := p.Status.AmountRefunded; a != nil {
 		current = a.Value
@@ -225,6 +227,11 @@ func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead
 		// An event moved the total since the read was planned: the answer
 		// may be older than it. Read again (the reversals stay unread).
 		return c.done()
+	}
+	if seen := c.st().RefundFailureSeenAt; seen != nil && !seen.After(read.FailureSeenAt) {
+		// The read a failed refund asked for is made; one that failed
+		// after it was planned asks for another (refundFailureSeen).
+		c.st().RefundFailureSeenAt = nil
 	}
 	if got := call.Payment; got.Currency != "" {
 		c.apply(Observation{
