@@ -162,7 +162,10 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if evt.Status.Result == v1alpha1.ResultOrphaned {
 		// Waiting for its Payment: orphansOf wakes it when one appears.
 	} else if wait := r.PendingGrace - now.Sub(evt.Spec.ReceivedAt.Time); wait > 0 {
-		return ctrl.Result{RequeueAfter: min(wait, expiresIn)}, nil
+		if expiresIn > 0 {
+			wait = min(wait, expiresIn)
+		}
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if prov == nil {
 		// Without its provider the payload cannot be parsed; the event waits

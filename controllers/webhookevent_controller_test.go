@@ -43,9 +43,10 @@ func deliverKukoPay(t *testing.T, url string, ev fixture.KukoPayEvent) fixture.R
 
 // flushInboxProcessor returns once the processor (running one worker) has
 // handled every change of ns's WebhookEvents made before the call: it stores
-// a fence event that expires at once and waits for the processor to delete
-// it. Watch events arrive in order and one worker takes them in order, so
-// when the fence is gone, nothing earlier is pending. A test can then change
+// a fence event that expires at once, Orphaned (a Pending one would be
+// applied first), and waits for the processor to delete it. Watch events
+// arrive in order and one worker takes them in order, so when the fence is
+// gone, nothing earlier is pending. A test can then change
 // a Payment knowing that only the Payment watch can wake an orphan.
 func flushInboxProcessor(t *testing.T, ns string) {
 	t.Helper()
@@ -64,6 +65,12 @@ func flushInboxProcessor(t *testing.T, ns string) {
 		Spec:       v1alpha1.WebhookEventSpec{Provider: fence.Name, EventID: id, Via: v1alpha1.ViaBackfill, ReceivedAt: metav1.Now()},
 	}
 	if err := env.Client.Create(ctx, evt); err != nil {
+		t.Fatal(err)
+	}
+	// (Should the processor have written it first, it goes as a finished
+	// event, FinishedEvents running every second here.)
+	evt.Status.Result, evt.Status.Message = v1alpha1.ResultOrphaned, "fence"
+	if err := env.Client.Status().Update(ctx, evt); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 	fixture.Eventually(t, fixture.Timeout, "the processor to reach the fence event", func() bool {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,4 +70,39 @@ func TestAPendingEventIsAppliedBeforeItIsDeletedForAge(t *testing.T) {
 		t.Errorf("the Pending event was deleted for its age without ever being applied: the payment stays %s "+
 			"although the provider reported it succeeded (and will not deliver it again)", got.Status.Phase)
 	}
+}
+
+// TestAPendingEventOfAProviderGoneIsDeletedForAge: a Pending event whose
+// PaymentProvider is gone can never be applied (its payload cannot be
+// parsed without the provider's adapter): past retention it goes, as an
+// Orphaned one does, instead of waiting for ever.
+func TestAPendingEventOfAProviderGoneIsDeletedForAge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := fixture.Namespace(t, env.Client, "pendgone")
+	gone := &v1alpha1.PaymentProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}, Spec: v1alpha1.PaymentProviderSpec{Type: v1alpha1.ProviderKukoPay}}
+	body := fixture.KukoPayEvent{ID: "evt_g", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_g",
+		MerchantRef: "order-g", Amount: 900, Currency: "USD"}.Body(t)
+	ev, err := kukopay.ParseEvent(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evt, err := inbox.NewEvent(gone, ev, v1alpha1.ViaWebhook, "kukopay", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, evt); err != nil {
+		t.Fatal(err)
+	}
+	evt.Status.Result, evt.Status.Message = v1alpha1.ResultPending, "not applied at receipt, left to the inbox processor"
+	if err := env.Client.Status().Update(ctx, evt); err != nil {
+		t.Fatal(err)
+	}
+
+	o := fixture.Run(controllers.ControllerInbox)
+	o.Clock = clocktesting.NewFakePassiveClock(time.Now().Add(v1alpha1.DefaultWebhookRetention + time.Hour))
+	fixture.StartManager(t, env, ns, o)
+	fixture.Eventually(t, fixture.Timeout, "the Pending event of a provider gone to be deleted past retention", func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(evt), &v1alpha1.WebhookEvent{}))
+	})
 }

@@ -103,7 +103,7 @@ func TestCapabilities(t *testing.T) {
 		{providers.TypeKukoPay, []string{"apiKey"}, true, true, true, false, false, false},
 		{providers.TypePayPal, []string{"clientID", "clientSecret"}, true, false, false, true, true, false},
 		{providers.TypeGeneric, []string{"token"}, true, true, true, false, false, true},
-		{providers.TypeStripe, []string{"secretKey"}, true, true, true, false, false, false},
+		{providers.TypeStripe, []string{"secretKey"}, true, true, true, false, false, true},
 	}
 	if len(tests) != len(providers.Types()) {
 		t.Errorf("registry has %v, test covers %d types", providers.Types(), len(tests))
