@@ -42,16 +42,8 @@ func TestASuccessAfterCanceledIsAConflictNotAFlip(t *testing.T) {
 		}
 		return store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCancel, answer(provider.StatusCanceled), now))
 	}
-	resolvedCanceled := func() *v1alpha1.Payment {
-		p := annotate(authorizedPay("resolved-canceled", v1alpha1.CaptureManual), v1alpha1.AnnotationCapture, "all")
-		p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)
-		p = store(p, payment.AfterOperation(p, pol, v1alpha1.OperationCapture, fails(errTimeout), now))
-		p = annotate(annotate(p, v1alpha1.AnnotationResolve, "Canceled"), v1alpha1.AnnotationResolveReason, "customer withdrew the order")
-		return store(p, payment.Plan(p, pol, payment.Facts{}, now.Add(time.Second)).Outcome)
-	}
 	for name, build := range map[string]func() *v1alpha1.Payment{
-		"canceled by the operator's cancel":                canceledByOperator,
-		"resolved Canceled while a capture was unanswered": resolvedCanceled,
+		"canceled by the operator's cancel": canceledByOperator,
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := build()

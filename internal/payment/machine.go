@@ -708,6 +708,13 @@ func (m *machine) manual() {
 		m.decide(Ignored, "a manual resolve must be Succeeded, Failed, Expired or Canceled, not %q", m.obs.Observed)
 		return
 	}
+	if op := m.st.Operation; op != nil && (op.Kind == v1alpha1.OperationCapture || op.Kind == v1alpha1.OperationAuthorize) && !to.TookMoney() {
+		// Settled without the money, the payment would drop the look-up of
+		// a call that may have taken it, and release its order.
+		m.decide(Ignored, "its %s (requested %s) has no answer yet and may have taken the money: wait for its outcome, or resolve Succeeded",
+			strings.ToLower(string(op.Kind)), op.RequestedAt.UTC().Format(time.RFC3339))
+		return
+	}
 	from := m.phase()
 	reviewing := m.reviewReason() != ""
 	if from.IsFinal() && !reviewing {

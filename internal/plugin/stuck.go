@@ -191,6 +191,13 @@ func classify(p *v1alpha1.Payment, now time.Time) (StuckItem, StuckGroup, bool) 
 		item.Detail = "the manager has not taken it up yet; is PaymentProvider " + p.Spec.ProviderRef.Name + " there, and the manager running?"
 		item.Command = whyCmd(p)
 		return item, StuckGroup{Wait: WaitNew, Title: "Not taken up by the manager yet"}, true
+	case st.Query.LastErrorClass == "ProviderConfig":
+		// Before a call in progress or a capture awaited: a call the
+		// provider refuses for its configuration waits for a human.
+		item.Detail = "the provider refuses paywarden's configuration: " + st.Query.LastError
+		item.Command = providerCmd(p)
+		return item, StuckGroup{Wait: WaitConfig, Title: "Provider refuses paywarden's configuration",
+			Description: "its payments wait until the PaymentProvider's credentials or URL are fixed", NeedsHuman: true}, true
 	case st.Operation != nil:
 		op := st.Operation
 		item.Since = op.RequestedAt.Time
@@ -207,11 +214,6 @@ func classify(p *v1alpha1.Payment, now time.Time) (StuckItem, StuckGroup, bool) 
 		item.Command = captureCmd(p)
 		return item, StuckGroup{Wait: WaitCapture, Title: "Waiting for a capture",
 			Description: "captureMethod Manual: capture all or part, or cancel, before the authorization expires"}, true
-	case st.Query.LastErrorClass == "ProviderConfig":
-		item.Detail = "the provider refuses paywarden's configuration: " + st.Query.LastError
-		item.Command = providerCmd(p)
-		return item, StuckGroup{Wait: WaitConfig, Title: "Provider refuses paywarden's configuration",
-			Description: "its payments wait until the PaymentProvider's credentials or URL are fixed", NeedsHuman: true}, true
 	case st.Query.UnansweredSince != nil:
 		item.Since = st.Query.UnansweredSince.Time
 		item.Detail = "no answer since " + stamp(item.Since)
