@@ -210,10 +210,12 @@ func firstByte(body io.Reader) ([]byte, error) {
 	return b[:n], err
 }
 
-// readBody reads the rest of the body after first. The buffer grows with the
-// bytes that arrive, up to the cap of body (a MaxBytesReader); a declared
-// length never sizes it, so declaring 16 MiB and sending nothing costs
-// nothing.
+// readBody reads the rest of the body after first, up to the cap of body (a
+// MaxBytesReader). It is called once the first body byte came and the bytes
+// the body may take are reserved (bodyReservation): a declared length sizes
+// one buffer (declaring 16 MiB and sending only headers costs nothing; one
+// byte more costs the reservation, bounded by --max-body-bytes-in-flight);
+// a body of unknown length grows its buffer as its bytes arrive.
 func readBody(first []byte, body io.Reader, contentLength int64) ([]byte, error) {
 	var buf bytes.Buffer
 	if contentLength > 0 {
