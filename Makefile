@@ -33,7 +33,7 @@ RACE_FREE_PKGS ?= ./internal/image/
 VET_FLAGS ?= -race
 GO_TEST_TIMEOUT ?= 20m
 FUZZTIME ?= 10s
-FUZZTIME_SHORT ?= 20000x
+FUZZTIME_SHORT ?= 8000x
 
 .PHONY: all
 all: build

@@ -39,6 +39,7 @@ import (
 
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
+	"github.com/paywarden/paywarden/internal/refundread"
 )
 
 // Defaults of Options.
@@ -240,7 +241,9 @@ func New(opts Options) (*Server, error) {
 		opts:  opts,
 		clock: opts.Clock,
 		inbox: &inbox.Inbox{
-			Client: opts.Client, Reader: opts.Reader, APIReader: opts.APIReader,
+			// Refunds as paywarden decides on them: a marker still in
+			// its annotation folded in (refundread).
+			Client: opts.Client, Reader: refundread.Reader{Reader: opts.Reader}, APIReader: refundread.Reader{Reader: opts.APIReader},
 			Recorder: opts.Recorder, Clock: opts.Clock,
 			Recent: inbox.NewRecentEvents(opts.RecentEvents),
 		},
