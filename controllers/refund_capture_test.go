@@ -25,9 +25,13 @@ import (
 func TestAPayPalRefundRefundsTheCaptureOfItsOwnOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	isMarker := func(w fixture.Write) bool {
+		rf, ok := w.Object.(*v1alpha1.Refund)
+		return ok && w.Status() && rf.Status.CreateRequestedAt != nil && rf.Status.ProviderRefundID == ""
+	}
 	ns := fixture.Namespace(t, env.Client, "refund")
 	s, _ := simProvider(t, ns, v1alpha1.ProviderPayPal)
-	crash := fixture.CrashAfter(fixture.IsRefundMarker)
+	crash := fixture.CrashAfter(isMarker)
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
 	o.WrapClient = crash.Wrap
 	first := fixture.StartManager(t, env, ns, o)

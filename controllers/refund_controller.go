@@ -254,9 +254,6 @@ type refundPass struct {
 	// decided releases the payment's admission lock, held while this
 	// Refund decides how much it may take.
 	decided func()
-	// patched is the marker outcome stored by the patch that held the
-	// Refund (hold), for storePlan to publish.
-	patched *payment.RefundOutcome
 }
 
 func (x *refundPass) object() *v1alpha1.Refund    { return x.rf }
@@ -343,44 +340,14 @@ func (x *refundPass) hold(ctx context.Context, step payment.RefundStep) (ctrl.Re
 	if x.owes() {
 		own = append(own, func() error { return x.r.setOwner(rf, p) })
 	}
-	annotations := ledgerIdentity(rf, p)
-	// A first marker rides in that patch, as an annotation that stands for
-	// the status until the answer's write (payment.FoldRefundMarker): no
-	// status write of its own. A Refund held already has its marker
-	// written to its status.
-	inPatch := step.Outcome.Status.CreateRequestedAt != nil && rf.Status.CreateRequestedAt == nil && !held(rf)
-	if inPatch {
-		v, err := payment.RefundMarkerAnnotation(step.Outcome.Status)
-		if err != nil {
-			return ctrl.Result{}, true, err
-		}
-		annotations = maps.Clone(annotations)
-		if annotations == nil {
-			annotations = map[string]string{}
-		}
-		annotations[v1alpha1.AnnotationRefundMarker] = v
-	}
-	if err := x.r.holdMoney(ctx, rf, annotations, own...); err != nil {
+	if err := x.r.holdMoney(ctx, rf, p, own...); err != nil {
 		return ctrl.Result{}, true, err
-	}
-	if inPatch {
-		// Stored: the Refund as the API server has it, its marker folded in.
-		rf.Status = step.Outcome.Status
-		x.patched = &step.Outcome
 	}
 	return ctrl.Result{}, false, nil
 }
 
-// storePlan stores what the plan decided: a marker that rode in the
-// holding patch is stored already.
+// storePlan stores what the plan decided.
 func (x *refundPass) storePlan(ctx context.Context, now time.Time) (bool, error) {
-	if out := x.patched; out != nil {
-		x.patched = nil
-		payment.RecordRefund(x.r.Recorder, x.rf, x.p, *out)
-		x.decided()
-		x.decided = func() {}
-		return true, nil
-	}
 	stored, err := x.r.store(ctx, x.rf, x.p, func(rf *v1alpha1.Refund) payment.RefundOutcome {
 		if s := payment.PlanRefund(rf, x.pol, x.facts, now); s.Action == payment.Write {
 			return s.Outcome
@@ -438,11 +405,10 @@ func (r *RefundReconciler) ledgerFacts(ctx context.Context, rf *v1alpha1.Refund,
 }
 
 // holdMoney puts the money-in-flight finalizer on the Refund, with the
-// annotations given: the ledger identity it will be remembered under (its
-// Payment may be gone by the time it is let go, ledgerIdentity) and its
-// marker.
-func (r *RefundReconciler) holdMoney(ctx context.Context, rf *v1alpha1.Refund, annotations map[string]string, also ...func() error) error {
-	return holdMoney(ctx, r.Client, rf, annotations, also...)
+// ledger identity it will be remembered under (its Payment may be gone by
+// the time it is let go).
+func (r *RefundReconciler) holdMoney(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment, also ...func() error) error {
+	return holdMoney(ctx, r.Client, rf, ledgerIdentity(rf, p), also...)
 }
 
 // ledgerIdentity is the annotation that remembers rf's order (its payment's)

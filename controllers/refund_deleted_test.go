@@ -21,13 +21,12 @@ import (
 )
 
 // TestRefundDeletedBeforeItsMarkerIsNeverSent: a Refund is deleted by
-// its user while its first reconcile, deciding on the copy it read before
-// the delete (as with a lagging cache), sends the patch that owns, holds
-// and marks it. The delete reaches the API server first: nothing went out,
-// so nothing may go out ("Deleted ... before anything went out: nothing may
-// start now"). The patch is conditional on the version the reconcile read,
-// so it cannot mark the deleted Refund; the next reconcile sees the
-// deletion.
+// its user right after its first reconcile made it owned by its Payment,
+// before any marker was stored (the reconcile still holds the copy it read
+// before the delete, as with a lagging cache). Nothing went out, so nothing
+// may go out: "Deleted ... before anything went out: nothing may start now".
+// The marker's write, planned again on the API server's copy after it
+// conflicts with the deletion, must not mark it either.
 //
 // Not parallel: it concludes that nothing was sent after a fixed wait,
 // which other tests sharing the control plane could make too short.
@@ -37,12 +36,15 @@ func TestRefundDeletedBeforeItsMarkerIsNeverSent(t *testing.T) {
 	var deleted atomic.Bool
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
 	o.WrapClient = fixture.AroundWrites(func(w fixture.Write, do func() error) error {
-		if rf, ok := w.Object.(*v1alpha1.Refund); ok && !w.Status() && fixture.IsRefundMarker(w) && deleted.CompareAndSwap(false, true) {
-			// The user deletes the Refund now: before the patch that
-			// would mark it.
+		err := do()
+		rf, ok := w.Object.(*v1alpha1.Refund)
+		if err == nil && ok && !w.Status() && w.Verb == "patch" && len(rf.OwnerReferences) > 0 && rf.Status.CreateRequestedAt == nil &&
+			deleted.CompareAndSwap(false, true) {
+			// The user deletes the Refund now: after it was owned, before
+			// any marker.
 			userDeletes(t, rf)
 		}
-		return do()
+		return err
 	})
 	m := fixture.StartManager(t, env, ns, o)
 	p := paidPayment(t, ns, "kukopay", "order", 1999)

@@ -337,17 +337,17 @@ func TestRefundHappyPathPerProviderType(t *testing.T) {
 			t.Logf("%s refund of the rest: %s", typ, cost2)
 			// A refund is one refund call and one read of the payment back
 			// (PayPal's names the capture the payment's success was read
-			// with: no read of the order first), and three API writes: the
-			// Refund's object once, owned by its Payment, held
-			// (money-in-flight) and marked (the marker as an annotation) in
-			// one patch right before the call; its status once, with the
-			// answer; and the Payment's status once, by its own controller
-			// (the refunded total read back, with the Refund listed): the
-			// Payment has one writer.
+			// with: no read of the order first), two status
+			// writes of the Refund (the marker before the call, the answer
+			// after it) and one of the Payment, by its own controller (the
+			// refunded total read back, with the Refund listed): the
+			// Payment has one writer. The Refund's object is written once:
+			// owned by its Payment and held (money-in-flight) in one patch,
+			// right before its marker. Three writes of the Refund in all.
 			const calls = 2
 			for _, c := range []refundCost{cost1, cost2} {
-				if len(c.calls) != calls || c.refundStatus != 1 || c.refundObject != 1 || c.paymentStatus != 0 || c.paymentOwn != 1 {
-					t.Errorf("a refund cost %s; want %d provider calls, 1 Refund object write (owned, held and marked before the call), 1 Refund status write (the answer) and 1 Payment status write, by the payment controller: 3 API writes", c, calls)
+				if len(c.calls) != calls || c.refundStatus != 2 || c.refundObject != 1 || c.paymentStatus != 0 || c.paymentOwn != 1 {
+					t.Errorf("a refund cost %s; want %d provider calls, 1 Refund object write (owned and held before its marker), 2 Refund status writes and 1 Payment status write, by the payment controller", c, calls)
 				}
 			}
 
@@ -396,13 +396,17 @@ func refundCrash(t *testing.T, crash *fixture.Crash) (ns string, s *fixture.Sim,
 // calls again with the same idempotency key: one refund at the provider.
 func TestRefundCrashAroundTheRefundCallRefundsOnce(t *testing.T) {
 	t.Parallel()
+	isMarker := func(w fixture.Write) bool {
+		rf, ok := w.Object.(*v1alpha1.Refund)
+		return ok && w.Status() && rf.Status.CreateRequestedAt != nil && rf.Status.ProviderRefundID == ""
+	}
 	isAnswer := func(w fixture.Write) bool {
 		rf, ok := w.Object.(*v1alpha1.Refund)
 		return ok && w.Status() && rf.Status.ProviderRefundID != ""
 	}
 
 	t.Run("dies after the marker, before the call", func(t *testing.T) {
-		ns, s, first, p, rf, key := refundCrash(t, fixture.CrashAfter(fixture.IsRefundMarker))
+		ns, s, first, p, rf, key := refundCrash(t, fixture.CrashAfter(isMarker))
 		if calls := first.Requests.Calls(fixture.IsRefundCreate); len(calls) != 0 || s.Counters().ActionsByKey[key] != 0 {
 			t.Fatalf("the dying manager called the provider after the marker: %+v", calls)
 		}
@@ -665,7 +669,7 @@ func TestConcurrentRefundsCreatedOutOfNameOrderWithinASecond(t *testing.T) {
 	o := fixture.Run(controllers.ControllerPayment, controllers.ControllerRefund)
 	o.WrapClient = func(c client.Client) client.Client {
 		writes := fixture.InterceptWrites(c, func(w fixture.Write, do func() error) error {
-			if rf, ok := w.Object.(*v1alpha1.Refund); ok && rf.Name == "pair-b" && fixture.IsRefundMarker(w) {
+			if rf, ok := w.Object.(*v1alpha1.Refund); ok && rf.Name == "pair-b" && w.Status() && rf.Status.CreateRequestedAt != nil && rf.Status.ProviderRefundID == "" {
 				once.Do(func() { close(held) })
 				select {
 				case <-release:

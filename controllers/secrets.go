@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/refundread"
 	"github.com/paywarden/paywarden/internal/webhookbundle"
 )
 
@@ -50,9 +49,6 @@ func CacheOptions(bundleNamespace string) cache.Options {
 			// Only open events: a finished one is never acted on again
 			// (FinishedEvents deletes it past retention, from the API server).
 			&v1alpha1.WebhookEvent{}: {Field: OpenWebhookEvents()},
-			// A Refund's marker may still be in its annotation
-			// (payment.FoldRefundMarker): the cache holds it folded in.
-			&v1alpha1.Refund{}: {Transform: refundread.Transform(cache.TransformStripManagedFields())},
 		},
 		// A read of a type without an informer is an error instead of a
 		// new informer started on the fly.

@@ -16,7 +16,6 @@ import (
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/ledger"
-	"github.com/paywarden/paywarden/internal/refundread"
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
@@ -180,9 +179,6 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 	// refuses (401/403, a redirect) is noticed by the gateway on a call and
 	// reported by the provider controller at once.
 	w := &Wiring{ProviderEvents: &ProviderEvents{}}
-	// Refunds read from the API server have their marker folded in, as the
-	// cache's have (refundread).
-	api := refundread.Reader{Reader: mgr.GetAPIReader()}
 	secrets, err := NewSecretReader(context.Background(), mgr)
 	if err != nil {
 		return nil, err
@@ -191,7 +187,7 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 	w.Gateway = &gateway.Gateway{
 		Reader:     secrets,
 		HTTPClient: o.HTTPClient,
-		Status:     statuswriter.Writer{Client: writer, APIReader: api},
+		Status:     statuswriter.Writer{Client: writer, APIReader: mgr.GetAPIReader()},
 		Recorder:   rec, Clock: clk, Notify: w.ProviderEvents.Notify,
 	}
 	w.Sweep = &Sweep{Client: writer, Recorder: rec, Clock: clk}
@@ -201,7 +197,7 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 		led = w.Ledger
 	}
 	w.Payments = &PaymentReconciler{
-		Client: writer, APIReader: api, Scheme: mgr.GetScheme(), Recorder: rec,
+		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, MaxConcurrentReconciles: o.MaxConcurrentReconciles, Events: w.ProviderEvents,
 		Ledger: led,
 	}
@@ -209,26 +205,26 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 		w.Payments.OverdueSource = w.Sweep.Source()
 	}
 	w.Inbox = &WebhookEventReconciler{
-		Client: writer, APIReader: api, Scheme: mgr.GetScheme(), Recorder: rec,
+		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, PendingGrace: o.PendingGrace, MaxConcurrentReconciles: o.InboxMaxConcurrentReconciles,
 	}
 	w.FinishedEvents = &FinishedEvents{
-		APIReader: api, Client: writer, Clock: clk, Every: o.FinishedEventsEvery, Namespaces: o.Namespaces,
+		APIReader: mgr.GetAPIReader(), Client: writer, Clock: clk, Every: o.FinishedEventsEvery, Namespaces: o.Namespaces,
 	}
 	w.Providers = &PaymentProviderReconciler{
-		Client: writer, APIReader: api, Secrets: secrets, Scheme: mgr.GetScheme(), Recorder: rec,
+		Client: writer, APIReader: mgr.GetAPIReader(), Secrets: secrets, Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, Events: w.ProviderEvents,
 	}
 	w.Bundles = &WebhookBundleReconciler{
-		Client: writer, APIReader: api, Secrets: secrets, Namespace: o.BundleNamespace,
+		Client: writer, APIReader: mgr.GetAPIReader(), Secrets: secrets, Namespace: o.BundleNamespace,
 	}
 	w.Backfill = &Backfill{
-		Client: writer, Reader: mgr.GetClient(), APIReader: api, Scheme: mgr.GetScheme(),
+		Client: writer, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Recorder: rec, Clock: clk, Gateway: w.Gateway,
 	}
-	w.Retention = &Retention{Client: writer, APIReader: api, Recorder: rec, Clock: clk, Ledger: led}
+	w.Retention = &Retention{Client: writer, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk, Ledger: led}
 	w.Refunds = &RefundReconciler{
-		Client: writer, APIReader: api, Scheme: mgr.GetScheme(), Recorder: rec,
+		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, Ledger: led,
 	}
 	return w, nil

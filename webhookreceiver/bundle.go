@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/refundread"
 	"github.com/paywarden/paywarden/internal/webhookbundle"
 )
 
@@ -31,8 +30,7 @@ import (
 var errBundleNotPublished = errors.New("the manager has not published this provider's webhook verification bundle yet")
 
 // CacheOptions returns opts with the Secret cache narrowed to the bundles in
-// bundleNamespace and Refunds read with their marker folded in
-// (refundread); every other type keeps opts' settings. Use it for the
+// bundleNamespace; every other type keeps opts' settings. Use it for the
 // manager the receiver runs on.
 func CacheOptions(opts cache.Options, bundleNamespace string) cache.Options {
 	byObject := maps.Clone(opts.ByObject)
@@ -43,9 +41,6 @@ func CacheOptions(opts cache.Options, bundleNamespace string) cache.Options {
 		Namespaces: map[string]cache.Config{bundleNamespace: {}},
 		Label:      webhookbundle.Selector(),
 	}
-	// Refunds with their marker folded in (refundread), after the
-	// default transform (managed fields stripped, for one).
-	byObject[&v1alpha1.Refund{}] = cache.ByObject{Transform: refundread.Transform(opts.DefaultTransform)}
 	opts.ByObject = byObject
 	return opts
 }

@@ -39,7 +39,6 @@ import (
 
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
-	"github.com/paywarden/paywarden/internal/refundread"
 )
 
 // Defaults of Options.
@@ -241,9 +240,7 @@ func New(opts Options) (*Server, error) {
 		opts:  opts,
 		clock: opts.Clock,
 		inbox: &inbox.Inbox{
-			// Refunds as paywarden decides on them: a marker still in
-			// its annotation folded in (refundread).
-			Client: opts.Client, Reader: refundread.Reader{Reader: opts.Reader}, APIReader: refundread.Reader{Reader: opts.APIReader},
+			Client: opts.Client, Reader: opts.Reader, APIReader: opts.APIReader,
 			Recorder: opts.Recorder, Clock: opts.Clock,
 			Recent: inbox.NewRecentEvents(opts.RecentEvents),
 		},

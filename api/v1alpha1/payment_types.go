@@ -104,15 +104,6 @@ const FinalizerMoneyInFlight = AnnotationPrefix + "money-in-flight"
 // provider before anything is created.
 const AnnotationMoneyUID = AnnotationPrefix + "money-uid"
 
-// AnnotationRefundMarker, on a Refund, is the marker of its first refund
-// call (its status as decided before the call: amount, key, request time),
-// written in the patch that holds the Refund (money-in-flight finalizer,
-// money-uid) so that the marker costs no write of its own. It stands for
-// the status until the status has the marker (the answer's write): every
-// reader folds it in (payment.FoldRefundMarker); it is never taken from a
-// copy restored with another object's money-uid.
-const AnnotationRefundMarker = AnnotationPrefix + "refund-marker"
-
 // AnnotationLedgerIdentity, on a Refund, is the ledger identity it is
 // remembered under once settled and deleted (its Payment may be gone then).
 const AnnotationLedgerIdentity = AnnotationPrefix + "ledger-identity"

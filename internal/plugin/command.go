@@ -36,7 +36,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
-	"github.com/paywarden/paywarden/internal/refundread"
 	"github.com/paywarden/paywarden/internal/scheme"
 )
 
@@ -203,7 +202,6 @@ func getNamed[T client.Object](ctx context.Context, s *session, kind, name strin
 		}
 		return none, fmt.Errorf("get %s %s/%s: %w", kind, s.ns, name, err)
 	}
-	refundread.Fold(obj) // a Refund's marker still in its annotation
 	return obj, nil
 }
 
@@ -212,7 +210,6 @@ func (s *session) refunds(ctx context.Context, p *v1alpha1.Payment) ([]v1alpha1.
 	if err := s.c.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
 		return nil, fmt.Errorf("list refunds: %w", err)
 	}
-	refundread.Fold(&list)
 	var out []v1alpha1.Refund
 	for _, rf := range list.Items {
 		if rf.Spec.PaymentRef.Name == p.Name {
