@@ -58,11 +58,20 @@ func EventResult(p *v1alpha1.Payment, out Outcome, obs Observation) (v1alpha1.Ev
 	case Conflict:
 		return v1alpha1.ResultConflict, msg
 	default:
-		if obs.Observed == ObservedRefund && !p.Status.Phase.IsFinal() {
+		if obs.Observed == ObservedRefund && (!p.Status.Phase.IsFinal() || endedInDoubt(p)) {
 			return v1alpha1.ResultOrphaned, msg + "; waiting for the payment to succeed"
 		}
 		return v1alpha1.ResultIgnored, msg
 	}
+}
+
+// endedInDoubt: p ended without taking money (Failed, Expired, Canceled),
+// and a human is to decide it (NeedsReview: the provider reported it paid
+// after, ConflictingStatus): it may yet be resolved Succeeded. Its refunds
+// wait for that decision (a Refund waits, a refund event stays Orphaned)
+// instead of being refused or dropped on its phase.
+func endedInDoubt(p *v1alpha1.Payment) bool {
+	return p.Status.Phase.IsFinal() && !p.Status.Phase.TookMoney() && reviewReason(p.Status.Conditions) != ""
 }
 
 // RefundEventResult is what the inbox records of a refund event's effect on

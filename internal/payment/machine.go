@@ -375,7 +375,17 @@ func (m *machine) approved() {
 // authorized handles a reservation of the money.
 func (m *machine) authorized() {
 	from := m.phase()
-	switch {
+	switch mismatch := m.authorizationMismatch(); {
+	case mismatch != "" && (from == v1alpha1.PhaseAuthorized || from == v1alpha1.PhaseUnknown):
+		// The provider now holds another amount than asked: a capture of
+		// "all" would take what it holds, not what was authorized before.
+		if reviewReason(m.st.Conditions) == v1alpha1.ReasonAmountMismatch {
+			m.decide(Stale, "amount mismatch already under review")
+			return
+		}
+		m.moveTo(v1alpha1.PhaseUnknown, v1alpha1.ReasonAmountMismatch)
+		m.needsReview(v1alpha1.ReasonAmountMismatch, "authorization: "+mismatch)
+		return
 	case from == v1alpha1.PhaseAuthorized:
 		m.confirm(false)
 		m.decide(Stale, "already Authorized")
@@ -856,6 +866,18 @@ func (m *machine) amountMismatch() string {
 			v1alpha1.FormatAmount(a.Value, a.Currency), v1alpha1.FormatAmount(want.Value, want.Currency))
 	}
 	return ""
+}
+
+// authorizationMismatch: the provider reports an authorization of another
+// amount than the payment asked (a capture under way does not change what
+// was authorized).
+func (m *machine) authorizationMismatch() string {
+	a := m.obs.Amount
+	if a == nil || a.Value == m.spec.Amount.Value && a.Currency == m.spec.Amount.Currency {
+		return ""
+	}
+	return fmt.Sprintf("provider reports %s authorized, expected %s",
+		v1alpha1.FormatAmount(a.Value, a.Currency), v1alpha1.FormatAmount(m.spec.Amount.Value, m.spec.Amount.Currency))
 }
 
 // receivedAmount is what a payment took from the payer: the amount the provider

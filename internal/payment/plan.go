@@ -302,6 +302,10 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 // leaves it as it is). Restored and Adopt see only objects with nothing in
 // their status.
 func copyOfAnOrder(p *v1alpha1.Payment, facts Facts, now time.Time) bool {
+	if p.Status.Phase != "" {
+		// Parked (unsent): its annotations act, a requery among them.
+		return false
+	}
 	if Restored(p) {
 		return true
 	}

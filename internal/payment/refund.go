@@ -130,10 +130,21 @@ func (m *refundMachine) succeeded(from v1alpha1.RefundPhase) {
 
 // beforeTheFailure: obs is an event that happened no later than the failure
 // of the Failed refund was reported (the failure's event time, else when a
-// read found it failed).
+// read found it failed). A Failed an operator resolved reports nothing of
+// the provider's: a success the provider reports beside it is a conflict
+// for a human, whenever it happened.
 func (m *refundMachine) beforeTheFailure() bool {
 	if m.obs.OccurredAt.IsZero() {
 		return false
+	}
+	h := m.st.History
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].To == v1alpha1.PaymentPhase(v1alpha1.RefundFailed) {
+			if h[i].Source == v1alpha1.SourceManual {
+				return false
+			}
+			break
+		}
 	}
 	var failedAt time.Time
 	switch last, h := m.st.LastEvent, m.st.History; {

@@ -224,7 +224,7 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	case p == nil:
 		return amount, v1alpha1.ReasonPaymentNotFound, ""
 	case p.Status.Phase.TookMoney():
-	case p.Status.Phase.IsFinal():
+	case p.Status.Phase.IsFinal() && !endedInDoubt(p):
 		return amount, "", fmt.Sprintf("%s: payment %s ended %s without taking money; there is nothing to refund", v1alpha1.ReasonPaymentNotPaid, p.Name, p.Status.Phase)
 	default:
 		return amount, v1alpha1.ReasonPaymentNotSucceeded, ""
@@ -238,9 +238,11 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	// inFlight: those it may or may not count yet, in flight or succeeded
 	// since its last read.
 	var succeeded, inFlight int64
-	// reversed: a Refund the provider's figure counted failed afterwards,
-	// and the payment has not read the lower figure yet.
-	reversed := false
+	// reversed: a refund the provider's figure counted failed afterwards,
+	// and the payment has not read the lower figure yet: a Refund's, or one
+	// no Refund stands for (made in the dashboard, or its Refund deleted),
+	// known by its failure event (status.refundFailureSeenAt).
+	reversed := p.Status.RefundFailureSeenAt != nil
 	older := olderRefunds(r, siblings)
 	for i := range siblings {
 		s := &siblings[i]
@@ -260,8 +262,7 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 		if s.Status.Phase == v1alpha1.RefundFailed && review == "" {
 			continue // under review (said succeeded after failed), it may have moved its amount
 		}
-		sent := s.Status.CreateRequestedAt != nil || s.Status.ProviderRefundID != ""
-		if !sent && !older[s.UID] {
+		if !refundMayHaveMoved(s) && !older[s.UID] {
 			continue // decided after this one
 		}
 		value, ok := decidedAmount(s)
@@ -301,6 +302,11 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	switch {
 	case fits(high) && r.Spec.Amount != nil:
 		return v1alpha1.Money{Value: r.Spec.Amount.Value, Currency: received.Currency}, "", ""
+	case reversed && r.Spec.Amount == nil:
+		// "Everything still refundable" is measured on the figure being
+		// read again: beside the old one it would return less than the
+		// rest, and nothing would say so.
+		return amount, v1alpha1.ReasonEarlierRefundInFlight, ""
 	case fits(high) && high == low:
 		return v1alpha1.Money{Value: received.Value - high, Currency: received.Currency}, "", ""
 	case high > low && fits(low):
@@ -321,6 +327,17 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 	return amount, "", fmt.Sprintf("%s: %s asked, but of the %s received %s is refunded or being refunded, leaving %s",
 		v1alpha1.ReasonOverRefund, asked, v1alpha1.FormatAmount(received.Value, received.Currency),
 		v1alpha1.FormatAmount(low, received.Currency), v1alpha1.FormatAmount(max(received.Value-low, 0), received.Currency))
+}
+
+// refundMayHaveMoved: s's money may have left, whenever it was decided: it
+// was sent (a marker, a refund id), or it stands in a phase only money
+// moving explains without one: parked Unknown (a restored copy, a Refund
+// applied again over an unsettled record), Succeeded (adopted from the
+// ledger, resolved by an operator). Only one not yet sent nor parked (no phase, or
+// Pending while it waits) is left to the order of creation.
+func refundMayHaveMoved(s *v1alpha1.Refund) bool {
+	st := &s.Status
+	return st.CreateRequestedAt != nil || st.ProviderRefundID != "" || st.Phase != "" && st.Phase != v1alpha1.RefundPending
 }
 
 // addMinor adds two amounts of minor units, reporting false for a negative

@@ -90,6 +90,24 @@ func newPayment(ns, name, provider, ref, providerID string, meta map[string]stri
 
 // createAll creates objects with a few parallel writers.
 func createAll[T client.Object](ctx context.Context, c client.Client, objs []T) error {
+	return forAll(objs, "creates", func(o T) error { return c.Create(ctx, o) })
+}
+
+// updateStatusAll writes the objects' status with a few parallel writers.
+func updateStatusAll[T client.Object](ctx context.Context, c client.Client, objs []T) error {
+	return forAll(objs, "status updates", func(o T) error { return c.Status().Update(ctx, o) })
+}
+
+// deleteAll deletes objects one by one with a few parallel writers: one
+// DELETE of a whole collection of 100 000 objects outlasts the API
+// server's request timeout.
+func deleteAll[T client.Object](ctx context.Context, c client.Client, objs []T) error {
+	return forAll(objs, "deletes", func(o T) error { return client.IgnoreNotFound(c.Delete(ctx, o)) })
+}
+
+// forAll runs op on every object with 16 parallel writers, each op tried up
+// to five times.
+func forAll[T any](objs []T, what string, op func(T) error) error {
 	const writers = 16
 	var (
 		wg   sync.WaitGroup
@@ -104,7 +122,7 @@ func createAll[T client.Object](ctx context.Context, c client.Client, objs []T) 
 			for o := range next {
 				var err error
 				for attempt := 0; attempt < 5; attempt++ {
-					if err = c.Create(ctx, o); err == nil {
+					if err = op(o); err == nil {
 						break
 					}
 					time.Sleep(200 * time.Millisecond)
@@ -123,7 +141,7 @@ func createAll[T client.Object](ctx context.Context, c client.Client, objs []T) 
 	close(next)
 	wg.Wait()
 	if len(errs) > 0 {
-		return fmt.Errorf("%d creates failed, e.g. %w", len(errs), errs[0])
+		return fmt.Errorf("%d %s failed, e.g. %w", len(errs), what, errs[0])
 	}
 	return nil
 }
