@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -81,6 +82,17 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if coding := contentCoding(r.Header); coding != "" {
+		// The signature is over the event as the provider wrote it; a body
+		// in another coding is not that, and verifying it would call a
+		// genuine delivery a forgery (401, invalid_signature, the signal of
+		// the signature-failure alert). RFC 9110 §15.5.16: 415, saying
+		// which coding is accepted.
+		req.log.Info("webhook rejected: unsupported content coding", "contentEncoding", coding)
+		w.Header().Set("Accept-Encoding", "identity")
+		s.reject(w, req, http.StatusUnsupportedMediaType, metrics.WebhookMalformed, "unsupported Content-Encoding "+strconv.Quote(coding)+": send the body unencoded (identity)")
+		return
+	}
 	limit := prov.Spec.WebhookMaxBodyBytes()
 	if r.ContentLength > limit {
 		req.log.Info("webhook rejected: declared body over the limit", "contentLength", r.ContentLength, "limit", limit)
@@ -111,7 +123,7 @@ func (s *Server) serveWebhook(w http.ResponseWriter, r *http.Request) {
 		// server's ReadTimeout still bounds it.
 		req.log.Error(err, "set the body read deadline")
 	}
-	body, err := readBody(first, rawBody, r.ContentLength)
+	body, err := readBody(first, rawBody, r.ContentLength, reserve)
 	if err != nil {
 		s.bodyNotRead(w, req, err)
 		return
@@ -198,6 +210,20 @@ func parsePath(path string) (ns, name string, ok bool) {
 	return ns, name, true
 }
 
+// contentCoding is the first content coding of the request other than
+// identity (RFC 9110 §8.4: Content-Encoding lists the codings applied, in
+// order, in one or more header lines); "" when its body is not encoded.
+func contentCoding(h http.Header) string {
+	for _, line := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(line, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return c
+			}
+		}
+	}
+	return ""
+}
+
 // firstByte waits for the first byte of the body (none for an empty body).
 // It reads into a one-byte array: until the client actually sends, the
 // request has nothing allocated for its body.
@@ -211,29 +237,47 @@ func firstByte(body io.Reader) ([]byte, error) {
 }
 
 // readBody reads the rest of the body after first, up to the cap of body (a
-// MaxBytesReader). It is called once the first body byte came and the bytes
-// the body may take are reserved (bodyReservation): a declared length sizes
-// one buffer (declaring 16 MiB and sending only headers costs nothing; one
-// byte more costs the reservation, bounded by --max-body-bytes-in-flight);
-// a body of unknown length grows its buffer as its bytes arrive.
-func readBody(first []byte, body io.Reader, contentLength int64) ([]byte, error) {
-	var buf bytes.Buffer
+// MaxBytesReader). It is called once the first body byte came and reserve, the
+// bytes the body may take (bodyReservation), are reserved, and its buffer never
+// grows past them: a declared length sizes one buffer of the reservation (no
+// growth; declaring 16 MiB and sending only headers costs nothing, one byte
+// more costs the reservation, bounded by --max-body-bytes-in-flight); a body of
+// unknown length starts small and doubles as its bytes arrive, to at most the
+// reservation. (bytes.Buffer rounded its growth up past it.)
+func readBody(first []byte, body io.Reader, contentLength, reserve int64) ([]byte, error) {
+	size := int64(bytes.MinRead)
 	if contentLength > 0 {
-		// Read into one buffer of the declared size (MaxBytesReader has
-		// checked it): no growth, so the body takes what it reserved.
-		buf.Grow(int(contentLength) + bytes.MinRead)
+		size = reserve
 	}
-	buf.Write(first)
-	if _, err := buf.ReadFrom(body); err != nil {
-		return nil, err
+	buf := make([]byte, 0, max(min(size, reserve), int64(len(first))))
+	buf = append(buf, first...)
+	for {
+		if len(buf) == cap(buf) {
+			n := min(2*int64(cap(buf)), reserve)
+			if n <= int64(cap(buf)) {
+				// Only a body longer than it declared or than its
+				// limit gets here, and neither reaches readBody.
+				return nil, fmt.Errorf("body passes its reservation of %d bytes", reserve)
+			}
+			grown := make([]byte, len(buf), n)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return buf.Bytes(), nil
 }
 
 // bodyReservation is the memory a body may take while it is read: a
-// declared length is read into a buffer of that size (readBody); a body of
-// unknown length (chunked) grows its buffer by doubling, to less than twice
-// the provider's limit.
+// declared length is read into one buffer of that size and the room to see
+// its end (readBody); a body of unknown length (chunked) grows its buffer by
+// doubling, to at most twice the provider's limit.
 func bodyReservation(contentLength, limit int64) int64 {
 	if contentLength > 0 {
 		return min(contentLength, limit) + bytes.MinRead

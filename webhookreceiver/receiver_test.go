@@ -2,13 +2,17 @@ package webhookreceiver_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/paywarden/paywarden/internal/fixture"
 	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/generic"
 )
 
 // Issue 5, test 1.
@@ -274,6 +279,104 @@ func TestAWhitespaceSigningSecretVerifiesNothing(t *testing.T) {
 	}
 }
 
+// TestALowerCaseCurrencyIsItsISOCode: KukoPay's "usd" is the code USD (as
+// Stripe writes every code). Before, the amount check took it for another
+// currency and the status write it made (amountReceived "usd") was refused
+// by the schema: acknowledged, the event never moved the payment.
+func TestALowerCaseCurrencyIsItsISOCode(t *testing.T) {
+	k := newKukoPay(t)
+	p := k.payment(t, "order-lc", "order-lc", "pay_lc", 1999)
+	ev := k.event("evt_lc", "payment.succeeded", "succeeded", p)
+	ev.Currency = "usd"
+	wantCode(t, k.deliver(t, ev), http.StatusOK)
+	if e := fixture.WaitEventResult(t, env.Client, k.ns, k.name, "evt_lc", "", fixture.Timeout); e == nil || e.Status.Result != v1alpha1.ResultApplied {
+		t.Fatalf("event %+v, want result Applied", e)
+	}
+	got := fixture.GetPayment(t, env.Client, p)
+	if got.Status.Phase != v1alpha1.PhaseSucceeded || got.Status.AmountReceived == nil || got.Status.AmountReceived.Currency != "USD" {
+		t.Errorf("payment %s, amount received %+v: want Succeeded with 1999 USD", got.Status.Phase, got.Status.AmountReceived)
+	}
+}
+
+// TestAnEncodedBodyIsUnsupportedNotAForgery: a genuine delivery whose body is
+// gzip-encoded (signed over the JSON it carries) was verified as it came,
+// answered 401 and counted invalid_signature, the signal behind the
+// signature-failure alert. A content coding other than identity is answered
+// 415 with Accept-Encoding: identity (RFC 9110 §15.5.16) before any
+// verification, counted malformed; nothing is written.
+func TestAnEncodedBodyIsUnsupportedNotAForgery(t *testing.T) {
+	k := newKukoPay(t)
+	p := k.payment(t, "order-gz", "order-gz", "pay_gz", 1999)
+	forgeries := webhookCount(t, k.ns, k.name, metrics.WebhookInvalidSignature)
+	malformed := webhookCount(t, k.ns, k.name, metrics.WebhookMalformed)
+	body := k.event("evt_gz", "payment.succeeded", "succeeded", p).Body(t)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, coding := range []string{"gzip", "identity, gzip", "br"} {
+		h := fixture.KukoPayHeader(body, time.Now(), k.secret)
+		h.Set("Content-Encoding", coding)
+		r := fixture.Send(t, "POST", k.url(), gz.Bytes(), h)
+		wantCode(t, r, http.StatusUnsupportedMediaType)
+		if r.Header.Get("Accept-Encoding") != "identity" || !strings.Contains(r.Body, "Content-Encoding") {
+			t.Errorf("%s: Accept-Encoding %q, body %s: want identity and a message naming the Content-Encoding", coding, r.Header.Get("Accept-Encoding"), r.Body)
+		}
+	}
+	wantNoEvents(t, k.ns)
+	if d := webhookCount(t, k.ns, k.name, metrics.WebhookInvalidSignature) - forgeries; d != 0 {
+		t.Errorf("invalid_signature counter moved by %v for encoded bodies, want 0", d)
+	}
+	if d := webhookCount(t, k.ns, k.name, metrics.WebhookMalformed) - malformed; d != 3 {
+		t.Errorf("malformed counter moved by %v, want 3", d)
+	}
+	h := fixture.KukoPayHeader(body, time.Now(), k.secret)
+	h.Set("Content-Encoding", "identity")
+	wantCode(t, fixture.Send(t, "POST", k.url(), body, h), http.StatusOK)
+}
+
+// TestABareBase64GenericSecretVerifiesTheLibrarysDeliveries: a generic
+// provider whose signing Secret holds the endpoint secret as the Standard
+// Webhooks library's README spells it (bare base64: NewWebhook(base64Secret))
+// and a delivery the official library signed with it. The PaymentProvider
+// was accepted and every genuine delivery answered 401: the bare string was
+// used as raw bytes only.
+func TestABareBase64GenericSecretVerifiesTheLibrarysDeliveries(t *testing.T) {
+	ns := fixture.Namespace(t, env.Client, "bare")
+	bare := base64.StdEncoding.EncodeToString([]byte("a 32-byte endpoint key, no whsec")) // no whsec_ prefix
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{
+		Namespace: ns, Name: "jobs", Type: v1alpha1.ProviderGeneric, SigningSecrets: map[string]string{"current": bare},
+	})
+	waitProviderCached(t, prov)
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order-b1", Provider: "jobs", MerchantReference: "order-b1", ProviderPaymentID: "job_b1", Amount: 1200, Currency: "EUR"})
+	fixture.WaitCached(t, rcv.Cache, p)
+
+	ev := fixture.GenericEvent{ID: "msg_bare", Type: "job.succeeded", JobID: "job_b1", CorrelationID: "order-b1", JobStatus: "succeeded", Amount: 1200, Currency: "EUR"}
+	body := ev.Body(t)
+	wh, err := standardwebhooks.NewWebhook(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	sig, err := wh.Sign(ev.ID, now, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	h.Set(generic.HeaderWebhookID, ev.ID)
+	h.Set(generic.HeaderWebhookTS, strconv.FormatInt(now.Unix(), 10))
+	h.Set(generic.HeaderWebhookSig, sig)
+	h.Set("Content-Type", "application/json")
+	wantCode(t, fixture.Send(t, "POST", rcv.WebhookURL(ns, "jobs"), body, h), http.StatusOK)
+	if got := fixture.GetPayment(t, env.Client, p); got.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Errorf("payment %s after the library-signed delivery, want Succeeded", got.Status.Phase)
+	}
+}
+
 // Issue 5, test 5.
 func TestRejectedRequestsWriteNothing(t *testing.T) {
 	k := newKukoPay(t, func(p *fixture.Provider) { p.MaxBodyBytes = 1024 })
@@ -285,6 +388,12 @@ func TestRejectedRequestsWriteNothing(t *testing.T) {
 	// retry for days.
 	longID := fixture.KukoPayEvent{ID: strings.Repeat("e", 513), Type: "payment.succeeded", PaymentID: "pay_5", MerchantRef: "order-5", Status: "succeeded", Amount: 900, Currency: "USD"}.Body(t)
 	longRef := fixture.KukoPayEvent{ID: "evt_longref", Type: "payment.succeeded", PaymentID: "pay_5", MerchantRef: strings.Repeat("r", 256), Status: "succeeded", Amount: 900, Currency: "USD"}.Body(t)
+	// Events whose currency or time no Payment status can hold (^[A-Z]{3}$,
+	// RFC 3339 years 0000-9999): acknowledged, every status write was
+	// refused and the payment stayed where it was for good.
+	badCurrency := fixture.KukoPayEvent{ID: "evt_badcur", Type: "payment.succeeded", PaymentID: "pay_5", MerchantRef: "order-5", Status: "succeeded", Amount: 900, Currency: "US"}.Body(t)
+	noCurrency := fixture.KukoPayEvent{ID: "evt_nocur", Type: "payment.succeeded", PaymentID: "pay_5", MerchantRef: "order-5", Status: "succeeded", Amount: 1}.Body(t)
+	year10000 := fixture.KukoPayEvent{ID: "evt_y10k", Type: "payment.succeeded", PaymentID: "pay_5", MerchantRef: "order-5", Status: "succeeded", Amount: 900, Currency: "USD", Created: time.Unix(253402300800, 0)}.Body(t)
 	cases := []struct {
 		name   string
 		method string
@@ -301,6 +410,9 @@ func TestRejectedRequestsWriteNothing(t *testing.T) {
 		{name: "signed JSON that is not an event", method: "POST", body: []byte(`{"object":"event"}`), header: signed([]byte(`{"object":"event"}`)), code: http.StatusBadRequest},
 		{name: "signed event whose id can never be stored", method: "POST", body: longID, header: signed(longID), code: http.StatusBadRequest},
 		{name: "signed event whose reference can never be stored", method: "POST", body: longRef, header: signed(longRef), code: http.StatusBadRequest},
+		{name: "signed event whose currency no status can hold", method: "POST", body: badCurrency, header: signed(badCurrency), code: http.StatusBadRequest},
+		{name: "signed success stating an amount without a currency", method: "POST", body: noCurrency, header: signed(noCurrency), code: http.StatusBadRequest},
+		{name: "signed event created in the year 10000", method: "POST", body: year10000, header: signed(year10000), code: http.StatusBadRequest},
 		{name: "unknown provider", method: "POST", path: "/webhooks/" + k.ns + "/nope", code: http.StatusNotFound},
 		{name: "provider in another namespace", method: "POST", path: "/webhooks/default/" + k.name, code: http.StatusNotFound},
 		{name: "path with an extra segment", method: "POST", path: "/webhooks/" + k.ns + "/" + k.name + "/x", code: http.StatusNotFound},

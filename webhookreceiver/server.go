@@ -12,7 +12,9 @@
 //
 // It is the one component the internet reaches, so everything an
 // unauthenticated client can make it spend is bounded: header bytes and time,
-// body bytes (allocated as they arrive, never from a declared length), the
+// body bytes (nothing before the first one arrives; from it, a buffer within
+// the bytes the request reserved of MaxBodyBytesInFlight, sized by a declared
+// length or doubling as bytes arrive), the
 // time a body may take once it has started, the number of requests past
 // their first body byte (in all and per provider), and the calls a forged
 // request can make it send to a provider that verifies signatures through

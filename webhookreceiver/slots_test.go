@@ -2,6 +2,9 @@ package webhookreceiver
 
 import (
 	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -152,5 +155,48 @@ func TestBodyReservation(t *testing.T) {
 		if got := bodyReservation(tc.length, tc.limit); got != tc.want {
 			t.Errorf("bodyReservation(%d, %d) = %d, want %d", tc.length, tc.limit, got, tc.want)
 		}
+	}
+}
+
+// TestReadBodyStaysWithinItsReservation: the bytes a request reserves of
+// --max-body-bytes-in-flight bound the buffer its body is read into, whatever
+// it declares and sends. A declared length sizes one buffer of the reservation
+// (16 MiB declared and one byte sent holds the 16 MiB reserved for it, never
+// more); a body of unknown length doubles its buffer to at most twice the
+// limit (bytes.Buffer rounded its growth up past that: 2304 bytes for a
+// 1000-byte limit).
+func TestReadBodyStaysWithinItsReservation(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		limit, length int64 // length -1: not declared
+		sent          int
+	}{
+		{"16 MiB declared, one byte sent", 16 << 20, 16 << 20, 1},
+		{"declared and sent in full", 1 << 20, 1<<20 - 7, 1<<20 - 7},
+		{"declared and sent, small", 1000, 999, 999},
+		{"not declared, one byte", 1000, -1, 1},
+		{"not declared, one byte under the limit", 1000, -1, 999},
+		{"not declared, exactly the limit", 1000, -1, 1000},
+		{"not declared, exactly the limit of 1 KiB", 1024, -1, 1024},
+		{"not declared, half the limit and one byte", 1 << 20, -1, 1<<19 + 1},
+		{"not declared, exactly the limit of 1 MiB", 1 << 20, -1, 1 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent := bytes.Repeat([]byte("x"), tc.sent)
+			rec := httptest.NewRecorder()
+			r := http.MaxBytesReader(rec, io.NopCloser(bytes.NewReader(sent)), tc.limit)
+			first, err := firstByte(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reserve := bodyReservation(tc.length, tc.limit)
+			body, err := readBody(first, r, tc.length, reserve)
+			if err != nil || !bytes.Equal(body, sent) {
+				t.Fatalf("read %d bytes of %d: %v", len(body), len(sent), err)
+			}
+			if int64(cap(body)) > reserve {
+				t.Errorf("buffer of %d bytes for a reservation of %d", cap(body), reserve)
+			}
+		})
 	}
 }

@@ -44,8 +44,8 @@ func TestASucceededJobReportsWhatItReceived(t *testing.T) {
 	} {
 		j := generic.Job{JobID: "job_1", CorrelationID: "ORD-1", JobStatus: tc.status,
 			Amount: generic.Amount{Value: 1999, Currency: "USD"}, AmountReceived: &generic.Amount{Value: 1500, Currency: "USD"}}
-		if got := j.Normalize(); got.Amount != tc.want || got.Currency != "USD" {
-			t.Errorf("%s job: amount %d %s, want %d USD", tc.status, got.Amount, got.Currency, tc.want)
+		if got, err := j.Normalize(); err != nil || got.Amount != tc.want || got.Currency != "USD" {
+			t.Errorf("%s job: amount %d %s (%v), want %d USD", tc.status, got.Amount, got.Currency, err, tc.want)
 		}
 	}
 }

@@ -46,7 +46,8 @@ var _ provider.Provider = (*Adapter)(nil)
 const Type = "generic"
 
 // Capabilities describes the generic async-job API: a bearer token, an events API,
-// search by correlationId, Standard Webhooks signed with whsec_ secrets.
+// search by correlationId, Standard Webhooks signed with whsec_ (or bare base64, or
+// raw) secrets.
 func Capabilities() provider.Capabilities {
 	return provider.Capabilities{
 		Type:              Type,
@@ -61,12 +62,14 @@ func Capabilities() provider.Capabilities {
 }
 
 // CheckSecret validates the format of one non-blank signing-secret value (a blank one is
-// refused before, by provider.Verification.CheckSigningSecret, for every adapter): a
-// whsec_ secret must decode to a non-empty key. (Verify skips a secret that does not, so
-// without this check a typo in the Secret would only show as every webhook being
-// rejected.)
+// refused before, by provider.Verification.CheckSigningSecret, for every adapter) as
+// Verify reads it (VerificationKeys): a whsec_ secret must decode to a non-empty key;
+// an ed25519 key (whpk_, whsk_) is refused; any other value is accepted, as raw bytes
+// and, when it is base64, as the key it encodes (the official libraries' reading of a
+// bare base64 secret). (Verify skips a secret it cannot read, so without this check a
+// typo in the Secret would only show as every webhook being rejected.)
 func CheckSecret(s []byte) error {
-	_, err := DecodeSecret(s)
+	_, err := VerificationKeys(s)
 	return err
 }
 
@@ -119,7 +122,7 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 		JSON: body,
 	}, &out)
 	if j, ok := namedJob(err); ok {
-		return j.Normalize(), nil
+		return a.payment("create", j)
 	}
 	if err != nil {
 		return provider.Payment{}, err
@@ -127,7 +130,31 @@ func (a *Adapter) Create(ctx context.Context, req provider.CreateRequest) (provi
 	if out.JobID == "" {
 		return provider.Payment{}, provider.NoID(a.c.Name(), "create", "job")
 	}
-	return out.Normalize(), nil
+	return a.payment("create", out)
+}
+
+// payment reads a job the API answered with: one carrying a currency paywarden
+// cannot store (Job.Normalize) is an answer that cannot be read
+// (provider.UnreadableAnswer), never a payment taken as it is.
+func (a *Adapter) payment(op string, j Job) (provider.Payment, error) {
+	p, err := j.Normalize()
+	if err != nil {
+		return provider.Payment{}, provider.UnreadableAnswer(a.c.Name(), op, 0, fmt.Errorf("job %s: %w", j.JobID, err))
+	}
+	return p, nil
+}
+
+// refund reads a refund the API answered with, as payment reads a job; a
+// refund that does not name its job is jobID's.
+func (a *Adapter) refund(op, jobID string, jr JobRefund) (provider.Refund, error) {
+	r, err := jr.Normalize()
+	if err != nil {
+		return provider.Refund{}, provider.UnreadableAnswer(a.c.Name(), op, 0, fmt.Errorf("refund %s: %w", jr.RefundID, err))
+	}
+	if r.PaymentID == "" {
+		r.PaymentID = jobID
+	}
+	return r, nil
 }
 
 // namedJob reads a create's refusal (a problem with retryable:false, or a
@@ -168,7 +195,7 @@ func (a *Adapter) Get(ctx context.Context, id string) (provider.Payment, error) 
 	if err != nil {
 		return provider.Payment{}, err
 	}
-	return out.Normalize(), nil
+	return a.payment("get", out)
 }
 
 // FindByMerchantReference implements provider.Provider: GET /jobs?correlationId=.
@@ -181,7 +208,11 @@ func (a *Adapter) FindByMerchantReference(ctx context.Context, ref string) (prov
 	var found []provider.Payment
 	for _, j := range out.Items {
 		if j.CorrelationID == ref {
-			found = append(found, j.Normalize())
+			p, err := a.payment("find", j)
+			if err != nil {
+				return provider.Payment{}, err
+			}
+			found = append(found, p)
 		}
 	}
 	return provider.OneMatch(a.c.Name(), "job", ref, found)
@@ -228,10 +259,13 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 	if e.ID == "" || e.Type == "" {
 		return provider.Event{}, provider.MalformedEvent("generic event lacks id or type", nil)
 	}
-	ev := provider.Event{ID: e.ID, Type: e.Type, Raw: append([]byte(nil), raw...)}
-	if t, err := time.Parse(time.RFC3339, e.Timestamp); err == nil {
-		ev.OccurredAt = t.UTC()
+	at, err := rfc3339Time("timestamp", e.Timestamp)
+	if err != nil {
+		// Stored as status.lastEvent.time, it would be refused by the API
+		// server: acknowledged, the event could never be applied.
+		return provider.Event{}, provider.MalformedEvent("generic event "+e.ID, err)
 	}
+	ev := provider.Event{ID: e.ID, Type: e.Type, OccurredAt: at, Raw: append([]byte(nil), raw...)}
 	ev.Status, ev.Supported = MapEventType(e.Type)
 	if len(e.Data) == 0 || string(e.Data) == "null" {
 		if ev.Supported {
@@ -254,12 +288,24 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		// until retention.
 		return provider.Event{}, provider.MalformedEvent("generic event "+e.ID+" data names no job (no jobId, no correlationId)", nil)
 	}
-	p := j.Normalize()
+	p, err := j.Normalize()
+	if err != nil {
+		if ev.Supported {
+			return provider.Event{}, provider.MalformedEvent("generic event "+e.ID+" data", err)
+		}
+		return ev, nil
+	}
 	ev.PaymentID, ev.MerchantReference = j.JobID, j.CorrelationID
 	ev.Amount, ev.Currency, ev.RefundedTotal = p.Amount, p.Currency, p.RefundedTotal
 	ev.FailureCode, ev.FailureMessage = p.FailureCode, p.FailureMessage
 	if j.Refund != nil && j.Refund.RefundID != "" {
-		r := j.Refund.Normalize()
+		r, err := j.Refund.Normalize()
+		if err != nil {
+			if ev.Supported {
+				return provider.Event{}, provider.MalformedEvent("generic event "+e.ID+" data.refund", err)
+			}
+			return ev, nil
+		}
 		if r.PaymentID == "" {
 			r.PaymentID = j.JobID
 		}

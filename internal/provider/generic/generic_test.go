@@ -161,6 +161,43 @@ func TestDecodeSecret(t *testing.T) {
 	}
 }
 
+// TestVerificationKeys: Verify tries every key a secret stands for. An
+// unprefixed secret is its bytes as they are (providers that hand out plain
+// secrets) and, when it is base64, the key it encodes (the official libraries
+// read a bare base64 secret as the whsec_ one); a whsec_ secret is only the
+// key it encodes.
+func TestVerificationKeys(t *testing.T) {
+	b64 := base64.StdEncoding.EncodeToString([]byte("key!"))
+	tests := []struct {
+		name, in string
+		want     []string
+		wantErr  bool
+	}{
+		{"a whsec_ secret is the key it encodes", "whsec_" + b64, []string{"key!"}, false},
+		{"a bare base64 secret is its bytes and the key it encodes", b64, []string{b64, "key!"}, false},
+		{"a bare base64 secret with a newline: its bytes as written, the key it encodes", b64 + "\n", []string{b64 + "\n", "key!"}, false},
+		{"a bare base64 secret without its padding", strings.TrimRight(base64.StdEncoding.EncodeToString([]byte("keyy")), "="), []string{"a2V5eQ", "keyy"}, false},
+		{"a raw secret that is not base64 is only its bytes", "raw key", []string{"raw key"}, false},
+		{"an ed25519 key is refused", "whpk_" + b64, nil, true},
+		{"a whsec_ secret that is not base64 is refused", "whsec_***", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			keys, err := generic.VerificationKeys([]byte(tt.in))
+			var got []string
+			for _, k := range keys {
+				got = append(got, string(k))
+			}
+			if (err != nil) != tt.wantErr || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+			if cerr := generic.CheckSecret([]byte(tt.in)); (cerr != nil) != tt.wantErr {
+				t.Errorf("CheckSecret: %v, VerificationKeys: %v", cerr, err)
+			}
+		})
+	}
+}
+
 func TestJobStatusTable(t *testing.T) {
 	want := map[string]provider.Status{
 		"processing": provider.StatusProcessing, "succeeded": provider.StatusSucceeded, "failed": provider.StatusFailed,
@@ -206,6 +243,40 @@ func TestParseEvent(t *testing.T) {
 			t.Errorf("%s: err = %v", bad, err)
 		}
 	}
+}
+
+// TestEventsPaywardenCannotStoreAreMalformed: a Payment's status takes only a
+// currency of three letters A-Z and a time in the years 0000-9999 (RFC 3339, in
+// UTC). An event carrying anything else was answered 200 and then never
+// applied: the API server refused every status write, and the provider, told
+// the event arrived, never sent it again. A currency in lower case is the ISO
+// code it spells; anything else is malformed (400), nothing stored.
+func TestEventsPaywardenCannotStoreAreMalformed(t *testing.T) {
+	event := func(typ, ts, data string) string {
+		return `{"id":"msg_1","type":"` + typ + `","timestamp":"` + ts + `","data":` + data + `}`
+	}
+	succeeded := func(cur string) string {
+		return event("job.succeeded", "2026-09-21T12:00:00Z", `{"jobId":"job_1","jobStatus":"succeeded","amount":{"value":1999,"currency":"USD"},"amountReceived":{"value":1999,"currency":"`+cur+`"}}`)
+	}
+	t.Run("a currency in lower case is read as its ISO code", func(t *testing.T) {
+		ev, err := generic.ParseEvent([]byte(succeeded("usd")))
+		if err != nil || ev.Currency != "USD" {
+			t.Fatalf("%+v, %v: want USD", ev, err)
+		}
+		refund := event("job.refunded", "2026-09-21T12:00:00Z", `{"jobId":"job_1","jobStatus":"refunded","amount":{"value":1999,"currency":"eur"},"refund":{"refundId":"rf_1","refundStatus":"succeeded","amount":{"value":1999,"currency":"Eur"}}}`)
+		ev, err = generic.ParseEvent([]byte(refund))
+		if err != nil || ev.Currency != "EUR" || ev.Refund == nil || ev.Refund.Currency != "EUR" {
+			t.Fatalf("%+v, %v: want EUR on the event and its refund", ev, err)
+		}
+	})
+	providertest.MalformedEvents(t, generic.ParseEvent,
+		succeeded("US"), succeeded("USDT"), succeeded("u$d"), succeeded("usd "), succeeded("ÜSD"),
+		event("job.processing", "2026-09-21T12:00:00Z", `{"jobId":"job_1","jobStatus":"processing","amount":{"value":1999,"currency":"12E"}}`),
+		event("job.refund_failed", "2026-09-21T12:00:00Z", `{"jobId":"job_1","jobStatus":"succeeded","refund":{"refundId":"rf_1","refundStatus":"failed","amount":{"value":1,"currency":"EURO"}}}`),
+		event("job.succeeded", "9999-12-31T23:59:59-01:00", `{"jobId":"job_1","jobStatus":"succeeded"}`),
+		event("job.succeeded", "0000-01-01T00:00:00+01:00", `{"jobId":"job_1","jobStatus":"succeeded"}`),
+		event("job.processing", "2026-09-21T12:00:00Z", `{"jobId":"job_1","jobStatus":"processing","action":{"url":"https://pay.example/a","expiresAt":"9999-12-31T23:00:00-02:00"}}`),
+	)
 }
 
 // TestParseEventRefundAndUnknownTypes: the Refund an event settles, and event types
@@ -310,12 +381,27 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add([]byte(`{"id":"m","type":"job.unknown","timestamp":"x","data":null}`))
 	f.Add([]byte(`{"id":"m","type":"job.refunded","data":{"amountRefunded":null}}`))
 	f.Add([]byte(`{"id":"m","type":"job.succeeded","data":{"refund":{"jobId":"job_1"}}}`))
+	f.Add([]byte(`{"id":"m","type":"job.succeeded","timestamp":"9999-12-31T23:59:59-01:00","data":{"jobId":"j","amount":{"value":1,"currency":"usd"}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		providertest.FuzzedEvent(t, b, generic.ParseEvent)
 		// Every documented object names its payment: a supported event that
 		// names none is refused, never stored to wait Orphaned.
-		if ev, err := generic.ParseEvent(b); err == nil && ev.Supported && !ev.NamesPayment() {
+		ev, err := generic.ParseEvent(b)
+		if err == nil && ev.Supported && !ev.NamesPayment() {
 			t.Fatalf("supported event that names no payment accepted: %+v", ev)
 		}
+		// What an accepted event carries into a status, the status can hold.
+		if y := ev.OccurredAt.Year(); err == nil && (y < 0 || y > 9999 || !storableCurrency(ev.Currency)) {
+			t.Fatalf("accepted event with a time or currency no status holds: %v %q", ev.OccurredAt, ev.Currency)
+		}
 	})
+}
+
+// storableCurrency reports whether a Payment's status takes cur: none, or
+// three letters A-Z.
+func storableCurrency(cur string) bool {
+	if cur == "" {
+		return true
+	}
+	return len(cur) == 3 && strings.Trim(cur, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == ""
 }

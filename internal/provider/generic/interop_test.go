@@ -24,22 +24,42 @@ var (
 	interopOldKey = "whsec_" + base64.StdEncoding.EncodeToString([]byte("the key before the rotation, 32B"))
 	interopOther  = "whsec_" + base64.StdEncoding.EncodeToString([]byte("a key nobody configured here, 32"))
 	interopRaw    = "plain-secret-from-a-provider"
-	interopBody   = `{"id":"msg_2mV1kN8aQ","type":"job.failed","data":{"jobId":"job_2","failure":{"message":"Zahlung abgelehnt – カード拒否 ❌ café"}}}`
+	// interopBare is a secret as the library's README spells it
+	// (NewWebhook(base64Secret)): base64, without the whsec_ prefix.
+	interopBare = base64.StdEncoding.EncodeToString([]byte("a 32-byte key the provider handed"))
+	interopBody = `{"id":"msg_2mV1kN8aQ","type":"job.failed","data":{"jobId":"job_2","failure":{"message":"Zahlung abgelehnt – カード拒否 ❌ café"}}}`
 )
 
 // libTolerance is the library's tolerance: a package variable it does not let
 // callers change.
 const libTolerance = 5 * time.Minute
 
-// libraryWebhook loads a secret as paywarden reads it: whsec_<base64> with the
-// library's NewWebhook, anything else as raw bytes with NewWebhookRaw (the
-// library's NewWebhook would base64-decode an unprefixed secret too; paywarden
-// documents unprefixed secrets as raw, for providers that hand out plain ones).
+// libraryWebhook loads a secret as paysim signs with it (generic.DecodeSecret):
+// whsec_<base64> with the library's NewWebhook, anything else as raw bytes with
+// NewWebhookRaw (providers that hand out plain secrets).
 func libraryWebhook(secret string) (*standardwebhooks.Webhook, error) {
 	if strings.HasPrefix(secret, generic.SecretPrefix) {
 		return standardwebhooks.NewWebhook(secret)
 	}
 	return standardwebhooks.NewWebhookRaw([]byte(secret))
+}
+
+// libraryReadings are the library's webhooks for every reading paywarden gives a
+// secret (generic.VerificationKeys): the library's own (NewWebhook base64-decodes
+// a secret with or without the whsec_ prefix) and, for an unprefixed one, its
+// bytes as they are (NewWebhookRaw). A reading the library cannot load is left
+// out.
+func libraryReadings(secret string) []*standardwebhooks.Webhook {
+	var out []*standardwebhooks.Webhook
+	if wh, err := standardwebhooks.NewWebhook(secret); err == nil {
+		out = append(out, wh)
+	}
+	if !strings.HasPrefix(secret, generic.SecretPrefix) {
+		if wh, err := standardwebhooks.NewWebhookRaw([]byte(secret)); err == nil {
+			out = append(out, wh)
+		}
+	}
+	return out
 }
 
 // librarySign is the library's webhook-signature entry ("v1,<base64>") for body
@@ -50,6 +70,11 @@ func librarySign(t *testing.T, secret, id string, ts int64, body string) string 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return signWith(t, wh, id, ts, body)
+}
+
+func signWith(t *testing.T, wh *standardwebhooks.Webhook, id string, ts int64, body string) string {
+	t.Helper()
 	s, err := wh.Sign(id, time.Unix(ts, 0), []byte(body))
 	if err != nil {
 		t.Fatal(err)
@@ -58,17 +83,15 @@ func librarySign(t *testing.T, secret, id string, ts int64, body string) string 
 }
 
 // libraryVerify is the library's verdict with every configured secret active:
-// any secret may match; a secret the library cannot load is skipped, as
-// paywarden skips a secret it cannot decode.
+// any secret, in any of its readings, may match; a secret the library cannot
+// load is skipped, as paywarden skips a secret it cannot decode.
 func libraryVerify(secrets []string, body []byte, h http.Header) error {
 	err := standardwebhooks.ErrNoMatchingSignature
 	for _, s := range secrets {
-		wh, lerr := libraryWebhook(s)
-		if lerr != nil {
-			continue
-		}
-		if err = wh.Verify(body, h); err == nil {
-			return nil
+		for _, wh := range libraryReadings(s) {
+			if err = wh.Verify(body, h); err == nil {
+				return nil
+			}
 		}
 	}
 	return err
@@ -135,6 +158,16 @@ func TestLibraryDifferential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The library's reading of a bare base64 secret: the key it encodes, the
+	// same key as with the whsec_ prefix.
+	bareKey, err := standardwebhooks.NewWebhook(interopBare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bareSigned := signWith(t, bareKey, id, n, interopBody)
+	if prefixed, err := standardwebhooks.NewWebhook(generic.SecretPrefix + interopBare); err != nil || signWith(t, prefixed, id, n, interopBody) != bareSigned {
+		t.Fatalf("the library reads %s and whsec_%[1]s as different keys (%v)", interopBare, err)
+	}
 	pad := strings.Repeat("v1a,"+strings.Repeat("A", 60)+" ", 60) // 65 bytes an entry
 	tests := []struct {
 		name    string
@@ -196,6 +229,11 @@ func TestLibraryDifferential(t *testing.T) {
 		{name: "rotation: signed with the old key, the new one configured", h: now(sign(interopOldKey, n, interopBody))},
 		{name: "a raw secret", h: now(sign(interopRaw, n, interopBody)), secrets: []string{interopRaw}, want: true},
 		{name: "the sender used the whsec_ string as a raw key", h: now(asRaw)},
+		{name: "a bare base64 secret, signed with the key it encodes (the library's reading)", h: now(bareSigned), secrets: []string{interopBare}, want: true},
+		{name: "a bare base64 secret, signed with its bytes as they are (paywarden's raw reading)", h: now(sign(interopBare, n, interopBody)), secrets: []string{interopBare}, want: true},
+		{name: "a bare base64 secret, configured with the whsec_ prefix", h: now(bareSigned), secrets: []string{generic.SecretPrefix + interopBare}, want: true},
+		{name: "a whsec_ secret, signed with the bare string as a raw key", h: now(sign(interopBare, n, interopBody)), secrets: []string{generic.SecretPrefix + interopBare}},
+		{name: "a raw secret that is not base64, signed with a key it does not encode", h: now(bareSigned), secrets: []string{interopRaw}},
 		{name: "a whsec_ secret that is not base64 beside the valid one", h: now(good), secrets: []string{"whsec_!!!", interopKey}, want: true},
 		{name: "no secrets configured", h: now(good), secrets: []string{}},
 

@@ -61,11 +61,7 @@ func (a *Adapter) CreateRefund(ctx context.Context, req provider.RefundRequest) 
 	if out.RefundID == "" {
 		return provider.Refund{}, provider.NoID(a.c.Name(), op, "refund")
 	}
-	r := out.Normalize()
-	if r.PaymentID == "" {
-		r.PaymentID = req.PaymentID
-	}
-	return r, nil
+	return a.refund(op, req.PaymentID, out)
 }
 
 // GetRefund implements provider.Provider: GET /jobs/{jobId}/refunds/{refundId}.
@@ -81,11 +77,7 @@ func (a *Adapter) GetRefund(ctx context.Context, paymentID, refundID string) (pr
 	if err != nil {
 		return provider.Refund{}, err
 	}
-	r := out.Normalize()
-	if r.PaymentID == "" {
-		r.PaymentID = paymentID
-	}
-	return r, nil
+	return a.refund(op, paymentID, out)
 }
 
 // FindRefund is unsupported: the API cannot search refunds by reference.

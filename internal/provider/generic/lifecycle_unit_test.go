@@ -16,7 +16,10 @@ func TestJobActionIsACustomerActionOnlyWhileNotFinal(t *testing.T) {
 		want   bool
 	}{{"processing", true}, {"unknown", true}, {"succeeded", false}, {"failed", false}, {"expired", false}} {
 		t.Run(tt.status, func(t *testing.T) {
-			p := generic.Job{JobID: "j", JobStatus: tt.status, Action: action}.Normalize()
+			p, err := generic.Job{JobID: "j", JobStatus: tt.status, Action: action}.Normalize()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if (p.CustomerAction != nil) != tt.want {
 				t.Fatalf("%+v", p.CustomerAction)
 			}

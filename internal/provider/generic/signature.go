@@ -23,11 +23,12 @@ const SecretPrefix = "whsec_"
 // sign events that verify.
 var asymmetricKeyPrefixes = [][]byte{[]byte("whpk_"), []byte("whsk_")}
 
-// DecodeSecret returns the HMAC key of a configured secret: "whsec_<base64>" is
-// base64-decoded (surrounding whitespace, as left by editors and `echo`, is trimmed);
-// an ed25519 key ("whpk_", "whsk_") is refused, as the Standard Webhooks libraries
-// refuse it; anything else is used as raw bytes, for providers that hand out plain
-// secrets.
+// DecodeSecret returns the HMAC key SignHeaders signs with for a configured
+// secret: "whsec_<base64>" is base64-decoded (surrounding whitespace, as left by
+// editors and `echo`, is trimmed); an ed25519 key ("whpk_", "whsk_") is
+// refused, as the Standard Webhooks libraries refuse it; anything else is used
+// as raw bytes, for providers that hand out plain secrets. Verify accepts more
+// for an unprefixed secret (VerificationKeys).
 func DecodeSecret(s []byte) ([]byte, error) {
 	t := bytes.TrimSpace(s)
 	for _, p := range asymmetricKeyPrefixes {
@@ -38,15 +39,45 @@ func DecodeSecret(s []byte) ([]byte, error) {
 	if !bytes.HasPrefix(t, []byte(SecretPrefix)) {
 		return s, nil
 	}
-	enc := string(t[len(SecretPrefix):])
-	if k, err := base64.StdEncoding.DecodeString(enc); err == nil && len(k) > 0 {
-		return k, nil
-	}
-	k, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(enc, "="))
-	if err != nil || len(k) == 0 {
+	k, ok := decodeBase64(string(t[len(SecretPrefix):]))
+	if !ok {
 		return nil, errors.New("whsec_ secret is not valid base64")
 	}
 	return k, nil
+}
+
+// VerificationKeys returns every HMAC key a configured secret stands for:
+// DecodeSecret's key and, for a secret without the whsec_ prefix whose value
+// (whitespace trimmed) is base64, its decoded bytes too. The official
+// libraries read a secret as base64 with or without the prefix (Go:
+// NewWebhook(base64Secret); "whsec_" + s and s are one key), so a merchant who
+// copies the bare base64 string into the Secret must not see every genuine
+// webhook rejected; paywarden has always read an unprefixed secret as raw
+// bytes, for providers that hand out plain secrets, and still does. Trying
+// both costs one more HMAC per such secret and gives a forger nothing: each
+// key is derived from the secret alone.
+func VerificationKeys(s []byte) ([][]byte, error) {
+	k, err := DecodeSecret(s)
+	if err != nil {
+		return nil, err
+	}
+	keys := [][]byte{k}
+	if t := bytes.TrimSpace(s); !bytes.HasPrefix(t, []byte(SecretPrefix)) {
+		if d, ok := decodeBase64(string(t)); ok && !bytes.Equal(d, k) {
+			keys = append(keys, d)
+		}
+	}
+	return keys, nil
+}
+
+// decodeBase64 decodes standard base64, padded or with its padding missing or
+// cut short; ok is false for anything else and for an empty key.
+func decodeBase64(enc string) ([]byte, bool) {
+	if k, err := base64.StdEncoding.DecodeString(enc); err == nil && len(k) > 0 {
+		return k, true
+	}
+	k, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(enc, "="))
+	return k, err == nil && len(k) > 0
 }
 
 // Sign returns base64(HMAC-SHA256(key, "<id>.<ts>.<body>")) for a decoded key.
@@ -127,10 +158,11 @@ func ParseTimestamp(v string) (int64, error) {
 	return n, nil
 }
 
-// Verify checks a Standard Webhooks request: every v1 signature against every secret in
-// constant time, then the timestamp within ±tolerance of now. A blank secret is never a
-// key (provider.BlankSecret: DecodeSecret would hand it back as raw bytes); like an
-// undecodable one it is skipped, so it does not block a rotation.
+// Verify checks a Standard Webhooks request: every v1 signature against every key of
+// every secret (VerificationKeys) in constant time, then the timestamp within
+// ±tolerance of now. A blank secret is never a key (provider.BlankSecret:
+// DecodeSecret would hand it back as raw bytes); like an undecodable one it is
+// skipped, so it does not block a rotation.
 func Verify(h http.Header, body []byte, secrets [][]byte, tolerance time.Duration, now time.Time) error {
 	id := provider.HeaderValue(h, HeaderWebhookID)
 	if id == "" {
@@ -153,15 +185,17 @@ func Verify(h http.Header, body []byte, secrets [][]byte, tolerance time.Duratio
 			blank++
 			continue
 		}
-		key, err := DecodeSecret(s)
+		keys, err := VerificationKeys(s)
 		if err != nil {
 			continue // one bad secret must not block the good one during a rotation
 		}
 		usable++
-		want := []byte(Sign(key, id, ts, body))
-		for _, got := range sigs {
-			if hmac.Equal(want, []byte(got)) {
-				matched = true
+		for _, key := range keys {
+			want := []byte(Sign(key, id, ts, body))
+			for _, got := range sigs {
+				if hmac.Equal(want, []byte(got)) {
+					matched = true
+				}
 			}
 		}
 	}

@@ -1,6 +1,9 @@
 package generic_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"net/http"
 	"strconv"
 	"testing"
@@ -12,8 +15,8 @@ import (
 
 // opensslVectors were computed with openssl, independently of this package, and are
 // hard-coded: a Verify that signs something else than "<id>.<timestamp>.<raw body>"
-// with the base64-decoded whsec_ key (another separator or order, the secret used
-// undecoded, a trimmed body) fails them. Each comment is the exact command; hexkey is
+// with the base64-decoded whsec_ key (another separator or order, the whsec_ secret
+// used undecoded, a trimmed body) fails them. Each comment is the exact command; hexkey is
 // the decoded secret in hex (printf '%s' '<base64>' | openssl base64 -d | xxd -p).
 var opensslVectors = []struct {
 	name   string
@@ -52,6 +55,14 @@ var opensslVectors = []struct {
 	},
 }
 
+// undecodedSig is the signature a sender makes that uses a whsec_ secret as it is
+// written, without decoding it: a signature the configured key never made.
+func undecodedSig(secret, id string, ts int64, body string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(id + "." + strconv.FormatInt(ts, 10) + "." + body))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
 func vectorHeaders(id string, ts int64, sig string) http.Header {
 	h := http.Header{}
 	h.Set(generic.HeaderWebhookID, id)
@@ -76,6 +87,13 @@ func TestOpenSSLVectors(t *testing.T) {
 				t.Fatalf("Sign = %s, openssl says %s", got, v.sig)
 			}
 		})
+		t.Run(v.name+" verifies with the secret configured without whsec_", func(t *testing.T) {
+			// The official libraries read a bare base64 secret as the
+			// whsec_ one (NewWebhook(base64Secret)).
+			if err := generic.Verify(vectorHeaders(v.id, v.ts, v.sig), []byte(v.body), [][]byte{[]byte(v.secret[len("whsec_"):])}, 5*time.Minute, at); err != nil {
+				t.Fatal(err)
+			}
+		})
 		for _, m := range []struct {
 			name   string
 			h      http.Header
@@ -87,7 +105,7 @@ func TestOpenSSLVectors(t *testing.T) {
 			{"one character of the signature changed", vectorHeaders(v.id, v.ts, providertest.Flip(v.sig)), v.body, v.secret},
 			{"one byte of webhook-id changed", vectorHeaders(providertest.Flip(v.id), v.ts, v.sig), v.body, v.secret},
 			{"timestamp one second off", vectorHeaders(v.id, v.ts+1, v.sig), v.body, v.secret},
-			{"the whsec_ secret used without decoding", vectorHeaders(v.id, v.ts, v.sig), v.body, v.secret[len("whsec_"):]},
+			{"signed with the whsec_ string itself as the key", vectorHeaders(v.id, v.ts, undecodedSig(v.secret, v.id, v.ts, v.body)), v.body, v.secret},
 		} {
 			providertest.ChangeRejected(t, v.name, m.name, generic.Verify(m.h, []byte(m.body), [][]byte{[]byte(m.secret)}, 5*time.Minute, at))
 		}

@@ -56,17 +56,22 @@ type JobRefund struct {
 	CompletedAt  string      `json:"completedAt,omitempty"`
 }
 
-// Normalize maps the refund to the provider-neutral form.
-func (r JobRefund) Normalize() provider.Refund {
+// Normalize maps the refund to the provider-neutral form. A currency paywarden
+// could not store (provider.Currency) is an error.
+func (r JobRefund) Normalize() (provider.Refund, error) {
+	cur, err := provider.Currency(r.Amount.Value, r.Amount.Currency)
+	if err != nil {
+		return provider.Refund{}, err
+	}
 	out := provider.Refund{
 		ID: r.RefundID, PaymentID: r.JobID, Reference: r.Reference,
 		Status: MapRefundStatus(r.RefundStatus), RawStatus: r.RefundStatus,
-		Amount: r.Amount.Value, Currency: r.Amount.Currency,
+		Amount: r.Amount.Value, Currency: cur,
 	}
 	if r.Failure != nil {
 		out.FailureCode, out.FailureMessage = r.Failure.Code, r.Failure.Message
 	}
-	return out
+	return out, nil
 }
 
 // Job is the async job (GET /jobs/{jobId}, and the data of every event).
@@ -115,18 +120,24 @@ type EventList struct {
 }
 
 // Normalize maps the job to a provider.Payment; the amount is the received amount once
-// the job succeeded so an amount mismatch shows.
-func (j Job) Normalize() provider.Payment {
+// the job succeeded so an amount mismatch shows. A currency paywarden could not
+// store (provider.Currency) is an error.
+func (j Job) Normalize() (provider.Payment, error) {
 	st := MapJobStatus(j.JobStatus)
+	amount := j.Amount
+	if (st == provider.StatusSucceeded || st == provider.StatusRefund) && j.AmountReceived != nil {
+		amount = *j.AmountReceived
+	}
+	cur, err := provider.Currency(amount.Value, amount.Currency)
+	if err != nil {
+		return provider.Payment{}, err
+	}
 	p := provider.Payment{
 		ID: j.JobID, MerchantReference: j.CorrelationID, Status: st, RawStatus: j.JobStatus,
-		Amount: j.Amount.Value, Currency: j.Amount.Currency,
+		Amount: amount.Value, Currency: cur,
 	}
 	if j.ProcessingStage != "" {
 		p.RawStatus += "/" + j.ProcessingStage
-	}
-	if (st == provider.StatusSucceeded || st == provider.StatusRefund) && j.AmountReceived != nil {
-		p.Amount, p.Currency = j.AmountReceived.Value, j.AmountReceived.Currency
 	}
 	if j.AmountRefunded != nil {
 		p.RefundedTotal = j.AmountRefunded.Value
@@ -135,12 +146,26 @@ func (j Job) Normalize() provider.Payment {
 		p.FailureCode, p.FailureMessage = j.Failure.Code, j.Failure.Message
 	}
 	if j.Action != nil && j.Action.URL != "" && (st == provider.StatusProcessing || st == provider.StatusUnknown) {
-		p.CustomerAction = &provider.CustomerAction{URL: j.Action.URL}
-		if t, err := time.Parse(time.RFC3339, j.Action.ExpiresAt); err == nil {
-			p.CustomerAction.ExpiresAt = t.UTC()
+		at, err := rfc3339Time("action.expiresAt", j.Action.ExpiresAt)
+		if err != nil {
+			return provider.Payment{}, err
 		}
+		p.CustomerAction = &provider.CustomerAction{URL: j.Action.URL, ExpiresAt: at}
 	}
-	return p
+	return p, nil
+}
+
+// rfc3339Time reads an RFC 3339 time of field in UTC, as paywarden stores it;
+// zero when absent or not RFC 3339 (the API's times are informative). One
+// whose offset carries it out of the years 0000-9999 in UTC
+// ("9999-12-31T23:59:59-01:00") is an error: stored, the status write would
+// be refused.
+func rfc3339Time(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, nil
+	}
+	return provider.StorableTime(field, t)
 }
 
 // jobStatuses maps jobStatus. The spec's four values (processing, succeeded, failed,

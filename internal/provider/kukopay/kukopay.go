@@ -142,7 +142,27 @@ func (a *Adapter) written(op string, out PaymentObject) (provider.Payment, error
 	if out.ID == "" {
 		return provider.Payment{}, provider.NoID(a.c.Name(), op, "payment")
 	}
-	return out.Normalize(), nil
+	return a.payment(op, out)
+}
+
+// payment reads a payment KukoPay answered with: one carrying a currency or a
+// time paywarden cannot store (PaymentObject.Normalize) is an answer that
+// cannot be read (provider.UnreadableAnswer), never a payment taken as it is.
+func (a *Adapter) payment(op string, out PaymentObject) (provider.Payment, error) {
+	p, err := out.Normalize()
+	if err != nil {
+		return provider.Payment{}, provider.UnreadableAnswer(a.c.Name(), op, 0, fmt.Errorf("payment %s: %w", out.ID, err))
+	}
+	return p, nil
+}
+
+// refund reads a refund KukoPay answered with, as payment reads a payment.
+func (a *Adapter) refund(op string, out RefundObject) (provider.Refund, error) {
+	r, err := out.Normalize()
+	if err != nil {
+		return provider.Refund{}, provider.UnreadableAnswer(a.c.Name(), op, 0, fmt.Errorf("refund %s: %w", out.ID, err))
+	}
+	return r, nil
 }
 
 // CheckoutExpiry keeps a requested checkout expiry within KukoPay's bounds
@@ -207,7 +227,7 @@ func (a *Adapter) Get(ctx context.Context, id string) (provider.Payment, error) 
 	if err != nil {
 		return provider.Payment{}, err
 	}
-	return out.Normalize(), nil
+	return a.payment("get", out)
 }
 
 // FindByMerchantReference implements provider.Provider through
@@ -226,7 +246,11 @@ func (a *Adapter) FindByMerchantReference(ctx context.Context, ref string) (prov
 		// Filter again: a provider that ignores an unknown query parameter would
 		// otherwise hand us somebody else's payment.
 		if p.OutTradeNo == ref {
-			found = append(found, p.Normalize())
+			n, err := a.payment("find", p)
+			if err != nil {
+				return provider.Payment{}, err
+			}
+			found = append(found, n)
 		}
 	}
 	return provider.OneMatch(a.c.Name(), "payment", ref, found)

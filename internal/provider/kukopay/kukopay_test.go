@@ -2,9 +2,13 @@ package kukopay_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +27,15 @@ var (
 
 func hdr(t time.Time, secrets ...[]byte) string {
 	return kukopay.SignatureHeaderValue(t, body, secrets...)
+}
+
+// signedOver is the v1 signature as the scheme defines it, computed here
+// rather than by the package: hex(HMAC-SHA256(secret, "<t>.<raw body>")), t
+// being the characters the header carries.
+func signedOver(secret []byte, t string, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(t + "." + string(body)))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // TestSignatureVectors is the vector list of issue 3 for the KukoPay scheme.
@@ -68,6 +81,8 @@ func TestSignatureVectors(t *testing.T) {
 		{"a blank header is a missing header", "   ", body, [][]byte{newKey}, provider.ErrMissingHeader},
 		{"a t with a plus sign is malformed", fmt.Sprintf("t=+%d,v1=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrMalformedHeader},
 		{"a negative t is malformed", fmt.Sprintf("t=-%d,v1=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrMalformedHeader},
+		{"a t with a leading zero is signed as the header writes it", fmt.Sprintf("t=0%d,v1=%s", ts, signedOver(newKey, fmt.Sprintf("0%d", ts), body)), body, [][]byte{newKey}, nil},
+		{"a signature over the t written without its leading zero is no match", fmt.Sprintf("t=0%d,v1=%s", ts, sigNew), body, [][]byte{newKey}, provider.ErrNoMatchingSignature},
 		{"spaces around = are tolerated", fmt.Sprintf("t = %d,v1 = %s", ts, sigNew), body, [][]byte{newKey}, nil},
 		{"empty fields are skipped", fmt.Sprintf(",t=%d,,v1=%s,", ts, sigNew), body, [][]byte{newKey}, nil},
 		{"a field of only spaces is skipped", fmt.Sprintf("t=%d, ,v1=%s", ts, sigNew), body, [][]byte{newKey}, nil},
@@ -182,6 +197,16 @@ func TestParseEvent(t *testing.T) {
 		{"an authorized payment without amount_capturable carries its amount",
 			`{"id":"evt_13","type":"payment.authorized","created":1758456000,"data":{"object":{"id":"pay_13","out_trade_no":"ORD-13","amount":1000,"currency":"EUR","status":"requires_capture"}}}`,
 			provider.Event{ID: "evt_13", Type: "payment.authorized", Status: provider.StatusAuthorized, Supported: true, PaymentID: "pay_13", MerchantReference: "ORD-13", Amount: 1000, Currency: "EUR"}},
+		{"a currency in lower case is read as its ISO code",
+			`{"id":"evt_15","type":"payment.succeeded","created":1758456000,"data":{"object":{"id":"pay_15","out_trade_no":"ORD-15","amount":1999,"currency":"usd","status":"succeeded"}}}`,
+			provider.Event{ID: "evt_15", Type: "payment.succeeded", Status: provider.StatusSucceeded, Supported: true, PaymentID: "pay_15", MerchantReference: "ORD-15", Amount: 1999, Currency: "USD"}},
+		{"a refund's currency in lower case is read as its ISO code, on the refund too",
+			`{"id":"evt_16","type":"refund.succeeded","created":1758456000,"data":{"object":{"id":"re_16","payment":"pay_1","out_trade_no":"ORD-1","amount":300,"currency":"eUr","status":"succeeded","payment_amount_refunded":300}}}`,
+			provider.Event{ID: "evt_16", Type: "refund.succeeded", Status: provider.StatusRefund, Supported: true, PaymentID: "pay_1", MerchantReference: "ORD-1", Amount: 300, Currency: "EUR", RefundedTotal: 300,
+				Refund: &provider.Refund{ID: "re_16", PaymentID: "pay_1", Status: provider.RefundSucceeded, RawStatus: "succeeded", Amount: 300, Currency: "EUR"}}},
+		{"a dispute's currency in lower case is read as its ISO code",
+			`{"id":"evt_17","type":"dispute.created","created":1758456000,"data":{"object":{"id":"dp_17","payment":"pay_1","out_trade_no":"ORD-1","amount":990,"currency":"cny","reason":"fraudulent"}}}`,
+			provider.Event{ID: "evt_17", Type: "dispute.created", Status: provider.StatusDispute, Supported: true, PaymentID: "pay_1", MerchantReference: "ORD-1", Amount: 990, Currency: "CNY", FailureCode: "fraudulent"}},
 		{"a refund object without an id settles no Refund",
 			`{"id":"evt_14","type":"refund.succeeded","created":1758456000,"data":{"object":{"payment":"pay_1","out_trade_no":"ORD-1","amount":300,"currency":"CNY","status":"succeeded","payment_amount_refunded":300}}}`,
 			provider.Event{ID: "evt_14", Type: "refund.succeeded", Status: provider.StatusRefund, Supported: true, PaymentID: "pay_1", MerchantReference: "ORD-1", Amount: 300, Currency: "CNY", RefundedTotal: 300}},
@@ -193,6 +218,36 @@ func TestParseEvent(t *testing.T) {
 	}
 	providertest.MalformedEvents(t, kukopay.ParseEvent, ``, `[]`, `{"id":"e"}`, `{"type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded"}`, `{"id":"e","type":"payment.succeeded","data":{"object":[1]}}`, `{"id":"e","type":"payment.succeeded","created":"x"}`,
 		`{"type":"customer.updated","created":1758456000,"data":{"object":{}}}`, `{"id":"e","type":"payment.succeeded","data":{"object":null}}`)
+}
+
+// TestEventsPaywardenCannotStoreAreMalformed: a Payment's status takes only a
+// currency of three letters A-Z and a time in the years 0000-9999 (RFC 3339).
+// An event carrying anything else was answered 200 and then never applied:
+// the API server refused every status write, and the provider, told the event
+// arrived, never sent it again. It is malformed (400) instead, so the
+// provider's delivery log shows it; nothing is stored.
+func TestEventsPaywardenCannotStoreAreMalformed(t *testing.T) {
+	event := func(typ, created, object string) string {
+		return `{"id":"evt_1","object":"event","type":"` + typ + `","created":` + created + `,"data":{"object":` + object + `}}`
+	}
+	paid := func(cur string) string {
+		return event("payment.succeeded", "1758456000", `{"id":"pay_1","out_trade_no":"ORD-1","amount":1999,"currency":"`+cur+`","status":"succeeded"}`)
+	}
+	providertest.MalformedEvents(t, kukopay.ParseEvent,
+		paid("US"), paid("USDT"), paid("us$"), paid(" usd"), paid("ÜSD"),
+		event("refund.succeeded", "1758456000", `{"id":"re_1","payment":"pay_1","amount":300,"currency":"eu","status":"succeeded"}`),
+		event("dispute.created", "1758456000", `{"id":"dp_1","payment":"pay_1","amount":300,"currency":"E1R"}`),
+		event("payment.succeeded", "253402300800", `{"id":"pay_1","amount":1999,"currency":"USD","status":"succeeded"}`),        // 10000-01-01
+		event("payment.succeeded", "-62167219201", `{"id":"pay_1","amount":1999,"currency":"USD","status":"succeeded"}`),        // before 0000-01-01
+		event("payment.succeeded", "9223372036854775807", `{"id":"pay_1","amount":1999,"currency":"USD","status":"succeeded"}`), // int64's last second
+		event("payment.authorized", "1758456000", `{"id":"pay_1","amount":1999,"currency":"USD","status":"requires_capture","capture_before":253402300800}`),
+	)
+	for _, created := range []int64{253402300799, -62167219200, 0} {
+		raw := event("payment.succeeded", strconv.FormatInt(created, 10), `{"id":"pay_1","amount":1999,"currency":"USD","status":"succeeded"}`)
+		if ev, err := kukopay.ParseEvent([]byte(raw)); err != nil || ev.OccurredAt.Unix() != created {
+			t.Errorf("created %d, the edge of the years 0000-9999: %+v, %v", created, ev.OccurredAt, err)
+		}
+	}
 }
 
 // TestEventsThatNameNoPaymentAreMalformed: every object KukoPay documents names
@@ -274,14 +329,29 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add([]byte(`{"id":"e","type":"dispute.created","data":{"object":null}}`))
 	f.Add([]byte(`{"id":"e","type":"x.y","created":-9223372036854775808,"data":{"object":"s"}}`))
 	f.Add([]byte(`{"id":"e","type":"refund.failed","data":{"object":{"id":"re_1","currency":"EUR"}}}`))
+	f.Add([]byte(`{"id":"e","type":"payment.succeeded","created":253402300800,"data":{"object":{"id":"p","currency":"usd"}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		providertest.FuzzedEvent(t, b, kukopay.ParseEvent)
 		// Every documented object names its payment: a supported event that
 		// names none is refused, never stored to wait Orphaned.
-		if ev, err := kukopay.ParseEvent(b); err == nil && ev.Supported && !ev.NamesPayment() {
+		ev, err := kukopay.ParseEvent(b)
+		if err == nil && ev.Supported && !ev.NamesPayment() {
 			t.Fatalf("supported event that names no payment accepted: %+v", ev)
 		}
+		// What an accepted event carries into a status, the status can hold.
+		if y := ev.OccurredAt.Year(); err == nil && (y < 0 || y > 9999 || !storableCurrency(ev.Currency)) {
+			t.Fatalf("accepted event with a time or currency no status holds: %v %q", ev.OccurredAt, ev.Currency)
+		}
 	})
+}
+
+// storableCurrency reports whether a Payment's status takes cur: none, or
+// three letters A-Z.
+func storableCurrency(cur string) bool {
+	if cur == "" {
+		return true
+	}
+	return len(cur) == 3 && strings.Trim(cur, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == ""
 }
 
 // TestASecretWithANewlineStillVerifies: a signing Secret written from a file

@@ -166,7 +166,7 @@ func (a *Adapter) CreateRefund(ctx context.Context, req provider.RefundRequest) 
 	if out.ID == "" {
 		return provider.Refund{}, provider.NoID(a.c.Name(), op, "refund")
 	}
-	return out.Normalize(), nil
+	return a.refund(op, out)
 }
 
 // GetRefund implements provider.Provider: GET /v1/refunds/{id}. A refund of another
@@ -186,7 +186,7 @@ func (a *Adapter) GetRefund(ctx context.Context, paymentID, refundID string) (pr
 	if paymentID != "" && out.Payment != paymentID {
 		return provider.Refund{}, &provider.Error{Provider: a.c.Name(), Op: op, Class: provider.ErrNotFound, Detail: "refund " + refundID + " belongs to payment " + out.Payment + ", not " + paymentID}
 	}
-	return out.Normalize(), nil
+	return a.refund(op, out)
 }
 
 // FindRefund implements provider.Provider: GET /v1/refunds?payment=&reference=, the
@@ -205,7 +205,7 @@ func (a *Adapter) FindRefund(ctx context.Context, paymentID, reference string) (
 		// Filter again, as FindByMerchantReference does: an ignored query parameter
 		// must not hand us another refund.
 		if r.Payment == paymentID && r.Metadata[MetadataReference] == reference {
-			return r.Normalize(), nil
+			return a.refund(op, r)
 		}
 	}
 	return provider.Refund{}, &provider.Error{Provider: a.c.Name(), Op: op, Class: provider.ErrNotFound, Detail: "no refund of payment " + paymentID + " with reference " + reference}

@@ -35,13 +35,19 @@ func TestPaymentLifecycleStatuses(t *testing.T) {
 		{"a partially refunded payment's amount is what was received",
 			kukopay.PaymentObject{ID: "p", Status: "partially_refunded", Amount: 1000, AmountReceived: 990, AmountRefunded: 300, Currency: "EUR"},
 			provider.Payment{ID: "p", Status: provider.StatusRefund, RawStatus: "partially_refunded", Amount: 990, RefundedTotal: 300, Currency: "EUR"}},
+		{"a currency in lower case is its ISO code",
+			kukopay.PaymentObject{ID: "p", Status: "succeeded", Amount: 1000, AmountReceived: 1000, Currency: "eur"},
+			provider.Payment{ID: "p", Status: provider.StatusSucceeded, RawStatus: "succeeded", Amount: 1000, Currency: "EUR"}},
 		{"a pending payment's amount is what was asked",
 			kukopay.PaymentObject{ID: "p", Status: "processing", Amount: 1000, AmountReceived: 990, Currency: "EUR"},
 			provider.Payment{ID: "p", Status: provider.StatusProcessing, RawStatus: "processing", Amount: 1000, Currency: "EUR"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.obj.Normalize()
+			got, err := tt.obj.Normalize()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if fmt.Sprint(got.CustomerAction) != fmt.Sprint(tt.want.CustomerAction) {
 				t.Fatalf("action %+v, want %+v", got.CustomerAction, tt.want.CustomerAction)
 			}

@@ -14,8 +14,12 @@ import (
 
 // ParsedSignature is the content of an X-KukoPay-Signature header.
 type ParsedSignature struct {
-	Timestamp int64    // t=, unix seconds
-	V1        []string // every v1= value, in order; more than one during a key rotation
+	Timestamp int64 // t=, unix seconds
+	// T is t= as the header carries it (without the spaces around it): the
+	// signed string starts with these characters, whatever number they read
+	// as ("0<ts>" and "<ts>" are one instant but two signed strings).
+	T  string
+	V1 []string // every v1= value, in order; more than one during a key rotation
 }
 
 // maxSignatureHeader bounds the work spent on a hostile header.
@@ -54,7 +58,7 @@ func ParseSignatureHeader(h string) (ParsedSignature, error) {
 			if err != nil || n < 0 || v[0] == '+' {
 				return ParsedSignature{}, provider.SignatureError(provider.ErrMalformedHeader, "t is not a unix timestamp")
 			}
-			ps.Timestamp, seenT = n, true
+			ps.Timestamp, ps.T, seenT = n, v, true
 		case "v1":
 			if v != "" {
 				ps.V1 = append(ps.V1, v)
@@ -67,10 +71,19 @@ func ParseSignatureHeader(h string) (ParsedSignature, error) {
 	return ps, nil
 }
 
-// Sign returns the v1 signature: hex(HMAC-SHA256(secret, "<t>.<raw body>")).
+// Sign returns the v1 signature: hex(HMAC-SHA256(secret, "<t>.<raw body>")), t
+// written in decimal as SignatureHeaderValue sends it.
 func Sign(secret []byte, t int64, body []byte) string {
+	return signT(secret, strconv.FormatInt(t, 10), body)
+}
+
+// signT is the v1 signature over the header's t exactly as sent: KukoPay signs
+// the string "<t>.<raw body>", so a verifier must too, not a t it parsed and
+// wrote again (which would accept a signature over other bytes than the
+// header's and reject one over the header's own).
+func signT(secret []byte, t string, body []byte) string {
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(strconv.FormatInt(t, 10)))
+	m.Write([]byte(t))
 	m.Write([]byte{'.'})
 	m.Write(body)
 	return hex.EncodeToString(m.Sum(nil))
@@ -91,7 +104,8 @@ func SignatureHeaderValue(t time.Time, body []byte, secrets ...[]byte) string {
 }
 
 // Verify checks header against body. Every v1 is compared with every secret in
-// constant time; then the timestamp must be within ±tolerance of now (both directions).
+// constant time, over "<t>.<raw body>" with t as the header carries it; then the
+// timestamp t reads as must be within ±tolerance of now (both directions).
 // A blank secret is never a key (provider.BlankSecret); beside a real one it is
 // skipped, so it does not block a rotation, and with only blank ones nothing verifies.
 func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duration, now time.Time) error {
@@ -112,7 +126,7 @@ func Verify(header string, body []byte, secrets [][]byte, tolerance time.Duratio
 		}
 		matched := false
 		for _, key := range keys {
-			want := []byte(Sign(key, ps.Timestamp, body))
+			want := []byte(signT(key, ps.T, body))
 			for _, got := range ps.V1 {
 				// Lowercase so an upper-case hex sender still matches; hmac.Equal keeps the
 				// comparison constant-time.

@@ -178,8 +178,13 @@ type ErrorDetail struct {
 // received once the payment succeeded, so an amount mismatch is visible upstream, and
 // what can be captured while it is authorized. A payment in requires_action carries
 // next_action as CustomerAction; an authorization that expired uncaptured has the
-// FailureCode provider.FailureAuthorizationExpired.
-func (p PaymentObject) Normalize() provider.Payment {
+// FailureCode provider.FailureAuthorizationExpired. A currency or time paywarden
+// could not store (provider.Currency, unixTime) is an error: the payment cannot be read.
+func (p PaymentObject) Normalize() (provider.Payment, error) {
+	cur, err := provider.Currency(p.Amount, p.Currency)
+	if err != nil {
+		return provider.Payment{}, err
+	}
 	st := MapPaymentStatus(p.Status)
 	amount := p.Amount
 	if (st == provider.StatusSucceeded || st == provider.StatusRefund) && p.AmountReceived != 0 {
@@ -187,7 +192,7 @@ func (p PaymentObject) Normalize() provider.Payment {
 	}
 	out := provider.Payment{
 		ID: p.ID, MerchantReference: p.OutTradeNo, Status: st, RawStatus: p.Status,
-		Amount: amount, Currency: p.Currency, RefundedTotal: p.AmountRefunded,
+		Amount: amount, Currency: cur, RefundedTotal: p.AmountRefunded,
 		FailureCode: p.FailureCode, FailureMessage: p.FailureMessage,
 	}
 	switch st {
@@ -195,35 +200,46 @@ func (p PaymentObject) Normalize() provider.Payment {
 		if p.AmountCapturable > 0 {
 			out.Amount = p.AmountCapturable
 		}
-		out.AuthorizationExpiresAt = unixTime(p.CaptureBefore)
+		if out.AuthorizationExpiresAt, err = unixTime("capture_before", p.CaptureBefore); err != nil {
+			return provider.Payment{}, err
+		}
 	case provider.StatusPending:
 		if p.NextAction != nil && p.NextAction.RedirectURL != "" {
-			out.CustomerAction = &provider.CustomerAction{URL: p.NextAction.RedirectURL, ExpiresAt: unixTime(p.NextAction.ExpiresAt)}
+			at, err := unixTime("next_action.expires_at", p.NextAction.ExpiresAt)
+			if err != nil {
+				return provider.Payment{}, err
+			}
+			out.CustomerAction = &provider.CustomerAction{URL: p.NextAction.RedirectURL, ExpiresAt: at}
 		}
 	case provider.StatusExpired:
 		if p.CancellationReason == CancellationAuthorizationExpired {
 			out.FailureCode, out.FailureMessage = provider.FailureAuthorizationExpired, "the authorization expired before it was captured"
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Normalize maps the refund to the provider-neutral form; Reference is
-// metadata.reference.
-func (r RefundObject) Normalize() provider.Refund {
+// metadata.reference. A currency paywarden could not store is an error.
+func (r RefundObject) Normalize() (provider.Refund, error) {
+	cur, err := provider.Currency(r.Amount, r.Currency)
+	if err != nil {
+		return provider.Refund{}, err
+	}
 	return provider.Refund{
 		ID: r.ID, PaymentID: r.Payment, Reference: r.Metadata[MetadataReference],
-		Status: MapRefundStatus(r.Status), RawStatus: r.Status, Amount: r.Amount, Currency: r.Currency,
+		Status: MapRefundStatus(r.Status), RawStatus: r.Status, Amount: r.Amount, Currency: cur,
 		FailureCode: r.FailureCode, FailureMessage: r.FailureMessage,
-	}
+	}, nil
 }
 
-// unixTime is the UTC time of unix seconds; zero for 0.
-func unixTime(sec int64) time.Time {
+// unixTime is the UTC time of unix seconds field; zero for 0 (or less: not
+// set). Past the year 9999 it is an error (provider.UnixTime).
+func unixTime(field string, sec int64) (time.Time, error) {
 	if sec <= 0 {
-		return time.Time{}
+		return time.Time{}, nil
 	}
-	return time.Unix(sec, 0).UTC()
+	return provider.UnixTime(field, sec)
 }
 
 // ParseEvent decodes one KukoPay event. Unknown event types parse (Supported=false) as
@@ -236,8 +252,14 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 	if e.ID == "" || e.Type == "" {
 		return provider.Event{}, provider.MalformedEvent("kukopay event lacks id or type", nil)
 	}
+	created, err := provider.UnixTime("created", e.Created)
+	if err != nil {
+		// Stored as status.lastEvent.time, it would be refused by the API
+		// server: acknowledged, the event could never be applied.
+		return provider.Event{}, provider.MalformedEvent("kukopay event "+e.ID, err)
+	}
 	ev := provider.Event{
-		ID: e.ID, Type: e.Type, OccurredAt: time.Unix(e.Created, 0).UTC(),
+		ID: e.ID, Type: e.Type, OccurredAt: created,
 		Raw: append([]byte(nil), raw...),
 	}
 	st, supported := MapEventType(e.Type)
@@ -249,32 +271,41 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		}
 		return ev, nil
 	}
-	var err error
 	switch kind {
 	case "payment":
 		var p PaymentObject
+		var n provider.Payment
 		if err = json.Unmarshal(e.Data.Object, &p); err == nil {
-			n := p.Normalize()
+			n, err = p.Normalize()
+		}
+		if err == nil {
 			ev.PaymentID, ev.MerchantReference = p.ID, p.OutTradeNo
-			ev.Amount, ev.Currency, ev.RefundedTotal = n.Amount, p.Currency, p.AmountRefunded
+			ev.Amount, ev.Currency, ev.RefundedTotal = n.Amount, n.Currency, p.AmountRefunded
 			ev.FailureCode, ev.FailureMessage = n.FailureCode, n.FailureMessage
 		}
 	case "refund":
 		var r RefundObject
+		var ref provider.Refund
 		if err = json.Unmarshal(e.Data.Object, &r); err == nil {
+			ref, err = r.Normalize()
+		}
+		if err == nil {
 			ev.PaymentID, ev.MerchantReference = r.Payment, r.OutTradeNo
-			ev.Amount, ev.Currency, ev.RefundedTotal = r.Amount, r.Currency, r.PaymentAmountRefunded
+			ev.Amount, ev.Currency, ev.RefundedTotal = r.Amount, ref.Currency, r.PaymentAmountRefunded
 			ev.FailureCode, ev.FailureMessage = r.FailureCode, r.FailureMessage
 			if r.ID != "" {
-				ref := r.Normalize()
 				ev.Refund = &ref
 			}
 		}
 	case "dispute":
 		var d DisputeObject
+		var cur string
 		if err = json.Unmarshal(e.Data.Object, &d); err == nil {
+			cur, err = provider.Currency(d.Amount, d.Currency)
+		}
+		if err == nil {
 			ev.PaymentID, ev.MerchantReference = d.Payment, d.OutTradeNo
-			ev.Amount, ev.Currency = d.Amount, d.Currency
+			ev.Amount, ev.Currency = d.Amount, cur
 			ev.FailureCode = d.Reason
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/paywarden/paywarden/internal/provider"
 )
@@ -42,9 +41,7 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 		return provider.Event{}, provider.MalformedEvent("paypal event lacks id or event_type", nil)
 	}
 	ev := provider.Event{ID: e.ID, Type: e.EventType, Raw: append([]byte(nil), raw...)}
-	if t, err := time.Parse(time.RFC3339, e.CreateTime); err == nil {
-		ev.OccurredAt = t.UTC()
-	}
+	ev.OccurredAt = parseTime(e.CreateTime)
 	ev.Status, ev.Supported = MapEventType(e.EventType)
 	if !ev.Supported {
 		return ev, nil

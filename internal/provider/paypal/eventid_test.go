@@ -2,6 +2,7 @@ package paypal_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/paywarden/paywarden/internal/provider/paypal"
 )
@@ -80,6 +81,23 @@ func TestEventPaymentIDIsTheOrderID(t *testing.T) {
 	for typ := range paypal.EventStatuses() {
 		if !covered[typ] {
 			t.Errorf("supported event type %s has no payment id case", typ)
+		}
+	}
+}
+
+// TestEventTimesAPaymentCanHold: a create_time no status could hold (the
+// year 10000 in UTC, which an offset can reach) is read as no time, as a
+// malformed one is, never stored to be refused by the API server.
+func TestEventTimesAPaymentCanHold(t *testing.T) {
+	for raw, want := range map[string]time.Time{
+		"2026-12-04T10:00:00+01:00": time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC),
+		"9999-12-31T23:59:59-01:00": {},
+		"not a time":                {},
+	} {
+		body := []byte(`{"id":"WH-1","event_type":"SOMETHING.ELSE","create_time":"` + raw + `","resource":{}}`)
+		ev, err := paypal.ParseEvent(body)
+		if err != nil || !ev.OccurredAt.Equal(want) || !ev.OccurredAt.IsZero() && ev.OccurredAt.Location() != time.UTC {
+			t.Errorf("create_time %q: %v, %v; want %v", raw, ev.OccurredAt, err, want)
 		}
 	}
 }

@@ -433,11 +433,16 @@ func NormalizeRefund(r Refund, paymentID string) provider.Refund {
 	return out
 }
 
-// parseTime reads PayPal's RFC 3339 times; zero when absent or malformed.
+// parseTime reads PayPal's RFC 3339 times in UTC; zero when absent or
+// malformed, and when outside the years 0000-9999 in UTC, which no status
+// could hold (provider.StorableTime): PayPal's times are informative.
 func parseTime(s string) time.Time {
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
 		return time.Time{}
 	}
-	return t.UTC()
+	if t, err = provider.StorableTime("time", t); err != nil {
+		return time.Time{}
+	}
+	return t
 }

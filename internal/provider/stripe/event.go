@@ -83,7 +83,13 @@ func ParseEvent(raw []byte) (provider.Event, error) {
 	if env.ID == "" || env.Type == "" {
 		return provider.Event{}, provider.MalformedEvent("stripe event lacks id or type", nil)
 	}
-	ev := provider.Event{ID: env.ID, Type: env.Type, OccurredAt: eventTime(env.Created), Raw: append([]byte(nil), raw...)}
+	at, err := eventTime(env.Created)
+	if err != nil {
+		// Stored as status.lastEvent.time, it would be refused by the API
+		// server: acknowledged, the event could never be applied.
+		return provider.Event{}, provider.MalformedEvent("stripe event "+env.ID, err)
+	}
+	ev := provider.Event{ID: env.ID, Type: env.Type, OccurredAt: at, Raw: append([]byte(nil), raw...)}
 	st, supported := eventStatuses[stripego.EventType(env.Type)]
 	ev.Status, ev.Supported = st, supported
 	if !supported {
@@ -131,19 +137,20 @@ func sameTrain(ours, theirs string) bool {
 }
 
 // eventTime reads an event's created: Unix seconds (a string in the
-// RFC 3339 form v2 events use is read too); the zero time when neither.
-func eventTime(raw json.RawMessage) time.Time {
+// RFC 3339 form v2 events use is read too); the zero time when neither. A
+// time outside the years 0000-9999 in UTC is an error (provider.StorableTime).
+func eventTime(raw json.RawMessage) (time.Time, error) {
 	var secs int64
 	if err := json.Unmarshal(raw, &secs); err == nil {
-		return time.Unix(secs, 0).UTC()
+		return provider.UnixTime("created", secs)
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
 		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			return t.UTC()
+			return provider.StorableTime("created", t)
 		}
 	}
-	return time.Time{}
+	return time.Time{}, nil
 }
 
 func fillEvent(ev *provider.Event, typ stripego.EventType, obj json.RawMessage) error {

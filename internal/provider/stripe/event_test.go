@@ -2,6 +2,7 @@ package stripe_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,12 +157,28 @@ func TestEventEnvelope(t *testing.T) {
 		"object of the wrong shape":         `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"amount":"many"}}}`,
 		"an amount with no ISO meaning":     `{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":550,"amount_received":550,"currency":"isk","status":"succeeded"}}}`,
 		"a currency Stripe cannot write":    `{"id":"evt_1","object":"event","type":"charge.refunded","data":{"object":{"id":"ch_1","amount":5,"amount_refunded":5,"currency":"xyz"}}}`,
+		// A Payment's status.lastEvent.time is RFC 3339: years 0000-9999
+		// only. Acknowledged, such an event was never applied (the API
+		// server refused every status write), so it is refused here.
+		"created in the year 10000":                                  strings.Replace(string(event("payment_intent.succeeded", intent("succeeded", ""))), "1767225600", "253402300800", 1),
+		"created before the year 0000":                               strings.Replace(string(event("payment_intent.succeeded", intent("succeeded", ""))), "1767225600", "-62167219201", 1),
+		"created at int64's last second":                             strings.Replace(string(event("payment_intent.succeeded", intent("succeeded", ""))), "1767225600", "9223372036854775807", 1),
+		"an ignored type created in RFC 3339, the year 10000 in UTC": strings.Replace(string(event("customer.created", `{"id":"cus_1"}`)), "1767225600", `"9999-12-31T23:59:59-01:00"`, 1),
+		"an ignored type created in the year 10000":                  strings.Replace(string(event("customer.created", `{"id":"cus_1"}`)), "1767225600", "253402300800", 1),
+		"capture_before in the year 10000":                           string(event("payment_intent.amount_capturable_updated", intent("requires_capture", `,"latest_charge":{"id":"ch_1","payment_method_details":{"card":{"capture_before":253402300800}}}`))),
+		"a session's page expiring in the year 10000":                string(event("checkout.session.completed", `{"id":"cs_1","status":"open","url":"https://checkout.stripe.com/c/pay/cs_1","expires_at":253402300800,"amount_total":1000,"currency":"eur"}`)),
 	} {
 		t.Run(name+" is malformed", func(t *testing.T) {
 			if _, err := stripe.ParseEvent([]byte(raw)); !errors.Is(err, provider.ErrMalformedEvent) {
 				t.Fatalf("err = %v", err)
 			}
 		})
+	}
+	for _, created := range []string{"253402300799", "-62167219200", "0"} {
+		raw := strings.Replace(string(event("payment_intent.succeeded", intent("succeeded", ""))), "1767225600", created, 1)
+		if ev, err := stripe.ParseEvent([]byte(raw)); err != nil || strconv.FormatInt(ev.OccurredAt.Unix(), 10) != created {
+			t.Errorf("created %s, the edge of the years 0000-9999: %v, %v", created, ev.OccurredAt, err)
+		}
 	}
 	// Like a null object: a session object without its id is no session, and
 	// stored it would wait Orphaned for a payment it can never match.

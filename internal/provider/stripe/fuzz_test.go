@@ -2,6 +2,7 @@ package stripe_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,14 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add(event("charge.refunded", `{"id":"ch_1","currency":"eur","payment_intent":null}`))
 	f.Add([]byte(`{"id":"e","type":"refund.updated","api_version":"2020-08-27","data":{"object":{}}}`))
 	f.Add([]byte(`{"id":"e","type":"x.y","created":-9223372036854775808,"data":{"object":"s"}}`))
-	f.Fuzz(func(t *testing.T, b []byte) { providertest.FuzzedEvent(t, b, stripe.ParseEvent) })
+	f.Add([]byte(`{"id":"e","type":"payment_intent.succeeded","created":253402300800,"data":{"object":{"id":"pi_1","currency":"usd"}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		providertest.FuzzedEvent(t, b, stripe.ParseEvent)
+		// What an accepted event carries into a status, the status can hold.
+		if ev, err := stripe.ParseEvent(b); err == nil {
+			if y := ev.OccurredAt.Year(); y < 0 || y > 9999 || (ev.Currency != "" && (len(ev.Currency) != 3 || strings.Trim(ev.Currency, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "")) {
+				t.Fatalf("accepted event with a time or currency no status holds: %v %q", ev.OccurredAt, ev.Currency)
+			}
+		}
+	})
 }

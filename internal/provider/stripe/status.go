@@ -1,8 +1,6 @@
 package stripe
 
 import (
-	"time"
-
 	stripego "github.com/stripe/stripe-go/v84"
 
 	"github.com/paywarden/paywarden/internal/provider"
@@ -63,7 +61,11 @@ func normalizeIntent(pi *stripego.PaymentIntent) (provider.Payment, error) {
 		p.Status = provider.StatusAuthorized
 		stripeAmount = pi.AmountCapturable
 		if ch := pi.LatestCharge; ch != nil && ch.PaymentMethodDetails != nil && ch.PaymentMethodDetails.Card != nil && ch.PaymentMethodDetails.Card.CaptureBefore > 0 {
-			p.AuthorizationExpiresAt = time.Unix(ch.PaymentMethodDetails.Card.CaptureBefore, 0).UTC()
+			at, err := provider.UnixTime("capture_before", ch.PaymentMethodDetails.Card.CaptureBefore)
+			if err != nil {
+				return provider.Payment{}, err
+			}
+			p.AuthorizationExpiresAt = at
 		}
 	case stripego.PaymentIntentStatusRequiresPaymentMethod, stripego.PaymentIntentStatusRequiresConfirmation:
 		p.Status = provider.StatusPending
@@ -125,7 +127,11 @@ func normalizeSession(cs *stripego.CheckoutSession) (provider.Payment, error) {
 	if cs.Status == stripego.CheckoutSessionStatusOpen && cs.URL != "" {
 		action = &provider.CustomerAction{URL: cs.URL}
 		if cs.ExpiresAt > 0 {
-			action.ExpiresAt = time.Unix(cs.ExpiresAt, 0).UTC()
+			at, err := provider.UnixTime("expires_at", cs.ExpiresAt)
+			if err != nil {
+				return provider.Payment{}, err
+			}
+			action.ExpiresAt = at
 		}
 	}
 	if pi := cs.PaymentIntent; pi != nil && pi.ID != "" && pi.Status != "" {

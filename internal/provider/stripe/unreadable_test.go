@@ -1,11 +1,14 @@
 package stripe_test
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/paywarden/paywarden/internal/paysim"
 	"github.com/paywarden/paywarden/internal/paysim/paysimtest"
 	"github.com/paywarden/paywarden/internal/provider"
+	"github.com/paywarden/paywarden/internal/provider/providertest"
 )
 
 // TestUnreadableAnswerToAWriteIsOutcomeUnknown: a write (create, capture, cancel,
@@ -55,4 +58,25 @@ func TestUnreadableAnswerToAWriteIsOutcomeUnknown(t *testing.T) {
 
 		return e.sim
 	})
+}
+
+// TestAnAnswerWithATimePaywardenCannotStoreIsUnreadable: a PaymentIntent whose
+// card authorization ends (capture_before), or a Checkout Session whose page
+// expires (expires_at), after the year 9999 cannot be written to a status
+// (RFC 3339). Such an answer to a read is unreadable, as one with an amount
+// with no ISO equivalent (answerError: NonRetryable, reading again reads the
+// same), never a payment whose every status write the API server refuses.
+func TestAnAnswerWithATimePaywardenCannotStoreIsUnreadable(t *testing.T) {
+	for name, answer := range map[string]struct{ id, body string }{
+		"a PaymentIntent authorized until the year 10000": {pi, intent("requires_capture", `,"latest_charge":{"id":"ch_1","payment_method_details":{"card":{"capture_before":253402300800}}}`)},
+		"a Checkout Session open until the year 10000":    {cs, `{"id":"` + cs + `","object":"checkout.session","status":"open","url":"https://checkout.stripe.com/c/pay/x","expires_at":253402300800,"amount_total":1000,"currency":"eur"}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := serve(t, stripeAnswer(http.StatusOK, answer.body)).Get(ctx, answer.id)
+			if err == nil || !strings.Contains(err.Error(), "unreadable answer") || !strings.Contains(err.Error(), "outside the years 0000-9999") {
+				t.Fatalf("err = %v, want an unreadable answer for its time", err)
+			}
+			providertest.AssertClass(t, err, provider.ErrNonRetryable)
+		})
+	}
 }
