@@ -116,10 +116,10 @@ func deletionWaits(rec events.EventRecorder, obj client.Object, what string) {
 }
 
 // paymentLedgerFacts reads the ledger's records of the payment's order
-// before its first create (nothing when the ledger is off or a create may
-// already have gone out).
+// while nothing of it was sent (payment.Unsent: before its first create, or
+// parked before any; nothing when the ledger is off).
 func paymentLedgerFacts(ctx context.Context, l Ledger, rec events.EventRecorder, p *v1alpha1.Payment) ([]payment.LedgerRecord, error) {
-	if l == nil || payment.ProviderID(p) != "" || p.Status.CreateRequestedAt != nil || p.Status.Phase != "" {
+	if l == nil || !payment.Unsent(p) {
 		return nil, nil
 	}
 	return readLedger(ctx, l, rec, p, p.OrderIdentity(), fmt.Sprintf("merchant reference %q", p.MerchantRef()))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -95,14 +94,13 @@ func (r *RefundReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("refund").
 		For(&v1alpha1.Refund{}, builder.WithPredicates(refundNews{})).
-		// A payment that took its money, ended, or learned a new refunded
-		// total may let its waiting Refunds go, and one that counted a
-		// deleted Refund lets it go.
+		// A payment whose change may move its Refunds' allowance (it took
+		// its money, ended, was reviewed or resolved, learned a new
+		// refunded total) may let its waiting Refunds go, and one that
+		// counted a deleted Refund lets it go.
 		Watches(&v1alpha1.Payment{}, handler.EnqueueRequestsFromMapFunc(r.refundsOfPayment),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-				o, n := e.ObjectOld.(*v1alpha1.Payment), e.ObjectNew.(*v1alpha1.Payment)
-				return o.Status.Phase != n.Status.Phase || !equalMoney(o.Status.AmountRefunded, n.Status.AmountRefunded) ||
-					!slices.Equal(o.Status.RefundsCounted, n.Status.RefundsCounted) || !slices.Equal(o.Status.RefundsReversed, n.Status.RefundsReversed)
+				return payment.AllowanceMoved(e.ObjectOld.(*v1alpha1.Payment), e.ObjectNew.(*v1alpha1.Payment))
 			}})).
 		// A Refund that is decided, settles or goes away may let the other
 		// Refunds of its payment go: they wait for an earlier Refund to be
@@ -114,7 +112,7 @@ func (r *RefundReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				UpdateFunc: func(e event.UpdateEvent) bool {
 					o, n := e.ObjectOld.(*v1alpha1.Refund), e.ObjectNew.(*v1alpha1.Refund)
 					return o.Status.Phase != n.Status.Phase || (o.Status.CreateRequestedAt == nil) != (n.Status.CreateRequestedAt == nil) ||
-						!equalMoney(o.Status.Amount, n.Status.Amount)
+						!payment.SameMoney(o.Status.Amount, n.Status.Amount)
 				},
 			})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
@@ -154,10 +152,6 @@ func (refundNews) Update(e event.UpdateEvent) bool {
 	}
 	return o.Generation != n.Generation || !maps.Equal(o.Annotations, n.Annotations) ||
 		o.Status.Phase != n.Status.Phase || o.Status.ProviderRefundID != n.Status.ProviderRefundID || !n.DeletionTimestamp.IsZero()
-}
-
-func equalMoney(a, b *v1alpha1.Money) bool {
-	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 func (r *RefundReconciler) refundsOfPayment(ctx context.Context, o client.Object) []reconcile.Request {

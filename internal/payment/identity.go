@@ -256,7 +256,7 @@ func settledAt(p *v1alpha1.Payment, now time.Time) time.Time {
 	return now
 }
 
-// unsent: nothing of p can have gone to the provider (no create marker, no
+// Unsent: nothing of p can have gone to the provider (no create marker, no
 // provider id), and its status is empty or it was parked Unknown before any
 // create: a copy or a duplicate of an order that could not be proven new.
 // An operator's requery takes such a payment back into automatic handling;
@@ -264,12 +264,12 @@ func settledAt(p *v1alpha1.Payment, now time.Time) time.Time {
 // created only when nothing holds its order any more: a requery never
 // creates on its own strength an order the ledger or a restore says may be
 // charged (SPEC §12.1).
-func unsent(p *v1alpha1.Payment) bool {
+func Unsent(p *v1alpha1.Payment) bool {
 	st := &p.Status
 	return ProviderID(p) == "" && st.CreateRequestedAt == nil && (st.Phase == "" || st.Phase == v1alpha1.PhaseUnknown)
 }
 
-// Adopt decides what a Payment that was never sent to the provider (unsent)
+// Adopt decides what a Payment that was never sent to the provider (Unsent)
 // makes of the ledger's records of its order:
 //   - the same attempt (same name, amount and currency) adopts the record's
 //     outcome: phase, ids and amounts, a history entry and an Event
@@ -278,7 +278,7 @@ func unsent(p *v1alpha1.Payment) bool {
 //     the order took money, is parked as DuplicatePayment, nothing sent;
 //   - another attempt after attempts that took no money goes ahead (false).
 func Adopt(p *v1alpha1.Payment, recs []LedgerRecord, now time.Time) (Outcome, bool) {
-	if !unsent(p) {
+	if !Unsent(p) {
 		return Outcome{}, false
 	}
 	asks := func(r *LedgerRecord) bool {
@@ -409,7 +409,7 @@ func RefundRecord(r *v1alpha1.Refund, now time.Time) (LedgerRecord, bool) {
 // RestoredRefund reports whether r is a copy of a Refund that was sent
 // (restored from a backup without status): the money-uid annotation names
 // another object, and nothing in status says a call: its status is empty,
-// or it was parked Unknown before any call (unsent says why).
+// or it was parked Unknown before any call (Unsent says why).
 func RestoredRefund(r *v1alpha1.Refund) bool {
 	st := &r.Status
 	if st.CreateRequestedAt != nil || st.ProviderRefundID != "" || st.Phase != "" && st.Phase != v1alpha1.RefundUnknown {
@@ -525,9 +525,9 @@ func adoptedRefund(r *v1alpha1.Refund, rec LedgerRecord, why string, now time.Ti
 // one create and no lookup.
 
 // Restored reports whether p is such a copy: the money-uid annotation names
-// another object, and p was never sent (unsent).
+// another object, and p was never sent (Unsent).
 func Restored(p *v1alpha1.Payment) bool {
-	if !unsent(p) {
+	if !Unsent(p) {
 		return false
 	}
 	uid, ok := p.Annotations[v1alpha1.AnnotationMoneyUID]

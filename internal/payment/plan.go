@@ -303,7 +303,7 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 // their status.
 func copyOfAnOrder(p *v1alpha1.Payment, facts Facts, now time.Time) bool {
 	if p.Status.Phase != "" {
-		// Parked (unsent): its annotations act, a requery among them.
+		// Parked (Unsent): its annotations act, a requery among them.
 		return false
 	}
 	if Restored(p) {

@@ -329,6 +329,26 @@ func RefundAllowance(r *v1alpha1.Refund, p *v1alpha1.Payment, siblings []v1alpha
 		v1alpha1.FormatAmount(low, received.Currency), v1alpha1.FormatAmount(max(received.Value-low, 0), received.Currency))
 }
 
+// AllowanceMoved reports whether a change of a payment from o to n may
+// change what RefundAllowance decides for its Refunds: everything it reads
+// of the payment (the phase, its review, what it received, its refunded
+// figure and which Refunds that figure counts, and a refund failure still to
+// be read). A Refund waiting on its payment is decided again on such a
+// change, and only then: a wait nothing wakes would hang for ever.
+func AllowanceMoved(o, n *v1alpha1.Payment) bool {
+	os, ns := &o.Status, &n.Status
+	return os.Phase != ns.Phase || reviewReason(os.Conditions) != reviewReason(ns.Conditions) ||
+		receivedAmount(&o.Spec, os) != receivedAmount(&n.Spec, ns) ||
+		!SameMoney(os.AmountRefunded, ns.AmountRefunded) ||
+		!slices.Equal(os.RefundsCounted, ns.RefundsCounted) || !slices.Equal(os.RefundsReversed, ns.RefundsReversed) ||
+		(os.RefundFailureSeenAt == nil) != (ns.RefundFailureSeenAt == nil)
+}
+
+// SameMoney: both nil, or the same amount and currency.
+func SameMoney(a, b *v1alpha1.Money) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
 // refundMayHaveMoved: s's money may have left, whenever it was decided: it
 // was sent (a marker, a refund id), or it stands in a phase only money
 // moving explains without one: parked Unknown (a restored copy, a Refund
