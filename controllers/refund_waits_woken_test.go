@@ -21,7 +21,7 @@ import (
 func TestRefundBesideEndedInDoubtResolvedFailedIsDecided(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund-wake")
 	_, _ = simProvider(t, ns, v1alpha1.ProviderKukoPay)
-	refundManager(t, ns)
+	m := refundManager(t, ns)
 
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "doubt", Provider: "kukopay", Outcome: paysim.OutcomeFail})
 	p = fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseFailed, fixture.Timeout)
@@ -30,6 +30,9 @@ func TestRefundBesideEndedInDoubtResolvedFailedIsDecided(t *testing.T) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionNeedsReview, Status: metav1.ConditionTrue,
 			Reason: v1alpha1.ReasonConflictingStatus, Message: "provider reported Succeeded for a payment already Failed"})
 	})
+	// The Refund must be judged on the review: a Refund judged on a cache
+	// that has not yet seen it is refused PaymentNotPaid, rightly.
+	fixture.WaitCached(t, m.Manager.GetCache(), p)
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: p.Name, Amount: 500})
 	rf = fixture.WaitRefund(t, env.Client, rf, "waiting PaymentNotSucceeded", func(r *v1alpha1.Refund) bool {
 		return r.Status.WaitingFor == v1alpha1.ReasonPaymentNotSucceeded
@@ -55,7 +58,7 @@ func TestRefundBesideEndedInDoubtResolvedFailedIsDecided(t *testing.T) {
 func TestRefundOfEverythingWaitingOnFailureMarkIsDecidedAfterTheRead(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund-wake")
 	_, _ = simProvider(t, ns, v1alpha1.ProviderKukoPay)
-	refundManager(t, ns)
+	m := refundManager(t, ns)
 
 	p := paidPayment(t, ns, "kukopay", "marked", 1000)
 	r0 := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r0", Payment: p.Name, Amount: 300})
@@ -65,7 +68,8 @@ func TestRefundOfEverythingWaitingOnFailureMarkIsDecidedAfterTheRead(t *testing.
 
 	// A refund event said a refund no Refund stands for failed.
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) { st.RefundFailureSeenAt = &now })
+	p = fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) { st.RefundFailureSeenAt = &now })
+	fixture.WaitCached(t, m.Manager.GetCache(), p)
 	time.Sleep(time.Second)
 	r1 := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: p.Name})
 	fixture.WaitRefund(t, env.Client, r1, "waiting EarlierRefundInFlight", func(r *v1alpha1.Refund) bool {
