@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
@@ -39,7 +41,11 @@ const IndexPaymentFinal = "retention.finalByProvider"
 // judged again instead. WebhookEvents are not its business: the inbox
 // processor (WebhookEventReconciler) deletes them after retention.webhookEvents.
 //
-// Each final payment waits on its own expiry with RequeueAfter; nothing scans.
+// A final payment waits on its own expiry with RequeueAfter only for the
+// last stretch, payment.RetentionQueued within Horizon; further off it waits
+// in no queue, and a scan of the cache every Horizon/4 (Start) hands it back
+// once its end is within the horizon. The queue holds the payments that go
+// within the hour, not every payment retention keeps.
 type Retention struct {
 	// Client reads through the cache and deletes.
 	Client client.Client
@@ -51,6 +57,11 @@ type Retention struct {
 	// before paywarden put finalizers on payments) before it is deleted; one
 	// with the finalizer is remembered by the payment reconciler.
 	Ledger Ledger
+	// Horizon overrides payment.RetentionHorizon.
+	Horizon time.Duration
+
+	// wake carries the scan's payments to the controller's queue.
+	wake chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=refunds,verbs=get;list;watch
@@ -66,6 +77,10 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Payment{}, IndexPaymentFinal, finalKeys); err != nil {
 		return fmt.Errorf("index final payments: %w", err)
 	}
+	r.wake = make(chan event.GenericEvent)
+	if err := mgr.Add(r); err != nil {
+		return fmt.Errorf("add the retention scan: %w", err)
+	}
 	final := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		p, ok := o.(*v1alpha1.Payment)
 		return ok && p.Status.Phase.IsFinal()
@@ -73,6 +88,7 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("payment-retention").
 		For(&v1alpha1.Payment{}, builder.WithPredicates(final)).
+		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{})).
 		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.finalPaymentsOf),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A Refund that settles, or whose review is resolved, may release
@@ -131,10 +147,10 @@ func (r *Retention) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		switch {
 		case err == nil:
 			log.FromContext(ctx).Info("deleted payment past retention", "payment", req.NamespacedName.String(),
-				"phase", p.Status.Phase, "settledAt", settledAt(p).UTC().Format(time.RFC3339))
+				"phase", p.Status.Phase, "settledAt", payment.RetentionSince(p).UTC().Format(time.RFC3339))
 			if r.Recorder != nil {
 				r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "RetentionExpired", "Delete",
-					"deleted: %s since %s, past the provider's retention.finalPayments", p.Status.Phase, settledAt(p).UTC().Format(time.RFC3339))
+					"deleted: %s since %s, past the provider's retention.finalPayments", p.Status.Phase, payment.RetentionSince(p).UTC().Format(time.RFC3339))
 			}
 			return ctrl.Result{}, nil
 		case apierrors.IsNotFound(err):
@@ -179,8 +195,11 @@ func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.D
 		// Without its provider there is no retention to apply: keep it.
 		return 0, false, client.IgnoreNotFound(err)
 	}
-	left := settledAt(p).Add(prov.Spec.FinalPaymentRetention()).Sub(r.Clock.Now())
+	left := payment.RetentionLeft(p, prov.Spec.FinalPaymentRetention(), r.Clock.Now())
 	if left > 0 {
+		if !payment.RetentionQueued(left, r.horizon()) {
+			return 0, false, nil // the scan brings it back
+		}
 		return left, false, nil
 	}
 	// A Refund in flight, under review or not counted yet keeps its payment
@@ -195,15 +214,62 @@ func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.D
 	return 0, payment.RefundsHold(p, refunds) == "", nil
 }
 
-// settledAt is when the payment last changed: its last history entry (the
-// final transition, or a later refund or dispute), else when Ready last
-// changed, else its creation.
-func settledAt(p *v1alpha1.Payment) time.Time {
-	if n := len(p.Status.History); n > 0 {
-		return p.Status.History[n-1].Time.Time
+func (r *Retention) horizon() time.Duration {
+	if r.Horizon > 0 {
+		return r.Horizon
 	}
-	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil {
-		return c.LastTransitionTime.Time
+	return payment.RetentionHorizon
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: the scan
+// runs beside the controller it feeds.
+func (r *Retention) NeedLeaderElection() bool { return true }
+
+// Start runs the retention scan every Horizon/4 until ctx ends. A failed
+// scan is logged; the next one reads everything again.
+func (r *Retention) Start(ctx context.Context) error {
+	t := time.NewTicker(r.horizon() / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := r.Scan(ctx); err != nil && ctx.Err() == nil {
+				log.FromContext(ctx).Error(err, "retention scan incomplete")
+			}
+		}
 	}
-	return p.CreationTimestamp.Time
+}
+
+// Scan reads the cache's final payments, provider by provider, and hands
+// those whose retention ends within the horizon, and that nothing holds, to
+// the controller.
+func (r *Retention) Scan(ctx context.Context) error {
+	var provs v1alpha1.PaymentProviderList
+	if err := r.Client.List(ctx, &provs, client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("list payment providers: %w", err)
+	}
+	now := r.Clock.Now()
+	for i := range provs.Items {
+		prov := &provs.Items[i]
+		var list v1alpha1.PaymentList
+		if err := r.Client.List(ctx, &list, client.InNamespace(prov.Namespace),
+			client.MatchingFields{IndexPaymentFinal: prov.Name}, client.UnsafeDisableDeepCopy); err != nil {
+			return fmt.Errorf("list final payments of provider %s/%s: %w", prov.Namespace, prov.Name, err)
+		}
+		for j := range list.Items {
+			p := &list.Items[j]
+			if payment.RetentionHold(p) != "" ||
+				!payment.RetentionQueued(payment.RetentionLeft(p, prov.Spec.FinalPaymentRetention(), now), r.horizon()) {
+				continue
+			}
+			select {
+			case r.wake <- event.GenericEvent{Object: &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/fixture"
+	"github.com/paywarden/paywarden/internal/payment"
 )
 
 // settled describes a payment's stored state for the retention tests.
@@ -123,7 +124,10 @@ func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
 		{name: "failed-needing-review-is-kept", provider: keep.Name, st: settled{phase: v1alpha1.PhaseFailed, history: []time.Duration{2 * time.Hour}, needsReview: true}},
 		{name: "unknown-is-not-final", provider: keep.Name, st: settled{phase: v1alpha1.PhaseUnknown, history: []time.Duration{2 * time.Hour}, needsReview: true}},
 		{name: "processing-is-not-final", provider: keep.Name, st: settled{phase: v1alpha1.PhaseProcessing, history: []time.Duration{2 * time.Hour}}},
-		{name: "default-retention-keeps-a-day-old-one", provider: dflt.Name, st: settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{24 * time.Hour}}, wantWait: dfltKeep - 24*time.Hour},
+		{name: "succeeded-just-now-waits-the-hour", provider: keep.Name, st: settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{0}}, wantWait: payment.RetentionHorizon},
+		// Its end is days off, beyond the horizon: it waits in no queue
+		// (the scan brings it back, TestRetentionScanHandsBackWhatEndsWithinTheHorizon).
+		{name: "default-retention-keeps-a-day-old-one", provider: dflt.Name, st: settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{24 * time.Hour}}},
 		{name: "default-retention-deletes-past-it", provider: dflt.Name, st: settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{dfltKeep + time.Second}}, wantDeleted: true},
 	}
 	for _, tc := range cases {
@@ -156,7 +160,7 @@ func TestRetentionDeletesExactlyWhatHasExpired(t *testing.T) {
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "failed-needing-review-is-kept"}}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"default-retention-keeps-a-day-old-one", "processing-is-not-final", "refunded-10m-ago-counts-from-the-refund", "unknown-is-not-final"}
+	want := []string{"default-retention-keeps-a-day-old-one", "processing-is-not-final", "refunded-10m-ago-counts-from-the-refund", "succeeded-just-now-waits-the-hour", "unknown-is-not-final"}
 	if got := remaining(t, ns); !slices.Equal(got, want) {
 		t.Errorf("remaining payments %v, want %v", got, want)
 	}
@@ -245,5 +249,51 @@ func TestRetentionControllerWaitsForEachPayment(t *testing.T) {
 	fixture.Eventually(t, 10*time.Second, "the provider's new retention to apply", func() bool { return !exists(t, ns, "of-later") })
 	if !exists(t, ns, "under-review") {
 		t.Error("deleted a payment that needs review")
+	}
+}
+
+// TestRetentionScanHandsBackWhatEndsWithinTheHorizon: a final payment whose
+// retention ends beyond the horizon waits in no queue; the scan hands it
+// back once its end is within the horizon, and it is deleted on time. Held
+// in the queue from its settling instead, it would be deleted too, but the
+// queue would hold every payment retention keeps; never handed back, it
+// would never be deleted.
+func TestRetentionScanHandsBackWhatEndsWithinTheHorizon(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "retention-scan")
+	const keep, horizon = 6 * time.Second, 2 * time.Second
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "keeps-6s", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
+		s.Retention.FinalPayments = &metav1.Duration{Duration: keep}
+	}})
+	o := fixture.Run(controllers.ControllerRetention)
+	o.RetentionHorizon = horizon
+	m := fixture.StartManager(t, env, ns, o)
+	fixture.WaitCached(t, m.Manager.GetCache(), prov)
+
+	long := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "keeps-1h", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
+		s.Retention.FinalPayments = fixture.Duration("1h")
+	}})
+	fixture.WaitCached(t, m.Manager.GetCache(), long)
+	mark := m.Reconciles.Mark()
+	kept := storedPayment(t, ns, "kept", long.Name, time.Now(), settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{0}})
+	held := storedPayment(t, ns, "held", prov.Name, time.Now(), settled{phase: v1alpha1.PhaseFailed, history: []time.Duration{0}, needsReview: true})
+	p := storedPayment(t, ns, "paid", prov.Name, time.Now(), settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{0}})
+	end := payment.RetentionSince(p).Add(keep)
+	fixture.Eventually(t, fixture.Timeout, "the payment deleted past its retention", func() (bool, string) {
+		return !exists(t, ns, p.Name), "still there"
+	})
+	if early := time.Until(end); early > 0 {
+		t.Fatalf("deleted %s before its retention ended", early)
+	}
+	// The scan ran a dozen times meanwhile; neither the payment kept for an
+	// hour nor the one under review (its review's end wakes it) was handed
+	// back, and their one reconcile each scheduled nothing.
+	for _, o := range []*v1alpha1.Payment{kept, held} {
+		if rs := m.Reconciles.Since(mark, controllers.ControllerRetention, o); len(rs) != 1 || rs[0].Scheduled() {
+			t.Fatalf("%s was reconciled %d times (%+v); want once, scheduling nothing", o.Name, len(rs), rs)
+		}
+	}
+	if !exists(t, ns, held.Name) {
+		t.Fatal("deleted the payment under review")
 	}
 }

@@ -82,6 +82,9 @@ type Options struct {
 	// FinishedEventsEvery overrides DefaultFinishedEventsEvery: how often
 	// finished WebhookEvents past retention are looked for.
 	FinishedEventsEvery time.Duration
+	// RetentionHorizon overrides payment.RetentionHorizon: how far ahead
+	// retention keeps a final payment in its queue.
+	RetentionHorizon time.Duration
 	// Namespaces are the namespaces the manager's cache watches, when it
 	// does not watch all of them: what the controllers read from the API
 	// server directly is kept to them too.
@@ -222,7 +225,7 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 		Client: writer, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Recorder: rec, Clock: clk, Gateway: w.Gateway,
 	}
-	w.Retention = &Retention{Client: writer, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk, Ledger: led}
+	w.Retention = &Retention{Client: writer, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk, Ledger: led, Horizon: o.RetentionHorizon}
 	w.Refunds = &RefundReconciler{
 		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, Ledger: led,

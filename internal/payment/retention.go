@@ -2,6 +2,7 @@ package payment
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -33,6 +34,42 @@ func RetentionHold(p *v1alpha1.Payment) string {
 		return "its dispute is open"
 	}
 	return ""
+}
+
+// RetentionHorizon is how far ahead retention keeps a final payment in its
+// queue: one whose retention ends later waits in no queue, and the
+// retention scan, run every RetentionHorizon/4, hands it back once its end
+// is within the horizon. A queued item costs the manager about as much
+// memory as the cached payment's index entries; a queue of every payment
+// retention keeps (three days of them by default) would grow with
+// retention, not with work (SPEC §12.4).
+const RetentionHorizon = time.Hour
+
+// RetentionLeft is how long until retention (keep, the provider's
+// retention.finalPayments) may delete p, a final payment: counted from its
+// last history entry (its final transition, or a later refund or dispute:
+// those restart the clock), else from when Ready last changed, else from
+// its creation. Zero or less: now.
+func RetentionLeft(p *v1alpha1.Payment, keep time.Duration, now time.Time) time.Duration {
+	return RetentionSince(p).Add(keep).Sub(now)
+}
+
+// RetentionSince is when p's retention started (see RetentionLeft).
+func RetentionSince(p *v1alpha1.Payment) time.Time {
+	if n := len(p.Status.History); n > 0 {
+		return p.Status.History[n-1].Time.Time
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return p.CreationTimestamp.Time
+}
+
+// RetentionQueued reports whether a final payment whose retention ends in
+// left waits for that moment in the retention queue: only within horizon.
+// Further off, it waits in no queue; the scan brings it back.
+func RetentionQueued(left, horizon time.Duration) bool {
+	return left <= horizon
 }
 
 // RefundsHold says which of p's Refunds keeps it past its retention ("" when

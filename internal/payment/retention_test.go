@@ -176,3 +176,42 @@ func TestHoldTracked(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionLeftAndQueued: retention counts from the last history entry,
+// else Ready's last change, else creation; only the last stretch, within
+// the horizon, waits in the retention queue.
+func TestRetentionLeftAndQueued(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ago time.Duration) metav1.Time { return metav1.NewTime(now.Add(-ago)) }
+	created := &v1alpha1.Payment{}
+	created.CreationTimestamp = at(5 * time.Hour)
+	ready := created.DeepCopy()
+	ready.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, LastTransitionTime: at(4 * time.Hour)}}
+	history := ready.DeepCopy()
+	history.Status.History = []v1alpha1.HistoryEntry{{Time: at(3 * time.Hour)}, {Time: at(2 * time.Hour)}}
+	for _, tc := range []struct {
+		name string
+		p    *v1alpha1.Payment
+		want time.Duration
+	}{
+		{"from its creation", created, -2 * time.Hour},
+		{"from Ready's last change", ready, -time.Hour},
+		{"from the last history entry", history, time.Hour},
+	} {
+		if got := payment.RetentionLeft(tc.p, 3*time.Hour, now); got != tc.want {
+			t.Errorf("%s: RetentionLeft = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	h := payment.RetentionHorizon
+	for _, tc := range []struct {
+		left time.Duration
+		want bool
+	}{
+		{-time.Second, true}, {0, true}, {h - time.Second, true}, {h, true},
+		{h + time.Nanosecond, false}, {72 * time.Hour, false},
+	} {
+		if got := payment.RetentionQueued(tc.left, h); got != tc.want {
+			t.Errorf("RetentionQueued(%s, %s) = %v, want %v", tc.left, h, got, tc.want)
+		}
+	}
+}
