@@ -42,7 +42,7 @@ const IndexPaymentFinal = "retention.finalByProvider"
 // processor (WebhookEventReconciler) deletes them after retention.webhookEvents.
 //
 // A final payment waits on its own expiry with RequeueAfter only for the
-// last stretch, payment.RetentionQueued within Horizon; further off it waits
+// last stretch, payment.RetentionWait within Horizon; further off it waits
 // in no queue, and a scan of the cache every Horizon/4 (Start) hands it back
 // once its end is within the horizon. The queue holds the payments that go
 // within the hour, not every payment retention keeps.
@@ -78,14 +78,11 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("index final payments: %w", err)
 	}
 	r.wake = make(chan event.GenericEvent)
-	if err := mgr.Add(r); err != nil {
-		return fmt.Errorf("add the retention scan: %w", err)
-	}
 	final := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		p, ok := o.(*v1alpha1.Payment)
 		return ok && p.Status.Phase.IsFinal()
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	err := ctrl.NewControllerManagedBy(mgr).
 		Named("payment-retention").
 		For(&v1alpha1.Payment{}, builder.WithPredicates(final)).
 		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{})).
@@ -101,6 +98,11 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 				meta.IsStatusConditionTrue(old.Status.Conditions, v1alpha1.ConditionNeedsReview) != meta.IsStatusConditionTrue(cur.Status.Conditions, v1alpha1.ConditionNeedsReview)
 		}})).
 		Complete(r)
+	if err != nil {
+		return err
+	}
+	// The scan, beside the controller that reads its channel.
+	return mgr.Add(r)
 }
 
 func finalKeys(o client.Object) []string {
@@ -197,10 +199,8 @@ func (r *Retention) judge(ctx context.Context, p *v1alpha1.Payment) (wait time.D
 	}
 	left := payment.RetentionLeft(p, prov.Spec.FinalPaymentRetention(), r.Clock.Now())
 	if left > 0 {
-		if !payment.RetentionQueued(left, r.horizon()) {
-			return 0, false, nil // the scan brings it back
-		}
-		return left, false, nil
+		// Zero beyond the horizon: the scan brings it back.
+		return payment.RetentionWait(left, r.horizon()), false, nil
 	}
 	// A Refund in flight, under review or not counted yet keeps its payment
 	// (and itself: it is owned by the payment); its settling, its review
@@ -226,26 +226,28 @@ func (r *Retention) horizon() time.Duration {
 func (r *Retention) NeedLeaderElection() bool { return true }
 
 // Start runs the retention scan every Horizon/4 until ctx ends. A failed
-// scan is logged; the next one reads everything again.
+// scan is logged; the next one reads everything again. A payment already
+// waiting in its last hour is handed back too, and judged again at once:
+// a read of the cache.
 func (r *Retention) Start(ctx context.Context) error {
-	t := time.NewTicker(r.horizon() / 4)
+	t := time.NewTicker(max(r.horizon()/4, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if err := r.Scan(ctx); err != nil && ctx.Err() == nil {
+			if err := r.scan(ctx); err != nil && ctx.Err() == nil {
 				log.FromContext(ctx).Error(err, "retention scan incomplete")
 			}
 		}
 	}
 }
 
-// Scan reads the cache's final payments, provider by provider, and hands
-// those whose retention ends within the horizon, and that nothing holds, to
-// the controller.
-func (r *Retention) Scan(ctx context.Context) error {
+// scan reads the cache's final payments, provider by provider, and hands
+// those payment.RetentionWait gives a wait, and that nothing holds, to the
+// controller.
+func (r *Retention) scan(ctx context.Context) error {
 	var provs v1alpha1.PaymentProviderList
 	if err := r.Client.List(ctx, &provs, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list payment providers: %w", err)
@@ -261,7 +263,7 @@ func (r *Retention) Scan(ctx context.Context) error {
 		for j := range list.Items {
 			p := &list.Items[j]
 			if payment.RetentionHold(p) != "" ||
-				!payment.RetentionQueued(payment.RetentionLeft(p, prov.Spec.FinalPaymentRetention(), now), r.horizon()) {
+				payment.RetentionWait(payment.RetentionLeft(p, prov.Spec.FinalPaymentRetention(), now), r.horizon()) == 0 {
 				continue
 			}
 			select {

@@ -39,10 +39,10 @@ func RetentionHold(p *v1alpha1.Payment) string {
 // RetentionHorizon is how far ahead retention keeps a final payment in its
 // queue: one whose retention ends later waits in no queue, and the
 // retention scan, run every RetentionHorizon/4, hands it back once its end
-// is within the horizon. A queued item costs the manager about as much
-// memory as the cached payment's index entries; a queue of every payment
-// retention keeps (three days of them by default) would grow with
-// retention, not with work (SPEC §12.4).
+// is within the horizon. The queue then holds the payments that go within
+// the hour, not the days of them retention keeps (SPEC §12.4: work, not
+// retention, sizes what the manager holds); and a scan is how retention
+// reaches payments no cache holds one by one.
 const RetentionHorizon = time.Hour
 
 // RetentionLeft is how long until retention (keep, the provider's
@@ -65,11 +65,17 @@ func RetentionSince(p *v1alpha1.Payment) time.Time {
 	return p.CreationTimestamp.Time
 }
 
-// RetentionQueued reports whether a final payment whose retention ends in
-// left waits for that moment in the retention queue: only within horizon.
-// Further off, it waits in no queue; the scan brings it back.
-func RetentionQueued(left, horizon time.Duration) bool {
-	return left <= horizon
+// RetentionWait is how long a final payment that nothing holds, whose
+// retention ends in left (> 0), waits in the retention queue: until that
+// end, when it is within horizon; else not at all (0), and the retention
+// scan hands it back once it is. The scan hands back exactly the payments
+// this gives a wait: not one past its end (that one was judged at its end
+// and is kept by a Refund, whose settling brings it back), nor one far off.
+func RetentionWait(left, horizon time.Duration) time.Duration {
+	if left <= 0 || left > horizon {
+		return 0
+	}
+	return left
 }
 
 // RefundsHold says which of p's Refunds keeps it past its retention ("" when

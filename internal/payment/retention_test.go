@@ -202,16 +202,16 @@ func TestRetentionLeftAndQueued(t *testing.T) {
 			t.Errorf("%s: RetentionLeft = %s, want %s", tc.name, got, tc.want)
 		}
 	}
-	h := payment.RetentionHorizon
+	h := time.Hour
 	for _, tc := range []struct {
-		left time.Duration
-		want bool
+		left, want time.Duration
 	}{
-		{-time.Second, true}, {0, true}, {h - time.Second, true}, {h, true},
-		{h + time.Nanosecond, false}, {72 * time.Hour, false},
+		{-time.Second, 0}, {0, 0}, // past its end: not handed back
+		{time.Nanosecond, time.Nanosecond}, {h - time.Second, h - time.Second}, {h, h},
+		{h + time.Nanosecond, 0}, {72 * time.Hour, 0}, // beyond the horizon: no queue
 	} {
-		if got := payment.RetentionQueued(tc.left, h); got != tc.want {
-			t.Errorf("RetentionQueued(%s, %s) = %v, want %v", tc.left, h, got, tc.want)
+		if got := payment.RetentionWait(tc.left, h); got != tc.want {
+			t.Errorf("RetentionWait(%s, %s) = %s, want %s", tc.left, h, got, tc.want)
 		}
 	}
 }
