@@ -579,10 +579,10 @@ type PaymentStatus struct {
 	// +listType=atomic
 	// +optional
 	RefundsReversed []types.UID `json:"refundsReversed,omitempty"`
-	// refundsLoweredAt is when paywarden last read a refunded total lower
-	// than the one it had (a refund failed after it succeeded). A refund
-	// event that occurred before it carries a total the provider has since
-	// taken back, and is stale.
+	// refundsLoweredAt is when paywarden last read the provider's refunded
+	// total after a refund failed (a refund may fail after it succeeded),
+	// whether the figure went down or not. A refund event that occurred
+	// before it carries a total that read answers for, and is stale.
 	// +optional
 	RefundsLoweredAt *metav1.Time `json:"refundsLoweredAt,omitempty"`
 	// refundFailureSeenAt is when an event said a refund of the payment

@@ -58,11 +58,22 @@ func EventResult(p *v1alpha1.Payment, out Outcome, obs Observation) (v1alpha1.Ev
 	case Conflict:
 		return v1alpha1.ResultConflict, msg
 	default:
-		if obs.Observed == ObservedRefund && (!p.Status.Phase.IsFinal() || endedInDoubt(p)) {
+		if waitsForTheMoney(obs) && (!p.Status.Phase.IsFinal() || endedInDoubt(p)) {
 			return v1alpha1.ResultOrphaned, msg + "; waiting for the payment to succeed"
 		}
 		return v1alpha1.ResultIgnored, msg
 	}
+}
+
+// waitsForTheMoney: obs is news about money the payment took (a refund, a
+// refund's failure, a dispute). Events come in any order (a backfill of
+// Stripe or PayPal reads newest first): one that comes before the payment's
+// success waits for it (Orphaned: the payment's next change applies it
+// again) instead of being dropped; a dispute lost, dropped, would raise no
+// review, a refund's failure dropped would leave a total the provider took
+// back.
+func waitsForTheMoney(obs Observation) bool {
+	return obs.Observed == ObservedRefund || obs.Observed == ObservedDispute || obs.RefundFailed
 }
 
 // endedInDoubt: p ended without taking money (Failed, Expired, Canceled),

@@ -554,18 +554,19 @@ func (m *machine) refund() {
 // figure. The payment returns to PartiallyRefunded, or to Succeeded when
 // nothing is refunded any more.
 // refundFailureSeen handles an event about a failed refund of a payment
-// whose refunded total counts a refund: it may be that one, taken back after
-// it succeeded, whether or not a Refund object stands for it (one made in
-// the provider's dashboard, or a Refund deleted after it was counted). The
-// total is read again (RefundsUncounted) and lowered if the provider's
-// figure went down; without that read the payment would say Refunded while
-// the merchant holds the money, and refuse the Refund that pays the customer
-// back.
+// that took money: it may be a refund taken back after it succeeded,
+// whether or not a Refund object stands for it (one made in the provider's
+// dashboard, or a Refund deleted after it was counted), and whether or not
+// the total counts it yet (events come in any order: the refund's own
+// event may come after its failure's). The total is read again
+// (RefundsUncounted) and lowered if the provider's figure went down, and a
+// refund event older than that read is stale (RefundsLoweredAt); without
+// the read the payment would say Refunded while the merchant holds the
+// money, and refuse the Refund that pays the customer back.
 func (m *machine) refundFailureSeen() {
 	from := m.phase()
-	switch {
-	case !from.TookMoney() || m.st.AmountRefunded == nil || m.st.AmountRefunded.Value <= 0:
-		m.decide(Ignored, "a refund failed; the refunded total counts none")
+	if !from.TookMoney() {
+		m.decide(Ignored, "a refund failed of a payment that is %s", from)
 		return
 	}
 	// A failure seen while a read is out asks for a read after it: the
@@ -723,6 +724,14 @@ func (m *machine) manual() {
 		// a call that may have taken it, and release its order.
 		m.decide(Ignored, "its %s (requested %s) has no answer yet and may have taken the money: wait for its outcome, or resolve Succeeded",
 			strings.ToLower(string(op.Kind)), op.RequestedAt.UTC().Format(time.RFC3339))
+		return
+	}
+	if at := m.st.CreateRequestedAt; at != nil && m.st.ProviderPaymentID == "" && m.spec.ProviderPaymentID == "" &&
+		!to.TookMoney() && m.reviewReason() == "" {
+		// The same for a create with no answer: its look-up settles it, or
+		// puts it under review (CreateOutcomeUnknown) for a human to decide.
+		m.decide(Ignored, "its create (requested %s) has no answer yet and may have taken the money: wait for its outcome, or resolve Succeeded",
+			at.UTC().Format(time.RFC3339))
 		return
 	}
 	from := m.phase()

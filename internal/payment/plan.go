@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -230,8 +231,15 @@ func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead
 	}
 	if seen := c.st().RefundFailureSeenAt; seen != nil && !seen.After(read.FailureSeenAt) {
 		// The read a failed refund asked for is made; one that failed
-		// after it was planned asks for another (refundFailureSeen).
+		// after it was planned asks for another (refundFailureSeen). A
+		// refund event older than this read carries a total the read
+		// answers for: it is stale, lowered or not (the failed refund's
+		// own event may come after its failure's).
 		c.st().RefundFailureSeenAt = nil
+		if at := c.st().RefundsLoweredAt; at == nil || at.Time.Before(now) {
+			t := metav1.NewTime(now)
+			c.st().RefundsLoweredAt = &t
+		}
 	}
 	if got := call.Payment; got.Currency != "" {
 		c.apply(Observation{

@@ -229,6 +229,14 @@ func (m *refundMachine) manual(from v1alpha1.RefundPhase) {
 		m.decide(Ignored, "refund is already %s and needs no review", from)
 		return
 	}
+	if at := m.st.CreateRequestedAt; at != nil && m.st.ProviderRefundID == "" && to == v1alpha1.RefundFailed && !reviewing {
+		// Resolved Failed, its call would never be looked up, and its amount
+		// would be free for another Refund beside a refund that may stand
+		// at the provider. Its look-up settles it, or puts it under review.
+		m.decide(Ignored, "its refund call (requested %s) has no answer yet and may have refunded: wait for its outcome, or resolve Succeeded",
+			at.UTC().Format(time.RFC3339))
+		return
+	}
 	if reviewing {
 		m.ledger().clearReview("resolved by an operator: " + m.obs.Reason)
 	}

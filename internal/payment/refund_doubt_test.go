@@ -94,7 +94,9 @@ func TestLedgerUnsettledRefundCountsForAnOlderRefund(t *testing.T) {
 // left.
 func TestResolvedFailedThenProviderSuccessIsAConflict(t *testing.T) {
 	r := sentRefund("r1", 500, v1alpha1.RefundProcessing)
-	r.Status.ProviderRefundID = "" // call unanswered: no refund id yet (or "re_1": same result)
+	// The provider answered with its id (a call with no answer at all
+	// cannot be resolved Failed: TestResolveFailedWaitsForARefundCallsAnswer).
+	r.Status.ProviderRefundID = "re_1"
 	manual := payment.Observation{Source: v1alpha1.SourceManual, Observed: payment.ObservedFailed, Reason: "looked failed to me"}
 	res := payment.ApplyRefund(&r, manual, t0.Add(10*time.Minute))
 	if res.Decision != payment.Applied || res.Status.Phase != v1alpha1.RefundFailed {

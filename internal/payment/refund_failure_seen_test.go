@@ -87,11 +87,12 @@ func TestAReversedRefundNoRefundTracksLowersTheTotal(t *testing.T) {
 }
 
 // TestARefundFailureAsksForOneRead: an event about a failed refund asks for
-// a read of the provider's refunded total, and only of a payment whose total
-// counts a refund; the answered read clears the ask, so the payment does not
-// read the provider again and again. A second failure before the read is
-// planned is covered by that read; one seen after it was planned (the read
-// may have been answered before that refund failed) asks for another.
+// a read of the provider's refunded total, of any payment that took money
+// (its total may not count the refund yet: events come in any order); the
+// answered read clears the ask, so the payment does not read the provider
+// again and again. A second failure before the read is planned is covered
+// by that read; one seen after it was planned (the read may have been
+// answered before that refund failed) asks for another.
 func TestARefundFailureAsksForOneRead(t *testing.T) {
 	pol := testPolicy()
 	now := t0.Add(time.Hour)
@@ -102,10 +103,20 @@ func TestARefundFailureAsksForOneRead(t *testing.T) {
 		}, v1alpha1.ViaWebhook)
 	}
 
-	// A payment whose total counts no refund: nothing to lower, no read.
+	// A payment whose total counts no refund yet: read all the same (the
+	// failed refund's own event may come later, TestARefundFailureBeforeItsRefundEvent).
 	paid := succeededPayment()
-	if out := payment.ApplyEvent(paid, failed("evt_a", now), now); out.Status.RefundFailureSeenAt != nil {
-		t.Errorf("a failed refund of a payment that counts none asks for a read")
+	if out := payment.ApplyEvent(paid, failed("evt_a", now), now); out.Status.RefundFailureSeenAt == nil {
+		t.Errorf("a failed refund of a payment that counts none yet asks for no read")
+	}
+	// Of one that has not taken the money yet, there is nothing to read:
+	// the event waits for the success (Orphaned), which a backfill reading
+	// newest first applies after it.
+	pending := succeededPayment()
+	pending.Status.Phase = v1alpha1.PhaseProcessing
+	out := payment.ApplyEvent(pending, failed("evt_a", now), now)
+	if res, msg := payment.EventResult(pending, out, failed("evt_a", now)); out.Status.RefundFailureSeenAt != nil || res != v1alpha1.ResultOrphaned {
+		t.Errorf("a failed refund of a Processing payment: %s (%s), refundFailureSeenAt %v; want Orphaned, no read", res, msg, out.Status.RefundFailureSeenAt)
 	}
 
 	p := succeededPayment()
@@ -124,13 +135,7 @@ func TestARefundFailureAsksForOneRead(t *testing.T) {
 
 	read := func(total int64, at time.Time) {
 		t.Helper()
-		step := payment.Plan(p, pol, payment.Facts{RefundsListed: true}, at)
-		if step.Action != payment.Query || step.Read == nil || !step.Read.Lowers {
-			t.Fatalf("the payment plans %s (%s), want a read of its refunded total that may lower it", step.Action, step.Why)
-		}
-		call := answer(provider.StatusSucceeded)
-		call.Payment.RefundedTotal = total
-		p = store(p, payment.AfterRefundRead(p, pol, call, *step.Read, at))
+		p = readRefundedTotal(t, p, pol, total, at)
 	}
 	// The provider still counts 1000 (the failed refunds were others).
 	read(1000, now.Add(2*time.Second))
@@ -155,4 +160,73 @@ func TestARefundFailureAsksForOneRead(t *testing.T) {
 	if p.Status.RefundFailureSeenAt != nil || p.Status.Phase != v1alpha1.PhaseSucceeded || p.Status.AmountRefunded != nil {
 		t.Errorf("after the second read: refundFailureSeenAt %v, phase %s, refunded %+v; want Succeeded, nothing refunded", p.Status.RefundFailureSeenAt, p.Status.Phase, p.Status.AmountRefunded)
 	}
+}
+
+// TestARefundFailureBeforeItsRefundEvent: a refund made in the provider's
+// dashboard succeeds, then fails (Stripe: charge.refunded with
+// amount_refunded 500, later refund.failed, the charge's total back to 0).
+// A backfill reading newest first, or unordered delivery, applies the
+// failure first, when the payment's total counts no refund: it still asks
+// for a read of the provider's figure. The older charge.refunded, applied
+// before that read, is lowered by it; applied after it, it is stale.
+func TestARefundFailureBeforeItsRefundEvent(t *testing.T) {
+	pol := testPolicy()
+	t1 := t0.Add(time.Hour)
+	t3 := t1.Add(2 * time.Hour)
+	failed := payment.FromEvent(provider.Event{
+		ID: "evt_refund_failed", Type: "refund.failed", Status: provider.StatusUnknown, PaymentID: "pay_1", OccurredAt: t3,
+		Refund: &provider.Refund{ID: "re_dash", PaymentID: "pay_1", Status: provider.RefundFailed, Amount: 500, Currency: orderCurrency},
+	}, v1alpha1.ViaBackfill)
+	refunded := payment.FromEvent(provider.Event{
+		ID: "evt_charge_refunded", Type: "charge.refunded", Status: provider.StatusRefund, PaymentID: "pay_1", OccurredAt: t1,
+		Currency: orderCurrency, RefundedTotal: 500,
+	}, v1alpha1.ViaBackfill)
+	now := t3.Add(time.Hour)
+	read := func(p *v1alpha1.Payment, total int64, at time.Time) *v1alpha1.Payment {
+		t.Helper()
+		return readRefundedTotal(t, p, pol, total, at)
+	}
+	nothingRefunded := func(when string, p *v1alpha1.Payment) {
+		t.Helper()
+		if p.Status.Phase != v1alpha1.PhaseSucceeded || p.Status.AmountRefunded != nil || p.Status.RefundFailureSeenAt != nil {
+			t.Errorf("%s: %s, refunded %+v, refundFailureSeenAt %v; want Succeeded, nothing refunded, no read asked for",
+				when, p.Status.Phase, p.Status.AmountRefunded, p.Status.RefundFailureSeenAt)
+		}
+	}
+
+	p := succeededPayment()
+	out := payment.ApplyEvent(p, failed, now)
+	if res, msg := payment.EventResult(p, out, failed); res != v1alpha1.ResultApplied || out.Status.RefundFailureSeenAt == nil {
+		t.Fatalf("the failure first: %s (%s), refundFailureSeenAt %v; want Applied, a read asked for", res, msg, out.Status.RefundFailureSeenAt)
+	}
+	p = store(p, out)
+
+	// charge.refunded before the read: counted, then lowered by the read.
+	before := store(p, payment.ApplyEvent(p, refunded, now.Add(time.Second)))
+	if a := before.Status.AmountRefunded; a == nil || a.Value != 500 {
+		t.Fatalf("charge.refunded before the read: refunded %+v, want 500", a)
+	}
+	nothingRefunded("charge.refunded, then the read", read(before, 0, now.Add(2*time.Second)))
+
+	// charge.refunded after the read: older than it, stale.
+	after := read(p, 0, now.Add(2*time.Second))
+	nothingRefunded("the read", after)
+	late := payment.ApplyEvent(after, refunded, now.Add(3*time.Second))
+	if res, msg := payment.EventResult(after, late, refunded); res != v1alpha1.ResultStale {
+		t.Errorf("charge.refunded after the read: %s (%s); want Stale", res, msg)
+	}
+	nothingRefunded("the read, then charge.refunded", store(after, late))
+}
+
+// readRefundedTotal plans p at at, which must be a read of its refunded
+// total that may lower it, and stores the provider's answer total.
+func readRefundedTotal(t *testing.T, p *v1alpha1.Payment, pol payment.Policy, total int64, at time.Time) *v1alpha1.Payment {
+	t.Helper()
+	step := payment.Plan(p, pol, payment.Facts{RefundsListed: true}, at)
+	if step.Action != payment.Query || step.Read == nil || !step.Read.Lowers {
+		t.Fatalf("the payment plans %s (%s), want a read of its refunded total that may lower it", step.Action, step.Why)
+	}
+	call := answer(provider.StatusSucceeded)
+	call.Payment.RefundedTotal = total
+	return store(p, payment.AfterRefundRead(p, pol, call, *step.Read, at))
 }
