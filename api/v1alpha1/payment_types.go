@@ -247,7 +247,10 @@ type PaymentSpec struct {
 	MerchantReference string `json:"merchantReference,omitempty"`
 
 	// idempotencyKey is sent as the provider's idempotency header on create, so
-	// a retried create never makes a second payment. Defaults to metadata.uid.
+	// a retried create never makes a second payment. Defaults to "pw1-" and a
+	// hash of the namespace, the provider, the merchant reference and the
+	// name (never metadata.uid), so the same manifest applied again sends the
+	// same key.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=255
 	// +optional
@@ -579,10 +582,11 @@ type PaymentStatus struct {
 	// +listType=atomic
 	// +optional
 	RefundsReversed []types.UID `json:"refundsReversed,omitempty"`
-	// refundsLoweredAt is when paywarden last read the provider's refunded
-	// total after a refund failed (a refund may fail after it succeeded),
-	// whether the figure went down or not. A refund event that occurred
-	// before it carries a total that read answers for, and is stale.
+	// refundsLoweredAt is up to when the provider's refunded total, read
+	// after a refund failed (a refund may fail after it succeeded), answers
+	// for every refund: when a read found the figure lower, else the second
+	// before the read was sent. A refund event that occurred before it (to
+	// the second) carries a total that read answers for, and is stale.
 	// +optional
 	RefundsLoweredAt *metav1.Time `json:"refundsLoweredAt,omitempty"`
 	// refundFailureSeenAt is when an event said a refund of the payment

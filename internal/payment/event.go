@@ -66,7 +66,8 @@ func EventResult(p *v1alpha1.Payment, out Outcome, obs Observation) (v1alpha1.Ev
 }
 
 // waitsForTheMoney: obs is news about money the payment took (a refund, a
-// refund's failure, a dispute). Events come in any order (a backfill of
+// refund's failure, a dispute's outcome; a dispute's opening is recorded in
+// any phase and never gets here). Events come in any order (a backfill of
 // Stripe or PayPal reads newest first): one that comes before the payment's
 // success waits for it (Orphaned: the payment's next change applies it
 // again) instead of being dropped; a dispute lost, dropped, would raise no

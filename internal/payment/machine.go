@@ -529,12 +529,12 @@ func (m *machine) refund() {
 	}
 	if lowered := m.st.RefundsLoweredAt; lowered != nil && m.obs.EventID != "" && !m.obs.OccurredAt.IsZero() &&
 		m.obs.OccurredAt.Unix() <= lowered.Unix() {
-		// The event is older than the read that found a refund taken back:
-		// its higher total is what the provider reported before that.
-		// (Event times have whole seconds: one in the read's second is
-		// taken as older too; a refund made then is read again when its
-		// Refund settles, RefundsUncounted.)
-		m.decide(Stale, "refunded total %d reported at %s, before the read at %s that found a refund taken back",
+		// The event is older than a read that answered for a refund's
+		// failure: its total is one the read has answered for. (Event
+		// times have whole seconds: after a lowering read, one in the
+		// read's second is taken as older too; a refund made then is read
+		// again when its Refund settles, RefundsUncounted.)
+		m.decide(Stale, "refunded total %d reported at %s, before the read of %s that answered for a refund's failure",
 			total.Value, m.obs.OccurredAt.UTC().Format(time.RFC3339), lowered.UTC().Format(time.RFC3339))
 		return
 	}
@@ -565,8 +565,15 @@ func (m *machine) refund() {
 // money, and refuse the Refund that pays the customer back.
 func (m *machine) refundFailureSeen() {
 	from := m.phase()
-	if !from.TookMoney() {
+	switch {
+	case !from.TookMoney():
 		m.decide(Ignored, "a refund failed of a payment that is %s", from)
+		return
+	case m.st.ProviderPaymentID == "" && m.spec.ProviderPaymentID == "":
+		// Resolved Succeeded by hand, it has no id to read a total by: a
+		// read asked for would never be made, and a Refund of everything
+		// would wait on it for ever.
+		m.decide(Ignored, "a refund failed of a payment without a provider id: its refunded total cannot be read")
 		return
 	}
 	// A failure seen while a read is out asks for a read after it: the

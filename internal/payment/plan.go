@@ -123,6 +123,9 @@ type RefundRead struct {
 	// is taken only over that figure, never over a newer one an event
 	// stored meanwhile (the read is then made again).
 	From int64
+	// PlannedAt is when the read was planned, just before it was sent: the
+	// provider's answer counts every refund made before then.
+	PlannedAt time.Time
 }
 
 // refundReadDue is when a settled payment whose refunded total does not
@@ -232,13 +235,18 @@ func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead
 	if seen := c.st().RefundFailureSeenAt; seen != nil && !seen.After(read.FailureSeenAt) {
 		// The read a failed refund asked for is made; one that failed
 		// after it was planned asks for another (refundFailureSeen). A
-		// refund event older than this read carries a total the read
-		// answers for: it is stale, lowered or not (the failed refund's
-		// own event may come after its failure's).
+		// refund event from a whole second before the read was sent
+		// carries a total the read answers for: it is stale, lowered or
+		// not (the failed refund's own event may come after its
+		// failure's). One from the read's own second may be a refund made
+		// while the read was out, and is taken.
 		c.st().RefundFailureSeenAt = nil
-		if at := c.st().RefundsLoweredAt; at == nil || at.Time.Before(now) {
-			t := metav1.NewTime(now)
-			c.st().RefundsLoweredAt = &t
+		if !read.PlannedAt.IsZero() {
+			answered := read.PlannedAt.Truncate(time.Second).Add(-time.Second)
+			if at := c.st().RefundsLoweredAt; at == nil || at.Time.Before(answered) {
+				t := metav1.NewTime(answered)
+				c.st().RefundsLoweredAt = &t
+			}
 		}
 	}
 	if got := call.Payment; got.Currency != "" {
@@ -270,6 +278,7 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 		if due := refundReadDue(p, pol); now.Before(due) {
 			return Step{Action: Wait, At: due, Why: "refunded total behind its Refunds: next read not due"}
 		}
+		read.PlannedAt = now
 		return Step{Action: Query, Read: &read, Why: "a Refund settled that the refunded total may not count yet: read the provider's cumulative figure"}
 	}
 	if linesNews {

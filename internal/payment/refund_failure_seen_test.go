@@ -230,3 +230,78 @@ func readRefundedTotal(t *testing.T, p *v1alpha1.Payment, pol payment.Policy, to
 	call.Payment.RefundedTotal = total
 	return store(p, payment.AfterRefundRead(p, pol, call, *step.Read, at))
 }
+
+// TestARefundMadeWhileAFailuresReadIsOutCounts: a Refund object's refund
+// fails outright (refund.failed; the payment's total counts nothing), which
+// asks for a read of the provider's figure. A refund made in the provider's
+// dashboard while that read is out (after the provider computed its answer,
+// 0) is reported in the read's own second: it is no older news than the
+// read, and counts (the read makes stale only what happened a whole second
+// before it was sent).
+func TestARefundMadeWhileAFailuresReadIsOutCounts(t *testing.T) {
+	pol := testPolicy()
+	now := t0.Add(time.Hour)
+	p := succeededPayment()
+	failed := payment.FromEvent(provider.Event{
+		ID: "evt_refund_failed", Type: "refund.failed", Status: provider.StatusUnknown, PaymentID: "pay_1", OccurredAt: now,
+		Refund: &provider.Refund{ID: "re_obj", PaymentID: "pay_1", Status: provider.RefundFailed, Amount: 300, Currency: orderCurrency},
+	}, v1alpha1.ViaWebhook)
+	p = store(p, payment.ApplyEvent(p, failed, now))
+	if p.Status.RefundFailureSeenAt == nil {
+		t.Fatal("fixture: no read asked for")
+	}
+	// The read: sent at now+1s, the provider answers 0 at now+1.2s, the
+	// answer is taken at now+1.6s (network, the token bucket).
+	sent := now.Add(time.Second)
+	step := payment.Plan(p, pol, payment.Facts{RefundsListed: true}, sent)
+	if step.Action != payment.Query || step.Read == nil {
+		t.Fatalf("plans %s (%s)", step.Action, step.Why)
+	}
+	call := answer(provider.StatusSucceeded)
+	call.Payment.RefundedTotal = 0
+	p = store(p, payment.AfterRefundRead(p, pol, call, *step.Read, sent.Add(600*time.Millisecond)))
+	// The dashboard refund, at now+1.4s (after the provider's answer).
+	dash := payment.FromEvent(provider.Event{
+		ID: "evt_charge_refunded", Type: "charge.refunded", Status: provider.StatusRefund, PaymentID: "pay_1",
+		OccurredAt: sent.Add(400 * time.Millisecond).Truncate(time.Second), Currency: orderCurrency, Amount: orderValue, RefundedTotal: 500,
+	}, v1alpha1.ViaWebhook)
+	later := sent.Add(3 * time.Second)
+	out := payment.ApplyEvent(p, dash, later)
+	res, msg := payment.EventResult(p, out, dash)
+	p = store(p, out)
+	next := payment.Plan(p, pol, payment.Facts{RefundsListed: true}, later.Add(time.Hour))
+	if a := p.Status.AmountRefunded; a == nil || a.Value != 500 {
+		t.Errorf("a dashboard refund of 500 made while the failure's read was out: event %s (%s); payment %s, refunded %+v; next step %s (%s) — the provider says 500 refunded",
+			res, msg, p.Status.Phase, a, next.Action, next.Why)
+	}
+}
+
+// TestARefundFailureOfAPaymentWithoutProviderIDAsksNoRead: a payment whose
+// create had no answer, resolved Succeeded by hand, has no provider id, so
+// its refunded total cannot be read. A refund.failed found by its merchant
+// reference asks for no read: one asked for would never be made, and a
+// Refund of everything would wait on it for ever.
+func TestARefundFailureOfAPaymentWithoutProviderIDAsksNoRead(t *testing.T) {
+	pol := testPolicy()
+	now := t0.Add(time.Minute)
+	p := newPay("no-id")
+	p = store(p, payment.Plan(p, pol, payment.Facts{}, now).Outcome)
+	p = store(p, payment.AfterCreate(p, pol, fails(errTimeout), now))
+	r := annotate(p, v1alpha1.AnnotationResolve, "Succeeded")
+	r.Annotations[v1alpha1.AnnotationResolveReason] = "the payer's bank statement shows it"
+	p = store(r, payment.Plan(r, pol, payment.Facts{}, now.Add(time.Second)).Outcome)
+	if p.Status.Phase != v1alpha1.PhaseSucceeded || payment.ProviderID(p) != "" {
+		t.Fatalf("fixture: %s id %q", p.Status.Phase, payment.ProviderID(p))
+	}
+	at := now.Add(time.Hour)
+	failed := payment.FromEvent(provider.Event{ID: "evt_rf", Type: "refund.failed", Status: provider.StatusUnknown, OccurredAt: at,
+		Refund: &provider.Refund{ID: "re_x", Status: provider.RefundFailed, Amount: 100, Currency: orderCurrency}}, v1alpha1.ViaWebhook)
+	p = store(p, payment.ApplyEvent(p, failed, at))
+	step := payment.Plan(p, pol, payment.Facts{RefundsListed: true}, at.Add(30*24*time.Hour))
+	all := newRefund("all", 0, at)
+	_, wait, refusal := payment.RefundAllowance(all, p, nil)
+	if p.Status.RefundFailureSeenAt != nil || wait != "" {
+		t.Errorf("refundFailureSeenAt %v set, and a month later the payment plans %s (%s): never cleared; a Refund of everything: wait %q refusal %q",
+			p.Status.RefundFailureSeenAt, step.Action, step.Why, wait, refusal)
+	}
+}
