@@ -134,7 +134,7 @@ dev: envtest plugin ## Run everything locally on an embedded control plane with 
 dev-smoke: envtest ## The headless `make dev` smoke test: every demo payment reaches its expected phase.
 	go test -count=1 -v ./test/dev/
 
-##@ Performance and chaos (not part of `make test`)
+##@ Performance and chaos (make test runs the CI-sized soak)
 
 # SRC points `make bench` at another checkout: its cmd/manager and
 # cmd/receiver are built and measured. BENCH_FLAGS passes more flags

@@ -24,8 +24,9 @@ var RefundTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Refund phase transitions applied, by namespace, from and to phase, and observation source.",
 }, []string{"namespace", "from", "to", "source"})
 
-// StatusQueries counts per-payment status queries by result (found, error,
-// not_found, deferred_rate_limit, deferred_circuit_open).
+// StatusQueries counts per-payment status queries by result (found,
+// not_found, error, config_error, rejected, deferred_rate_limited,
+// deferred_circuit_open, deferred_provider_config).
 var StatusQueries = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "paywarden_status_queries_total",
 	Help: "Status queries against providers, by provider (namespace, name) and result.",

@@ -184,5 +184,6 @@ func TestTenantRolesAggregate(t *testing.T) {
 		"payments.paywarden.dev/paymentproviders": "get list watch",
 		"payments.paywarden.dev/refunds":          "get list watch",
 		"payments.paywarden.dev/webhookevents":    "get list watch",
+		"events.k8s.io/events":                    "get list watch",
 	})
 }
