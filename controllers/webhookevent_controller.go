@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -156,6 +157,7 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{}, fmt.Errorf("delete expired event %s: %w", req.NamespacedName, err)
 		}
 		log.V(1).Info("deleted webhook event past retention", "eventID", evt.Spec.EventID, "result", evt.Status.Result)
+		r.expiredUnapplied(ctx, evt)
 		return ctrl.Result{}, nil
 	}
 
@@ -200,6 +202,26 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	log.V(1).Info("webhook event processed", "eventID", evt.Spec.EventID, "result", out.Result, "payment", out.Payment)
 	return untilExpiry(out.Result, expiresIn), nil
+}
+
+// expiredUnapplied says so, on the Payment, when an event deleted past
+// retention was waiting for that Payment (news about money it had not taken
+// yet: a refund, a refund's failure, a dispute's outcome): the news is gone,
+// and a human may need it (a dispute lost). An event no Payment matched has
+// no one to tell; the log has it.
+func (r *WebhookEventReconciler) expiredUnapplied(ctx context.Context, evt *v1alpha1.WebhookEvent) {
+	if evt.Status.Result != v1alpha1.ResultOrphaned || evt.Spec.Payment == "" || r.Recorder == nil {
+		return
+	}
+	p := &v1alpha1.Payment{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: evt.Namespace, Name: evt.Spec.Payment}, p); err != nil {
+		return
+	}
+	ctrl.LoggerFrom(ctx).Info("webhook event deleted past retention without being applied", "eventID", evt.Spec.EventID,
+		"type", evt.Spec.Type, "payment", p.Name, "waited", evt.Status.Message)
+	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.ReasonWebhookEventExpired, "Expire",
+		"event %s (%s) waited for this payment past the provider's retention.webhookEvents and was deleted without being applied (%s)",
+		evt.Spec.EventID, evt.Spec.Type, evt.Status.Message)
 }
 
 // untilExpiry comes back to an event still open at its expiry, to delete

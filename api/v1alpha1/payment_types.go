@@ -186,6 +186,10 @@ const (
 	// the end of its lifetime (PayPal: about 3 hours) and answers "not found"
 	// for it; no money moved.
 	ReasonOrderExpired = "OrderExpired"
+	// ReasonWebhookEventExpired (an Event only): a webhook event that waited
+	// for the payment (news about money it had not taken yet) was deleted
+	// past the provider's retention.webhookEvents without being applied.
+	ReasonWebhookEventExpired = "WebhookEventExpired"
 )
 
 // LocalObjectReference names an object in the same namespace.

@@ -72,10 +72,10 @@ func RetentionSince(p *v1alpha1.Payment) time.Time {
 // this gives a wait: not one past its end (that one was judged at its end
 // and is kept by a Refund, whose settling brings it back), nor one far off.
 func RetentionWait(left, horizon time.Duration) time.Duration {
-	if left <= 0 || left > horizon {
+	if left > horizon {
 		return 0
 	}
-	return left
+	return max(left, 0)
 }
 
 // RefundsHold says which of p's Refunds keeps it past its retention ("" when
