@@ -207,14 +207,22 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // expiredUnapplied says so, on the Payment, when an event deleted past
 // retention was waiting for that Payment (news about money it had not taken
 // yet: a refund, a refund's failure, a dispute's outcome): the news is gone,
-// and a human may need it (a dispute lost). An event no Payment matched has
-// no one to tell; the log has it.
+// and a human may need it (a dispute lost). The Payment is the one named at
+// receipt, else the one the event matches now (an event stored before its
+// Payment knew its provider id). An event no Payment matches has no one to
+// tell; the log has it.
 func (r *WebhookEventReconciler) expiredUnapplied(ctx context.Context, evt *v1alpha1.WebhookEvent) {
-	if evt.Status.Result != v1alpha1.ResultOrphaned || evt.Spec.Payment == "" || r.Recorder == nil {
+	if evt.Status.Result != v1alpha1.ResultOrphaned || r.Recorder == nil {
 		return
 	}
 	p := &v1alpha1.Payment{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: evt.Namespace, Name: evt.Spec.Payment}, p); err != nil {
+	if evt.Spec.Payment != "" {
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: evt.Namespace, Name: evt.Spec.Payment}, p); err != nil {
+			return
+		}
+	} else if found, err := r.inbox.PaymentOf(ctx, evt); err == nil {
+		p = found
+	} else {
 		return
 	}
 	ctrl.LoggerFrom(ctx).Info("webhook event deleted past retention without being applied", "eventID", evt.Spec.EventID,

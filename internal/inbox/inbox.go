@@ -471,6 +471,13 @@ var errNoPayment = errors.New("no matching payment")
 // resolve finds the Payment an event is about: by merchant reference, else by
 // the provider's payment id, and only among Payments in the provider's
 // namespace that reference the provider (the index keys carry its name).
+// PaymentOf is the Payment evt is about, as Apply finds it (by merchant
+// reference, then provider payment id); an error when none or several
+// match.
+func (in *Inbox) PaymentOf(ctx context.Context, evt *v1alpha1.WebhookEvent) (*v1alpha1.Payment, error) {
+	return in.resolve(ctx, evt)
+}
+
 func (in *Inbox) resolve(ctx context.Context, evt *v1alpha1.WebhookEvent) (*v1alpha1.Payment, error) {
 	ns, prov := evt.Namespace, evt.Spec.Provider
 	ref, id := evt.Spec.MerchantReference, evt.Spec.ProviderPaymentID

@@ -527,16 +527,21 @@ func (m *machine) refund() {
 		m.decide(Stale, "refunded total %d is not above %d", total.Value, m.st.AmountRefunded.Value)
 		return
 	}
-	if lowered := m.st.RefundsLoweredAt; lowered != nil && m.obs.EventID != "" && !m.obs.OccurredAt.IsZero() &&
-		m.obs.OccurredAt.Unix() <= lowered.Unix() {
-		// The event is older than a read that answered for a refund's
-		// failure: its total is one the read has answered for. (Event
-		// times have whole seconds: after a lowering read, one in the
-		// read's second is taken as older too; a refund made then is read
-		// again when its Refund settles, RefundsUncounted.)
-		m.decide(Stale, "refunded total %d reported at %s, before the read of %s that answered for a refund's failure",
-			total.Value, m.obs.OccurredAt.UTC().Format(time.RFC3339), lowered.UTC().Format(time.RFC3339))
-		return
+	readAgain := false
+	if lowered := m.st.RefundsLoweredAt; lowered != nil && m.obs.EventID != "" && !m.obs.OccurredAt.IsZero() {
+		// The event's time is the provider's clock, the read's the
+		// manager's: only an event clearly older than the read (by more
+		// than RefundReadSkew) carries a total the read has answered for.
+		// One near it is taken, and the provider's figure read again: the
+		// read decides, whichever clock is ahead.
+		switch at := m.obs.OccurredAt; {
+		case at.Before(lowered.Add(-RefundReadSkew)):
+			m.decide(Stale, "refunded total %d reported at %s, before the read of %s that answered for a refund's failure",
+				total.Value, at.UTC().Format(time.RFC3339), lowered.UTC().Format(time.RFC3339))
+			return
+		case !at.After(lowered.Add(RefundReadSkew)):
+			readAgain = m.st.ProviderPaymentID != "" || m.spec.ProviderPaymentID != ""
+		}
 	}
 	m.st.AmountRefunded = &total
 	// Everything is refunded once the refunds reach what the payment
@@ -545,6 +550,9 @@ func (m *machine) refund() {
 	to := v1alpha1.PhasePartiallyRefunded
 	if total.Value >= receivedAmount(m.spec, &m.st).Value {
 		to = v1alpha1.PhaseRefunded
+	}
+	if readAgain {
+		m.askForRead()
 	}
 	m.moveTo(to, fmt.Sprintf("refunded %s", v1alpha1.FormatAmount(total.Value, total.Currency)))
 }
@@ -579,16 +587,22 @@ func (m *machine) refundFailureSeen() {
 	// A failure seen while a read is out asks for a read after it: the
 	// one out may have been answered before this refund failed.
 	m.remember()
-	// Whole seconds, as the API server stores them, and later than the
-	// one before: a read planned before this failure never clears it.
+	m.askForRead()
+	m.appendHistory(from, from, v1alpha1.ReasonRefundReversed+": a refund failed; the refunded total is read again")
+	m.decide(Applied, "a refund failed: the provider's refunded total is read again")
+}
+
+// askForRead asks for a read of the provider's refunded total
+// (status.refundFailureSeenAt, RefundsUncounted). Whole seconds, as the API
+// server stores them, and later than the mark before: a read planned before
+// this ask never clears it.
+func (m *machine) askForRead() {
 	at := m.now.Truncate(time.Second)
 	if prev := m.st.RefundFailureSeenAt; prev != nil && !at.After(prev.Time) {
 		at = prev.Truncate(time.Second).Add(time.Second)
 	}
 	t := metav1.NewTime(at)
 	m.st.RefundFailureSeenAt = &t
-	m.appendHistory(from, from, v1alpha1.ReasonRefundReversed+": a refund failed; the refunded total is read again")
-	m.decide(Applied, "a refund failed: the provider's refunded total is read again")
 }
 
 func (m *machine) lowerRefunded(total v1alpha1.Money) {

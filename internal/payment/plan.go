@@ -128,6 +128,13 @@ type RefundRead struct {
 	PlannedAt time.Time
 }
 
+// RefundReadSkew is how far apart the provider's clock (its events' times)
+// and the manager's (a read's) may be: a refund event within it of a read
+// that answered for a refund's failure (status.refundsLoweredAt) is taken,
+// and the provider's figure read again, instead of judged older than the
+// read.
+const RefundReadSkew = time.Minute
+
 // refundReadDue is when a settled payment whose refunded total does not
 // count all its Refunds may be read: at once, unless its last read failed;
 // then one step of the schedule per failure in a row (then its last step)
@@ -232,6 +239,7 @@ func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead
 		// may be older than it. Read again (the reversals stay unread).
 		return c.done()
 	}
+	answersFailure := false
 	if seen := c.st().RefundFailureSeenAt; seen != nil && !seen.After(read.FailureSeenAt) {
 		// The read a failed refund asked for is made; one that failed
 		// after it was planned asks for another (refundFailureSeen). A
@@ -241,19 +249,26 @@ func AfterRefundRead(p *v1alpha1.Payment, pol Policy, call Call, read RefundRead
 		// failure's). One from the read's own second may be a refund made
 		// while the read was out, and is taken.
 		c.st().RefundFailureSeenAt = nil
-		if !read.PlannedAt.IsZero() {
-			answered := read.PlannedAt.Truncate(time.Second).Add(-time.Second)
-			if at := c.st().RefundsLoweredAt; at == nil || at.Time.Before(answered) {
-				t := metav1.NewTime(answered)
-				c.st().RefundsLoweredAt = &t
-			}
-		}
+		answersFailure = true
 	}
+	before := c.st().RefundsLoweredAt.DeepCopy()
 	if got := call.Payment; got.Currency != "" {
 		c.apply(Observation{
 			Source: v1alpha1.SourceStatusQuery, Observed: ObservedRefund, Raw: got.RawStatus,
 			RefundedTotal: &v1alpha1.Money{Value: got.RefundedTotal, Currency: got.Currency}, Lowers: true,
 		})
+	}
+	if lowered := !c.st().RefundsLoweredAt.Equal(before); (answersFailure || lowered) && !read.PlannedAt.IsZero() {
+		// The read answers for every refund made a whole second before it
+		// was sent, whether it lowered the figure or not; one from the
+		// read's own second may be a refund made while it was out, and is
+		// taken (the lowering's own time, when the answer came, would make
+		// it stale).
+		at := metav1.NewTime(read.PlannedAt.Truncate(time.Second).Add(-time.Second))
+		if before != nil && before.After(at.Time) {
+			at = *before
+		}
+		c.st().RefundsLoweredAt = &at
 	}
 	c.st().RefundsReversed = slices.Clone(read.Reversed)
 	return c.done()

@@ -218,11 +218,16 @@ func TestARefundFailureBeforeItsRefundEvent(t *testing.T) {
 	nothingRefunded("the read, then charge.refunded", store(after, late))
 }
 
-// readRefundedTotal plans p at at, which must be a read of its refunded
-// total that may lower it, and stores the provider's answer total.
-func readRefundedTotal(t *testing.T, p *v1alpha1.Payment, pol payment.Policy, total int64, at time.Time) *v1alpha1.Payment {
+// readRefundedTotal plans p (at planned, else at at), which must be a read
+// of its refunded total that may lower it, and stores the provider's answer
+// total, taken at at.
+func readRefundedTotal(t *testing.T, p *v1alpha1.Payment, pol payment.Policy, total int64, at time.Time, planned ...time.Time) *v1alpha1.Payment {
 	t.Helper()
-	step := payment.Plan(p, pol, payment.Facts{RefundsListed: true}, at)
+	plan := at
+	if len(planned) > 0 {
+		plan = planned[0]
+	}
+	step := payment.Plan(p, pol, payment.Facts{RefundsListed: true}, plan)
 	if step.Action != payment.Query || step.Read == nil || !step.Read.Lowers {
 		t.Fatalf("the payment plans %s (%s), want a read of its refunded total that may lower it", step.Action, step.Why)
 	}
@@ -303,5 +308,97 @@ func TestARefundFailureOfAPaymentWithoutProviderIDAsksNoRead(t *testing.T) {
 	if p.Status.RefundFailureSeenAt != nil || wait != "" {
 		t.Errorf("refundFailureSeenAt %v set, and a month later the payment plans %s (%s): never cleared; a Refund of everything: wait %q refusal %q",
 			p.Status.RefundFailureSeenAt, step.Action, step.Why, wait, refusal)
+	}
+}
+
+// TestALoweringReadTakesARefundMadeWhileItWasOut: a dashboard refund of 300
+// is counted, then fails; the read that answers for the failure finds 0 and
+// lowers the total. A new dashboard refund of 500 made while that read was
+// out (after the provider computed its answer) is reported in the read's
+// own second: it counts, as it does beside a read that lowered nothing. The
+// lowering read stamps refundsLoweredAt as any read answering a failure
+// does, the second before it was sent, not when its answer came.
+func TestALoweringReadTakesARefundMadeWhileItWasOut(t *testing.T) {
+	pol := testPolicy()
+	now := t0.Add(time.Hour)
+	p := succeededPayment()
+	ref := payment.FromEvent(provider.Event{ID: "evt_r1", Type: "charge.refunded", Status: provider.StatusRefund, PaymentID: "pay_1",
+		OccurredAt: now, Currency: orderCurrency, Amount: orderValue, RefundedTotal: 300}, v1alpha1.ViaWebhook)
+	p = store(p, payment.ApplyEvent(p, ref, now))
+	now = now.Add(24 * time.Hour)
+	failed := payment.FromEvent(provider.Event{
+		ID: "evt_refund_failed", Type: "refund.failed", Status: provider.StatusUnknown, PaymentID: "pay_1", OccurredAt: now,
+		Refund: &provider.Refund{ID: "re_dash1", PaymentID: "pay_1", Status: provider.RefundFailed, Amount: 300, Currency: orderCurrency},
+	}, v1alpha1.ViaWebhook)
+	p = store(p, payment.ApplyEvent(p, failed, now))
+	sent := now.Add(10 * time.Second)
+	p = readRefundedTotal(t, p, pol, 0, sent.Add(1600*time.Millisecond), sent)
+	if p.Status.AmountRefunded != nil || p.Status.RefundsLoweredAt == nil {
+		t.Fatalf("after the read: refunded %+v, refundsLoweredAt %v; want nothing refunded, a stamp", p.Status.AmountRefunded, p.Status.RefundsLoweredAt)
+	}
+	dash := payment.FromEvent(provider.Event{ID: "evt_r2", Type: "charge.refunded", Status: provider.StatusRefund, PaymentID: "pay_1",
+		OccurredAt: sent.Add(400 * time.Millisecond).Truncate(time.Second), Currency: orderCurrency, Amount: orderValue, RefundedTotal: 500}, v1alpha1.ViaWebhook)
+	out := payment.ApplyEvent(p, dash, sent.Add(5*time.Second))
+	if res, msg := payment.EventResult(p, out, dash); res != v1alpha1.ResultApplied || out.Status.AmountRefunded == nil || out.Status.AmountRefunded.Value != 500 {
+		t.Errorf("a dashboard refund of 500 made while a lowering read was out: %s (%s), refunded %+v; want Applied, 500", res, msg, out.Status.AmountRefunded)
+	}
+	// The failed refund's own success, from well before the read was sent,
+	// stays stale.
+	old := payment.FromEvent(provider.Event{ID: "evt_r1_again", Type: "charge.refunded", Status: provider.StatusRefund, PaymentID: "pay_1",
+		OccurredAt: sent.Add(-payment.RefundReadSkew - 2*time.Second), Currency: orderCurrency, Amount: orderValue, RefundedTotal: 300}, v1alpha1.ViaWebhook)
+	if res, msg := payment.EventResult(p, payment.ApplyEvent(p, old, sent.Add(6*time.Second)), old); res != v1alpha1.ResultStale {
+		t.Errorf("a refund total from before the read was sent: %s (%s); want Stale", res, msg)
+	}
+}
+
+// TestRefundEventsNearAReadAreReadAgain: an event's time is the provider's
+// clock, a read's the manager's, and either may be ahead. A refund event
+// near a read that answered for a refund's failure (within RefundReadSkew)
+// is taken, and the provider's figure read again; the read decides.
+//   - The manager 5 s ahead: a dashboard refund of 500 made 2 s after the
+//     read looks 3 s older than it. It counts (500, as the provider says).
+//   - The provider 5 s ahead: the failed refund's own success (300), applied
+//     after the read that answered 0, looks 3 s newer. It is taken and read
+//     again, and the read takes it back: nothing refunded, as the provider
+//     says.
+func TestRefundEventsNearAReadAreReadAgain(t *testing.T) {
+	pol := testPolicy()
+	failedAt := func(at time.Time) payment.Observation {
+		return payment.FromEvent(provider.Event{
+			ID: "evt_refund_failed", Type: "refund.failed", Status: provider.StatusUnknown, PaymentID: "pay_1", OccurredAt: at,
+			Refund: &provider.Refund{ID: "re_x", PaymentID: "pay_1", Status: provider.RefundFailed, Amount: 300, Currency: orderCurrency},
+		}, v1alpha1.ViaBackfill)
+	}
+	refundedAt := func(id string, total int64, at time.Time) payment.Observation {
+		return payment.FromEvent(provider.Event{ID: id, Type: "charge.refunded", Status: provider.StatusRefund, PaymentID: "pay_1",
+			OccurredAt: at, Currency: orderCurrency, Amount: orderValue, RefundedTotal: total}, v1alpha1.ViaBackfill)
+	}
+	const skew = 5 * time.Second
+
+	// The manager ahead (its times are the provider's + skew).
+	real := t0.Add(time.Hour)
+	p := store(succeededPayment(), payment.ApplyEvent(succeededPayment(), failedAt(real), real.Add(skew)))
+	read := real.Add(10 * time.Second)
+	p = readRefundedTotal(t, p, pol, 0, read.Add(skew+300*time.Millisecond), read.Add(skew))
+	p = store(p, payment.ApplyEvent(p, refundedAt("evt_dash", 500, read.Add(2*time.Second)), read.Add(3*time.Second+skew)))
+	if a := p.Status.AmountRefunded; a == nil || a.Value != 500 || p.Status.RefundFailureSeenAt == nil {
+		t.Fatalf("manager ahead: a refund made after the read: refunded %+v, read asked %v; want 500 and a read", a, p.Status.RefundFailureSeenAt)
+	}
+	p = readRefundedTotal(t, p, pol, 500, read.Add(time.Minute))
+	if a := p.Status.AmountRefunded; a == nil || a.Value != 500 || p.Status.RefundFailureSeenAt != nil {
+		t.Errorf("manager ahead, after the second read: refunded %+v, read asked %v; want 500, no read asked", a, p.Status.RefundFailureSeenAt)
+	}
+
+	// The provider ahead (its times are the manager's + skew).
+	m := t0.Add(time.Hour)
+	q := store(succeededPayment(), payment.ApplyEvent(succeededPayment(), failedAt(m.Add(skew+time.Second)), m.Add(2*time.Second)))
+	q = readRefundedTotal(t, q, pol, 0, m.Add(3500*time.Millisecond), m.Add(3*time.Second))
+	q = store(q, payment.ApplyEvent(q, refundedAt("evt_r1", 300, m.Add(skew)), m.Add(4*time.Second)))
+	if q.Status.RefundFailureSeenAt == nil {
+		t.Fatalf("provider ahead: the failed refund's success taken without a read asked: refunded %+v", q.Status.AmountRefunded)
+	}
+	q = readRefundedTotal(t, q, pol, 0, m.Add(time.Minute))
+	if q.Status.AmountRefunded != nil || q.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Errorf("provider ahead, after the second read: %s refunded %+v; want Succeeded, nothing refunded", q.Status.Phase, q.Status.AmountRefunded)
 	}
 }
