@@ -134,7 +134,9 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // paymentNews lets through the Payment updates the reconciler must act on at
 // once: operator annotations, a phase or provider id changed by another
-// writer (the receiver), deletion. Status writes that only move the schedule
+// writer (the receiver), a refund's failure to read the refunded total for
+// (status.refundFailureSeenAt: the inbox sets it without moving the phase),
+// deletion. Status writes that only move the schedule
 // — the reconciler's own, mostly — are not news: the wake-up they need was
 // already returned as RequeueAfter. Without this filter every status write
 // would cost a second reconcile. For the same reason the reconciler's own
@@ -157,6 +159,7 @@ func (f paymentNews) Update(e event.UpdateEvent) bool {
 		!maps.Equal(o.Annotations, n.Annotations) ||
 		o.Status.Phase != n.Status.Phase ||
 		payment.ProviderID(o) != payment.ProviderID(n) ||
+		!n.Status.RefundFailureSeenAt.Equal(o.Status.RefundFailureSeenAt) ||
 		!n.DeletionTimestamp.IsZero()
 }
 

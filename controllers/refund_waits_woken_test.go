@@ -55,9 +55,11 @@ func TestRefundBesideEndedInDoubtResolvedFailedIsDecided(t *testing.T) {
 // the provider's figure is unchanged (the failed refund was never counted:
 // a PayPal refund PENDING then FAILED), nothing else of the payment moves,
 // and the mark's clearing alone wakes the Refund (payment.AllowanceMoved).
+// The mark's setting alone wakes the payment (paymentNews), whose read
+// clears it.
 func TestRefundOfEverythingWaitingOnFailureMarkIsDecidedAfterTheRead(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "refund-wake")
-	_, _ = simProvider(t, ns, v1alpha1.ProviderKukoPay)
+	sim, _ := simProvider(t, ns, v1alpha1.ProviderKukoPay)
 	m := refundManager(t, ns)
 
 	p := paidPayment(t, ns, "kukopay", "marked", 1000)
@@ -66,18 +68,24 @@ func TestRefundOfEverythingWaitingOnFailureMarkIsDecidedAfterTheRead(t *testing.
 	p = waitRefunded(t, p, v1alpha1.PhasePartiallyRefunded, 300)
 	fixture.WaitPayment(t, env.Client, p, "r0 counted", func(p *v1alpha1.Payment) bool { return len(p.Status.RefundsCounted) == 1 })
 
-	// A refund event said a refund no Refund stands for failed.
+	// A refund event said a refund no Refund stands for failed. The mark
+	// alone wakes the payment (it moves neither the phase nor the figure);
+	// its read fails while the provider answers 500, so the mark stays.
+	sim.SetFaults(paysim.Faults{ServerErrorRate: 1, Operations: []string{paysim.OpGet}})
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	p = fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) { st.RefundFailureSeenAt = &now })
 	fixture.WaitCached(t, m.Manager.GetCache(), p)
+	fixture.WaitPayment(t, env.Client, p, "its read tried", func(p *v1alpha1.Payment) bool {
+		return p.Status.Query.ConsecutiveErrors > 0 && p.Status.RefundFailureSeenAt != nil
+	})
 	time.Sleep(time.Second)
 	r1 := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: p.Name})
 	fixture.WaitRefund(t, env.Client, r1, "waiting EarlierRefundInFlight", func(r *v1alpha1.Refund) bool {
 		return r.Status.WaitingFor == v1alpha1.ReasonEarlierRefundInFlight
 	})
-	// The payment reads its figure (woken here by an annotation; in a
-	// cluster the inbox's write wakes it): 300, as before.
-	fixture.Annotate(t, env.Client, p, "example.com/poke", "1")
+	// The provider answers again: the read finds 300, as before, and
+	// clears the mark without moving the figure.
+	sim.SetFaults(paysim.Faults{})
 	fixture.WaitPayment(t, env.Client, p, "mark cleared", func(p *v1alpha1.Payment) bool { return p.Status.RefundFailureSeenAt == nil })
 	fixture.WaitRefund(t, env.Client, r1, "decided (sent) once the read cleared refundFailureSeenAt", func(r *v1alpha1.Refund) bool {
 		return r.Status.CreateRequestedAt != nil

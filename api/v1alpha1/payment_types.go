@@ -589,9 +589,8 @@ type PaymentStatus struct {
 	// refundsLoweredAt is up to when the provider's refunded total, read
 	// after a refund failed (a refund may fail after it succeeded), answers
 	// for every refund: the second before that read was sent. A refund event
-	// that occurred more than a minute before it carries a total the read
-	// answers for, and is stale; one nearer (the provider's clock and
-	// paywarden's may differ) is taken, and the total read again.
+	// that occurred before it (to the second) carries a total the read
+	// answers for, and is stale.
 	// +optional
 	RefundsLoweredAt *metav1.Time `json:"refundsLoweredAt,omitempty"`
 	// refundFailureSeenAt is when an event said a refund of the payment

@@ -527,21 +527,14 @@ func (m *machine) refund() {
 		m.decide(Stale, "refunded total %d is not above %d", total.Value, m.st.AmountRefunded.Value)
 		return
 	}
-	readAgain := false
-	if lowered := m.st.RefundsLoweredAt; lowered != nil && m.obs.EventID != "" && !m.obs.OccurredAt.IsZero() {
-		// The event's time is the provider's clock, the read's the
-		// manager's: only an event clearly older than the read (by more
-		// than RefundReadSkew) carries a total the read has answered for.
-		// One near it is taken, and the provider's figure read again: the
-		// read decides, whichever clock is ahead.
-		switch at := m.obs.OccurredAt; {
-		case at.Before(lowered.Add(-RefundReadSkew)):
-			m.decide(Stale, "refunded total %d reported at %s, before the read of %s that answered for a refund's failure",
-				total.Value, at.UTC().Format(time.RFC3339), lowered.UTC().Format(time.RFC3339))
-			return
-		case !at.After(lowered.Add(RefundReadSkew)):
-			readAgain = m.st.ProviderPaymentID != "" || m.spec.ProviderPaymentID != ""
-		}
+	if lowered := m.st.RefundsLoweredAt; lowered != nil && m.obs.EventID != "" && !m.obs.OccurredAt.IsZero() &&
+		m.obs.OccurredAt.Unix() <= lowered.Unix() {
+		// The event is older than a read that answered for a refund's
+		// failure (the second before it was sent): its total is one the
+		// read has answered for.
+		m.decide(Stale, "refunded total %d reported at %s, before the read of %s that answered for a refund's failure",
+			total.Value, m.obs.OccurredAt.UTC().Format(time.RFC3339), lowered.UTC().Format(time.RFC3339))
+		return
 	}
 	m.st.AmountRefunded = &total
 	// Everything is refunded once the refunds reach what the payment
@@ -550,9 +543,6 @@ func (m *machine) refund() {
 	to := v1alpha1.PhasePartiallyRefunded
 	if total.Value >= receivedAmount(m.spec, &m.st).Value {
 		to = v1alpha1.PhaseRefunded
-	}
-	if readAgain {
-		m.askForRead()
 	}
 	m.moveTo(to, fmt.Sprintf("refunded %s", v1alpha1.FormatAmount(total.Value, total.Currency)))
 }

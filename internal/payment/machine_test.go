@@ -1780,9 +1780,8 @@ func TestRefundedTotalLowered(t *testing.T) {
 		{applyRow{"a lowering read that finds the recorded total is stale, not a reversal", givenPartiallyRefunded, nil, obsQuery(payment.ObservedRefund, withRefunded(500, orderCurrency), withLowers()), payment.Stale}, 500},
 		{applyRow{"a refund reversed on a Refunded payment takes it back to PartiallyRefunded", givenRefunded, nil, obsQuery(payment.ObservedRefund, withRefunded(500, orderCurrency), withLowers()), payment.Applied}, 500},
 		{applyRow{"a reversal down to one minor unit still counts that unit", givenPartiallyRefunded, nil, obsQuery(payment.ObservedRefund, withRefunded(1, orderCurrency), withLowers()), payment.Applied}, 1},
-		// Event times are the provider's clock: only one clearly older than
-		// the read (TestRefundEventsNearAReadAreReadAgain has the others).
-		{applyRow{"a refund event from well before the read that lowered the total is stale", givenPartiallyRefunded, loweredAtRead, obsWebhook(payment.ObservedRefund, "evt-refund-2", withRefunded(800, orderCurrency), withOccurredAt(readAt.Add(-payment.RefundReadSkew-time.Second))), payment.Stale}, 500},
+		// Event times have whole seconds: one of the stamp's second is older.
+		{applyRow{"a refund event of the second of the read that lowered the total is stale", givenPartiallyRefunded, loweredAtRead, obsWebhook(payment.ObservedRefund, "evt-refund-2", withRefunded(800, orderCurrency), withOccurredAt(readAt)), payment.Stale}, 500},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := tc.apply(t)

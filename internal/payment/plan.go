@@ -128,13 +128,6 @@ type RefundRead struct {
 	PlannedAt time.Time
 }
 
-// RefundReadSkew is how far apart the provider's clock (its events' times)
-// and the manager's (a read's) may be: a refund event within it of a read
-// that answered for a refund's failure (status.refundsLoweredAt) is taken,
-// and the provider's figure read again, instead of judged older than the
-// read.
-const RefundReadSkew = time.Minute
-
 // refundReadDue is when a settled payment whose refunded total does not
 // count all its Refunds may be read: at once, unless its last read failed;
 // then one step of the schedule per failure in a row (then its last step)

@@ -345,60 +345,8 @@ func TestALoweringReadTakesARefundMadeWhileItWasOut(t *testing.T) {
 	// The failed refund's own success, from well before the read was sent,
 	// stays stale.
 	old := payment.FromEvent(provider.Event{ID: "evt_r1_again", Type: "charge.refunded", Status: provider.StatusRefund, PaymentID: "pay_1",
-		OccurredAt: sent.Add(-payment.RefundReadSkew - 2*time.Second), Currency: orderCurrency, Amount: orderValue, RefundedTotal: 300}, v1alpha1.ViaWebhook)
+		OccurredAt: sent.Add(-2 * time.Second), Currency: orderCurrency, Amount: orderValue, RefundedTotal: 300}, v1alpha1.ViaWebhook)
 	if res, msg := payment.EventResult(p, payment.ApplyEvent(p, old, sent.Add(6*time.Second)), old); res != v1alpha1.ResultStale {
 		t.Errorf("a refund total from before the read was sent: %s (%s); want Stale", res, msg)
-	}
-}
-
-// TestRefundEventsNearAReadAreReadAgain: an event's time is the provider's
-// clock, a read's the manager's, and either may be ahead. A refund event
-// near a read that answered for a refund's failure (within RefundReadSkew)
-// is taken, and the provider's figure read again; the read decides.
-//   - The manager 5 s ahead: a dashboard refund of 500 made 2 s after the
-//     read looks 3 s older than it. It counts (500, as the provider says).
-//   - The provider 5 s ahead: the failed refund's own success (300), applied
-//     after the read that answered 0, looks 3 s newer. It is taken and read
-//     again, and the read takes it back: nothing refunded, as the provider
-//     says.
-func TestRefundEventsNearAReadAreReadAgain(t *testing.T) {
-	pol := testPolicy()
-	failedAt := func(at time.Time) payment.Observation {
-		return payment.FromEvent(provider.Event{
-			ID: "evt_refund_failed", Type: "refund.failed", Status: provider.StatusUnknown, PaymentID: "pay_1", OccurredAt: at,
-			Refund: &provider.Refund{ID: "re_x", PaymentID: "pay_1", Status: provider.RefundFailed, Amount: 300, Currency: orderCurrency},
-		}, v1alpha1.ViaBackfill)
-	}
-	refundedAt := func(id string, total int64, at time.Time) payment.Observation {
-		return payment.FromEvent(provider.Event{ID: id, Type: "charge.refunded", Status: provider.StatusRefund, PaymentID: "pay_1",
-			OccurredAt: at, Currency: orderCurrency, Amount: orderValue, RefundedTotal: total}, v1alpha1.ViaBackfill)
-	}
-	const skew = 5 * time.Second
-
-	// The manager ahead (its times are the provider's + skew).
-	real := t0.Add(time.Hour)
-	p := store(succeededPayment(), payment.ApplyEvent(succeededPayment(), failedAt(real), real.Add(skew)))
-	read := real.Add(10 * time.Second)
-	p = readRefundedTotal(t, p, pol, 0, read.Add(skew+300*time.Millisecond), read.Add(skew))
-	p = store(p, payment.ApplyEvent(p, refundedAt("evt_dash", 500, read.Add(2*time.Second)), read.Add(3*time.Second+skew)))
-	if a := p.Status.AmountRefunded; a == nil || a.Value != 500 || p.Status.RefundFailureSeenAt == nil {
-		t.Fatalf("manager ahead: a refund made after the read: refunded %+v, read asked %v; want 500 and a read", a, p.Status.RefundFailureSeenAt)
-	}
-	p = readRefundedTotal(t, p, pol, 500, read.Add(time.Minute))
-	if a := p.Status.AmountRefunded; a == nil || a.Value != 500 || p.Status.RefundFailureSeenAt != nil {
-		t.Errorf("manager ahead, after the second read: refunded %+v, read asked %v; want 500, no read asked", a, p.Status.RefundFailureSeenAt)
-	}
-
-	// The provider ahead (its times are the manager's + skew).
-	m := t0.Add(time.Hour)
-	q := store(succeededPayment(), payment.ApplyEvent(succeededPayment(), failedAt(m.Add(skew+time.Second)), m.Add(2*time.Second)))
-	q = readRefundedTotal(t, q, pol, 0, m.Add(3500*time.Millisecond), m.Add(3*time.Second))
-	q = store(q, payment.ApplyEvent(q, refundedAt("evt_r1", 300, m.Add(skew)), m.Add(4*time.Second)))
-	if q.Status.RefundFailureSeenAt == nil {
-		t.Fatalf("provider ahead: the failed refund's success taken without a read asked: refunded %+v", q.Status.AmountRefunded)
-	}
-	q = readRefundedTotal(t, q, pol, 0, m.Add(time.Minute))
-	if q.Status.AmountRefunded != nil || q.Status.Phase != v1alpha1.PhaseSucceeded {
-		t.Errorf("provider ahead, after the second read: %s refunded %+v; want Succeeded, nothing refunded", q.Status.Phase, q.Status.AmountRefunded)
 	}
 }
