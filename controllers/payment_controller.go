@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -83,6 +84,10 @@ type PaymentReconciler struct {
 	// Ledger, when set, remembers settled payments after their objects are
 	// deleted, and is read before a first create (SPEC §12.1).
 	Ledger Ledger
+	// Thin, when set, is the thin cache of every Payment
+	// (internal/paymentcache): the news of closed payments, which the
+	// manager's cache does not hold, come from it.
+	Thin cache.Cache
 
 	unstored unstoredAnswers[payment.Step, payment.Call]
 	marked   markedOperations
@@ -123,6 +128,10 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Events != nil {
 		b = b.WatchesRawSource(r.Events.Source(handler.EnqueueRequestsFromMapFunc(r.paymentsOfProvider)))
 	}
+	if r.Thin != nil {
+		b = b.WatchesRawSource(source.Kind[*v1alpha1.Payment](r.Thin, &v1alpha1.Payment{},
+			&handler.TypedEnqueueRequestForObject[*v1alpha1.Payment]{}, closedNews{own: &r.own}))
+	}
 	// A Refund that settled (or stopped counting) or went wakes its
 	// payment: the payment's own reconcile brings its refunded total to the
 	// provider's figure (payment.RefundsUncounted) and lists its Refunds.
@@ -162,6 +171,50 @@ func (f paymentNews) Update(e event.UpdateEvent) bool {
 		!n.Status.RefundFailureSeenAt.Equal(o.Status.RefundFailureSeenAt) ||
 		!n.DeletionTimestamp.IsZero()
 }
+
+// Delete lets through the deletion of a payment, not its leaving the cache of
+// open work when it closes (the watch reports that as a deletion too).
+func (paymentNews) Delete(e event.DeleteEvent) bool {
+	p, ok := e.Object.(*v1alpha1.Payment)
+	return !ok || !p.Status.Closed
+}
+
+// closedNews lets through, from the thin cache, the news of a closed payment
+// (which the manager's cache does not hold) that paymentNews lets through
+// of an open one: an operator's annotation, a spec change, a phase or
+// provider id an event moved, its deletion; and, at start, every closed
+// payment being deleted. A payment that opens or closes is not news here:
+// it enters or leaves the manager's cache, which reports it.
+type closedNews struct {
+	predicate.TypedFuncs[*v1alpha1.Payment]
+	own *ownWrites
+}
+
+func (closedNews) Create(e event.TypedCreateEvent[*v1alpha1.Payment]) bool {
+	return e.Object.Status.Closed && !e.Object.DeletionTimestamp.IsZero()
+}
+
+func (f closedNews) Update(e event.TypedUpdateEvent[*v1alpha1.Payment]) bool {
+	return e.ObjectOld.Status.Closed && e.ObjectNew.Status.Closed &&
+		paymentNews{own: f.own}.Update(event.UpdateEvent{ObjectOld: e.ObjectOld, ObjectNew: e.ObjectNew})
+}
+
+func (closedNews) Delete(event.TypedDeleteEvent[*v1alpha1.Payment]) bool   { return false }
+func (closedNews) Generic(event.TypedGenericEvent[*v1alpha1.Payment]) bool { return false }
+
+// closedChange lets through, from the thin cache, every change of a payment
+// that stays closed: rare (news only), and the manager's cache, which
+// reports every change of an open payment, does not hold it.
+type closedChange struct {
+	predicate.TypedFuncs[*v1alpha1.Payment]
+}
+
+func (closedChange) Create(event.TypedCreateEvent[*v1alpha1.Payment]) bool { return false }
+func (closedChange) Update(e event.TypedUpdateEvent[*v1alpha1.Payment]) bool {
+	return e.ObjectOld.Status.Closed && e.ObjectNew.Status.Closed
+}
+func (closedChange) Delete(event.TypedDeleteEvent[*v1alpha1.Payment]) bool   { return false }
+func (closedChange) Generic(event.TypedGenericEvent[*v1alpha1.Payment]) bool { return false }
 
 // refundSettlesOrGoes lets through the Refunds that change what their payment
 // shows: one that settled or stopped being settled (its success may move the

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/gateway"
@@ -41,7 +43,11 @@ import (
 type RefundReconciler struct {
 	// Ledger, when set, remembers settled Refunds after their objects are
 	// deleted, and is read before a refund is sent (SPEC §12.1).
-	Ledger    Ledger
+	Ledger Ledger
+	// Thin, when set, is the thin cache of every Payment
+	// (internal/paymentcache): the changes of closed payments, which the
+	// manager's cache does not hold, come from it.
+	Thin      cache.Cache
 	Client    client.Client
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
@@ -91,7 +97,16 @@ func (r *RefundReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if workers <= 0 {
 		workers = 2
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Thin != nil {
+		// A closed payment's change (news the manager's cache does not
+		// hold) may move its Refunds' allowance too.
+		b = b.WatchesRawSource(source.Kind[*v1alpha1.Payment](r.Thin, &v1alpha1.Payment{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, p *v1alpha1.Payment) []reconcile.Request {
+				return r.refundsOfPayment(ctx, p)
+			}), closedChange{}))
+	}
+	return b.
 		Named("refund").
 		For(&v1alpha1.Refund{}, builder.WithPredicates(refundNews{})).
 		// A payment whose change may move its Refunds' allowance (it took

@@ -32,7 +32,7 @@ func TestRefundBesideEndedInDoubtResolvedFailedIsDecided(t *testing.T) {
 	})
 	// The Refund must be judged on the review: a Refund judged on a cache
 	// that has not yet seen it is refused PaymentNotPaid, rightly.
-	fixture.WaitCached(t, m.Manager.GetCache(), p)
+	fixture.WaitCached(t, m.Client(), p)
 	rf := fixture.CreateRefund(t, env.Client, fixture.Refund{Namespace: ns, Name: "r1", Payment: p.Name, Amount: 500})
 	rf = fixture.WaitRefund(t, env.Client, rf, "waiting PaymentNotSucceeded", func(r *v1alpha1.Refund) bool {
 		return r.Status.WaitingFor == v1alpha1.ReasonPaymentNotSucceeded
@@ -74,7 +74,7 @@ func TestRefundOfEverythingWaitingOnFailureMarkIsDecidedAfterTheRead(t *testing.
 	sim.SetFaults(paysim.Faults{ServerErrorRate: 1, Operations: []string{paysim.OpGet}})
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	p = fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) { st.RefundFailureSeenAt = &now })
-	fixture.WaitCached(t, m.Manager.GetCache(), p)
+	fixture.WaitCached(t, m.Client(), p)
 	fixture.WaitPayment(t, env.Client, p, "its read tried", func(p *v1alpha1.Payment) bool {
 		return p.Status.Query.ConsecutiveErrors > 0 && p.Status.RefundFailureSeenAt != nil
 	})

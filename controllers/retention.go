@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -49,6 +50,11 @@ const IndexPaymentFinal = "retention.finalByProvider"
 type Retention struct {
 	// Client reads through the cache and deletes.
 	Client client.Client
+	// Thin, when set, is the thin cache of every Payment
+	// (internal/paymentcache), with the IndexPaymentFinal index: the scan
+	// and a provider's change find closed payments through it, which
+	// Client's cache of open work does not hold. Default Client.
+	Thin cache.Cache
 	// APIReader re-reads a payment whose delete lost a race (not the cache).
 	APIReader client.Reader
 	Recorder  events.EventRecorder
@@ -78,14 +84,18 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("index final payments: %w", err)
 	}
 	r.wake = make(chan event.GenericEvent)
+	// A payment leaving the cache of open work as it closes is reported
+	// as deleted: the scan hands it back in its last hour.
 	final := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		p, ok := o.(*v1alpha1.Payment)
-		return ok && p.Status.Phase.IsFinal()
+		return ok && p.Status.Phase.IsFinal() && !p.Status.Closed
 	})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("payment-retention").
 		For(&v1alpha1.Payment{}, builder.WithPredicates(final)).
 		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{})).
+		// A closed payment's change (a Refund counted, say) may release it.
+		WatchesRawSource(r.closedChanges()).
 		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.finalPaymentsOf),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A Refund that settles, or whose review is resolved, may release
@@ -105,6 +115,24 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 	return mgr.Add(r)
 }
 
+// closedChanges are the changes of closed payments, from the thin cache;
+// none without one.
+func (r *Retention) closedChanges() source.Source {
+	if r.Thin == nil {
+		return source.Channel(make(chan event.GenericEvent), &handler.EnqueueRequestForObject{})
+	}
+	return source.Kind[*v1alpha1.Payment](r.Thin, &v1alpha1.Payment{}, &handler.TypedEnqueueRequestForObject[*v1alpha1.Payment]{}, closedChange{})
+}
+
+// finals is where final payments are listed from: the thin cache of every
+// Payment when there is one.
+func (r *Retention) finals() client.Reader {
+	if r.Thin != nil {
+		return r.Thin
+	}
+	return r.Client
+}
+
 func finalKeys(o client.Object) []string {
 	p, ok := o.(*v1alpha1.Payment)
 	if !ok || p.Spec.ProviderRef.Name == "" || !p.Status.Phase.IsFinal() {
@@ -117,7 +145,7 @@ func finalKeys(o client.Object) []string {
 // (retention.finalPayments set, shortened or removed).
 func (r *Retention) finalPaymentsOf(ctx context.Context, o client.Object) []reconcile.Request {
 	var list v1alpha1.PaymentList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()),
+	if err := r.finals().List(ctx, &list, client.InNamespace(o.GetNamespace()),
 		client.MatchingFields{IndexPaymentFinal: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "list final payments of provider", "provider", o.GetName())
 		return nil
@@ -256,7 +284,7 @@ func (r *Retention) scan(ctx context.Context) error {
 	for i := range provs.Items {
 		prov := &provs.Items[i]
 		var list v1alpha1.PaymentList
-		if err := r.Client.List(ctx, &list, client.InNamespace(prov.Namespace),
+		if err := r.finals().List(ctx, &list, client.InNamespace(prov.Namespace),
 			client.MatchingFields{IndexPaymentFinal: prov.Name}, client.UnsafeDisableDeepCopy); err != nil {
 			return fmt.Errorf("list final payments of provider %s/%s: %w", prov.Namespace, prov.Name, err)
 		}

@@ -268,12 +268,12 @@ func TestRetentionScanHandsBackWhatEndsWithinTheHorizon(t *testing.T) {
 	o := fixture.Run(controllers.ControllerRetention)
 	o.RetentionHorizon = horizon
 	m := fixture.StartManager(t, env, ns, o)
-	fixture.WaitCached(t, m.Manager.GetCache(), prov)
+	fixture.WaitCached(t, m.Client(), prov)
 
 	long := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "keeps-1h", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
 		s.Retention.FinalPayments = fixture.Duration("1h")
 	}})
-	fixture.WaitCached(t, m.Manager.GetCache(), long)
+	fixture.WaitCached(t, m.Client(), long)
 	mark := m.Reconciles.Mark()
 	kept := storedPayment(t, ns, "kept", long.Name, time.Now(), settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{0}})
 	held := storedPayment(t, ns, "held", prov.Name, time.Now(), settled{phase: v1alpha1.PhaseFailed, history: []time.Duration{0}, needsReview: true})

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/paymentcache"
 	"github.com/paywarden/paywarden/internal/webhookbundle"
 )
 
@@ -49,6 +50,10 @@ func CacheOptions(bundleNamespace string) cache.Options {
 			// Only open events: a finished one is never acted on again
 			// (FinishedEvents deletes it past retention, from the API server).
 			&v1alpha1.WebhookEvent{}: {Field: OpenWebhookEvents()},
+			// Only open payments: a closed one (payment.Closable) is in
+			// the thin cache (internal/paymentcache) and read from the API
+			// server when news reaches it.
+			&v1alpha1.Payment{}: {Field: paymentcache.Open()},
 		},
 		// A read of a type without an informer is an error instead of a
 		// new informer started on the fly.

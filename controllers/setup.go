@@ -16,6 +16,7 @@ import (
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/ledger"
+	"github.com/paywarden/paywarden/internal/paymentcache"
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
 
@@ -116,6 +117,15 @@ type Wiring struct {
 	// Ledger keeps settled identities after their objects are deleted; nil
 	// when no namespace was given for it.
 	Ledger *ledger.Store
+	// PaymentCache is the thin cache of every Payment (internal/paymentcache):
+	// the look-ups by order and provider id, retention's scan, the gauges
+	// and the news of closed payments read it. The manager's own cache
+	// holds only open ones.
+	PaymentCache *paymentcache.Cache
+	// Reader is the manager's client as the controllers read through it:
+	// Payments found and read whole wherever they are
+	// (paymentcache.NewClient), before any WrapClient.
+	Reader client.Client
 }
 
 // Setup builds the manager's controllers around one gateway and registers the
@@ -172,7 +182,18 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 	if rec == nil {
 		rec = mgr.GetEventRecorder(DefaultRecorderName)
 	}
-	writer := mgr.GetClient()
+	thin, err := paymentcache.New(mgr, o.Namespaces, PaymentLookups())
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(thin); err != nil {
+		return nil, fmt.Errorf("thin payment cache: %w", err)
+	}
+	// Every controller reads Payments through it: open ones from the
+	// manager's cache, closed ones found through the thin cache and read
+	// from the API server.
+	reader := paymentcache.NewClient(mgr.GetClient(), thin, mgr.GetAPIReader(), lookupIndexes)
+	writer := reader
 	if o.WrapClient != nil {
 		writer = o.WrapClient(writer)
 	}
@@ -181,7 +202,7 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 	// provider's rate limit and circuit breaker. A configuration a provider
 	// refuses (401/403, a redirect) is noticed by the gateway on a call and
 	// reported by the provider controller at once.
-	w := &Wiring{ProviderEvents: &ProviderEvents{}}
+	w := &Wiring{ProviderEvents: &ProviderEvents{}, PaymentCache: thin, Reader: reader}
 	secrets, err := NewSecretReader(context.Background(), mgr)
 	if err != nil {
 		return nil, err
@@ -202,7 +223,7 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 	w.Payments = &PaymentReconciler{
 		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, MaxConcurrentReconciles: o.MaxConcurrentReconciles, Events: w.ProviderEvents,
-		Ledger: led,
+		Ledger: led, Thin: thin,
 	}
 	if sweep {
 		w.Payments.OverdueSource = w.Sweep.Source()
@@ -222,15 +243,28 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 		Client: writer, APIReader: mgr.GetAPIReader(), Secrets: secrets, Namespace: o.BundleNamespace,
 	}
 	w.Backfill = &Backfill{
-		Client: writer, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Client: writer, Reader: reader, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Recorder: rec, Clock: clk, Gateway: w.Gateway,
 	}
-	w.Retention = &Retention{Client: writer, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk, Ledger: led, Horizon: o.RetentionHorizon}
+	w.Retention = &Retention{Client: writer, Thin: thin, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk, Ledger: led, Horizon: o.RetentionHorizon}
 	w.Refunds = &RefundReconciler{
 		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
-		Clock: clk, Gateway: w.Gateway, Ledger: led,
+		Clock: clk, Gateway: w.Gateway, Ledger: led, Thin: thin,
 	}
 	return w, nil
+}
+
+// lookupIndexes are the Payment indexes a look-up of an order or a
+// provider's id goes through: they find closed payments too.
+var lookupIndexes = []string{inbox.IndexPaymentMerchantRef, inbox.IndexPaymentProviderID, IndexPaymentIdempotencyKey}
+
+// PaymentLookups are the indexes of the thin cache of Payments
+// (internal/paymentcache): the look-ups and retention's final payments.
+func PaymentLookups() map[string]client.IndexerFunc {
+	idx := inbox.PaymentIndexes()
+	idx[IndexPaymentIdempotencyKey] = idempotencyKeyKeys
+	idx[IndexPaymentFinal] = finalKeys
+	return idx
 }
 
 // setupInbox registers the inbox processor, which handles open events, and

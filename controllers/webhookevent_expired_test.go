@@ -28,7 +28,7 @@ func TestAnEventThatWaitedForItsPaymentIsNotDroppedSilently(t *testing.T) {
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "owed", Provider: prov.Name})
 	o := fixture.Run(controllers.ControllerInbox)
 	m := fixture.StartManager(t, env, ns, o)
-	fixture.WaitCached(t, m.Manager.GetCache(), p)
+	fixture.WaitCached(t, m.Client(), p)
 
 	orphan := func(id, paymentName, merchantRef, why string) {
 		t.Helper()

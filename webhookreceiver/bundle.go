@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/paymentcache"
 	"github.com/paywarden/paywarden/internal/webhookbundle"
 )
 
@@ -41,6 +42,9 @@ func CacheOptions(opts cache.Options, bundleNamespace string) cache.Options {
 		Namespaces: map[string]cache.Config{bundleNamespace: {}},
 		Label:      webhookbundle.Selector(),
 	}
+	// Open payments only: a closed one is found through the thin cache
+	// (SetupWithManager).
+	byObject[&v1alpha1.Payment{}] = cache.ByObject{Field: paymentcache.Open()}
 	opts.ByObject = byObject
 	return opts
 }

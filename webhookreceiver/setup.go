@@ -3,7 +3,9 @@ package webhookreceiver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,9 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/inbox"
+	"github.com/paywarden/paywarden/internal/paymentcache"
 )
 
 // EventSource is the name the receiver's Kubernetes Events are reported by.
@@ -51,11 +55,24 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Ser
 	if opts.Client == nil {
 		opts.Client = mgr.GetClient()
 	}
-	if opts.Reader == nil {
-		opts.Reader = c
-	}
 	if opts.APIReader == nil {
 		opts.APIReader = mgr.GetAPIReader()
+	}
+	// The cache holds open Payments only (CacheOptions); a late event of a
+	// closed one is found through the thin cache of every Payment
+	// (internal/paymentcache) and read from the API server.
+	thin, err := paymentcache.New(mgr, opts.Namespaces, inbox.PaymentIndexes())
+	if err != nil {
+		return nil, fmt.Errorf("webhookreceiver: %w", err)
+	}
+	// A plain runnable, not one of the manager's caches: the receiver
+	// starts while the API server is unreachable and waits for its caches
+	// itself (Ready).
+	if err := mgr.Add(manager.RunnableFunc(thin.Start)); err != nil {
+		return nil, fmt.Errorf("webhookreceiver: add the thin payment cache: %w", err)
+	}
+	if opts.Reader == nil {
+		opts.Reader = paymentcache.Reader{Reader: c, Thin: thin, API: opts.APIReader, Lookups: slices.Collect(maps.Keys(inbox.PaymentIndexes()))}
 	}
 	if opts.Recorder == nil {
 		opts.Recorder = mgr.GetEventRecorder(EventSource)
@@ -66,6 +83,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Ser
 			opts.Ready = ec.synced
 		}
 	}
+	ready := opts.Ready
+	opts.Ready = func(ctx context.Context) bool { return ready(ctx) && thin.WaitForCacheSync(ctx) }
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = mgr.GetLogger().WithName("webhooks")
 	}

@@ -734,7 +734,20 @@ type PaymentStatus struct {
 	// payment is not deleted by retention: whoever re-applied it keeps it.
 	// +optional
 	AdoptedAt *metav1.Time `json:"adoptedAt,omitempty"`
+
+	// closed is set, in the same write, once the payment has nothing left to
+	// do on its own (payment.Closable): settled, nothing scheduled or in
+	// flight, no review, no open dispute. The manager and the receiver keep
+	// only open payments in their caches; a closed one is read from the API
+	// server when an event, a Refund, an annotation or its deletion needs
+	// it, and opens again as soon as it has work. Set by paywarden only.
+	// +optional
+	Closed bool `json:"closed,omitempty"`
 }
+
+// FieldClosed is the selectable field of a Payment's status.closed: the
+// caches select "status.closed!=true" (open) or "status.closed=true".
+const FieldClosed = "status.closed"
 
 // Payment is one payment at a provider, driven to the provider's final answer.
 //
@@ -742,6 +755,7 @@ type PaymentStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=pay,categories=paywarden
 // +kubebuilder:selectablefield:JSONPath=".status.phase"
+// +kubebuilder:selectablefield:JSONPath=".status.closed"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Amount",type=string,JSONPath=".status.amountDisplay"
 // +kubebuilder:printcolumn:name="Refunded",type=string,JSONPath=".status.amountRefundedDisplay"

@@ -20,6 +20,7 @@ import (
 
 	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/ledger"
+	"github.com/paywarden/paywarden/internal/paymentcache"
 	"github.com/paywarden/paywarden/internal/scheme"
 )
 
@@ -117,7 +118,7 @@ func run(metricsAddr, probeAddr string, election election, bundleNS string, work
 	if err != nil {
 		return err
 	}
-	if err := controllers.RegisterMetrics(crmetrics.Registry, mgr.GetCache(), leader.IsLeader, w.FinishedEvents); err != nil {
+	if err := controllers.RegisterMetrics(crmetrics.Registry, paymentcache.Counting{Reader: mgr.GetCache(), Thin: w.PaymentCache}, leader.IsLeader, w.FinishedEvents); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

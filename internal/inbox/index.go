@@ -40,11 +40,10 @@ func Key(providerName, ref string) string {
 // through. Call it once per cache (the manager's and the receiver's), before
 // the cache starts.
 func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	if err := indexer.IndexField(ctx, &v1alpha1.Payment{}, IndexPaymentMerchantRef, merchantRefKeys); err != nil {
-		return fmt.Errorf("index payments by merchant reference: %w", err)
-	}
-	if err := indexer.IndexField(ctx, &v1alpha1.Payment{}, IndexPaymentProviderID, providerIDKeys); err != nil {
-		return fmt.Errorf("index payments by provider payment id: %w", err)
+	for name, keys := range PaymentIndexes() {
+		if err := indexer.IndexField(ctx, &v1alpha1.Payment{}, name, keys); err != nil {
+			return fmt.Errorf("index payments by %s: %w", name, err)
+		}
 	}
 	if err := indexer.IndexField(ctx, &v1alpha1.Refund{}, IndexRefundPayment, func(o client.Object) []string {
 		return []string{o.(*v1alpha1.Refund).Spec.PaymentRef.Name}
@@ -61,6 +60,12 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		return fmt.Errorf("index refunds by provider refund id: %w", err)
 	}
 	return nil
+}
+
+// PaymentIndexes are the inbox's Payment indexes, by name: the thin cache of
+// Payments (internal/paymentcache) keeps them too.
+func PaymentIndexes() map[string]client.IndexerFunc {
+	return map[string]client.IndexerFunc{IndexPaymentMerchantRef: merchantRefKeys, IndexPaymentProviderID: providerIDKeys}
 }
 
 func merchantRefKeys(o client.Object) []string {

@@ -294,11 +294,18 @@ func Plan(p *v1alpha1.Payment, pol Policy, facts Facts, now time.Time) Step {
 		out := Outcome{Status: *st.DeepCopy()}
 		return Step{Action: Write, Outcome: WithRefundLines(out, facts), Why: "a Refund settled or went: list the payment's Refunds"}
 	}
+	if st.Phase.IsFinal() && (st.Query.NextTime != nil || st.Query.UnansweredSince != nil || st.Operation != nil) {
+		c := begin(p, now)
+		return Step{Action: Write, Outcome: c.done(), Why: "a settled payment keeps no schedule"}
+	}
+	if closable := Closable(p); st.Closed != closable {
+		// Stored before the mark existed, or changed by hand: every status
+		// write stores it as Closable says (Outcome.StoreIn).
+		out := Outcome{Status: *st.DeepCopy()}
+		out.Status.Closed = closable
+		return Step{Action: Write, Outcome: out, Why: "status.closed as the payment stands"}
+	}
 	if st.Phase.IsFinal() {
-		if st.Query.NextTime != nil || st.Query.UnansweredSince != nil || st.Operation != nil {
-			c := begin(p, now)
-			return Step{Action: Write, Outcome: c.done(), Why: "a settled payment keeps no schedule"}
-		}
 		return Step{Action: Nothing, Why: "settled"}
 	}
 	if ProviderID(p) != "" {

@@ -62,7 +62,7 @@ func expiresAfter(p *v1alpha1.Payment, d time.Duration) *v1alpha1.Payment {
 
 func store(p *v1alpha1.Payment, out payment.Outcome) *v1alpha1.Payment {
 	cp := p.DeepCopy()
-	cp.Status = out.Status
+	out.StoreIn(cp)
 	return cp
 }
 

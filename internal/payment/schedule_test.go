@@ -96,6 +96,7 @@ func TestASettledPaymentKeepsNoSchedule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := settled("order-1", v1alpha1.PhaseFailed, 0, 0)
 			p.Status.Query.NextTime, p.Status.Query.UnansweredSince, p.Status.Operation = nil, nil, nil
+			p.Status.Closed = true // as stored once nothing was left
 			tc.left(&p.Status)
 			s := payment.Plan(p, testPolicy(), payment.Facts{}, t0.Add(time.Hour))
 			if (s.Action == payment.Write) != tc.write {

@@ -17,11 +17,11 @@ import (
 // (or found unchanged) and whether a write happened; obj holds the stored
 // object afterwards. PaymentStatus and RefundStatus are written nowhere
 // else.
-func Store[T client.Object, O interface{ storeIn(T) }](ctx context.Context, w statuswriter.Writer, obj T, decide func(T) O) (O, bool, error) {
+func Store[T client.Object, O interface{ StoreIn(T) }](ctx context.Context, w statuswriter.Writer, obj T, decide func(T) O) (O, bool, error) {
 	var out O
 	wrote, err := statuswriter.Update(ctx, w, obj, func(obj T) error {
 		out = decide(obj)
-		out.storeIn(obj)
+		out.StoreIn(obj)
 		return nil
 	})
 	return out, wrote, err
@@ -32,8 +32,13 @@ func StoreRefund(ctx context.Context, w statuswriter.Writer, r *v1alpha1.Refund,
 	return Store(ctx, w, r, decide)
 }
 
-func (o Outcome) storeIn(p *v1alpha1.Payment)      { p.Status = o.Status }
-func (o RefundOutcome) storeIn(r *v1alpha1.Refund) { r.Status = o.Status }
+// StoreIn stores the outcome's status with status.closed as Closable says of
+// it: every status write of a Payment keeps the mark true.
+func (o Outcome) StoreIn(p *v1alpha1.Payment) {
+	p.Status = o.Status
+	p.Status.Closed = Closable(p)
+}
+func (o RefundOutcome) StoreIn(r *v1alpha1.Refund) { r.Status = o.Status }
 
 // Next is what a Step asks of the loop that drives it: its action and, for
 // Wait, when to look again.
