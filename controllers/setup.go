@@ -231,6 +231,7 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 	w.Inbox = &WebhookEventReconciler{
 		Client: writer, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Recorder: rec,
 		Clock: clk, Gateway: w.Gateway, PendingGrace: o.PendingGrace, MaxConcurrentReconciles: o.InboxMaxConcurrentReconciles,
+		Thin: thin,
 	}
 	w.FinishedEvents = &FinishedEvents{
 		APIReader: mgr.GetAPIReader(), Client: writer, Clock: clk, Every: o.FinishedEventsEvery, Namespaces: o.Namespaces,

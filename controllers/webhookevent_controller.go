@@ -14,11 +14,14 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/gateway"
@@ -58,6 +61,10 @@ type WebhookEventReconciler struct {
 	// Gateway builds the adapters that re-parse stored payloads; share the
 	// manager's. When nil, SetupWithManager creates one reading mgr's cache.
 	Gateway *gateway.Gateway
+	// Thin, when set, is the thin cache of every Payment
+	// (internal/paymentcache): the changes of closed payments, which the
+	// manager's cache does not hold, come from it.
+	Thin cache.Cache
 	// MaxConcurrentReconciles defaults to 4: events of different payments are
 	// independent, and events of one payment are serialized by optimistic
 	// concurrency on its status.
@@ -75,6 +82,17 @@ type WebhookEventReconciler struct {
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=refunds/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// closedChanges are the changes of closed payments, from the thin cache,
+// mapped to the events waiting for them; none without one.
+func (r *WebhookEventReconciler) closedChanges() source.Source {
+	if r.Thin == nil {
+		return source.Channel(make(chan event.GenericEvent), &handler.EnqueueRequestForObject{})
+	}
+	return source.Kind[*v1alpha1.Payment](r.Thin, &v1alpha1.Payment{},
+		handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, p *v1alpha1.Payment) []reconcile.Request { return r.orphansOf(ctx, p) }),
+		closedChange{})
+}
 
 // SetupWithManager registers the processor's WebhookEvent index and its
 // controller. The Payment indexes of inbox.SetupIndexes must be registered on
@@ -111,6 +129,9 @@ func (r *WebhookEventReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Orphaned, done) are exactly what this controller must see.
 		For(&v1alpha1.WebhookEvent{}).
 		Watches(&v1alpha1.Payment{}, handler.EnqueueRequestsFromMapFunc(r.orphansOf)).
+		// And a closed payment's change, which the manager's cache does not
+		// hold (its closing is reported there, as its leaving).
+		WatchesRawSource(r.closedChanges()).
 		// A Refund that appears wakes the refund events that waited for it.
 		Watches(&v1alpha1.Refund{}, handler.EnqueueRequestsFromMapFunc(r.orphansOfRefund)).
 		// A provider created (back) or re-configured: its waiting events can

@@ -107,3 +107,15 @@ func refusal(events []Event) (Event, bool) {
 	}
 	return Event{}, false
 }
+
+// ActionsUnanswered reports whether p carries an operator annotation with a
+// value not acted on yet (its status.actions records another): one set
+// while nothing read the payment, which its next reconcile answers.
+func ActionsUnanswered(p *v1alpha1.Payment) bool {
+	a := &p.Status.Actions
+	unanswered := func(v, done string) bool { return v != "" && v != done }
+	return unanswered(resolveValue(p), a.Resolve) ||
+		unanswered(p.Annotations[v1alpha1.AnnotationRequery], a.Requery) ||
+		unanswered(p.Annotations[v1alpha1.AnnotationCancel], a.Cancel) ||
+		unanswered(p.Annotations[v1alpha1.AnnotationCapture], a.Capture)
+}

@@ -105,3 +105,33 @@ func TestPlanStoresTheClosedMark(t *testing.T) {
 		t.Fatal("a pending payment is closable")
 	}
 }
+
+// An operator's annotation not acted on yet is what a closed payment must be
+// reconciled for at start: its status.actions records every value acted on.
+func TestActionsUnanswered(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		actions     v1alpha1.ActionStatus
+		want        bool
+	}{
+		{"none", nil, v1alpha1.ActionStatus{}, false},
+		{"a requery not acted on", map[string]string{v1alpha1.AnnotationRequery: "2"}, v1alpha1.ActionStatus{Requery: "1"}, true},
+		{"a requery acted on", map[string]string{v1alpha1.AnnotationRequery: "2"}, v1alpha1.ActionStatus{Requery: "2"}, false},
+		{"a resolve not acted on", map[string]string{v1alpha1.AnnotationResolve: "Failed", v1alpha1.AnnotationResolveReason: "r"}, v1alpha1.ActionStatus{}, true},
+		{"a resolve acted on", map[string]string{v1alpha1.AnnotationResolve: "Failed", v1alpha1.AnnotationResolveReason: "r"}, v1alpha1.ActionStatus{Resolve: "Failed: r"}, false},
+		{"a resolve with a new reason", map[string]string{v1alpha1.AnnotationResolve: "Failed", v1alpha1.AnnotationResolveReason: "s"}, v1alpha1.ActionStatus{Resolve: "Failed: r"}, true},
+		{"a cancel not acted on", map[string]string{v1alpha1.AnnotationCancel: "1"}, v1alpha1.ActionStatus{}, true},
+		{"a capture not acted on", map[string]string{v1alpha1.AnnotationCapture: "all"}, v1alpha1.ActionStatus{}, true},
+		{"a capture acted on", map[string]string{v1alpha1.AnnotationCapture: "all"}, v1alpha1.ActionStatus{Capture: "all"}, false},
+		{"someone else's annotation", map[string]string{"team": "x"}, v1alpha1.ActionStatus{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := settled("order-1", v1alpha1.PhaseSucceeded, 0, 0)
+			p.Annotations, p.Status.Actions = tc.annotations, tc.actions
+			if got := payment.ActionsUnanswered(p); got != tc.want {
+				t.Fatalf("ActionsUnanswered = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -111,7 +111,8 @@ func Thin(obj any) (any, error) {
 		Status: v1alpha1.PaymentStatus{
 			Phase: p.Status.Phase, ProviderPaymentID: p.Status.ProviderPaymentID, CheckoutID: p.Status.CheckoutID,
 			AdoptedAt: p.Status.AdoptedAt, RefundFailureSeenAt: p.Status.RefundFailureSeenAt, Closed: p.Status.Closed,
-			Query: v1alpha1.QueryStatus{NextTime: p.Status.Query.NextTime},
+			Query:   v1alpha1.QueryStatus{NextTime: p.Status.Query.NextTime},
+			Actions: p.Status.Actions,
 		},
 	}
 	for k, v := range p.Annotations {
