@@ -172,13 +172,6 @@ func (f paymentNews) Update(e event.UpdateEvent) bool {
 		!n.DeletionTimestamp.IsZero()
 }
 
-// Delete lets through the deletion of a payment, not its leaving the cache of
-// open work when it closes (the watch reports that as a deletion too).
-func (paymentNews) Delete(e event.DeleteEvent) bool {
-	p, ok := e.Object.(*v1alpha1.Payment)
-	return !ok || !p.Status.Closed
-}
-
 // closedNews lets through, from the thin cache, the news of a closed payment
 // (which the manager's cache does not hold) that paymentNews lets through
 // of an open one: an operator's annotation, a spec change, a phase or
@@ -204,16 +197,18 @@ func (f closedNews) Update(e event.TypedUpdateEvent[*v1alpha1.Payment]) bool {
 func (closedNews) Delete(event.TypedDeleteEvent[*v1alpha1.Payment]) bool   { return false }
 func (closedNews) Generic(event.TypedGenericEvent[*v1alpha1.Payment]) bool { return false }
 
-// closedChange lets through, from the thin cache, every change of a payment
-// that stays closed: rare (news only), and the manager's cache, which
-// reports every change of an open payment, does not hold it.
+// closedChange lets through, from the thin cache, every change that leaves a
+// payment closed, the closing write too: the manager's cache reports a
+// closing as the deletion of the open copy it had, without what that write
+// stored (a provider id, a final phase). Rare: a payment closes once, and a
+// closed one changes only with news.
 type closedChange struct {
 	predicate.TypedFuncs[*v1alpha1.Payment]
 }
 
 func (closedChange) Create(event.TypedCreateEvent[*v1alpha1.Payment]) bool { return false }
 func (closedChange) Update(e event.TypedUpdateEvent[*v1alpha1.Payment]) bool {
-	return e.ObjectOld.Status.Closed && e.ObjectNew.Status.Closed
+	return e.ObjectNew.Status.Closed
 }
 func (closedChange) Delete(event.TypedDeleteEvent[*v1alpha1.Payment]) bool   { return false }
 func (closedChange) Generic(event.TypedGenericEvent[*v1alpha1.Payment]) bool { return false }

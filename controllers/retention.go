@@ -84,17 +84,17 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("index final payments: %w", err)
 	}
 	r.wake = make(chan event.GenericEvent)
-	// A payment leaving the cache of open work as it closes is reported
-	// as deleted: the scan hands it back in its last hour.
 	final := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		p, ok := o.(*v1alpha1.Payment)
-		return ok && p.Status.Phase.IsFinal() && !p.Status.Closed
+		return ok && p.Status.Phase.IsFinal()
 	})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("payment-retention").
 		For(&v1alpha1.Payment{}, builder.WithPredicates(final)).
 		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{})).
-		// A closed payment's change (a Refund counted, say) may release it.
+		// A payment's closing (the manager's cache reports it as the
+		// deletion of the open copy), and a closed payment's change (a
+		// Refund counted, say), may release it.
 		WatchesRawSource(r.closedChanges()).
 		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.finalPaymentsOf),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).

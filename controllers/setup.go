@@ -182,17 +182,10 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 	if rec == nil {
 		rec = mgr.GetEventRecorder(DefaultRecorderName)
 	}
-	thin, err := paymentcache.New(mgr, o.Namespaces, PaymentLookups())
+	thin, reader, err := paymentReads(mgr, o.Namespaces)
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(thin); err != nil {
-		return nil, fmt.Errorf("thin payment cache: %w", err)
-	}
-	// Every controller reads Payments through it: open ones from the
-	// manager's cache, closed ones found through the thin cache and read
-	// from the API server.
-	reader := paymentcache.NewClient(mgr.GetClient(), thin, mgr.GetAPIReader(), lookupIndexes)
 	writer := reader
 	if o.WrapClient != nil {
 		writer = o.WrapClient(writer)
@@ -253,6 +246,21 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 		Clock: clk, Gateway: w.Gateway, Ledger: led, Thin: thin,
 	}
 	return w, nil
+}
+
+// paymentReads adds the thin cache of every Payment to mgr and builds the
+// client every controller reads Payments through: open ones from the
+// manager's cache, closed ones found through the thin cache and read from
+// the API server.
+func paymentReads(mgr ctrl.Manager, namespaces []string) (*paymentcache.Cache, client.Client, error) {
+	thin, err := paymentcache.New(mgr, namespaces, PaymentLookups())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.Add(thin); err != nil {
+		return nil, nil, fmt.Errorf("thin payment cache: %w", err)
+	}
+	return thin, paymentcache.NewClient(mgr.GetClient(), thin, mgr.GetAPIReader(), lookupIndexes), nil
 }
 
 // lookupIndexes are the Payment indexes a look-up of an order or a

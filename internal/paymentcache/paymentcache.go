@@ -12,12 +12,12 @@
 //     what wakes it (Thin): its identity lookups, retention's scan, the
 //     gauges and the watch of closed payments' news read it.
 //
-// Client puts them together for the readers that decide on money: a Payment
+// Reader puts them together for the readers that decide on money: a Payment
 // not in the typed cache is read from the API server, and a look-up by order
-// or provider id goes through the thin cache, so a closed payment is found
-// by a re-applied order or a late event as before. A payment that is open
-// or closed by the moment is in the thin cache all along; a look-up never
-// falls between the two.
+// or provider id lists both caches, so a closed payment is found by a
+// re-applied order or a late event as before. A payment is in the thin
+// cache all along, open or closed; the typed cache, which woke the
+// reconcile that looks up, has every open one that reconcile may race.
 package paymentcache
 
 import (
@@ -143,9 +143,9 @@ func Thin(obj any) (any, error) {
 //     yet) reads the API server: a closed payment is woken by news, and the
 //     news is decided on the whole object.
 //   - List of Payments by one of Lookups (an index both caches keep) lists
-//     the thin cache, which holds every Payment, and reads each one found
-//     whole: from the typed cache, else the API server (one gone meanwhile
-//     is left out).
+//     the typed cache and the thin cache, which holds every Payment, and
+//     reads each one only the thin cache found whole, from the API server
+//     (one gone meanwhile is left out).
 //   - Any other List of Payments lists the typed cache: open work.
 type Reader struct {
 	client.Reader
@@ -172,12 +172,26 @@ func (c Reader) List(ctx context.Context, list client.ObjectList, opts ...client
 	if !ok || !c.lookup(opts) {
 		return c.Reader.List(ctx, list, opts...)
 	}
-	var thin v1alpha1.PaymentList
+	// The typed cache first, as before closed payments left it: the
+	// reconcile that looks up was woken by it, so it holds every open
+	// payment created before the one looking; the thin cache is another
+	// informer and may be behind it. The thin cache adds the closed ones.
+	var open, thin v1alpha1.PaymentList
+	if err := c.Reader.List(ctx, &open, opts...); err != nil {
+		return err
+	}
 	if err := c.Thin.List(ctx, &thin, opts...); err != nil {
 		return err
 	}
-	items := make([]v1alpha1.Payment, 0, len(thin.Items))
+	items := open.Items
+	seen := make(map[types.UID]bool, len(open.Items))
+	for i := range open.Items {
+		seen[open.Items[i].UID] = true
+	}
 	for i := range thin.Items {
+		if seen[thin.Items[i].UID] {
+			continue
+		}
 		key := types.NamespacedName{Namespace: thin.Items[i].Namespace, Name: thin.Items[i].Name}
 		var p v1alpha1.Payment
 		if err := c.Get(ctx, key, &p); err != nil {
@@ -186,6 +200,10 @@ func (c Reader) List(ctx context.Context, list client.ObjectList, opts ...client
 			}
 			return fmt.Errorf("read payment %s found by look-up: %w", key, err)
 		}
+		if seen[p.UID] {
+			continue
+		}
+		seen[p.UID] = true
 		items = append(items, p)
 	}
 	pl.Items = items

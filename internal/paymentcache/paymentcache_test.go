@@ -18,7 +18,7 @@ import (
 
 func pay(name, ref string, closed bool) *v1alpha1.Payment {
 	return &v1alpha1.Payment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, UID: types.UID("uid-" + name)},
 		Spec: v1alpha1.PaymentSpec{
 			ProviderRef: v1alpha1.LocalObjectReference{Name: "kuko"}, MerchantReference: ref,
 			Description: "the whole object", Amount: v1alpha1.Amount{Value: 500, Currency: "USD"},
@@ -60,9 +60,12 @@ func typed(ps ...*v1alpha1.Payment) client.Client {
 func TestReaderFindsClosedPaymentsWhole(t *testing.T) {
 	ctx := context.Background()
 	open, closed, gone := pay("open", "order-1", false), pay("closed", "order-2", true), pay("gone", "order-2", true)
-	api := typed(open, closed) // "gone" was deleted after the thin cache saw it
+	// "new" is in the typed cache and not yet in the thin one (another
+	// informer, behind); "gone" was deleted after the thin cache saw it.
+	fresh := pay("new", "order-2", false)
+	api := typed(open, closed, fresh)
 	r := paymentcache.Reader{
-		Reader: typed(open), Thin: thin(t, open, closed, gone), API: api,
+		Reader: typed(open, fresh), Thin: thin(t, open, closed, gone), API: api,
 		Lookups: []string{inbox.IndexPaymentMerchantRef, inbox.IndexPaymentProviderID},
 	}
 
@@ -78,13 +81,17 @@ func TestReaderFindsClosedPaymentsWhole(t *testing.T) {
 	if err := r.List(ctx, &l, client.InNamespace("shop"), client.MatchingFields{inbox.IndexPaymentMerchantRef: inbox.Key("kuko", "order-2")}); err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Items) != 1 || l.Items[0].Name != "closed" || l.Items[0].Spec.Description != "the whole object" {
-		t.Fatalf("look-up by order = %+v, want the closed payment whole (the deleted one left out)", l.Items)
+	names := map[string]string{}
+	for _, p := range l.Items {
+		names[p.Name] = p.Spec.Description
+	}
+	if len(l.Items) != 2 || names["closed"] != "the whole object" || names["new"] != "the whole object" {
+		t.Fatalf("look-up by order = %+v, want the closed payment whole and the one the thin cache has not seen (the deleted one left out)", l.Items)
 	}
 	if err := r.List(ctx, &l, client.InNamespace("shop"), client.MatchingFields{inbox.IndexPaymentProviderID: inbox.Key("kuko", "pay_open")}); err != nil || len(l.Items) != 1 || l.Items[0].Name != "open" {
 		t.Fatalf("look-up of an open payment = %v, %+v", err, l.Items)
 	}
-	if err := r.List(ctx, &l, client.InNamespace("shop")); err != nil || len(l.Items) != 1 || l.Items[0].Name != "open" {
+	if err := r.List(ctx, &l, client.InNamespace("shop")); err != nil || len(l.Items) != 2 {
 		t.Fatalf("a listing that is no look-up = %v, %+v; want open work only", err, l.Items)
 	}
 	// Other kinds pass through.

@@ -1,0 +1,110 @@
+package controllers_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/controllers"
+	"github.com/paywarden/paywarden/internal/fixture"
+)
+
+// slowBody delays every read of a watch stream: the events it carries
+// reach the informer late.
+type slowBody struct {
+	io.ReadCloser
+	delay time.Duration
+	on    *atomic.Bool
+}
+
+func (b slowBody) Read(p []byte) (int, error) {
+	if b.on.Load() {
+		time.Sleep(b.delay)
+	}
+	return b.ReadCloser.Read(p)
+}
+
+// lagThinWatch makes the watch of every Payment (the thin cache's: no field
+// selector) deliver its events delay late, as an informer that is behind
+// (relisting a large collection after its watch expired, say). The typed
+// cache's watch (fieldSelector status.closed!=true) is untouched.
+type lagThinWatch struct {
+	rt     http.RoundTripper
+	delay  time.Duration
+	lagged *atomic.Int32
+	on     *atomic.Bool
+}
+
+func (l lagThinWatch) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.rt.RoundTrip(r)
+	q := r.URL.Query()
+	if err == nil && strings.HasSuffix(r.URL.Path, "/payments") && q.Get("watch") == "true" && q.Get("fieldSelector") == "" {
+		l.lagged.Add(1)
+		resp.Body = slowBody{ReadCloser: resp.Body, delay: l.delay, on: l.on}
+	}
+	return resp, err
+}
+
+// Two Payments of one order, created 1.1 s apart (the second is the newer
+// by creation time). The second's reconcile is triggered by the typed
+// cache, which has both; its merchant-reference look-up goes to the thin
+// cache, a separate informer that may not have the first yet. It must be
+// parked DuplicatePayment, never created at the provider.
+func TestALookupFindsAnOrderTheThinCacheHasNotSeenYet(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "pay")
+	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}})
+	var lagged atomic.Int32
+	var on atomic.Bool
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return lagThinWatch{rt: rt, delay: 4 * time.Second, lagged: &lagged, on: &on}
+	}
+	o := fixture.Run(controllers.ControllerPayment)
+	o.Config = cfg
+	m := fixture.StartManager(t, env, ns, o)
+	if !m.PaymentCache.WaitForCacheSync(context.Background()) {
+		t.Fatal("thin cache not synced")
+	}
+	on.Store(true) // from now on the thin cache's watch is behind
+	// An unrelated change takes the read the watch was already waiting in;
+	// every later event reaches the thin cache 4 s late.
+	fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "unrelated", Provider: "nobody", MerchantReference: "ORD-9"})
+	time.Sleep(200 * time.Millisecond)
+
+	first := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "first", Provider: "kukopay", MerchantReference: "ORD-1001"})
+	time.Sleep(1100 * time.Millisecond) // creation times have second precision
+	second := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "second", Provider: "kukopay", MerchantReference: "ORD-1001"})
+
+	fixture.Eventually(t, 15*time.Second, "the first payment's provider id", func() bool {
+		return fixture.GetPayment(t, env.Client, first).Status.ProviderPaymentID != ""
+	})
+	fixture.Eventually(t, 15*time.Second, "the second payment decided", func() bool {
+		st := fixture.GetPayment(t, env.Client, second).Status
+		return st.Phase != "" || st.CreateRequestedAt != nil
+	})
+	time.Sleep(2 * time.Second)
+	if lagged.Load() == 0 {
+		t.Fatal("the thin cache's watch was not lagged: the test proves nothing")
+	}
+	got := fixture.GetPayment(t, env.Client, second)
+	if got.Status.CreateRequestedAt != nil || got.Status.ProviderPaymentID != "" {
+		t.Errorf("the second Payment of order ORD-1001 was sent to the provider: phase %s, provider id %q", got.Status.Phase, got.Status.ProviderPaymentID)
+	}
+	if n := len(m.Requests.Calls(fixture.IsPost)); n != 1 {
+		t.Errorf("%d creates, want 1", n)
+	}
+	if n := s.Counters().PaymentsCreated; n != 1 {
+		t.Errorf("%d payments created at the provider for one order, want 1", n)
+	}
+	if got.Status.Phase != v1alpha1.PhaseUnknown {
+		t.Errorf("second: phase %s, want Unknown (DuplicatePayment)", got.Status.Phase)
+	}
+}
