@@ -176,8 +176,9 @@ func (f paymentNews) Update(e event.UpdateEvent) bool {
 // (which the manager's cache does not hold) that paymentNews lets through
 // of an open one: an operator's annotation, a spec change, a phase or
 // provider id an event moved, its deletion; and, at start, every closed
-// payment being deleted or with an operator's annotation not acted on yet
-// (set while no manager ran). A payment that opens or closes is not news here:
+// payment being deleted, with an operator's annotation not acted on yet
+// (set while no manager ran), or tracked and settled by the receiver
+// without the money-in-flight finalizer yet (holdTracked). A payment that opens or closes is not news here:
 // it enters or leaves the manager's cache, which reports it.
 type closedNews struct {
 	predicate.TypedFuncs[*v1alpha1.Payment]
@@ -186,7 +187,7 @@ type closedNews struct {
 
 func (closedNews) Create(e event.TypedCreateEvent[*v1alpha1.Payment]) bool {
 	p := e.Object
-	return p.Status.Closed && (!p.DeletionTimestamp.IsZero() || payment.ActionsUnanswered(p))
+	return p.Status.Closed && (!p.DeletionTimestamp.IsZero() || payment.ActionsUnanswered(p) || payment.HoldTracked(p) && !held(p))
 }
 
 func (f closedNews) Update(e event.TypedUpdateEvent[*v1alpha1.Payment]) bool {

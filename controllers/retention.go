@@ -97,7 +97,10 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 		// Refund counted, say), may release it.
 		WatchesRawSource(r.closedChanges()).
 		Watches(&v1alpha1.PaymentProvider{}, handler.EnqueueRequestsFromMapFunc(r.finalPaymentsOf),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			// A spec change, not the provider's arrival in the cache at
+			// start: the scan at start hands back what is due then, without
+			// reading every kept payment from the API server.
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}, specChanged{})).
 		// A Refund that settles, or whose review is resolved, may release
 		// its payment.
 		Watches(&v1alpha1.Refund{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -114,6 +117,14 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 	// The scan, beside the controller that reads its channel.
 	return mgr.Add(r)
 }
+
+// specChanged lets through updates only (GenerationChangedPredicate tells
+// which).
+type specChanged struct{ predicate.Funcs }
+
+func (specChanged) Create(event.CreateEvent) bool   { return false }
+func (specChanged) Delete(event.DeleteEvent) bool   { return false }
+func (specChanged) Generic(event.GenericEvent) bool { return false }
 
 // closedChanges are the changes of closed payments, from the thin cache;
 // none without one.
@@ -253,21 +264,22 @@ func (r *Retention) horizon() time.Duration {
 // runs beside the controller it feeds.
 func (r *Retention) NeedLeaderElection() bool { return true }
 
-// Start runs the retention scan every Horizon/4 until ctx ends. A failed
-// scan is logged; the next one reads everything again. A payment already
-// waiting in its last hour is handed back too, and judged again at once:
-// a read of the cache.
+// Start runs the retention scan at once and then every Horizon/4 until ctx
+// ends. A failed scan is logged; the next one reads everything again. A
+// payment already waiting in its last hour is handed back too, and judged
+// again at once. The scan at start hands back the payments past their end
+// too (payment.RetentionScanHandsBack): nothing else brings a closed one.
 func (r *Retention) Start(ctx context.Context) error {
 	t := time.NewTicker(max(r.horizon()/4, time.Millisecond))
 	defer t.Stop()
-	for {
+	for atStart := true; ; atStart = false {
+		if err := r.scan(ctx, atStart); err != nil && ctx.Err() == nil {
+			log.FromContext(ctx).Error(err, "retention scan incomplete")
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if err := r.scan(ctx); err != nil && ctx.Err() == nil {
-				log.FromContext(ctx).Error(err, "retention scan incomplete")
-			}
 		}
 	}
 }
@@ -275,7 +287,7 @@ func (r *Retention) Start(ctx context.Context) error {
 // scan reads the cache's final payments, provider by provider, and hands
 // those payment.RetentionWait gives a wait, and that nothing holds, to the
 // controller.
-func (r *Retention) scan(ctx context.Context) error {
+func (r *Retention) scan(ctx context.Context, atStart bool) error {
 	var provs v1alpha1.PaymentProviderList
 	if err := r.Client.List(ctx, &provs, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list payment providers: %w", err)
@@ -291,7 +303,7 @@ func (r *Retention) scan(ctx context.Context) error {
 		for j := range list.Items {
 			p := &list.Items[j]
 			if payment.RetentionHold(p) != "" ||
-				payment.RetentionWait(payment.RetentionLeft(p, prov.Spec.FinalPaymentRetention(), now), r.horizon()) == 0 {
+				!payment.RetentionScanHandsBack(payment.RetentionLeft(p, prov.Spec.FinalPaymentRetention(), now), r.horizon(), atStart) {
 				continue
 			}
 			select {

@@ -135,3 +135,27 @@ func TestActionsUnanswered(t *testing.T) {
 		})
 	}
 }
+
+// The retention scan hands back what ends within the horizon, and at start
+// what is past its end too: a closed payment gets no start-up event.
+func TestRetentionScanHandsBack(t *testing.T) {
+	h := time.Hour
+	for _, tc := range []struct {
+		left           time.Duration
+		atStart, later bool
+	}{
+		{2 * h, false, false},
+		{h + time.Second, false, false},
+		{h, true, true},
+		{time.Second, true, true},
+		{0, true, false},
+		{-72 * h, true, false},
+	} {
+		if got := payment.RetentionScanHandsBack(tc.left, h, true); got != tc.atStart {
+			t.Errorf("left %s, at start: %v, want %v", tc.left, got, tc.atStart)
+		}
+		if got := payment.RetentionScanHandsBack(tc.left, h, false); got != tc.later {
+			t.Errorf("left %s, later: %v, want %v", tc.left, got, tc.later)
+		}
+	}
+}

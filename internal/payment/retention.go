@@ -78,6 +78,21 @@ func RetentionWait(left, horizon time.Duration) time.Duration {
 	return max(left, 0)
 }
 
+// RetentionScanHandsBack says whether the retention scan hands a final
+// payment that nothing holds, whose retention ends in left, to the retention
+// queue: one that ends within horizon and has a wait (RetentionWait); and in
+// the scan at start, one past its end as well. Nothing judged that one
+// while no manager ran, and no cache event brings a closed payment at start
+// (the manager's cache holds open work only); afterwards a payment past its
+// end was judged at its end and is kept by a Refund, whose settling brings
+// it back.
+func RetentionScanHandsBack(left, horizon time.Duration, atStart bool) bool {
+	if left <= 0 {
+		return atStart
+	}
+	return RetentionWait(left, horizon) > 0
+}
+
 // RefundsHold says which of p's Refunds keeps it past its retention ("" when
 // none does): one not final (its settling brings the payment back), one a
 // human must review (it is owned by p and would go with it, its review

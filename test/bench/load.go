@@ -102,7 +102,8 @@ func (b bareSender) store(ctx context.Context, i int) (stored, error) {
 		return stored{}, fmt.Errorf("create event: %w", err)
 	}
 	from := p.Status.Phase
-	p.Status = payment.ApplyEvent(p, payment.FromEvent(ev, v1alpha1.ViaWebhook), now).Status
+	// Stored as payment.Store stores it (status.closed with it).
+	payment.ApplyEvent(p, payment.FromEvent(ev, v1alpha1.ViaWebhook), now).StoreIn(p)
 	if err := b.c.Status().Update(ctx, p); err != nil {
 		return stored{}, fmt.Errorf("update payment status: %w", err)
 	}
