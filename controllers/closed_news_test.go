@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -133,5 +134,52 @@ func TestAResolveOfAClosedPaymentSetWhileNoManagerRanIsActedOn(t *testing.T) {
 	fixture.Eventually(t, 15*time.Second, "the operator's resolve acted on", func() (bool, string) {
 		got := fixture.GetPayment(t, env.Client, p)
 		return got.Status.Actions.Resolve != "", "status.actions.resolve empty, phase " + string(got.Status.Phase)
+	})
+}
+
+// A tracked payment the receiver settled (and so closed) while no manager
+// ran gets its money-in-flight finalizer at start, as an open one would
+// (holdTracked): it is remembered in the ledger when it goes.
+func TestATrackedPaymentSettledWhileNoManagerRanIsHeldAtStart(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "closed-tracked")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Type: v1alpha1.ProviderKukoPay, Quiet: true})
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "tracked", Provider: prov.Name, ProviderPaymentID: "pay_tracked"})
+	p = fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) {
+		st.Phase = v1alpha1.PhaseSucceeded
+		st.ProviderPaymentID = "pay_tracked"
+		st.History = append(st.History, v1alpha1.HistoryEntry{Time: metav1.Now(), To: v1alpha1.PhaseSucceeded, Source: v1alpha1.SourceWebhook})
+		st.Closed = payment.Closable(&v1alpha1.Payment{Status: *st})
+	})
+	if !p.Status.Closed || len(p.Finalizers) > 0 {
+		t.Fatalf("closed %v, finalizers %v: want closed, not held", p.Status.Closed, p.Finalizers)
+	}
+	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+	fixture.Eventually(t, 15*time.Second, "the money-in-flight finalizer on the closed tracked payment", func() bool {
+		got := fixture.GetPayment(t, env.Client, p)
+		return slices.Contains(got.Finalizers, v1alpha1.FinalizerMoneyInFlight) && got.Status.Closed
+	})
+}
+
+// A closed payment past its retention when the manager starts (it ran
+// out while no manager ran) is deleted at start: the manager's cache holds
+// no closed payment to report, and the retention scan at start hands back
+// what is past its end.
+func TestAClosedPaymentPastItsRetentionAtStartIsDeleted(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "closed-expired")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "short", Quiet: true, Spec: func(s *v1alpha1.PaymentProviderSpec) {
+		s.Retention.FinalPayments = fixture.Duration("1m")
+	}})
+	p := storedPayment(t, ns, "old", prov.Name, time.Now(), settled{phase: v1alpha1.PhaseSucceeded, history: []time.Duration{time.Hour}})
+	p = fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) {
+		st.Closed = payment.Closable(&v1alpha1.Payment{Status: *st})
+	})
+	if !p.Status.Closed {
+		t.Fatal("not closed")
+	}
+	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerRetention))
+	fixture.Eventually(t, 15*time.Second, "the closed payment past its retention deleted at start", func() (bool, string) {
+		return !exists(t, ns, p.Name), "still there"
 	})
 }
