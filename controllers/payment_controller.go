@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -31,6 +30,7 @@ import (
 	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/metrics"
 	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/paymentcache"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
@@ -87,7 +87,7 @@ type PaymentReconciler struct {
 	// Thin, when set, is the thin cache of every Payment
 	// (internal/paymentcache): the news of closed payments, which the
 	// manager's cache does not hold, come from it.
-	Thin cache.Cache
+	Thin *paymentcache.Cache
 
 	unstored unstoredAnswers[payment.Step, payment.Call]
 	marked   markedOperations
@@ -129,8 +129,7 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(r.Events.Source(handler.EnqueueRequestsFromMapFunc(r.paymentsOfProvider)))
 	}
 	if r.Thin != nil {
-		b = b.WatchesRawSource(source.Kind[*v1alpha1.Payment](r.Thin, &v1alpha1.Payment{},
-			&handler.TypedEnqueueRequestForObject[*v1alpha1.Payment]{}, closedNews{own: &r.own}))
+		b = b.WatchesRawSource(r.Thin.Source(&handler.TypedEnqueueRequestForObject[*v1alpha1.Payment]{}, closedNews{own: &r.own}))
 	}
 	// A Refund that settled (or stopped counting) or went wakes its
 	// payment: the payment's own reconcile brings its refunded total to the
@@ -209,7 +208,8 @@ type closedChange struct {
 
 func (closedChange) Create(event.TypedCreateEvent[*v1alpha1.Payment]) bool { return false }
 func (closedChange) Update(e event.TypedUpdateEvent[*v1alpha1.Payment]) bool {
-	return e.ObjectNew.Status.Closed
+	// A resync (the same version again) is no change.
+	return e.ObjectNew.Status.Closed && e.ObjectOld.ResourceVersion != e.ObjectNew.ResourceVersion
 }
 func (closedChange) Delete(event.TypedDeleteEvent[*v1alpha1.Payment]) bool   { return false }
 func (closedChange) Generic(event.TypedGenericEvent[*v1alpha1.Payment]) bool { return false }

@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -24,12 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/paymentcache"
 	"github.com/paywarden/paywarden/internal/provider"
 	"github.com/paywarden/paywarden/internal/statuswriter"
 )
@@ -47,7 +46,7 @@ type RefundReconciler struct {
 	// Thin, when set, is the thin cache of every Payment
 	// (internal/paymentcache): the changes of closed payments, which the
 	// manager's cache does not hold, come from it.
-	Thin      cache.Cache
+	Thin      *paymentcache.Cache
 	Client    client.Client
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
@@ -101,10 +100,9 @@ func (r *RefundReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Thin != nil {
 		// A closed payment's change (news the manager's cache does not
 		// hold) may move its Refunds' allowance too.
-		b = b.WatchesRawSource(source.Kind[*v1alpha1.Payment](r.Thin, &v1alpha1.Payment{},
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, p *v1alpha1.Payment) []reconcile.Request {
-				return r.refundsOfPayment(ctx, p)
-			}), closedChange{}))
+		b = b.WatchesRawSource(r.Thin.Source(handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, p *v1alpha1.Payment) []reconcile.Request {
+			return r.refundsOfPayment(ctx, p)
+		}), closedChange{}))
 	}
 	return b.
 		Named("refund").

@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/paymentcache"
 )
 
 // IndexPaymentFinal indexes final Payments by their provider's name, so a
@@ -54,7 +54,7 @@ type Retention struct {
 	// (internal/paymentcache), with the IndexPaymentFinal index: the scan
 	// and a provider's change find closed payments through it, which
 	// Client's cache of open work does not hold. Default Client.
-	Thin cache.Cache
+	Thin *paymentcache.Cache
 	// APIReader re-reads a payment whose delete lost a race (not the cache).
 	APIReader client.Reader
 	Recorder  events.EventRecorder
@@ -105,11 +105,15 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 		// its payment.
 		Watches(&v1alpha1.Refund{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*v1alpha1.Refund).Spec.PaymentRef.Name}}}
-		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			old, cur := e.ObjectOld.(*v1alpha1.Refund), e.ObjectNew.(*v1alpha1.Refund)
-			return old.Status.Phase != cur.Status.Phase ||
-				meta.IsStatusConditionTrue(old.Status.Conditions, v1alpha1.ConditionNeedsReview) != meta.IsStatusConditionTrue(cur.Status.Conditions, v1alpha1.ConditionNeedsReview)
-		}})).
+		}), builder.WithPredicates(predicate.Funcs{
+			// Not the Refunds the cache lists at start: the scan at start
+			// hands back what is due.
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				old, cur := e.ObjectOld.(*v1alpha1.Refund), e.ObjectNew.(*v1alpha1.Refund)
+				return old.Status.Phase != cur.Status.Phase ||
+					meta.IsStatusConditionTrue(old.Status.Conditions, v1alpha1.ConditionNeedsReview) != meta.IsStatusConditionTrue(cur.Status.Conditions, v1alpha1.ConditionNeedsReview)
+			}})).
 		Complete(r)
 	if err != nil {
 		return err
@@ -132,7 +136,26 @@ func (r *Retention) closedChanges() source.Source {
 	if r.Thin == nil {
 		return source.Channel(make(chan event.GenericEvent), &handler.EnqueueRequestForObject{})
 	}
-	return source.Kind[*v1alpha1.Payment](r.Thin, &v1alpha1.Payment{}, &handler.TypedEnqueueRequestForObject[*v1alpha1.Payment]{}, closedChange{})
+	return r.Thin.Source(handler.TypedEnqueueRequestsFromMapFunc(r.dueOf), closedChange{})
+}
+
+// dueOf hands a closed payment that changed to the queue when its retention
+// ends within the horizon, or has ended, and nothing it shows holds it:
+// judged on the thin copy, so a closing does not read the payment from the
+// API server for a retention days away (the scan hands it back then).
+func (r *Retention) dueOf(ctx context.Context, p *v1alpha1.Payment) []reconcile.Request {
+	req := []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(p)}}
+	if payment.RetentionHold(p) != "" {
+		return nil
+	}
+	prov := &v1alpha1.PaymentProvider{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}, prov); err != nil {
+		return req // judged on the whole payment: the reconcile says what is missing
+	}
+	if !payment.RetentionScanHandsBack(payment.RetentionLeft(p, prov.Spec.FinalPaymentRetention(), r.Clock.Now()), r.horizon(), true) {
+		return nil
+	}
+	return req
 }
 
 // finals is where final payments are listed from: the thin cache of every

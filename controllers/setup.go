@@ -253,7 +253,7 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 // manager's cache, closed ones found through the thin cache and read from
 // the API server.
 func paymentReads(mgr ctrl.Manager, namespaces []string) (*paymentcache.Cache, client.Client, error) {
-	thin, err := paymentcache.New(mgr, namespaces, PaymentLookups())
+	thin, err := paymentcache.New(mgr, paymentcache.Options{Namespaces: namespaces, Indexes: PaymentLookups()})
 	if err != nil {
 		return nil, nil, err
 	}

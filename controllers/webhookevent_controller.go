@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -27,6 +26,7 @@ import (
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/paymentcache"
 )
 
 // DefaultPendingGrace is how long after receipt the inbox processor leaves a
@@ -64,7 +64,7 @@ type WebhookEventReconciler struct {
 	// Thin, when set, is the thin cache of every Payment
 	// (internal/paymentcache): the changes of closed payments, which the
 	// manager's cache does not hold, come from it.
-	Thin cache.Cache
+	Thin *paymentcache.Cache
 	// MaxConcurrentReconciles defaults to 4: events of different payments are
 	// independent, and events of one payment are serialized by optimistic
 	// concurrency on its status.
@@ -89,8 +89,7 @@ func (r *WebhookEventReconciler) closedChanges() source.Source {
 	if r.Thin == nil {
 		return source.Channel(make(chan event.GenericEvent), &handler.EnqueueRequestForObject{})
 	}
-	return source.Kind[*v1alpha1.Payment](r.Thin, &v1alpha1.Payment{},
-		handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, p *v1alpha1.Payment) []reconcile.Request { return r.orphansOf(ctx, p) }),
+	return r.Thin.Source(handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, p *v1alpha1.Payment) []reconcile.Request { return r.orphansOf(ctx, p) }),
 		closedChange{})
 }
 

@@ -26,6 +26,10 @@ func TestAnEventThatWaitedForItsPaymentIsNotDroppedSilently(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "expired")
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "short", Type: v1alpha1.ProviderKukoPay, Quiet: true, Retention: time.Nanosecond})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "owed", Provider: prov.Name})
+	o := fixture.Run(controllers.ControllerInbox)
+	m := fixture.StartManager(t, env, ns, o)
+	fixture.WaitCached(t, m.Manager.GetCache(), p)
+
 	orphan := func(id, paymentName, merchantRef, why string) {
 		t.Helper()
 		evt := &v1alpha1.WebhookEvent{
@@ -46,9 +50,6 @@ func TestAnEventThatWaitedForItsPaymentIsNotDroppedSilently(t *testing.T) {
 	// Stored before its payment could be matched (spec.payment empty), and
 	// matched since: its payment is told too.
 	orphan("evt_matched_later", "", p.MerchantRef(), "payment owed: waiting for the payment to succeed")
-	// The manager starts once they are Orphaned: one that saw an event
-	// before its result was written would apply it first.
-	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerInbox))
 	for _, id := range []string{"evt_unmatched", "evt_waited", "evt_matched_later"} {
 		fixture.Eventually(t, fixture.Timeout, "event "+id+" deleted past retention", func() bool {
 			return fixture.WebhookEventFor(t, env.Client, ns, prov.Name, id) == nil

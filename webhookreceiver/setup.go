@@ -61,7 +61,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Ser
 	// The cache holds open Payments only (CacheOptions); a late event of a
 	// closed one is found through the thin cache of every Payment
 	// (internal/paymentcache) and read from the API server.
-	thin, err := paymentcache.New(mgr, opts.Namespaces, inbox.PaymentIndexes())
+	thin, err := paymentcache.New(mgr, paymentcache.Options{Namespaces: opts.Namespaces, Indexes: inbox.PaymentIndexes()})
 	if err != nil {
 		return nil, fmt.Errorf("webhookreceiver: %w", err)
 	}

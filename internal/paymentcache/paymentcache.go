@@ -8,9 +8,10 @@
 //
 //   - the typed cache of open work (Open): full objects, every controller's
 //     For() and indexes, as before;
-//   - the thin cache (New) of every Payment, stripped to what finds it and
-//     what wakes it (Thin): its identity lookups, retention's scan, the
-//     gauges and the watch of closed payments' news read it.
+//   - the thin cache (New) of every Payment, each decoded as a digest of
+//     what finds it and what wakes it (Thin), never whole: the look-ups by
+//     order and provider id, retention's scan, the gauges and the watch of
+//     closed payments' news read it.
 //
 // Reader puts them together for the readers that decide on money: a Payment
 // not in the typed cache is read from the API server, and a look-up by order
@@ -23,16 +24,24 @@ package paymentcache
 import (
 	"context"
 	"fmt"
+	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 )
@@ -42,29 +51,52 @@ func Open() fields.Selector {
 	return fields.OneTermNotEqualSelector(v1alpha1.FieldClosed, "true")
 }
 
-// Cache is the thin cache of every Payment (Thin). It is a runnable of the
-// manager's caches: started before the controllers and waited for.
+// Cache is the thin cache of every Payment: each one decoded as a digest
+// (the fields that find, judge and wake it, nothing else) and read back as
+// a *v1alpha1.Payment with those fields set (Thin says which). It is a
+// client.Reader of Payments and PaymentLists, a source of their changes
+// (Source), and a runnable of the manager's caches: started before the
+// controllers and waited for.
 type Cache struct {
-	cache.Cache
+	c cache.Cache
 }
 
 // GetCache makes Cache a cache runnable for the manager (mgr.Add).
-func (c *Cache) GetCache() cache.Cache { return c.Cache }
+func (c *Cache) GetCache() cache.Cache { return c.c }
 
-// New builds the thin cache of the Payments in namespaces (all when none),
-// with the indexes given (name → keys), over the connection, scheme and
-// REST mapper of c (a manager). Add it to the manager (mgr.Add).
-func New(c cluster.Cluster, namespaces []string, indexes map[string]client.IndexerFunc) (*Cache, error) {
+// Start runs the cache until ctx ends.
+func (c *Cache) Start(ctx context.Context) error { return c.c.Start(ctx) }
+
+// WaitForCacheSync waits until the cache has listed every Payment.
+func (c *Cache) WaitForCacheSync(ctx context.Context) bool { return c.c.WaitForCacheSync(ctx) }
+
+// Options say what a thin cache holds.
+type Options struct {
+	// Namespaces are the namespaces whose Payments it holds; all when none.
+	Namespaces []string
+	// Indexes are its indexes, by name: keys of the Payment Thin reads back.
+	Indexes map[string]client.IndexerFunc
+	// SyncPeriod overrides controller-runtime's resync period (tests).
+	SyncPeriod *time.Duration
+}
+
+// New builds the thin cache o describes over the connection and REST mapper
+// of c (a manager). Add it to the manager (mgr.Add).
+func New(c cluster.Cluster, opts Options) (*Cache, error) {
+	sch := runtime.NewScheme()
+	gv := v1alpha1.GroupVersion
+	sch.AddKnownTypeWithName(gv.WithKind("Payment"), &digest{})
+	sch.AddKnownTypeWithName(gv.WithKind("PaymentList"), &digestList{})
+	metav1.AddToGroupVersion(sch, gv)
 	o := cache.Options{
-		Scheme: c.GetScheme(), Mapper: c.GetRESTMapper(), HTTPClient: c.GetHTTPClient(),
-		ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.Payment{}: {Transform: Thin},
-		},
+		Scheme: sch, Mapper: c.GetRESTMapper(), HTTPClient: c.GetHTTPClient(),
+		ByObject:                    map[client.Object]cache.ByObject{&digest{}: {Transform: trim}},
 		ReaderFailOnMissingInformer: true,
+		SyncPeriod:                  opts.SyncPeriod,
 	}
-	if len(namespaces) > 0 {
+	if len(opts.Namespaces) > 0 {
 		o.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
+		for _, ns := range opts.Namespaces {
 			o.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
@@ -74,65 +106,105 @@ func New(c cluster.Cluster, namespaces []string, indexes map[string]client.Index
 	}
 	// The informer before the indexes: ReaderFailOnMissingInformer refuses
 	// reads of a type no informer serves, and indexes need one.
-	if _, err := thin.GetInformer(context.Background(), &v1alpha1.Payment{}, cache.BlockUntilSynced(false)); err != nil {
+	if _, err := thin.GetInformer(context.Background(), &digest{}, cache.BlockUntilSynced(false)); err != nil {
 		return nil, fmt.Errorf("thin payment cache: %w", err)
 	}
-	for name, keys := range indexes {
-		if err := thin.IndexField(context.Background(), &v1alpha1.Payment{}, name, keys); err != nil {
+	for name, keys := range opts.Indexes {
+		err := thin.IndexField(context.Background(), &digest{}, name, func(o client.Object) []string {
+			if p, ok := asPayment(o); ok {
+				return keys(p)
+			}
+			return nil
+		})
+		if err != nil {
 			return nil, fmt.Errorf("thin payment cache: index %s: %w", name, err)
 		}
 	}
-	return &Cache{Cache: thin}, nil
+	return &Cache{c: thin}, nil
 }
 
-// Thin is the thin cache's transform: a Payment as far as it is found
-// (provider, merchant reference, idempotency key, provider ids), judged
-// by retention and the gauges (phase, conditions without their messages,
-// the last history entry, adoption, deletion) and woken (its annotations
-// but kubectl's copy of the manifest, generation, status.closed, the
-// refund-failure mark). Nothing
-// that decides on money reads it: Client reads the full object.
-func Thin(obj any) (any, error) {
+// Get reads a Payment (obj: *v1alpha1.Payment) as Thin keeps it.
+func (c *Cache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	p, ok := obj.(*v1alpha1.Payment)
 	if !ok {
-		return obj, nil
+		return fmt.Errorf("thin payment cache: %T is not a Payment", obj)
 	}
-	t := &v1alpha1.Payment{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Generation: p.Generation, CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
-			Finalizers: p.Finalizers,
-		},
-		Spec: v1alpha1.PaymentSpec{
-			ProviderRef: p.Spec.ProviderRef, MerchantReference: p.Spec.MerchantReference,
-			IdempotencyKey: p.Spec.IdempotencyKey, ProviderPaymentID: p.Spec.ProviderPaymentID,
-		},
-		Status: v1alpha1.PaymentStatus{
-			Phase: p.Status.Phase, ProviderPaymentID: p.Status.ProviderPaymentID, CheckoutID: p.Status.CheckoutID,
-			AdoptedAt: p.Status.AdoptedAt, RefundFailureSeenAt: p.Status.RefundFailureSeenAt, Closed: p.Status.Closed,
-			Query:   v1alpha1.QueryStatus{NextTime: p.Status.Query.NextTime},
-			Actions: p.Status.Actions,
-		},
+	var d digest
+	if err := c.c.Get(ctx, key, &d, opts...); err != nil {
+		return err
 	}
-	for k, v := range p.Annotations {
-		if k == corev1.LastAppliedConfigAnnotation {
-			// The whole manifest again, and never read.
-			continue
+	*p = *d.payment()
+	return nil
+}
+
+// List lists Payments (list: *v1alpha1.PaymentList) as Thin keeps them.
+func (c *Cache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	pl, ok := list.(*v1alpha1.PaymentList)
+	if !ok {
+		return fmt.Errorf("thin payment cache: %T is not a PaymentList", list)
+	}
+	var dl digestList
+	if err := c.c.List(ctx, &dl, opts...); err != nil {
+		return err
+	}
+	pl.ResourceVersion = dl.ResourceVersion
+	pl.Items = make([]v1alpha1.Payment, len(dl.Items))
+	for i := range dl.Items {
+		pl.Items[i] = *dl.Items[i].payment()
+	}
+	return nil
+}
+
+// Source is a source of the thin cache's changes for a controller: each
+// one as a *v1alpha1.Payment (Thin's fields), through preds, to h.
+func (c *Cache) Source(h handler.TypedEventHandler[*v1alpha1.Payment, reconcile.Request], preds ...predicate.TypedPredicate[*v1alpha1.Payment]) source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		inf, err := c.c.GetInformer(ctx, &digest{})
+		if err != nil {
+			return fmt.Errorf("thin payment cache: %w", err)
 		}
-		if t.Annotations == nil {
-			t.Annotations = map[string]string{}
+		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(o any) {
+				if p, ok := asPayment(o); ok {
+					e := event.TypedCreateEvent[*v1alpha1.Payment]{Object: p}
+					if all(preds, func(f predicate.TypedPredicate[*v1alpha1.Payment]) bool { return f.Create(e) }) {
+						h.Create(ctx, e, q)
+					}
+				}
+			},
+			UpdateFunc: func(old, cur any) {
+				o, ok1 := asPayment(old)
+				n, ok2 := asPayment(cur)
+				if ok1 && ok2 {
+					e := event.TypedUpdateEvent[*v1alpha1.Payment]{ObjectOld: o, ObjectNew: n}
+					if all(preds, func(f predicate.TypedPredicate[*v1alpha1.Payment]) bool { return f.Update(e) }) {
+						h.Update(ctx, e, q)
+					}
+				}
+			},
+			DeleteFunc: func(o any) {
+				if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+					o = t.Obj
+				}
+				if p, ok := asPayment(o); ok {
+					e := event.TypedDeleteEvent[*v1alpha1.Payment]{Object: p}
+					if all(preds, func(f predicate.TypedPredicate[*v1alpha1.Payment]) bool { return f.Delete(e) }) {
+						h.Delete(ctx, e, q)
+					}
+				}
+			},
+		})
+		return err
+	})
+}
+
+func all[T any](xs []T, ok func(T) bool) bool {
+	for _, x := range xs {
+		if !ok(x) {
+			return false
 		}
-		t.Annotations[k] = v
 	}
-	if n := len(p.Status.History); n > 0 {
-		t.Status.History = []v1alpha1.HistoryEntry{{Time: p.Status.History[n-1].Time, To: p.Status.History[n-1].To}}
-	}
-	for _, c := range p.Status.Conditions {
-		c.Message = ""
-		t.Status.Conditions = append(t.Status.Conditions, c)
-	}
-	return t, nil
+	return true
 }
 
 // Reader reads Payments from the typed cache of open work and, past it,

@@ -38,7 +38,7 @@ func thin(t *testing.T, ps ...*v1alpha1.Payment) client.Client {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b = b.WithObjects(o.(*v1alpha1.Payment))
+		b = b.WithObjects(o)
 	}
 	return b.Build()
 }
@@ -110,11 +110,10 @@ func TestThinKeepsWhatFindsAndWakesAPayment(t *testing.T) {
 	p.Status.History = []v1alpha1.HistoryEntry{{To: v1alpha1.PhasePending}, {To: v1alpha1.PhaseSucceeded}}
 	p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "long text"}}
 	p.Status.AmountReceived = &v1alpha1.Money{Value: 500, Currency: "USD"}
-	o, err := paymentcache.Thin(p)
+	th, err := paymentcache.Thin(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	th := o.(*v1alpha1.Payment)
 	switch {
 	case th.Spec.Description != "" || th.Spec.Amount.Value != 0 || th.Status.AmountReceived != nil:
 		t.Errorf("thin copy kept money fields: %+v %+v", th.Spec, th.Status)
