@@ -537,6 +537,15 @@ func (m *machine) refund() {
 		return
 	}
 	m.st.AmountRefunded = &total
+	if lowered := m.st.RefundsLoweredAt; lowered != nil && m.obs.EventID != "" && !m.obs.OccurredAt.IsZero() &&
+		m.obs.OccurredAt.Unix() <= lowered.Add(RefundReadAmbiguity).Unix() {
+		// From the seconds of the read that answered for a refund's
+		// failure: a refund made while it was out, or one it answered for
+		// (events carry whole seconds, and a provider's clock is not
+		// paywarden's). Taken, and the figure read again: the read's
+		// answer is the provider's own.
+		m.askForRead()
+	}
 	// Everything is refunded once the refunds reach what the payment
 	// received: a partial capture received less than was ordered, and the
 	// refund allowance is bounded by the same figure (receivedAmount).
@@ -546,6 +555,12 @@ func (m *machine) refund() {
 	}
 	m.moveTo(to, fmt.Sprintf("refunded %s", v1alpha1.FormatAmount(total.Value, total.Currency)))
 }
+
+// RefundReadAmbiguity is how long after the stamp of a read that answered
+// for a refund's failure (RefundsLoweredAt: the second before it was sent)
+// a refund event may be one the read answered for or one made while it was
+// out: such an event is taken and the refunded total read again.
+const RefundReadAmbiguity = 2 * time.Second
 
 // lowerRefunded takes a refunded total below the recorded one: a refund
 // failed after it had succeeded and the provider took it back out of its

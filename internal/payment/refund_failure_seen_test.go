@@ -350,3 +350,68 @@ func TestALoweringReadTakesARefundMadeWhileItWasOut(t *testing.T) {
 		t.Errorf("a refund total from before the read was sent: %s (%s); want Stale", res, msg)
 	}
 }
+
+// TestARefundEventFromTheReadsOwnSecondsIsReadAgain: Stripe's backfill lists
+// events newest first, so the failed refund's own charge.refunded can come
+// after the read that answered for its failure, stamped in the same second
+// as that read. It may be a refund the read answered for or one made while
+// it was out: it is taken, and the total read again, which settles it.
+func TestARefundEventFromTheReadsOwnSecondsIsReadAgain(t *testing.T) {
+	pol := testPolicy()
+	now := t0.Add(time.Hour)
+	p := succeededPayment()
+	failed := payment.FromEvent(provider.Event{
+		ID: "evt_refund_failed", Type: "refund.failed", Status: provider.StatusUnknown, PaymentID: "pay_1", OccurredAt: now,
+		Refund: &provider.Refund{ID: "re_obj", PaymentID: "pay_1", Status: provider.RefundFailed, Amount: 500, Currency: orderCurrency},
+	}, v1alpha1.ViaWebhook)
+	p = store(p, payment.ApplyEvent(p, failed, now))
+	sent := now.Add(time.Second)
+	step := payment.Plan(p, pol, payment.Facts{RefundsListed: true}, sent)
+	if step.Action != payment.Query || step.Read == nil {
+		t.Fatalf("plans %s (%s)", step.Action, step.Why)
+	}
+	zero := answer(provider.StatusSucceeded)
+	zero.Payment.RefundedTotal = 0
+	p = store(p, payment.AfterRefundRead(p, pol, zero, *step.Read, sent.Add(300*time.Millisecond)))
+	stamp := p.Status.RefundsLoweredAt
+	if stamp == nil {
+		t.Fatal("fixture: the read stamped nothing")
+	}
+	for _, tc := range []struct {
+		name      string
+		occurred  time.Time
+		result    v1alpha1.EventResult
+		readAgain bool
+	}{
+		{"the stamp's second: stale", stamp.Time, v1alpha1.ResultStale, false},
+		{"the read's own second: taken, read again", stamp.Add(time.Second), v1alpha1.ResultApplied, true},
+		{"the second after: taken, read again", stamp.Add(payment.RefundReadAmbiguity), v1alpha1.ResultApplied, true},
+		{"later: taken", stamp.Add(payment.RefundReadAmbiguity + time.Second), v1alpha1.ResultApplied, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := payment.FromEvent(provider.Event{
+				ID: "evt_charge_refunded", Type: "charge.refunded", Status: provider.StatusRefund, PaymentID: "pay_1",
+				OccurredAt: tc.occurred, Currency: orderCurrency, Amount: orderValue, RefundedTotal: 500,
+			}, v1alpha1.ViaBackfill)
+			at := sent.Add(2 * time.Second)
+			out := payment.ApplyEvent(p, ev, at)
+			res, msg := payment.EventResult(p, out, ev)
+			q := store(p, out)
+			if res != tc.result || (q.Status.RefundFailureSeenAt != nil) != tc.readAgain {
+				t.Fatalf("%s (%s), read asked: %v; want %s, read asked: %v", res, msg, q.Status.RefundFailureSeenAt != nil, tc.result, tc.readAgain)
+			}
+			if !tc.readAgain {
+				return
+			}
+			// The read settles it on the provider's figure.
+			step := payment.Plan(q, pol, payment.Facts{RefundsListed: true}, at.Add(time.Minute))
+			if step.Action != payment.Query || step.Read == nil {
+				t.Fatalf("after the taken event: plans %s (%s), want a read", step.Action, step.Why)
+			}
+			q = store(q, payment.AfterRefundRead(q, pol, zero, *step.Read, at.Add(time.Minute)))
+			if q.Status.Phase != v1alpha1.PhaseSucceeded || q.Status.AmountRefunded != nil || q.Status.RefundFailureSeenAt != nil {
+				t.Fatalf("after the read: %s, refunded %+v, read asked %v; want Succeeded, nothing refunded (the provider's 0)", q.Status.Phase, q.Status.AmountRefunded, q.Status.RefundFailureSeenAt)
+			}
+		})
+	}
+}

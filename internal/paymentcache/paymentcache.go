@@ -24,6 +24,9 @@ package paymentcache
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,7 +61,8 @@ func Open() fields.Selector {
 // (Source), and a runnable of the manager's caches: started before the
 // controllers and waited for.
 type Cache struct {
-	c cache.Cache
+	c       cache.Cache
+	indexes map[string]client.IndexerFunc
 }
 
 // GetCache makes Cache a cache runnable for the manager (mgr.Add).
@@ -112,7 +116,7 @@ func New(c cluster.Cluster, opts Options) (*Cache, error) {
 	for name, keys := range opts.Indexes {
 		err := thin.IndexField(context.Background(), &digest{}, name, func(o client.Object) []string {
 			if p, ok := asPayment(o); ok {
-				return keys(p)
+				return buckets(keys(p))
 			}
 			return nil
 		})
@@ -120,7 +124,32 @@ func New(c cluster.Cluster, opts Options) (*Cache, error) {
 			return nil, fmt.Errorf("thin payment cache: index %s: %w", name, err)
 		}
 	}
-	return &Cache{c: thin}, nil
+	return &Cache{c: thin, indexes: opts.Indexes}, nil
+}
+
+// bucketCount is how many buckets the thin cache's indexes sort keys into.
+// client-go's indexer keeps a set for each value it indexes: a set per
+// merchant reference and per provider id would cost more than the digest
+// itself. A bucket's set is shared by about n/bucketCount payments, each
+// costing it one entry, and a look-up reads the bucket and keeps the
+// payments whose own keys match (Cache.List).
+const bucketCount = 4096
+
+// buckets are the buckets of keys, each once.
+func buckets(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if b := bucket(k); !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func bucket(key string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return strconv.FormatUint(uint64(h.Sum32()%bucketCount), 16)
 }
 
 // Get reads a Payment (obj: *v1alpha1.Payment) as Thin keeps it.
@@ -143,16 +172,47 @@ func (c *Cache) List(ctx context.Context, list client.ObjectList, opts ...client
 	if !ok {
 		return fmt.Errorf("thin payment cache: %T is not a PaymentList", list)
 	}
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	name, key, keys := c.byIndex(lo)
+	if keys != nil {
+		// The key's bucket, then the payments whose own keys match.
+		lo.FieldSelector = fields.OneTermEqualSelector(name, bucket(key))
+	}
 	var dl digestList
-	if err := c.c.List(ctx, &dl, opts...); err != nil {
+	if err := c.c.List(ctx, &dl, lo); err != nil {
 		return err
 	}
 	pl.ResourceVersion = dl.ResourceVersion
-	pl.Items = make([]v1alpha1.Payment, len(dl.Items))
-	for i := range dl.Items {
-		pl.Items[i] = *dl.Items[i].payment()
-	}
+	pl.Items = matching(dl.Items, keys, key)
 	return nil
+}
+
+// matching are the digests as Payments, those keys gives key when keys is
+// set (the others only share its bucket).
+func matching(ds []digest, keys client.IndexerFunc, key string) []v1alpha1.Payment {
+	out := make([]v1alpha1.Payment, 0, len(ds))
+	for i := range ds {
+		p := ds[i].payment()
+		if keys != nil && !slices.Contains(keys(p), key) {
+			continue
+		}
+		out = append(out, *p)
+	}
+	return out
+}
+
+// byIndex is the index and key lo selects by, with the index's keys; nil
+// keys when it selects by none of the cache's indexes.
+func (c *Cache) byIndex(lo *client.ListOptions) (name, key string, keys client.IndexerFunc) {
+	if lo.FieldSelector == nil {
+		return "", "", nil
+	}
+	for n, k := range c.indexes {
+		if v, ok := lo.FieldSelector.RequiresExactMatch(n); ok {
+			return n, v, k
+		}
+	}
+	return "", "", nil
 }
 
 // Source is a source of the thin cache's changes for a controller: each
