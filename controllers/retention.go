@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -68,6 +69,10 @@ type Retention struct {
 
 	// wake carries the scan's payments to the controller's queue.
 	wake chan event.GenericEvent
+	// listening is closed once the controller hears closed payments'
+	// changes: the scan at start waits for it, so a payment that closes
+	// before is in the scan and one that closes after is heard.
+	listening chan struct{}
 }
 
 // +kubebuilder:rbac:groups=payments.paywarden.dev,resources=refunds,verbs=get;list;watch
@@ -84,6 +89,7 @@ func (r *Retention) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("index final payments: %w", err)
 	}
 	r.wake = make(chan event.GenericEvent)
+	r.listening = make(chan struct{})
 	final := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		p, ok := o.(*v1alpha1.Payment)
 		return ok && p.Status.Phase.IsFinal()
@@ -133,10 +139,19 @@ func (specChanged) Generic(event.GenericEvent) bool { return false }
 // closedChanges are the changes of closed payments, from the thin cache;
 // none without one.
 func (r *Retention) closedChanges() source.Source {
+	listening := r.listening
 	if r.Thin == nil {
+		close(listening)
 		return source.Channel(make(chan event.GenericEvent), &handler.EnqueueRequestForObject{})
 	}
-	return r.Thin.Source(handler.TypedEnqueueRequestsFromMapFunc(r.dueOf), closedChange{})
+	src := r.Thin.Source(handler.TypedEnqueueRequestsFromMapFunc(r.dueOf), closedChange{})
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		err := src.Start(ctx, q)
+		if err == nil {
+			close(listening)
+		}
+		return err
+	})
 }
 
 // dueOf hands a closed payment that changed to the queue when its retention
@@ -292,7 +307,16 @@ func (r *Retention) NeedLeaderElection() bool { return true }
 // payment already waiting in its last hour is handed back too, and judged
 // again at once. The scan at start hands back the payments past their end
 // too (payment.RetentionScanHandsBack): nothing else brings a closed one.
+// It runs once the controller hears closed payments' changes: a payment
+// that closes before is in it, one that closes after is heard.
 func (r *Retention) Start(ctx context.Context) error {
+	if r.listening != nil {
+		select {
+		case <-r.listening:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	t := time.NewTicker(max(r.horizon()/4, time.Millisecond))
 	defer t.Stop()
 	for atStart := true; ; atStart = false {
