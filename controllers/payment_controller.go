@@ -177,8 +177,9 @@ func (f paymentNews) Update(e event.UpdateEvent) bool {
 // provider id an event moved, its deletion; and, at start, every closed
 // payment being deleted, with an operator's annotation not acted on yet
 // (set while no manager ran), or tracked and settled by the receiver
-// without the money-in-flight finalizer yet (holdTracked). A payment that opens or closes is not news here:
-// it enters or leaves the manager's cache, which reports it.
+// without the money-in-flight finalizer yet (holdTracked). A payment that
+// opens or closes is not news here: it enters or leaves the manager's
+// cache, which reports it.
 type closedNews struct {
 	predicate.TypedFuncs[*v1alpha1.Payment]
 	own *ownWrites
