@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -10,10 +11,14 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
 	"github.com/paywarden/paywarden/internal/fixture"
+	"github.com/paywarden/paywarden/internal/inbox"
+	"github.com/paywarden/paywarden/internal/paymentcache"
 )
 
 // slowBody delays every read of a watch stream: the events it carries
@@ -107,4 +112,36 @@ func TestALookupFindsAnOrderTheThinCacheHasNotSeenYet(t *testing.T) {
 	if got.Status.Phase != v1alpha1.PhaseUnknown {
 		t.Errorf("second: phase %s, want Unknown (DuplicatePayment)", got.Status.Phase)
 	}
+}
+
+// A look-up lists its key's bucket and keeps the payments that have the
+// key: with one bucket for every key (Buckets: 1), a look-up by one order
+// still finds that order's payment and no other.
+func TestALookupInABucketSharedByEveryKeyFindsOnlyItsOwn(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "one-bucket")
+	var thin *paymentcache.Cache
+	o := fixture.Run(controllers.ControllerRetention)
+	o.Before = func(mgr ctrl.Manager, _ *controllers.Wiring) error {
+		var err error
+		if thin, err = paymentcache.New(mgr, paymentcache.Options{Namespaces: []string{ns}, Indexes: controllers.PaymentLookups(), Buckets: 1}); err != nil {
+			return err
+		}
+		return mgr.Add(thin)
+	}
+	fixture.StartManager(t, env, ns, o)
+	for _, ref := range []string{"ORD-1", "ORD-2", "ORD-3"} {
+		fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: strings.ToLower(ref), Provider: "kukopay", MerchantReference: ref})
+	}
+	fixture.Eventually(t, 10*time.Second, "a look-up by ORD-2 to find its payment only", func() (bool, string) {
+		var l v1alpha1.PaymentList
+		if err := thin.List(context.Background(), &l, client.InNamespace(ns), client.MatchingFields{inbox.IndexPaymentMerchantRef: inbox.Key("kukopay", "ORD-2")}); err != nil {
+			return false, err.Error()
+		}
+		var all v1alpha1.PaymentList
+		if err := thin.List(context.Background(), &all, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		return len(all.Items) == 3 && len(l.Items) == 1 && l.Items[0].Name == "ord-2", fmt.Sprintf("%d of %d found", len(l.Items), len(all.Items))
+	})
 }

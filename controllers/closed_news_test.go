@@ -2,11 +2,16 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
@@ -181,5 +186,76 @@ func TestAClosedPaymentPastItsRetentionAtStartIsDeleted(t *testing.T) {
 	fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerRetention))
 	fixture.Eventually(t, 15*time.Second, "the closed payment past its retention deleted at start", func() (bool, string) {
 		return !exists(t, ns, p.Name), "still there"
+	})
+}
+
+// flakyPaymentGets fails the first two reads of one Payment by name.
+type flakyPaymentGets struct {
+	client.Reader
+	name   string
+	failed atomic.Int32
+}
+
+func (f *flakyPaymentGets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1alpha1.Payment); ok && key.Name == f.name && f.failed.Add(1) <= 2 {
+		return apierrors.NewServiceUnavailable("etcdserver: request timed out")
+	}
+	return f.Reader.Get(ctx, key, obj, opts...)
+}
+
+// The closing write is the only news that can wake an event waiting for the
+// provider id it stores, and a map function cannot retry: the closed
+// payment's Orphaned events are found from the thin cache's entry, without
+// a read of the payment an API server's blip could fail.
+func TestAnOrphanIsWokenByAClosingWhileTheAPIServerFailsReads(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "orphan-flaky")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "kukopay", Type: v1alpha1.ProviderKukoPay, Quiet: true})
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "order-1", Provider: prov.Name, MerchantReference: "order-1"})
+	marked := metav1.NewTime(time.Now().Add(-time.Minute))
+	p = fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) {
+		st.Phase = v1alpha1.PhasePending
+		st.CreateRequestedAt = &marked
+	})
+	flaky := &flakyPaymentGets{name: "order-1"}
+	o := fixture.Run(controllers.ControllerInbox)
+	o.Before = func(_ ctrl.Manager, w *controllers.Wiring) error {
+		flaky.Reader = w.Inbox.APIReader
+		w.Inbox.APIReader = flaky
+		return nil
+	}
+	m := fixture.StartManager(t, env, ns, o)
+	fixture.WaitCached(t, m.Client(), p)
+
+	body := fixture.KukoPayEvent{ID: "evt_refund_1", Type: "refund.succeeded", PaymentID: "pay_X", Status: "succeeded",
+		Amount: 500, RefundedTotal: 500, Currency: "USD"}.Body(t)
+	ev, err := kukopay.ParseEvent(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &inbox.Inbox{Client: env.Client, Reader: m.Client(), APIReader: env.Client}
+	if out, err := in.Receive(context.Background(), prov, ev, v1alpha1.ViaWebhook, "", 0); err != nil || out.Result != v1alpha1.ResultOrphaned {
+		t.Fatalf("Receive = %+v, %v; want Orphaned", out, err)
+	}
+	orphaned := fixture.WebhookEventFor(t, env.Client, ns, prov.Name, "evt_refund_1")
+	m.Reconciles.WaitSeen(t, controllers.ControllerInbox, orphaned, orphaned)
+
+	now := metav1.Now()
+	p = fixture.SetStatus(t, env.Client, p, func(st *v1alpha1.PaymentStatus) {
+		st.Phase = v1alpha1.PhaseSucceeded
+		st.ProviderPaymentID = "pay_X"
+		st.AmountReceived = &v1alpha1.Money{Value: 1999, Currency: "USD"}
+		st.History = append(st.History, v1alpha1.HistoryEntry{Time: now, From: v1alpha1.PhasePending, To: v1alpha1.PhaseSucceeded, Source: v1alpha1.SourceCreate})
+		st.Closed = payment.Closable(&v1alpha1.Payment{Status: *st})
+	})
+	if !p.Status.Closed {
+		t.Fatal("payment did not close")
+	}
+	fixture.Eventually(t, 15*time.Second, "the orphaned refund event to be applied", func() (bool, string) {
+		e := fixture.WebhookEventFor(t, env.Client, ns, prov.Name, "evt_refund_1")
+		if e == nil {
+			return false, "no event"
+		}
+		return e.Status.Result != v1alpha1.ResultOrphaned, fmt.Sprintf("%s: %s (reads of the payment failed: %d)", e.Status.Result, e.Status.Message, flaky.failed.Load())
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -129,7 +128,7 @@ func (r *PaymentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(r.Events.Source(handler.EnqueueRequestsFromMapFunc(r.paymentsOfProvider)))
 	}
 	if r.Thin != nil {
-		b = b.WatchesRawSource(r.Thin.Source(&handler.TypedEnqueueRequestForObject[*v1alpha1.Payment]{}, closedNews{own: &r.own}))
+		b = b.WatchesRawSource(r.Thin.Source(&handler.TypedEnqueueRequestForObject[*paymentcache.Entry]{}, closedNews{own: &r.own}))
 	}
 	// A Refund that settled (or stopped counting) or went wakes its
 	// payment: the payment's own reconcile brings its refunded total to the
@@ -163,40 +162,43 @@ func (f paymentNews) Update(e event.UpdateEvent) bool {
 	if f.own != nil && f.own.take(n.UID, n.ResourceVersion) {
 		return false
 	}
-	return o.Generation != n.Generation ||
-		!maps.Equal(o.Annotations, n.Annotations) ||
-		o.Status.Phase != n.Status.Phase ||
-		payment.ProviderID(o) != payment.ProviderID(n) ||
-		!n.Status.RefundFailureSeenAt.Equal(o.Status.RefundFailureSeenAt) ||
-		!n.DeletionTimestamp.IsZero()
+	return paymentcache.News(o) != paymentcache.News(n) || !n.DeletionTimestamp.IsZero()
 }
 
 // closedNews lets through, from the thin cache, the news of a closed payment
 // (which the manager's cache does not hold) that paymentNews lets through
 // of an open one: an operator's annotation, a spec change, a phase or
-// provider id an event moved, its deletion; and, at start, every closed
-// payment being deleted, with an operator's annotation not acted on yet
-// (set while no manager ran), or tracked and settled by the receiver
-// without the money-in-flight finalizer yet (holdTracked). A payment that
-// opens or closes is not news here: it enters or leaves the manager's
-// cache, which reports it.
+// provider id an event moved, its deletion (the same News); and, at start,
+// every closed payment being deleted, with an operator's annotation not
+// acted on yet (set while no manager ran), or tracked and settled by the
+// receiver without the money-in-flight finalizer yet (wakeAtStart). A
+// payment that opens or closes is not news here: it enters or leaves the
+// manager's cache, which reports it.
 type closedNews struct {
-	predicate.TypedFuncs[*v1alpha1.Payment]
+	predicate.TypedFuncs[*paymentcache.Entry]
 	own *ownWrites
 }
 
-func (closedNews) Create(e event.TypedCreateEvent[*v1alpha1.Payment]) bool {
-	p := e.Object
-	return p.Status.Closed && (!p.DeletionTimestamp.IsZero() || payment.ActionsUnanswered(p) || payment.HoldTracked(p) && !held(p))
+func (closedNews) Create(e event.TypedCreateEvent[*paymentcache.Entry]) bool {
+	return e.Object.Closed() && (e.Object.Deleting() || e.Object.Wake())
 }
 
-func (f closedNews) Update(e event.TypedUpdateEvent[*v1alpha1.Payment]) bool {
-	return e.ObjectOld.Status.Closed && e.ObjectNew.Status.Closed &&
-		paymentNews{own: f.own}.Update(event.UpdateEvent{ObjectOld: e.ObjectOld, ObjectNew: e.ObjectNew})
+func (f closedNews) Update(e event.TypedUpdateEvent[*paymentcache.Entry]) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	if !o.Closed() || !n.Closed() || f.own != nil && f.own.take(n.GetUID(), n.GetResourceVersion()) {
+		return false
+	}
+	return o.News() != n.News() || n.Deleting()
 }
 
-func (closedNews) Delete(event.TypedDeleteEvent[*v1alpha1.Payment]) bool   { return false }
-func (closedNews) Generic(event.TypedGenericEvent[*v1alpha1.Payment]) bool { return false }
+func (closedNews) Delete(event.TypedDeleteEvent[*paymentcache.Entry]) bool   { return false }
+func (closedNews) Generic(event.TypedGenericEvent[*paymentcache.Entry]) bool { return false }
+
+// wakeAtStart is closedNews' start case, judged on each payment as the thin
+// cache decodes it (paymentcache.Options.Wake).
+func wakeAtStart(p *v1alpha1.Payment) bool {
+	return payment.ActionsUnanswered(p) || payment.HoldTracked(p) && !held(p)
+}
 
 // closedChange lets through, from the thin cache, every change that leaves a
 // payment closed, the closing write too: the manager's cache reports a
@@ -204,16 +206,16 @@ func (closedNews) Generic(event.TypedGenericEvent[*v1alpha1.Payment]) bool { ret
 // stored (a provider id, a final phase). Rare: a payment closes once, and a
 // closed one changes only with news.
 type closedChange struct {
-	predicate.TypedFuncs[*v1alpha1.Payment]
+	predicate.TypedFuncs[*paymentcache.Entry]
 }
 
-func (closedChange) Create(event.TypedCreateEvent[*v1alpha1.Payment]) bool { return false }
-func (closedChange) Update(e event.TypedUpdateEvent[*v1alpha1.Payment]) bool {
+func (closedChange) Create(event.TypedCreateEvent[*paymentcache.Entry]) bool { return false }
+func (closedChange) Update(e event.TypedUpdateEvent[*paymentcache.Entry]) bool {
 	// A resync (the same version again) is no change.
-	return e.ObjectNew.Status.Closed && e.ObjectOld.ResourceVersion != e.ObjectNew.ResourceVersion
+	return e.ObjectNew.Closed() && e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
 }
-func (closedChange) Delete(event.TypedDeleteEvent[*v1alpha1.Payment]) bool   { return false }
-func (closedChange) Generic(event.TypedGenericEvent[*v1alpha1.Payment]) bool { return false }
+func (closedChange) Delete(event.TypedDeleteEvent[*paymentcache.Entry]) bool   { return false }
+func (closedChange) Generic(event.TypedGenericEvent[*paymentcache.Entry]) bool { return false }
 
 // refundSettlesOrGoes lets through the Refunds that change what their payment
 // shows: one that settled or stopped being settled (its success may move the

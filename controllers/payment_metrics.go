@@ -13,6 +13,7 @@ import (
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/metrics"
+	"github.com/paywarden/paywarden/internal/paymentcache"
 )
 
 // The gauges below are computed at scrape time from the manager's informer
@@ -99,6 +100,11 @@ var (
 		"Payments with NeedsReview=True, by namespace and reason (reported by the leader only).", []string{"namespace", "reason"}, nil)
 )
 
+// closedCounter counts closed payments (paymentcache.Counting).
+type closedCounter interface {
+	ClosedCounts() map[paymentcache.Group]int
+}
+
 // Describe implements prometheus.Collector.
 func (c PaymentCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- paymentsDesc
@@ -114,11 +120,22 @@ func (c PaymentCollector) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ ns, provider, phase string }
 	type review struct{ ns, reason string }
 	counts, reviews := map[key]int{}, map[review]int{}
+	// The closed ones as counts, when the reader keeps them so
+	// (paymentcache.Counting): a closed payment has nothing to review.
+	cc, countsClosed := c.Reader.(closedCounter)
+	if countsClosed {
+		for g, n := range cc.ClosedCounts() {
+			counts[key{g.Namespace, g.Provider, string(g.Phase)}] += n
+		}
+	}
 	for i := range list.Items {
 		p := &list.Items[i]
 		phase := string(p.Status.Phase)
 		if phase == "" {
 			phase = string(v1alpha1.PhasePending)
+		}
+		if countsClosed && p.Status.Closed {
+			continue // counted above
 		}
 		counts[key{p.Namespace, p.Spec.ProviderRef.Name, phase}]++
 		if cond := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionNeedsReview); cond != nil && cond.Status == metav1.ConditionTrue {

@@ -100,8 +100,8 @@ func (r *RefundReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Thin != nil {
 		// A closed payment's change (news the manager's cache does not
 		// hold) may move its Refunds' allowance too.
-		b = b.WatchesRawSource(r.Thin.Source(handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, p *v1alpha1.Payment) []reconcile.Request {
-			return r.refundsOfPayment(ctx, p)
+		b = b.WatchesRawSource(r.Thin.Source(handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, e *paymentcache.Entry) []reconcile.Request {
+			return r.refundsOfPayment(ctx, e)
 		}), closedChange{}))
 	}
 	return b.

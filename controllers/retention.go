@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,9 +53,9 @@ type Retention struct {
 	// Client reads through the cache and deletes.
 	Client client.Client
 	// Thin, when set, is the thin cache of every Payment
-	// (internal/paymentcache), with the IndexPaymentFinal index: the scan
-	// and a provider's change find closed payments through it, which
-	// Client's cache of open work does not hold. Default Client.
+	// (internal/paymentcache): the scan and a provider's change find closed
+	// payments through it, which Client's cache of open work does not hold.
+	// Default Client.
 	Thin *paymentcache.Cache
 	// APIReader re-reads a payment whose delete lost a race (not the cache).
 	APIReader client.Reader
@@ -156,30 +157,51 @@ func (r *Retention) closedChanges() source.Source {
 
 // dueOf hands a closed payment that changed to the queue when its retention
 // ends within the horizon, or has ended, and nothing it shows holds it:
-// judged on the thin copy, so a closing does not read the payment from the
-// API server for a retention days away (the scan hands it back then).
-func (r *Retention) dueOf(ctx context.Context, p *v1alpha1.Payment) []reconcile.Request {
-	req := []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(p)}}
-	if payment.RetentionHold(p) != "" {
+// judged on the thin cache's entry, so a closing does not read the payment
+// from the API server for a retention days away (the scan hands it back
+// then).
+func (r *Retention) dueOf(ctx context.Context, e *paymentcache.Entry) []reconcile.Request {
+	req := []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(e)}}
+	if e.RetentionHeld() {
 		return nil
 	}
 	prov := &v1alpha1.PaymentProvider{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProviderRef.Name}, prov); err != nil {
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: e.GetNamespace(), Name: e.Provider()}, prov); err != nil {
 		return req // judged on the whole payment: the reconcile says what is missing
 	}
-	if !payment.RetentionScanHandsBack(payment.RetentionLeft(p, prov.Spec.FinalPaymentRetention(), r.Clock.Now()), r.horizon(), true) {
+	if !payment.RetentionScanHandsBack(payment.RetentionLeftSince(e.RetentionSince(), prov.Spec.FinalPaymentRetention(), r.Clock.Now()), r.horizon(), true) {
 		return nil
 	}
 	return req
 }
 
-// finals is where final payments are listed from: the thin cache of every
-// Payment when there is one.
-func (r *Retention) finals() client.Reader {
-	if r.Thin != nil {
-		return r.Thin
+// finals are the final payments of the providers named in namespace ns, by
+// provider: from the thin cache of every Payment when there is one (listed
+// once), else from Client's cache.
+func (r *Retention) finals(ctx context.Context, ns string, providers ...string) (map[string][]*paymentcache.Entry, error) {
+	out := map[string][]*paymentcache.Entry{}
+	if r.Thin == nil {
+		for _, prov := range providers {
+			var list v1alpha1.PaymentList
+			if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{IndexPaymentFinal: prov}, client.UnsafeDisableDeepCopy); err != nil {
+				return nil, err
+			}
+			for i := range list.Items {
+				out[prov] = append(out[prov], paymentcache.EntryOf(&list.Items[i]))
+			}
+		}
+		return out, nil
 	}
-	return r.Client
+	var list paymentcache.EntryList
+	if err := r.Thin.List(ctx, &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if e := &list.Items[i]; e.Phase().IsFinal() && slices.Contains(providers, e.Provider()) {
+			out[e.Provider()] = append(out[e.Provider()], e)
+		}
+	}
+	return out, nil
 }
 
 func finalKeys(o client.Object) []string {
@@ -193,15 +215,14 @@ func finalKeys(o client.Object) []string {
 // finalPaymentsOf wakes a provider's final payments when its spec changes
 // (retention.finalPayments set, shortened or removed).
 func (r *Retention) finalPaymentsOf(ctx context.Context, o client.Object) []reconcile.Request {
-	var list v1alpha1.PaymentList
-	if err := r.finals().List(ctx, &list, client.InNamespace(o.GetNamespace()),
-		client.MatchingFields{IndexPaymentFinal: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+	finals, err := r.finals(ctx, o.GetNamespace(), o.GetName())
+	if err != nil {
 		log.FromContext(ctx).Error(err, "list final payments of provider", "provider", o.GetName())
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	reqs := make([]reconcile.Request, 0, len(finals[o.GetName()]))
+	for _, e := range finals[o.GetName()] {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e)})
 	}
 	return reqs
 }
@@ -340,23 +361,30 @@ func (r *Retention) scan(ctx context.Context, atStart bool) error {
 		return fmt.Errorf("list payment providers: %w", err)
 	}
 	now := r.Clock.Now()
+	byNamespace := map[string][]*v1alpha1.PaymentProvider{}
 	for i := range provs.Items {
-		prov := &provs.Items[i]
-		var list v1alpha1.PaymentList
-		if err := r.finals().List(ctx, &list, client.InNamespace(prov.Namespace),
-			client.MatchingFields{IndexPaymentFinal: prov.Name}, client.UnsafeDisableDeepCopy); err != nil {
-			return fmt.Errorf("list final payments of provider %s/%s: %w", prov.Namespace, prov.Name, err)
+		byNamespace[provs.Items[i].Namespace] = append(byNamespace[provs.Items[i].Namespace], &provs.Items[i])
+	}
+	for ns, nsProvs := range byNamespace {
+		names := make([]string, len(nsProvs))
+		for i, prov := range nsProvs {
+			names[i] = prov.Name
 		}
-		for j := range list.Items {
-			p := &list.Items[j]
-			if payment.RetentionHold(p) != "" ||
-				!payment.RetentionScanHandsBack(payment.RetentionLeft(p, prov.Spec.FinalPaymentRetention(), now), r.horizon(), atStart) {
-				continue
-			}
-			select {
-			case r.wake <- event.GenericEvent{Object: &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}}:
-			case <-ctx.Done():
-				return nil
+		finals, err := r.finals(ctx, ns, names...)
+		if err != nil {
+			return fmt.Errorf("list final payments in %s: %w", ns, err)
+		}
+		for _, prov := range nsProvs {
+			for _, e := range finals[prov.Name] {
+				if e.RetentionHeld() ||
+					!payment.RetentionScanHandsBack(payment.RetentionLeftSince(e.RetentionSince(), prov.Spec.FinalPaymentRetention(), now), r.horizon(), atStart) {
+					continue
+				}
+				select {
+				case r.wake <- event.GenericEvent{Object: &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: e.GetNamespace(), Name: e.GetName()}}}:
+				case <-ctx.Done():
+					return nil
+				}
 			}
 		}
 	}

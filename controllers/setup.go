@@ -253,7 +253,7 @@ func wire(mgr ctrl.Manager, o Options, sweep bool) (*Wiring, error) {
 // manager's cache, closed ones found through the thin cache and read from
 // the API server.
 func paymentReads(mgr ctrl.Manager, namespaces []string) (*paymentcache.Cache, client.Client, error) {
-	thin, err := paymentcache.New(mgr, paymentcache.Options{Namespaces: namespaces, Indexes: PaymentLookups()})
+	thin, err := paymentcache.New(mgr, paymentcache.Options{Namespaces: namespaces, Indexes: PaymentLookups(), Wake: wakeAtStart})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -268,11 +268,10 @@ func paymentReads(mgr ctrl.Manager, namespaces []string) (*paymentcache.Cache, c
 var lookupIndexes = []string{inbox.IndexPaymentMerchantRef, inbox.IndexPaymentProviderID, IndexPaymentIdempotencyKey}
 
 // PaymentLookups are the indexes of the thin cache of Payments
-// (internal/paymentcache): the look-ups and retention's final payments.
+// (internal/paymentcache): the look-ups.
 func PaymentLookups() map[string]client.IndexerFunc {
 	idx := inbox.PaymentIndexes()
 	idx[IndexPaymentIdempotencyKey] = idempotencyKeyKeys
-	idx[IndexPaymentFinal] = finalKeys
 	return idx
 }
 

@@ -89,8 +89,36 @@ func (r *WebhookEventReconciler) closedChanges() source.Source {
 	if r.Thin == nil {
 		return source.Channel(make(chan event.GenericEvent), &handler.EnqueueRequestForObject{})
 	}
-	return r.Thin.Source(handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, p *v1alpha1.Payment) []reconcile.Request { return r.orphansOf(ctx, p) }),
-		closedChange{})
+	return r.Thin.Source(handler.TypedEnqueueRequestsFromMapFunc(r.orphansOfClosed), closedChange{})
+}
+
+// orphansOfClosed maps a closed payment's change to the Orphaned events
+// waiting for it: those of its provider in its namespace whose merchant
+// reference or provider id the payment is now looked up by (the thin
+// cache's entry has their hashes). Nothing is read from the API server.
+func (r *WebhookEventReconciler) orphansOfClosed(ctx context.Context, e *paymentcache.Entry) []reconcile.Request {
+	if e.Provider() == "" {
+		return nil
+	}
+	var l v1alpha1.WebhookEventList
+	if err := r.Client.List(ctx, &l, client.InNamespace(e.GetNamespace()), client.MatchingFields{indexEventProvider: e.Provider()}, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list webhook events of provider", "provider", e.Provider())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range l.Items {
+		ev := &l.Items[i]
+		if ev.Status.Result != v1alpha1.ResultOrphaned {
+			continue
+		}
+		for _, by := range orphanLookups {
+			if v := by.value(ev); v != "" && r.Thin.Has(e, by.index, inbox.Key(ev.Spec.Provider, v)) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ev)})
+				break
+			}
+		}
+	}
+	return reqs
 }
 
 // SetupWithManager registers the processor's WebhookEvent index and its
@@ -327,6 +355,17 @@ func (r *WebhookEventReconciler) eventsWhere(ctx context.Context, ns, field, val
 	return reqs, nil
 }
 
+// orphanLookups are the look-ups of its Payment an Orphaned event waits
+// for: the Payment index, the event's value for it, and the prefix of its
+// keys in indexOrphanKeys.
+var orphanLookups = []struct {
+	index, prefix string
+	value         func(*v1alpha1.WebhookEvent) string
+}{
+	{inbox.IndexPaymentMerchantRef, "ref:", func(e *v1alpha1.WebhookEvent) string { return e.Spec.MerchantReference }},
+	{inbox.IndexPaymentProviderID, "id:", func(e *v1alpha1.WebhookEvent) string { return e.Spec.ProviderPaymentID }},
+}
+
 // orphanKeysOfEvent indexes only Orphaned events: the index stays as small as
 // the set of events waiting for a Payment.
 func orphanKeysOfEvent(o client.Object) []string {
@@ -335,11 +374,10 @@ func orphanKeysOfEvent(o client.Object) []string {
 		return nil
 	}
 	var keys []string
-	if e.Spec.MerchantReference != "" {
-		keys = append(keys, "ref:"+inbox.Key(e.Spec.Provider, e.Spec.MerchantReference))
-	}
-	if e.Spec.ProviderPaymentID != "" {
-		keys = append(keys, "id:"+inbox.Key(e.Spec.Provider, e.Spec.ProviderPaymentID))
+	for _, by := range orphanLookups {
+		if v := by.value(e); v != "" {
+			keys = append(keys, by.prefix+inbox.Key(e.Spec.Provider, v))
+		}
 	}
 	if e.Spec.RefundReference != "" {
 		keys = append(keys, "refund:"+e.Spec.RefundReference)

@@ -51,7 +51,13 @@ const RetentionHorizon = time.Hour
 // those restart the clock), else from when Ready last changed, else from
 // its creation. Zero or less: now.
 func RetentionLeft(p *v1alpha1.Payment, keep time.Duration, now time.Time) time.Duration {
-	return RetentionSince(p).Add(keep).Sub(now)
+	return RetentionLeftSince(RetentionSince(p), keep, now)
+}
+
+// RetentionLeftSince is RetentionLeft of a payment whose retention started
+// at since (RetentionSince).
+func RetentionLeftSince(since time.Time, keep time.Duration, now time.Time) time.Duration {
+	return since.Add(keep).Sub(now)
 }
 
 // RetentionSince is when p's retention started (see RetentionLeft).
