@@ -176,8 +176,8 @@ func (r *Retention) dueOf(ctx context.Context, e *paymentcache.Entry) []reconcil
 }
 
 // finals are the final payments of the providers named in namespace ns, by
-// provider: from the thin cache of every Payment when there is one (listed
-// once), else from Client's cache.
+// provider: from the thin cache of every Payment when there is one (its
+// entries read in place, once), else from Client's cache.
 func (r *Retention) finals(ctx context.Context, ns string, providers ...string) (map[string][]*paymentcache.Entry, error) {
 	out := map[string][]*paymentcache.Entry{}
 	if r.Thin == nil {
@@ -192,12 +192,8 @@ func (r *Retention) finals(ctx context.Context, ns string, providers ...string) 
 		}
 		return out, nil
 	}
-	var list paymentcache.EntryList
-	if err := r.Thin.List(ctx, &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		if e := &list.Items[i]; e.Phase().IsFinal() && slices.Contains(providers, e.Provider()) {
+	for _, e := range r.Thin.InNamespace(ns) {
+		if e.Phase().IsFinal() && slices.Contains(providers, e.Provider()) {
 			out[e.Provider()] = append(out[e.Provider()], e)
 		}
 	}

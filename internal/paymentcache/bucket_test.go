@@ -1,13 +1,19 @@
 package paymentcache
 
 import (
+	"context"
 	"fmt"
 	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/paywarden/paywarden/api/v1alpha1"
 )
 
 // Keys that share a bucket are told apart by the entries' own keys: a
-// look-up finds the payment of its key and no other of the bucket, and an
-// index's buckets are its own keys' only.
+// look-up finds the payment of its key and no other of the bucket, nor the
+// same key of another index, and a payment is in each bucket of its keys
+// once.
 func TestALookupKeepsOnlyItsKeyOfABucket(t *testing.T) {
 	c := &Cache{buckets: DefaultBuckets}
 	seen := map[string]string{}
@@ -30,14 +36,31 @@ func TestALookupKeepsOnlyItsKeyOfABucket(t *testing.T) {
 	if got := withKey(append([]Entry(nil), es...), 1, b); len(got) != 0 {
 		t.Fatalf("look-up of %q in another index = %+v, want none", b, got)
 	}
-	if bs := c.bucketsOf(&es[0], 0); len(bs) != 1 || bs[0] != "shop/"+c.bucket(tagged(0, a)) {
-		t.Fatalf("buckets of index 0 = %v, want the one of %q in its namespace", bs, a)
-	}
-	if bs := c.bucketsOf(&es[0], 1); len(bs) != 1 || bs[0] != "shop/"+c.bucket(tagged(1, "id-a")) {
-		t.Fatalf("buckets of index 1 = %v, want the one of id-a", bs)
+	if bs := c.bucketsOf(&es[0]); len(bs) != 2 || bs[0] != "shop/"+c.bucket(tagged(0, a)) || bs[1] != "shop/"+c.bucket(tagged(1, "id-a")) {
+		t.Fatalf("buckets = %v, want those of %q and id-a in its namespace", bs, a)
 	}
 	twice := Entry{namespace: "shop", keys: []uint64{tagged(0, a), tagged(0, b)}}
-	if bs := c.bucketsOf(&twice, 0); len(bs) != 1 {
+	if bs := c.bucketsOf(&twice); len(bs) != 1 {
 		t.Fatalf("buckets of two keys in one bucket = %v, want it once", bs)
+	}
+}
+
+// A list of the thin cache by labels or by a field it has no index for is
+// refused: an entry keeps neither, and an empty answer would read as no
+// payment.
+func TestAListByWhatAnEntryDoesNotKeepIsRefused(t *testing.T) {
+	c := &Cache{buckets: DefaultBuckets}
+	for _, opt := range []client.ListOption{
+		client.MatchingLabels{"team": "x"},
+		client.MatchingFields{"spec.amount": "5"},
+	} {
+		var l v1alpha1.PaymentList
+		if err := c.List(context.Background(), &l, client.InNamespace("shop"), opt); err == nil {
+			t.Errorf("list with %#v: no error", opt)
+		}
+	}
+	var l EntryList
+	if err := c.List(context.Background(), &l, client.InNamespace("shop")); err != nil || len(l.Items) != 0 {
+		t.Errorf("list of an empty cache = %d items, %v", len(l.Items), err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -34,9 +35,8 @@ import (
 // payment at start: the informer's transform judges each one as it arrives
 // and lets the decoded payment go.
 type Entry struct {
-	metav1.TypeMeta
 	namespace, name string
-	uid             types.UID
+	uid             compactUID
 	resourceVersion string
 	deletion        *metav1.Time
 	provider        string
@@ -105,10 +105,9 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 // options: no Wake, no index keys.
 func EntryOf(p *v1alpha1.Payment) *Entry {
 	e := &Entry{
-		TypeMeta:         metav1.TypeMeta{Kind: "Payment", APIVersion: apiVersion},
 		namespace:        intern(p.Namespace),
 		name:             p.Name,
-		uid:              p.UID,
+		uid:              compact(p.UID),
 		resourceVersion:  p.ResourceVersion,
 		deletion:         p.DeletionTimestamp.DeepCopy(),
 		provider:         intern(p.Spec.ProviderRef.Name),
@@ -184,12 +183,89 @@ func (e *Entry) payment() *v1alpha1.Payment {
 	return &v1alpha1.Payment{
 		TypeMeta: metav1.TypeMeta{Kind: "Payment", APIVersion: apiVersion},
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: e.namespace, Name: e.name, UID: e.uid, ResourceVersion: e.resourceVersion,
+			Namespace: e.namespace, Name: e.name, UID: e.uid.get(), ResourceVersion: e.resourceVersion,
 			DeletionTimestamp: e.deletion.DeepCopy(),
 		},
 		Spec:   v1alpha1.PaymentSpec{ProviderRef: v1alpha1.LocalObjectReference{Name: e.provider}},
 		Status: v1alpha1.PaymentStatus{Phase: e.phase, Closed: e.closed},
 	}
+}
+
+// GetObjectKind implements runtime.Object: an Entry is always a Payment of
+// v1alpha1 and keeps no type fields (the decoder's copy of them would cost
+// each entry two strings).
+func (e *Entry) GetObjectKind() schema.ObjectKind { return entryKind{} }
+
+type entryKind struct{}
+
+func (entryKind) SetGroupVersionKind(schema.GroupVersionKind) {}
+func (entryKind) GroupVersionKind() schema.GroupVersionKind {
+	return v1alpha1.GroupVersion.WithKind("Payment")
+}
+
+// compactUID is a UID kept in 16 bytes when it is a UUID, as the API server
+// makes them (a string of one costs 64 bytes more), else as given.
+type compactUID struct {
+	uuid  [16]byte
+	other types.UID
+}
+
+func compact(uid types.UID) compactUID {
+	var c compactUID
+	if len(uid) != 36 {
+		return compactUID{other: uid}
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if uid[i] != '-' {
+				return compactUID{other: uid}
+			}
+			i++
+			continue
+		}
+		hi, ok1 := unhex(uid[i])
+		lo, ok2 := unhex(uid[i+1])
+		if !ok1 || !ok2 {
+			return compactUID{other: uid}
+		}
+		c.uuid[j] = hi<<4 | lo
+		i, j = i+2, j+1
+	}
+	if c.uuid == [16]byte{} { // read back as the empty UID otherwise
+		return compactUID{other: uid}
+	}
+	return c
+}
+
+// unhex is the value of a lowercase hex digit (how the API server writes
+// UIDs; any other spelling is kept as given).
+func unhex(b byte) (byte, bool) {
+	switch {
+	case '0' <= b && b <= '9':
+		return b - '0', true
+	case 'a' <= b && b <= 'f':
+		return b - 'a' + 10, true
+	}
+	return 0, false
+}
+
+func (c compactUID) get() types.UID {
+	if c.uuid == [16]byte{} {
+		return c.other
+	}
+	const digits = "0123456789abcdef"
+	var b [36]byte
+	j := 0
+	for i, v := range c.uuid {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b[j] = '-'
+			j++
+		}
+		b[j], b[j+1] = digits[v>>4], digits[v&15]
+		j += 2
+	}
+	return types.UID(b[:])
 }
 
 // DeepCopyObject implements runtime.Object.
@@ -224,8 +300,8 @@ func (e *Entry) GetName() string         { return e.name }
 func (e *Entry) SetName(name string)     { e.name = name }
 func (e *Entry) GetGenerateName() string { return "" }
 func (e *Entry) SetGenerateName(string)  {}
-func (e *Entry) GetUID() types.UID       { return e.uid }
-func (e *Entry) SetUID(uid types.UID)    { e.uid = uid }
+func (e *Entry) GetUID() types.UID       { return e.uid.get() }
+func (e *Entry) SetUID(uid types.UID)    { e.uid = compact(uid) }
 func (e *Entry) GetResourceVersion() string {
 	return e.resourceVersion
 }

@@ -161,3 +161,26 @@ func TestNewsChangesWithWhatIsNews(t *testing.T) {
 		t.Error("News changed with no news (labels and kubectl's copy of the manifest, version, conditions, amount, history)")
 	}
 }
+
+// An entry reads back the UID it was given, whether kept in 16 bytes (a
+// UUID as the API server writes it) or as given.
+func TestAnEntryKeepsItsUID(t *testing.T) {
+	for _, uid := range []types.UID{
+		"6f1c2a9e-0b7d-4c11-9a3e-0123456789ab", "ffffffff-ffff-ffff-ffff-ffffffffffff",
+		"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000001",
+		"6F1C2A9E-0B7D-4C11-9A3E-0123456789AB", "6f1c2a9e+0b7d-4c11-9a3e-0123456789ab", "6f1c2a9e-0b7d-4c11-9a3e-0123456789a",
+		"6f1c2a9e-0b7d-4c11-9a3e-0123456789ag", "uid-p", "",
+	} {
+		var e Entry
+		e.SetUID(uid)
+		if got := e.GetUID(); got != uid {
+			t.Errorf("UID %q read back as %q", uid, got)
+		}
+		if got := e.payment().UID; got != uid {
+			t.Errorf("UID %q read back from the payment as %q", uid, got)
+		}
+	}
+	if c := compact("6f1c2a9e-0b7d-4c11-9a3e-0123456789ab"); c.other != "" {
+		t.Errorf("a UUID is kept as the string %q, not in 16 bytes", c.other)
+	}
+}

@@ -72,6 +72,10 @@ type Cache struct {
 	indexes map[string]client.IndexerFunc
 	wake    func(*v1alpha1.Payment) bool
 	buckets uint64
+	// fan hands the informers' changes to the count and to each Source;
+	// stores are the informers' stores (New builds them all).
+	fan    fanout
+	stores []toolscache.Store
 
 	mu     sync.Mutex
 	closed map[Group]int
@@ -119,16 +123,22 @@ func New(c cluster.Cluster, opts Options) (*Cache, error) {
 	if opts.Buckets > 0 {
 		tc.buckets = uint64(opts.Buckets)
 	}
-	sch := runtime.NewScheme()
-	gv := v1alpha1.GroupVersion
-	sch.AddKnownTypeWithName(gv.WithKind("Payment"), &Entry{})
-	sch.AddKnownTypeWithName(gv.WithKind("PaymentList"), &EntryList{})
-	metav1.AddToGroupVersion(sch, gv)
 	o := cache.Options{
-		Scheme: sch, Mapper: c.GetRESTMapper(), HTTPClient: c.GetHTTPClient(),
+		Scheme: thinScheme(), Mapper: c.GetRESTMapper(), HTTPClient: c.GetHTTPClient(),
 		ByObject:                    map[client.Object]cache.ByObject{&Entry{}: {Transform: tc.judge}},
 		ReaderFailOnMissingInformer: true,
 		SyncPeriod:                  opts.SyncPeriod,
+		// Each informer's store (one per namespace when the cache has
+		// namespaces), for the payments a new Source is handed (fanout).
+		// Without controller-runtime's index by namespace (one more set
+		// entry per payment): InNamespace reads the stores instead.
+		NewInformer: func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
+			idx = maps.Clone(idx)
+			delete(idx, toolscache.NamespaceIndex)
+			inf := toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
+			tc.stores = append(tc.stores, inf.GetStore())
+			return inf
+		},
 	}
 	if len(opts.Namespaces) > 0 {
 		o.DefaultNamespaces = map[string]cache.Config{}
@@ -147,21 +157,15 @@ func New(c cluster.Cluster, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("thin payment cache: %w", err)
 	}
-	// Each index by namespace only (the field indexes controller-runtime
-	// builds keep every key twice, once for all namespaces), under the name
-	// controller-runtime's reader looks it up by.
-	indexers := toolscache.Indexers{}
-	for i, name := range names {
-		indexers["field:"+name] = func(obj any) ([]string, error) { return tc.bucketsOf(obj, i), nil }
-	}
-	if err := inf.AddIndexers(indexers); err != nil {
+	if err := inf.AddIndexers(tc.indexers()); err != nil {
 		return nil, fmt.Errorf("thin payment cache: indexes: %w", err)
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	tc.fan.subs = []toolscache.ResourceEventHandler{toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { tc.count(o, 1) },
 		UpdateFunc: func(old, cur any) { tc.count(old, -1); tc.count(cur, 1) },
 		DeleteFunc: func(o any) { tc.count(o, -1) },
-	}); err != nil {
+	}}
+	if _, err := inf.AddEventHandler(&tc.fan); err != nil {
 		return nil, fmt.Errorf("thin payment cache: %w", err)
 	}
 	return tc, nil
@@ -192,6 +196,30 @@ func (c *Cache) judge(obj any) (any, error) {
 	return e, nil
 }
 
+// thinScheme decodes Payments as Entries.
+func thinScheme() *runtime.Scheme {
+	sch := runtime.NewScheme()
+	gv := v1alpha1.GroupVersion
+	sch.AddKnownTypeWithName(gv.WithKind("Payment"), &Entry{})
+	sch.AddKnownTypeWithName(gv.WithKind("PaymentList"), &EntryList{})
+	metav1.AddToGroupVersion(sch, gv)
+	return sch
+}
+
+// indexers are the informer's one index, keyIndex: every look-up key of a
+// payment, of every index of the cache, by the bucket of its hash in the
+// payment's namespace (the field indexes controller-runtime builds keep
+// every key twice, once for all namespaces). A set per index and bucket
+// held each payment once per key in sets a few entries large, which cost
+// more than the entry; in one index the sets are a few times larger and
+// hold each payment once per bucket of its keys.
+func (c *Cache) indexers() toolscache.Indexers {
+	return toolscache.Indexers{"field:" + keyIndex: func(obj any) ([]string, error) { return c.bucketsOf(obj), nil }}
+}
+
+// keyIndex is the field the thin cache's one index is looked up by.
+const keyIndex = "paymentcache.keys"
+
 // count adds n to the count of obj's group, when it is a closed payment.
 func (c *Cache) count(obj any, n int) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -216,26 +244,23 @@ func (c *Cache) ClosedCounts() map[Group]int {
 	return maps.Clone(c.closed)
 }
 
-// DefaultBuckets is how many buckets the thin cache's indexes sort keys into.
-// client-go's indexer keeps a set for each value it indexes: a set per
-// merchant reference and per provider id would cost more than the entry
-// itself. A bucket's set is shared by about n/DefaultBuckets payments, each
-// costing it one entry, and a look-up reads the bucket and keeps the
-// payments that have its key (Cache.List).
+// DefaultBuckets is how many buckets the thin cache's index sorts keys into,
+// in each namespace. client-go's indexer keeps a set for each value it
+// indexes: a set per merchant reference and per provider id would cost more
+// than the entry itself. A bucket's set is shared by the payments of about
+// keys/DefaultBuckets keys, each costing it one entry, and a look-up reads
+// the bucket and keeps the payments that have its key (Cache.List).
 const DefaultBuckets = 4096
 
-// bucketsOf are the buckets, in its namespace, of obj's keys of index i,
-// each once: the values controller-runtime's reader looks an index up by.
-func (c *Cache) bucketsOf(obj any, i int) []string {
+// bucketsOf are the buckets, in its namespace, of obj's keys, each once:
+// the values controller-runtime's reader looks the index up by.
+func (c *Cache) bucketsOf(obj any) []string {
 	e, ok := obj.(*Entry)
 	if !ok {
 		return nil
 	}
 	var out []string
 	for _, h := range e.keys {
-		if int(h&tagMask) != i {
-			continue
-		}
 		if v := e.namespace + "/" + c.bucket(h); !slices.Contains(out, v) {
 			out = append(out, v)
 		}
@@ -243,6 +268,7 @@ func (c *Cache) bucketsOf(obj any, i int) []string {
 	return out
 }
 
+// bucket is the bucket of a key's hash, its index's tag left out.
 func (c *Cache) bucket(h uint64) string { return strconv.FormatUint((h>>3)%c.buckets, 16) }
 
 // Get reads a Payment (obj: *v1alpha1.Payment, with the fields Entry.payment
@@ -274,14 +300,21 @@ func (c *Cache) List(ctx context.Context, list client.ObjectList, opts ...client
 			return fmt.Errorf("thin payment cache: a look-up by %s is by namespace", c.names[i])
 		}
 		// The key's bucket, then the payments that have the key.
-		lo.FieldSelector = fields.OneTermEqualSelector(c.names[i], c.bucket(tagged(i, key)))
+		lo.FieldSelector = fields.OneTermEqualSelector(keyIndex, c.bucket(tagged(i, key)))
 	}
 	var el EntryList
-	if err := c.c.List(ctx, &el, lo); err != nil {
-		return err
-	}
-	if byIndex {
+	switch {
+	case byIndex:
+		if err := c.c.List(ctx, &el, lo); err != nil {
+			return err
+		}
 		el.Items = withKey(el.Items, i, key)
+	case lo.LabelSelector != nil && !lo.LabelSelector.Empty() || lo.FieldSelector != nil && !lo.FieldSelector.Empty():
+		return fmt.Errorf("thin payment cache: lists by namespace or by one of its indexes, not by %v %v", lo.LabelSelector, lo.FieldSelector)
+	default:
+		for _, e := range c.InNamespace(lo.Namespace) {
+			el.Items = append(el.Items, *e)
+		}
 	}
 	switch l := list.(type) {
 	case *v1alpha1.PaymentList:
@@ -329,11 +362,11 @@ func (c *Cache) byIndex(lo *client.ListOptions) (int, string, bool) {
 // one as an *Entry, through preds, to h.
 func (c *Cache) Source(h handler.TypedEventHandler[*Entry, reconcile.Request], preds ...predicate.TypedPredicate[*Entry]) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-		inf, err := c.c.GetInformer(ctx, &Entry{})
-		if err != nil {
+		// Once the cache has listed every Payment (GetInformer waits).
+		if _, err := c.c.GetInformer(ctx, &Entry{}); err != nil {
 			return fmt.Errorf("thin payment cache: %w", err)
 		}
-		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		c.fan.subscribe(toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(o any) {
 				if e, ok := o.(*Entry); ok {
 					ev := event.TypedCreateEvent[*Entry]{Object: e}
@@ -363,9 +396,31 @@ func (c *Cache) Source(h handler.TypedEventHandler[*Entry, reconcile.Request], p
 					}
 				}
 			},
-		})
-		return err
+		}, c.held)
+		return nil
 	})
+}
+
+// InNamespace are the entries the cache holds in namespace ns (every one
+// when ns is empty): the cache's own, read and never changed, without the
+// copy a List makes of each.
+func (c *Cache) InNamespace(ns string) []*Entry {
+	var out []*Entry
+	for _, o := range c.held() {
+		if e, ok := o.(*Entry); ok && (ns == "" || e.namespace == ns) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// held is every entry the cache's informers hold.
+func (c *Cache) held() []any {
+	var out []any
+	for _, s := range c.stores {
+		out = append(out, s.List()...)
+	}
+	return out
 }
 
 func all[T any](xs []T, ok func(T) bool) bool {
