@@ -231,6 +231,12 @@ type Manager struct {
 	RSSRetainedBothMiB     float64 `json:"rssRetainedPaymentsAndEventsMiB,omitempty"`
 	KiBPerRetainedPayment  float64 `json:"kibPerRetainedPayment,omitempty"`
 	KiBPerRetainedEvent    float64 `json:"kibPerRetainedWebhookEvent,omitempty"`
+	// With the settled payments and RetainedInFlight in flight (the
+	// capacity target), and the Go heap in use at both fill points.
+	RetainedInFlight        int     `json:"retainedInFlight,omitempty"`
+	RSSRetainedInFlightMiB  float64 `json:"rssRetainedAndInFlightMiB,omitempty"`
+	HeapRetainedPaymentsMiB float64 `json:"heapRetainedPaymentsMiB,omitempty"`
+	HeapRetainedInFlightMiB float64 `json:"heapRetainedAndInFlightMiB,omitempty"`
 }
 
 // Storage is bytes per object as the API server returns it from etcd (JSON,

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/payment"
@@ -265,7 +266,10 @@ func objectPath(resource string, o client.Object) string {
 	return "/apis/" + v1alpha1.GroupVersion.String() + "/namespaces/" + o.GetNamespace() + "/" + resource + "/" + o.GetName()
 }
 
-const retainedNS = "bench-retained"
+const (
+	retainedNS     = "bench-retained"
+	retainedOpenNS = "bench-retained-open"
+)
 
 // filled is the manager's RSS once its cache holds what it lists: the
 // reconciles go quiet before an informer has listed 100 000 objects (none
@@ -286,26 +290,104 @@ func (b *bench) filled() (int64, error) {
 
 // retained measures what settled objects cost the manager's memory: its RSS
 // on an empty cluster, with n settled Payments, then with n WebhookEvents
-// more (finished, KukoPay payloads). Retention decides how many of both
-// the manager holds (docs/capacity.md).
+// more (finished, KukoPay payloads), and with the payments and InFlightSmall
+// in flight (the capacity target: 100 000 settled and 1 000 in flight).
+// Retention decides how many of both the manager holds (docs/capacity.md).
 func (b *bench) retained(ctx context.Context) error {
 	cp := b.st.CP
 	m := &b.res.Manager
 	n := b.opts.Retained
-	rest := func() (float64, error) {
-		if err := b.st.StartManager(ctx); err != nil {
-			return 0, err
-		}
-		b.waitQuiet(ctx, b.st.ManagerMetrics, "controller_runtime_reconcile_total")
-		time.Sleep(10 * time.Second)
-		rss, err := b.filled()
-		b.st.Manager.Stop(20 * time.Second)
-		return float64(rss) / mib, err
-	}
-	base, err := rest()
+	base, _, err := b.rest(ctx, nil)
 	if err != nil {
 		return err
 	}
+	if err := b.createRetained(ctx, n); err != nil {
+		return err
+	}
+	withBoth, _, err := b.rest(ctx, nil)
+	if err != nil {
+		return err
+	}
+	// Kept at once: a failure after it still reports it.
+	m.Retained, m.RSSEmptyMiB, m.RSSRetainedBothMiB = n, base, withBoth
+	b.logf("manager RSS: empty %.0f MiB, with %d settled payments and as many finished events %.0f MiB", base, n, withBoth)
+	var evs v1alpha1.WebhookEventList
+	if err := cp.Client.List(ctx, &evs, client.InNamespace(retainedNS)); err != nil {
+		return err
+	}
+	if err := deleteAll(ctx, cp.Client, ptrs(evs.Items)); err != nil {
+		return err
+	}
+	withPayments, heap, err := b.rest(ctx, nil)
+	if err != nil {
+		return err
+	}
+	m.RSSRetainedPaymentsMiB, m.HeapRetainedPaymentsMiB = withPayments, heap
+	m.KiBPerRetainedPayment = (withPayments - base) * 1024 / float64(n)
+	m.KiBPerRetainedEvent = (withBoth - withPayments) * 1024 / float64(n)
+	b.logf("manager RSS: empty %.0f MiB, %d settled payments %.0f MiB (heap %.0f MiB), and as many events %.0f MiB", base, n, withPayments, heap, withBoth)
+
+	// The target: the settled payments and InFlightSmall in flight.
+	open := b.opts.InFlightSmall
+	if err := createNamespace(ctx, cp.Client, retainedOpenNS); err != nil {
+		return err
+	}
+	if _, err := createProvider(ctx, cp.Client, providerSpec{ns: retainedOpenNS, name: "kukopay", apiURL: b.st.Sim.URL + "/kukopay", qps: 1000, burst: 1000, schedule: []time.Duration{time.Hour}}); err != nil {
+		return err
+	}
+	if err := b.createInFlight(ctx, retainedOpenNS, open); err != nil {
+		return err
+	}
+	counters, err := b.st.Sim.Counters(ctx)
+	if err != nil {
+		return err
+	}
+	withOpen, heap, err := b.rest(ctx, func() error {
+		return b.waitCreated(ctx, retainedOpenNS, open, counters.PaymentsCreated, 10*time.Minute)
+	})
+	if err != nil {
+		return err
+	}
+	m.RetainedInFlight, m.RSSRetainedInFlightMiB, m.HeapRetainedInFlightMiB = open, withOpen, heap
+	b.logf("manager RSS with %d settled payments and %d in flight: %.0f MiB (heap %.0f MiB)", n, open, withOpen, heap)
+	// Left as they are: held, each waits for a manager to let its deletion
+	// go (minutes for 100 000), and no later phase reads the control plane's
+	// payments; it goes with the run.
+	return nil
+}
+
+// rest starts the manager, waits for ready (when given) and for its
+// reconciles to go quiet, and reads its RSS and the Go heap in use once
+// its caches hold what it lists (filled).
+func (b *bench) rest(ctx context.Context, ready func() error) (rssMiB, heapMiB float64, err error) {
+	if err := b.st.StartManager(ctx); err != nil {
+		return 0, 0, err
+	}
+	defer b.st.Manager.Stop(20 * time.Second)
+	if ready != nil {
+		if err := ready(); err != nil {
+			return 0, 0, err
+		}
+	}
+	b.waitQuiet(ctx, b.st.ManagerMetrics, "controller_runtime_reconcile_total")
+	time.Sleep(10 * time.Second)
+	rss, err := b.filled()
+	if err != nil {
+		return 0, 0, err
+	}
+	s, err := harness.Scrape(ctx, b.st.ManagerMetrics, "go_memstats_heap_inuse_bytes")
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(rss) / mib, s.Sum("go_memstats_heap_inuse_bytes", nil) / mib, nil
+}
+
+// createRetained creates n payments settled as the receiver settles them,
+// each with its finished WebhookEvent, and held as the manager holds a
+// tracked payment that took money (payment.HoldTracked): a manager that
+// drove them left them so, and a start does not hold them again.
+func (b *bench) createRetained(ctx context.Context, n int) error {
+	cp := b.st.CP
 	if err := createNamespace(ctx, cp.Client, retainedNS); err != nil {
 		return err
 	}
@@ -330,39 +412,32 @@ func (b *bench) retained(ctx context.Context) error {
 	if r := closedLoop(ctx, bare, n, 16); r.Errors > 0 {
 		return fmt.Errorf("settle retained payments: %d errors, e.g. %s", r.Errors, r.FirstErr)
 	}
+	if err := forAll(ps, "holds", func(p *v1alpha1.Payment) error {
+		controllerutil.AddFinalizer(p, v1alpha1.FinalizerMoneyInFlight)
+		metav1.SetMetaDataAnnotation(&p.ObjectMeta, v1alpha1.AnnotationMoneyUID, string(p.UID))
+		return cp.Client.Update(ctx, p)
+	}); err != nil {
+		return err
+	}
 	// The bare client stored the events too; finish them, as the receiver would.
 	var evs v1alpha1.WebhookEventList
 	if err := cp.Client.List(ctx, &evs, client.InNamespace(retainedNS)); err != nil {
 		return err
 	}
-	finish := make([]*v1alpha1.WebhookEvent, len(evs.Items))
 	for i := range evs.Items {
 		e := &evs.Items[i]
 		e.Status.Result, e.Status.Message, e.Status.Attempts = v1alpha1.ResultApplied, "payment "+e.Spec.Payment, 1
 		t := metav1.Now()
 		e.Status.AppliedAt = &t
-		finish[i] = e
 	}
-	if err := updateStatusAll(ctx, cp.Client, finish); err != nil {
-		return err
+	return updateStatusAll(ctx, cp.Client, ptrs(evs.Items))
+}
+
+// ptrs are pointers to the items of a list.
+func ptrs[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
 	}
-	withBoth, err := rest()
-	if err != nil {
-		return err
-	}
-	// Kept at once: a failure after it still reports it.
-	m.Retained, m.RSSEmptyMiB, m.RSSRetainedBothMiB = n, base, withBoth
-	b.logf("manager RSS: empty %.0f MiB, with %d settled payments and as many finished events %.0f MiB", base, n, withBoth)
-	if err := deleteAll(ctx, cp.Client, finish); err != nil {
-		return err
-	}
-	withPayments, err := rest()
-	if err != nil {
-		return err
-	}
-	m.Retained, m.RSSEmptyMiB, m.RSSRetainedPaymentsMiB, m.RSSRetainedBothMiB = n, base, withPayments, withBoth
-	m.KiBPerRetainedPayment = (withPayments - base) * 1024 / float64(n)
-	m.KiBPerRetainedEvent = (withBoth - withPayments) * 1024 / float64(n)
-	b.logf("manager RSS: empty %.0f MiB, %d settled payments %.0f MiB, and as many events %.0f MiB", base, n, withPayments, withBoth)
-	return cleanNamespace(ctx, cp.Client, retainedNS)
+	return out
 }

@@ -67,7 +67,12 @@ func WriteTable(w io.Writer, r *Results, before *Results) {
 	m := r.Manager
 	if m.Retained > 0 {
 		add(fmt.Sprintf("manager RSS per retained object (%d each)", m.Retained), fmt.Sprintf("%.1f / %.1f KiB", m.KiBPerRetainedPayment, m.KiBPerRetainedEvent),
-			fmt.Sprintf("settled Payment / finished WebhookEvent; RSS empty %.0f, with payments %.0f, with both %.0f MiB", m.RSSEmptyMiB, m.RSSRetainedPaymentsMiB, m.RSSRetainedBothMiB), "", nil)
+			fmt.Sprintf("settled Payment / finished WebhookEvent; RSS empty %.0f, with payments %.0f (Go heap in use %.0f), with both %.0f MiB", m.RSSEmptyMiB, m.RSSRetainedPaymentsMiB, m.HeapRetainedPaymentsMiB, m.RSSRetainedBothMiB), "", nil)
+		if m.RetainedInFlight > 0 {
+			add(fmt.Sprintf("manager RSS, %d settled + %d in flight", m.Retained, m.RetainedInFlight), fmt.Sprintf("%.0f MiB", m.RSSRetainedInFlightMiB),
+				fmt.Sprintf("Go heap in use %.0f MiB", m.HeapRetainedInFlightMiB), "<= 150 MiB at 100 000 + 1 000",
+				func(b *Results) string { return fmt.Sprintf("%.0f MiB", b.Manager.RSSRetainedInFlightMiB) })
+		}
 	}
 	if r.Ran("manager") {
 		add(fmt.Sprintf("manager RSS, %d in flight", m.InFlightSmall), fmt.Sprintf("%.0f MiB", m.RSSSmallMiB), fmt.Sprintf("peak %.0f MiB", m.PeakSmallMiB), "",
