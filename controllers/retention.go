@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -175,15 +174,16 @@ func (r *Retention) dueOf(ctx context.Context, e *paymentcache.Entry) []reconcil
 	return req
 }
 
-// finals are the final payments of the providers named in namespace ns, by
-// provider: from the thin cache of every Payment when there is one (its
-// entries read in place, once), else from Client's cache.
-func (r *Retention) finals(ctx context.Context, ns string, providers ...string) (map[string][]*paymentcache.Entry, error) {
-	out := map[string][]*paymentcache.Entry{}
+// finals are the final payments of the providers given (each by namespace
+// and name), by provider: from the thin cache of every Payment when there
+// is one (its entries read in place, all of them once, however many
+// namespaces), else from Client's cache, a provider at a time.
+func (r *Retention) finals(ctx context.Context, provs ...types.NamespacedName) (map[types.NamespacedName][]*paymentcache.Entry, error) {
+	out := map[types.NamespacedName][]*paymentcache.Entry{}
 	if r.Thin == nil {
-		for _, prov := range providers {
+		for _, prov := range provs {
 			var list v1alpha1.PaymentList
-			if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{IndexPaymentFinal: prov}, client.UnsafeDisableDeepCopy); err != nil {
+			if err := r.Client.List(ctx, &list, client.InNamespace(prov.Namespace), client.MatchingFields{IndexPaymentFinal: prov.Name}, client.UnsafeDisableDeepCopy); err != nil {
 				return nil, err
 			}
 			for i := range list.Items {
@@ -192,9 +192,17 @@ func (r *Retention) finals(ctx context.Context, ns string, providers ...string) 
 		}
 		return out, nil
 	}
+	ns, want := "", make(map[types.NamespacedName]bool, len(provs))
+	for _, prov := range provs {
+		want[prov] = true
+	}
+	if len(provs) == 1 {
+		ns = provs[0].Namespace
+	}
 	for _, e := range r.Thin.InNamespace(ns) {
-		if e.Phase().IsFinal() && slices.Contains(providers, e.Provider()) {
-			out[e.Provider()] = append(out[e.Provider()], e)
+		prov := types.NamespacedName{Namespace: e.GetNamespace(), Name: e.Provider()}
+		if e.Phase().IsFinal() && want[prov] {
+			out[prov] = append(out[prov], e)
 		}
 	}
 	return out, nil
@@ -211,13 +219,14 @@ func finalKeys(o client.Object) []string {
 // finalPaymentsOf wakes a provider's final payments when its spec changes
 // (retention.finalPayments set, shortened or removed).
 func (r *Retention) finalPaymentsOf(ctx context.Context, o client.Object) []reconcile.Request {
-	finals, err := r.finals(ctx, o.GetNamespace(), o.GetName())
+	prov := client.ObjectKeyFromObject(o)
+	finals, err := r.finals(ctx, prov)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "list final payments of provider", "provider", o.GetName())
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(finals[o.GetName()]))
-	for _, e := range finals[o.GetName()] {
+	reqs := make([]reconcile.Request, 0, len(finals[prov]))
+	for _, e := range finals[prov] {
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e)})
 	}
 	return reqs
@@ -348,39 +357,34 @@ func (r *Retention) Start(ctx context.Context) error {
 	}
 }
 
-// scan reads the cache's final payments, provider by provider, and hands
-// those payment.RetentionWait gives a wait, and that nothing holds, to the
-// controller.
+// scan reads the cache's final payments of every provider (the thin cache's
+// entries once) and hands those payment.RetentionWait gives a wait, and
+// that nothing holds, to the controller.
 func (r *Retention) scan(ctx context.Context, atStart bool) error {
 	var provs v1alpha1.PaymentProviderList
 	if err := r.Client.List(ctx, &provs, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list payment providers: %w", err)
 	}
 	now := r.Clock.Now()
-	byNamespace := map[string][]*v1alpha1.PaymentProvider{}
+	keys := make([]types.NamespacedName, len(provs.Items))
 	for i := range provs.Items {
-		byNamespace[provs.Items[i].Namespace] = append(byNamespace[provs.Items[i].Namespace], &provs.Items[i])
+		keys[i] = client.ObjectKeyFromObject(&provs.Items[i])
 	}
-	for ns, nsProvs := range byNamespace {
-		names := make([]string, len(nsProvs))
-		for i, prov := range nsProvs {
-			names[i] = prov.Name
-		}
-		finals, err := r.finals(ctx, ns, names...)
-		if err != nil {
-			return fmt.Errorf("list final payments in %s: %w", ns, err)
-		}
-		for _, prov := range nsProvs {
-			for _, e := range finals[prov.Name] {
-				if e.RetentionHeld() ||
-					!payment.RetentionScanHandsBack(payment.RetentionLeftSince(e.RetentionSince(), prov.Spec.FinalPaymentRetention(), now), r.horizon(), atStart) {
-					continue
-				}
-				select {
-				case r.wake <- event.GenericEvent{Object: &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: e.GetNamespace(), Name: e.GetName()}}}:
-				case <-ctx.Done():
-					return nil
-				}
+	finals, err := r.finals(ctx, keys...)
+	if err != nil {
+		return fmt.Errorf("list final payments: %w", err)
+	}
+	for i := range provs.Items {
+		prov := &provs.Items[i]
+		for _, e := range finals[keys[i]] {
+			if e.RetentionHeld() ||
+				!payment.RetentionScanHandsBack(payment.RetentionLeftSince(e.RetentionSince(), prov.Spec.FinalPaymentRetention(), now), r.horizon(), atStart) {
+				continue
+			}
+			select {
+			case r.wake <- event.GenericEvent{Object: &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: e.GetNamespace(), Name: e.GetName()}}}:
+			case <-ctx.Done():
+				return nil
 			}
 		}
 	}

@@ -45,9 +45,9 @@ func TestALookupKeepsOnlyItsKeyOfABucket(t *testing.T) {
 	}
 }
 
-// A list of the thin cache by labels or by a field it has no index for is
-// refused: an entry keeps neither, and an empty answer would read as no
-// payment.
+// A list of the thin cache by labels or by a field it has no index for, or
+// of a namespace it does not hold, is refused: an entry keeps neither, and an
+// empty answer would read as no payment.
 func TestAListByWhatAnEntryDoesNotKeepIsRefused(t *testing.T) {
 	c := &Cache{buckets: DefaultBuckets}
 	for _, opt := range []client.ListOption{
@@ -62,5 +62,10 @@ func TestAListByWhatAnEntryDoesNotKeepIsRefused(t *testing.T) {
 	var l EntryList
 	if err := c.List(context.Background(), &l, client.InNamespace("shop")); err != nil || len(l.Items) != 0 {
 		t.Errorf("list of an empty cache = %d items, %v", len(l.Items), err)
+	}
+	// Nor a namespace the cache does not hold: none there is not none.
+	c.namespaces = []string{"shop"}
+	if err := c.List(context.Background(), &l, client.InNamespace("kube-system")); err == nil {
+		t.Error("list of a namespace the cache does not hold: no error")
 	}
 }

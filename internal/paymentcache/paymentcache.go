@@ -72,6 +72,8 @@ type Cache struct {
 	indexes map[string]client.IndexerFunc
 	wake    func(*v1alpha1.Payment) bool
 	buckets uint64
+	// namespaces are those it holds; every one when empty.
+	namespaces []string
 	// fan hands the informers' changes to the count and to each Source;
 	// stores are the informers' stores (New builds them all).
 	fan    fanout
@@ -119,7 +121,7 @@ func New(c cluster.Cluster, opts Options) (*Cache, error) {
 	if len(names) > tagMask+1 {
 		return nil, fmt.Errorf("thin payment cache: %d indexes, at most %d", len(names), tagMask+1)
 	}
-	tc := &Cache{names: names, indexes: opts.Indexes, wake: opts.Wake, buckets: DefaultBuckets, closed: map[Group]int{}}
+	tc := &Cache{names: names, indexes: opts.Indexes, wake: opts.Wake, buckets: DefaultBuckets, namespaces: opts.Namespaces, closed: map[Group]int{}}
 	if opts.Buckets > 0 {
 		tc.buckets = uint64(opts.Buckets)
 	}
@@ -311,6 +313,8 @@ func (c *Cache) List(ctx context.Context, list client.ObjectList, opts ...client
 		el.Items = withKey(el.Items, i, key)
 	case lo.LabelSelector != nil && !lo.LabelSelector.Empty() || lo.FieldSelector != nil && !lo.FieldSelector.Empty():
 		return fmt.Errorf("thin payment cache: lists by namespace or by one of its indexes, not by %v %v", lo.LabelSelector, lo.FieldSelector)
+	case lo.Namespace != "" && len(c.namespaces) > 0 && !slices.Contains(c.namespaces, lo.Namespace):
+		return fmt.Errorf("thin payment cache: namespace %q is not one it holds (%v)", lo.Namespace, c.namespaces)
 	default:
 		for _, e := range c.InNamespace(lo.Namespace) {
 			el.Items = append(el.Items, *e)
