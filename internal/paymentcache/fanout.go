@@ -18,7 +18,9 @@ import (
 // (2 MiB at 100 000) and stayed so. Registered before the first list,
 // the one listener is handed the payments as fast as they are decoded, and
 // a Source is handed the payments already held by subscribe, in its own
-// goroutine, without a buffer.
+// goroutine, without a buffer. The handlers run in turn on the one
+// listener's goroutine, so none may block: a Source's handler judges an
+// entry and enqueues, reading only caches.
 type fanout struct {
 	mu   sync.Mutex
 	subs []toolscache.ResourceEventHandler
