@@ -26,8 +26,8 @@ func TestALookupKeepsOnlyItsKeyOfABucket(t *testing.T) {
 		seen[c.bucket(tagged(0, ref))] = ref
 	}
 	es := []Entry{
-		{name: "pa", namespace: "shop", keys: []uint64{tagged(0, a), tagged(1, "id-a")}},
-		{name: "pb", namespace: "shop", keys: []uint64{tagged(0, b)}},
+		*entryWith("shop", "pa", tagged(0, a), tagged(1, "id-a")),
+		*entryWith("shop", "pb", tagged(0, b)),
 	}
 	got := withKey(append([]Entry(nil), es...), 0, b)
 	if len(got) != 1 || got[0].name != "pb" {
@@ -39,8 +39,8 @@ func TestALookupKeepsOnlyItsKeyOfABucket(t *testing.T) {
 	if bs := c.bucketsOf(&es[0]); len(bs) != 2 || bs[0] != "shop/"+c.bucket(tagged(0, a)) || bs[1] != "shop/"+c.bucket(tagged(1, "id-a")) {
 		t.Fatalf("buckets = %v, want those of %q and id-a in its namespace", bs, a)
 	}
-	twice := Entry{namespace: "shop", keys: []uint64{tagged(0, a), tagged(0, b)}}
-	if bs := c.bucketsOf(&twice); len(bs) != 1 {
+	twice := entryWith("shop", "", tagged(0, a), tagged(0, b))
+	if bs := c.bucketsOf(twice); len(bs) != 1 {
 		t.Fatalf("buckets of two keys in one bucket = %v, want it once", bs)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"maps"
+	"math"
 	kjson "sigs.k8s.io/json"
 	"slices"
+	"strconv"
 	"time"
 	"unique"
 
@@ -35,24 +37,57 @@ import (
 // payment at start: the informer's transform judges each one as it arrives
 // and lets the decoded payment go.
 type Entry struct {
-	namespace, name string
-	uid             compactUID
+	name                        string
+	namespace, provider, phase  handle
+	uid                         [16]byte // a UUID's bytes; zero when odd holds the UID
+	rv                          uint64   // a decimal resourceVersion + 1; 0 when odd holds it
+	news                        uint64
+	retentionSince              int64
+	keys                        [inlineKeys]uint64 // the first index keys' hashes (tagged)
+	nkeys                       uint8              // how many of keys are set
+	closed, wake, retentionHeld bool
+	initialEventsEnd            bool // the bookmark that ends a watch's initial events
+	odd                         *oddFields
+}
+
+// inlineKeys is how many index keys an entry keeps in itself (the entry is
+// 128 bytes with four): a payment has its merchant reference, its
+// idempotency key and one provider id, or two (a Stripe Checkout's session
+// and payment intent); more only while a tracked payment's ids differ.
+const inlineKeys = 4
+
+// oddFields are what few entries have, kept apart so that the others do
+// not pay for them: a UID that is not a UUID, a resourceVersion that is not
+// a decimal number, a deletion, index keys past inlineKeys, and the payment
+// as decoded until the cache's transform judges it.
+type oddFields struct {
+	uid             types.UID
 	resourceVersion string
 	deletion        *metav1.Time
-	provider        string
-	phase           v1alpha1.PaymentPhase
-	closed, wake    bool
-	retentionHeld   bool
-	// initialEventsEnd marks the bookmark that ends a watch's initial
-	// events (its only annotation the reflector reads).
-	initialEventsEnd bool
-	news             uint64
-	retentionSince   int64
-	// keys are the hashes of the payment's index keys, each tagged with its
-	// index (tagged).
-	keys []uint64
-	// whole is the payment as decoded, until the transform judges it.
-	whole *digest
+	keys            []uint64
+	whole           *digest
+}
+
+func (o *oddFields) empty() bool {
+	return o.uid == "" && o.resourceVersion == "" && o.deletion == nil && len(o.keys) == 0 && o.whole == nil
+}
+
+// handle is a string kept once for every entry that has it (namespaces,
+// providers, phases), in one word; the zero handle is the empty string.
+type handle struct{ h unique.Handle[string] }
+
+func intern(s string) handle {
+	if s == "" {
+		return handle{}
+	}
+	return handle{unique.Make(s)}
+}
+
+func (h handle) String() string {
+	if h == (handle{}) {
+		return ""
+	}
+	return h.h.Value()
 }
 
 // EntryList is a list of Entries.
@@ -63,16 +98,16 @@ type EntryList struct {
 }
 
 // Provider is the name of the payment's provider (spec.providerRef).
-func (e *Entry) Provider() string { return e.provider }
+func (e *Entry) Provider() string { return e.provider.String() }
 
 // Phase is the payment's phase.
-func (e *Entry) Phase() v1alpha1.PaymentPhase { return e.phase }
+func (e *Entry) Phase() v1alpha1.PaymentPhase { return v1alpha1.PaymentPhase(e.phase.String()) }
 
 // Closed reports status.closed.
 func (e *Entry) Closed() bool { return e.closed }
 
 // Deleting reports whether the payment is being deleted.
-func (e *Entry) Deleting() bool { return e.deletion != nil }
+func (e *Entry) Deleting() bool { return e.odd != nil && e.odd.deletion != nil }
 
 // News is News of the payment: it differs between two versions whose news
 // to the reconciler differ.
@@ -96,8 +131,7 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*e = *EntryOf(d.payment())
-	e.whole = &d
-
+	e.oddFields().whole = &d
 	return nil
 }
 
@@ -107,25 +141,74 @@ func EntryOf(p *v1alpha1.Payment) *Entry {
 	e := &Entry{
 		namespace:        intern(p.Namespace),
 		name:             p.Name,
-		uid:              compact(p.UID),
-		resourceVersion:  p.ResourceVersion,
-		deletion:         p.DeletionTimestamp.DeepCopy(),
 		provider:         intern(p.Spec.ProviderRef.Name),
-		phase:            v1alpha1.PaymentPhase(intern(string(p.Status.Phase))),
+		phase:            intern(string(p.Status.Phase)),
 		closed:           p.Status.Closed,
 		initialEventsEnd: p.Annotations[metav1.InitialEventsAnnotationKey] == "true",
 		retentionHeld:    payment.RetentionHold(p) != "",
 		news:             News(p),
 		retentionSince:   payment.RetentionSince(p).UnixNano(),
 	}
+	e.SetUID(p.UID)
+	e.SetResourceVersion(p.ResourceVersion)
+	e.SetDeletionTimestamp(p.DeletionTimestamp.DeepCopy())
 	return e
 }
 
-var apiVersion = v1alpha1.GroupVersion.String()
+// oddFields are e's odd fields for a setter to write: a copy of them, as a
+// copy of an Entry (an item of a List, say) shares them with the entry it
+// was copied from, which a store may hold and other goroutines read.
+func (e *Entry) oddFields() *oddFields {
+	o := &oddFields{}
+	if e.odd != nil {
+		*o = *e.odd
+	}
+	e.odd = o
+	return o
+}
 
-// intern is s, one copy for every payment that has it (namespaces,
-// providers, phases).
-func intern(s string) string { return unique.Make(s).Value() }
+// dropOdd lets e's odd fields go when it has none left.
+func (e *Entry) dropOdd() {
+	if e.odd != nil && e.odd.empty() {
+		e.odd = nil
+	}
+}
+
+// judged is whole, the payment e was decoded from, if the cache's transform
+// has not judged it yet.
+func (e *Entry) judged() (whole *digest) {
+	if e.odd == nil || e.odd.whole == nil {
+		return nil
+	}
+	whole = e.odd.whole
+	e.oddFields().whole = nil
+	e.dropOdd()
+	return whole
+}
+
+// addKey adds the hash of an index key, once.
+func (e *Entry) addKey(h uint64) {
+	if slices.Contains(e.keyHashes(), h) {
+		return
+	}
+	if e.nkeys < inlineKeys {
+		e.keys[e.nkeys] = h
+		e.nkeys++
+		return
+	}
+	o := e.oddFields()
+	o.keys = slices.Clip(append(o.keys, h))
+}
+
+// keyHashes are the hashes of e's index keys (tagged).
+func (e *Entry) keyHashes() []uint64 {
+	if e.odd == nil || len(e.odd.keys) == 0 {
+		return e.keys[:e.nkeys:e.nkeys]
+	}
+	return append(e.keys[:e.nkeys:e.nkeys], e.odd.keys...)
+}
+
+var apiVersion = v1alpha1.GroupVersion.String()
 
 // seed seeds the hashes of this process: News and the index keys are only
 // compared within it.
@@ -175,7 +258,7 @@ func tagged(i int, key string) uint64 {
 const tagMask = 7
 
 // has reports whether e has key in index number i.
-func (e *Entry) has(i int, key string) bool { return slices.Contains(e.keys, tagged(i, key)) }
+func (e *Entry) has(i int, key string) bool { return slices.Contains(e.keyHashes(), tagged(i, key)) }
 
 // payment is e as a Payment: its identity, provider, phase, closed mark and
 // deletion; nothing else.
@@ -183,11 +266,11 @@ func (e *Entry) payment() *v1alpha1.Payment {
 	return &v1alpha1.Payment{
 		TypeMeta: metav1.TypeMeta{Kind: "Payment", APIVersion: apiVersion},
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: e.namespace, Name: e.name, UID: e.uid.get(), ResourceVersion: e.resourceVersion,
-			DeletionTimestamp: e.deletion.DeepCopy(),
+			Namespace: e.GetNamespace(), Name: e.name, UID: e.GetUID(), ResourceVersion: e.GetResourceVersion(),
+			DeletionTimestamp: e.GetDeletionTimestamp().DeepCopy(),
 		},
-		Spec:   v1alpha1.PaymentSpec{ProviderRef: v1alpha1.LocalObjectReference{Name: e.provider}},
-		Status: v1alpha1.PaymentStatus{Phase: e.phase, Closed: e.closed},
+		Spec:   v1alpha1.PaymentSpec{ProviderRef: v1alpha1.LocalObjectReference{Name: e.Provider()}},
+		Status: v1alpha1.PaymentStatus{Phase: e.Phase(), Closed: e.closed},
 	}
 }
 
@@ -203,23 +286,18 @@ func (entryKind) GroupVersionKind() schema.GroupVersionKind {
 	return v1alpha1.GroupVersion.WithKind("Payment")
 }
 
-// compactUID is a UID kept in 16 bytes when it is a UUID, as the API server
-// makes them (a string of one costs 64 bytes more), else as given.
-type compactUID struct {
-	uuid  [16]byte
-	other types.UID
-}
-
-func compact(uid types.UID) compactUID {
-	var c compactUID
+// uuid is uid's 16 bytes when it is a UUID as the API server writes them
+// (lowercase; a string of one costs an entry 64 bytes more), and false when
+// it is anything else, the zero UUID included.
+func uuid(uid types.UID) (b [16]byte, ok bool) {
 	if len(uid) != 36 {
-		return compactUID{other: uid}
+		return b, false
 	}
 	j := 0
 	for i := 0; i < 36; {
 		if i == 8 || i == 13 || i == 18 || i == 23 {
 			if uid[i] != '-' {
-				return compactUID{other: uid}
+				return b, false
 			}
 			i++
 			continue
@@ -227,15 +305,12 @@ func compact(uid types.UID) compactUID {
 		hi, ok1 := unhex(uid[i])
 		lo, ok2 := unhex(uid[i+1])
 		if !ok1 || !ok2 {
-			return compactUID{other: uid}
+			return b, false
 		}
-		c.uuid[j] = hi<<4 | lo
+		b[j] = hi<<4 | lo
 		i, j = i+2, j+1
 	}
-	if c.uuid == [16]byte{} { // read back as the empty UID otherwise
-		return compactUID{other: uid}
-	}
-	return c
+	return b, b != [16]byte{} // the zero bytes read back as no UUID
 }
 
 // unhex is the value of a lowercase hex digit (how the API server writes
@@ -250,29 +325,30 @@ func unhex(b byte) (byte, bool) {
 	return 0, false
 }
 
-func (c compactUID) get() types.UID {
-	if c.uuid == [16]byte{} {
-		return c.other
-	}
+// uuidString is b as the API server writes a UUID.
+func uuidString(b [16]byte) types.UID {
 	const digits = "0123456789abcdef"
-	var b [36]byte
+	var out [36]byte
 	j := 0
-	for i, v := range c.uuid {
+	for i, v := range b {
 		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b[j] = '-'
+			out[j] = '-'
 			j++
 		}
-		b[j], b[j+1] = digits[v>>4], digits[v&15]
+		out[j], out[j+1] = digits[v>>4], digits[v&15]
 		j += 2
 	}
-	return types.UID(b[:])
+	return types.UID(out[:])
 }
 
 // DeepCopyObject implements runtime.Object.
 func (e *Entry) DeepCopyObject() runtime.Object {
 	c := *e
-	c.deletion = e.deletion.DeepCopy()
-	c.keys = slices.Clone(e.keys)
+	if e.odd != nil {
+		o := *e.odd
+		o.deletion, o.keys = o.deletion.DeepCopy(), slices.Clone(o.keys)
+		c.odd = &o
+	}
 	return &c
 }
 
@@ -294,26 +370,73 @@ func (l *EntryList) DeepCopyObject() runtime.Object {
 // bookmark that ends a watch's initial events, which the reflector waits
 // for.
 
-func (e *Entry) GetNamespace() string    { return e.namespace }
+func (e *Entry) GetNamespace() string    { return e.namespace.String() }
 func (e *Entry) SetNamespace(ns string)  { e.namespace = intern(ns) }
 func (e *Entry) GetName() string         { return e.name }
 func (e *Entry) SetName(name string)     { e.name = name }
 func (e *Entry) GetGenerateName() string { return "" }
 func (e *Entry) SetGenerateName(string)  {}
-func (e *Entry) GetUID() types.UID       { return e.uid.get() }
-func (e *Entry) SetUID(uid types.UID)    { e.uid = compact(uid) }
-func (e *Entry) GetResourceVersion() string {
-	return e.resourceVersion
+func (e *Entry) GetUID() types.UID {
+	if e.uid != [16]byte{} {
+		return uuidString(e.uid)
+	}
+	if e.odd != nil {
+		return e.odd.uid
+	}
+	return ""
 }
-func (e *Entry) SetResourceVersion(v string)           { e.resourceVersion = v }
-func (e *Entry) GetGeneration() int64                  { return 0 }
-func (e *Entry) SetGeneration(int64)                   {}
-func (e *Entry) GetSelfLink() string                   { return "" }
-func (e *Entry) SetSelfLink(string)                    {}
-func (e *Entry) GetCreationTimestamp() metav1.Time     { return metav1.Time{} }
-func (e *Entry) SetCreationTimestamp(metav1.Time)      {}
-func (e *Entry) GetDeletionTimestamp() *metav1.Time    { return e.deletion }
-func (e *Entry) SetDeletionTimestamp(t *metav1.Time)   { e.deletion = t }
+func (e *Entry) SetUID(uid types.UID) {
+	e.uid = [16]byte{}
+	if b, ok := uuid(uid); ok {
+		e.uid, uid = b, ""
+	}
+	if uid != "" || e.odd != nil {
+		e.oddFields().uid = uid
+		e.dropOdd()
+	}
+}
+
+// GetResourceVersion: a decimal resourceVersion (as the API server writes
+// them) is kept as a number.
+func (e *Entry) GetResourceVersion() string {
+	if e.rv != 0 {
+		return strconv.FormatUint(e.rv-1, 10)
+	}
+	if e.odd != nil {
+		return e.odd.resourceVersion
+	}
+	return ""
+}
+func (e *Entry) SetResourceVersion(v string) {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err == nil && n < math.MaxUint64 && strconv.FormatUint(n, 10) == v {
+		e.rv, v = n+1, ""
+	} else {
+		e.rv = 0
+	}
+	if v != "" || e.odd != nil {
+		e.oddFields().resourceVersion = v
+		e.dropOdd()
+	}
+}
+func (e *Entry) GetGeneration() int64              { return 0 }
+func (e *Entry) SetGeneration(int64)               {}
+func (e *Entry) GetSelfLink() string               { return "" }
+func (e *Entry) SetSelfLink(string)                {}
+func (e *Entry) GetCreationTimestamp() metav1.Time { return metav1.Time{} }
+func (e *Entry) SetCreationTimestamp(metav1.Time)  {}
+func (e *Entry) GetDeletionTimestamp() *metav1.Time {
+	if e.odd == nil {
+		return nil
+	}
+	return e.odd.deletion
+}
+func (e *Entry) SetDeletionTimestamp(t *metav1.Time) {
+	if t != nil || e.odd != nil {
+		e.oddFields().deletion = t
+		e.dropOdd()
+	}
+}
 func (e *Entry) GetDeletionGracePeriodSeconds() *int64 { return nil }
 func (e *Entry) SetDeletionGracePeriodSeconds(*int64)  {}
 func (e *Entry) GetLabels() map[string]string          { return nil }

@@ -1,12 +1,16 @@
 package paymentcache
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
@@ -47,7 +51,7 @@ func decoded(t *testing.T, c *Cache, p *v1alpha1.Payment) *Entry {
 	if err := json.Unmarshal(raw, &e); err != nil {
 		t.Fatal(err)
 	}
-	if e.whole == nil {
+	if e.odd == nil || e.odd.whole == nil {
 		t.Fatal("decoded entry has no payment to judge")
 	}
 	o, err := c.judge(&e)
@@ -73,7 +77,7 @@ func TestAnEntryKeepsTheAnswersNotThePayment(t *testing.T) {
 	p := settled()
 	e := decoded(t, testCache(), p)
 	switch {
-	case e.whole != nil:
+	case e.odd != nil && e.odd.whole != nil:
 		t.Error("the judged entry still holds the decoded payment")
 	case e.GetNamespace() != "shop" || e.GetName() != "p" || e.GetUID() != "uid-p" || e.GetResourceVersion() != "42":
 		t.Errorf("identity = %s/%s %s %s", e.GetNamespace(), e.GetName(), e.GetUID(), e.GetResourceVersion())
@@ -86,14 +90,21 @@ func TestAnEntryKeepsTheAnswersNotThePayment(t *testing.T) {
 	case e.News() != News(p):
 		t.Error("News differs from the payment's")
 	case !e.has(1, "order-1") || !e.has(0, "pay_p") || !e.has(0, "shared") || e.has(0, "order-1") || e.has(1, "pay_p"):
-		t.Errorf("index keys wrong: %v", e.keys)
+		t.Errorf("index keys wrong: %v", e.keyHashes())
+	}
+	// A payment as the API server writes it (a UUID, a decimal
+	// resourceVersion) and not being deleted has no odd fields.
+	typical := settled()
+	typical.UID = "6f1c2a9e-0b7d-4c11-9a3e-0123456789ab"
+	if e := decoded(t, testCache(), typical); e.odd != nil {
+		t.Errorf("a typical payment's entry has odd fields %+v", e.odd)
 	}
 	c := testCache()
 	if !c.Has(e, "byRef", "order-1") || c.Has(e, "byID", "order-1") || c.Has(e, "byNothing", "order-1") {
 		t.Error("Has does not answer by index name")
 	}
-	if again, _ := testCache().judge(e); again.(*Entry) != e || len(e.keys) != 3 {
-		t.Errorf("judging twice changed the entry: %v", e.keys)
+	if again, _ := testCache().judge(e); again.(*Entry) != e || len(e.keyHashes()) != 3 {
+		t.Errorf("judging twice changed the entry: %v", e.keyHashes())
 	}
 	// What it reads back as: identity, provider, phase, closed; nothing that
 	// moves money.
@@ -118,8 +129,8 @@ func TestAnEntryKeepsTheAnswersNotThePayment(t *testing.T) {
 	if e.GetAnnotations() != nil {
 		t.Errorf("a payment's annotations read back as %v, want none", e.GetAnnotations())
 	}
-	if e := decoded(t, &Cache{}, p); e.Wake() || len(e.keys) != 0 {
-		t.Errorf("a cache without options judged wake %v, keys %v", e.Wake(), e.keys)
+	if e := decoded(t, &Cache{}, p); e.Wake() || len(e.keyHashes()) != 0 {
+		t.Errorf("a cache without options judged wake %v, keys %v", e.Wake(), e.keyHashes())
 	}
 }
 
@@ -171,16 +182,132 @@ func TestAnEntryKeepsItsUID(t *testing.T) {
 		"6F1C2A9E-0B7D-4C11-9A3E-0123456789AB", "6f1c2a9e+0b7d-4c11-9a3e-0123456789ab", "6f1c2a9e-0b7d-4c11-9a3e-0123456789a",
 		"6f1c2a9e-0b7d-4c11-9a3e-0123456789ag", "uid-p", "",
 	} {
-		var e Entry
-		e.SetUID(uid)
-		if got := e.GetUID(); got != uid {
-			t.Errorf("UID %q read back as %q", uid, got)
-		}
-		if got := e.payment().UID; got != uid {
-			t.Errorf("UID %q read back from the payment as %q", uid, got)
+		readsBack(t, "UID", string(uid), func(e *Entry, v string) { e.SetUID(types.UID(v)) },
+			func(e *Entry) string { return string(e.GetUID()) }, func(p *v1alpha1.Payment) string { return string(p.UID) })
+	}
+	var e Entry
+	if e.SetUID("6f1c2a9e-0b7d-4c11-9a3e-0123456789ab"); e.odd != nil {
+		t.Errorf("a UUID is kept as the string %q, not in 16 bytes", e.odd.uid)
+	}
+	if e.SetUID("uid-p"); e.GetUID() != "uid-p" || e.uid != [16]byte{} {
+		t.Errorf("a UID set over a UUID reads back as %q", e.GetUID())
+	}
+	if e.SetUID("6f1c2a9e-0b7d-4c11-9a3e-0123456789ab"); e.odd != nil || e.GetUID() != "6f1c2a9e-0b7d-4c11-9a3e-0123456789ab" {
+		t.Errorf("a UUID set over another UID reads back as %q (odd fields %+v)", e.GetUID(), e.odd)
+	}
+}
+
+// readsBack checks that v, set on an entry over another value, reads back
+// from the entry and from the payment it reads back as.
+func readsBack(t *testing.T, field, v string, set func(*Entry, string), get func(*Entry) string, ofPayment func(*v1alpha1.Payment) string) {
+	t.Helper()
+	var e Entry
+	set(&e, "99")
+	set(&e, v)
+	if got := get(&e); got != v {
+		t.Errorf("%s %q read back as %q", field, v, got)
+	}
+	if got := ofPayment(e.payment()); got != v {
+		t.Errorf("%s %q read back from the payment as %q", field, v, got)
+	}
+}
+
+// An entry reads back the resourceVersion it was given, kept as a number
+// when it is one as the API server writes it.
+func TestAnEntryKeepsItsResourceVersion(t *testing.T) {
+	for _, rv := range []string{"0", "1", "42", "18446744073709551614", "18446744073709551615", "18446744073709551616", "007", "+7", "-1", "1_0", "abc", " 42", ""} {
+		readsBack(t, "resourceVersion", rv, (*Entry).SetResourceVersion,
+			(*Entry).GetResourceVersion, func(p *v1alpha1.Payment) string { return p.ResourceVersion })
+	}
+	var e Entry
+	if e.SetResourceVersion("123456"); e.odd != nil || e.rv == 0 {
+		t.Errorf("a decimal resourceVersion is kept as the string %+v, not as a number", e.odd)
+	}
+	if e.SetResourceVersion("x1"); e.rv != 0 || e.GetResourceVersion() != "x1" {
+		t.Errorf("a resourceVersion set over a number reads back as %q", e.GetResourceVersion())
+	}
+}
+
+// What few entries have (a deletion, index keys past those kept in the
+// entry) reads back, survives a copy unshared, and costs nothing once gone.
+func TestAnEntryKeepsItsOddFieldsApart(t *testing.T) {
+	var hs []uint64
+	for i := range inlineKeys + 2 {
+		hs = append(hs, tagged(i, "k"))
+	}
+	e := entryWith("shop", "p", append(hs, hs[0], hs[inlineKeys])...)
+	if got := e.keyHashes(); !slices.Equal(got, hs) {
+		t.Fatalf("keys = %v, want %v each once", got, hs)
+	}
+	for i := range hs {
+		if !e.has(i, "k") || e.has(i, "other") {
+			t.Errorf("has(%d) wrong", i)
 		}
 	}
-	if c := compact("6f1c2a9e-0b7d-4c11-9a3e-0123456789ab"); c.other != "" {
-		t.Errorf("a UUID is kept as the string %q, not in 16 bytes", c.other)
+	now := metav1.Now()
+	e.SetDeletionTimestamp(&now)
+	c := e.DeepCopyObject().(*Entry)
+	if !c.Deleting() || !slices.Equal(c.keyHashes(), hs) || c.odd == e.odd || &c.odd.keys[0] == &e.odd.keys[0] || c.GetDeletionTimestamp() == e.GetDeletionTimestamp() {
+		t.Errorf("the copy shares or lost the odd fields: %+v", c.odd)
+	}
+	c.addKey(tagged(7, "more"))
+	if len(e.keyHashes()) != len(hs) {
+		t.Error("a key added to the copy was added to the original")
+	}
+	few := entryWith("shop", "q", hs[:inlineKeys]...)
+	few.SetDeletionTimestamp(&now)
+	if few.SetDeletionTimestamp(nil); few.odd != nil || few.Deleting() {
+		t.Errorf("odd fields kept once none is left: %+v", few.odd)
+	}
+}
+
+// entryWith is an entry of ns/name with the index keys' hashes hs.
+func entryWith(ns, name string, hs ...uint64) *Entry {
+	e := &Entry{namespace: intern(ns), name: name}
+	for _, h := range hs {
+		e.addKey(h)
+	}
+	return e
+}
+
+// A copy of an Entry (an item of a List, *e) shares nothing a setter
+// writes: setting a field on it leaves the entry it was copied from, which
+// the informer's store may hold and other goroutines read, as it was.
+func TestSettingACopyLeavesTheOriginal(t *testing.T) {
+	odd := func() *Entry {
+		p := settled()
+		p.UID, p.ResourceVersion = "uid-not-a-uuid", "rv-not-a-number"
+		p.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+		return EntryOf(p)
+	}
+	stored := odd()
+	s := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	if err := s.Add(stored); err != nil {
+		t.Fatal(err)
+	}
+	c := &Cache{buckets: DefaultBuckets, stores: []toolscache.Store{s}}
+	var l EntryList
+	if err := c.List(context.Background(), &l, client.InNamespace("shop")); err != nil || len(l.Items) != 1 {
+		t.Fatalf("list: %d items, %v", len(l.Items), err)
+	}
+	copied := *odd()
+	for _, it := range []*Entry{&l.Items[0], &copied} {
+		it.SetResourceVersion("43")
+		it.SetUID("6f1c2a9e-0b7d-4c11-9a3e-0123456789ab")
+		it.SetDeletionTimestamp(nil)
+		it.addKey(tagged(5, "more"))
+	}
+	for _, e := range []*Entry{stored, odd()} {
+		if e.GetResourceVersion() != "rv-not-a-number" || e.GetUID() != "uid-not-a-uuid" || !e.Deleting() || len(e.keyHashes()) != 0 {
+			t.Errorf("setters on a copy changed the original: rv %q uid %q deleting %v keys %v", e.GetResourceVersion(), e.GetUID(), e.Deleting(), e.keyHashes())
+		}
+	}
+}
+
+// An Entry is 128 bytes (a size class of the Go allocator): a field added
+// costs every settled payment the next class, 144 bytes.
+func TestAnEntryIs128Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(Entry{}); n > 128 {
+		t.Errorf("Entry is %d bytes, over 128", n)
 	}
 }

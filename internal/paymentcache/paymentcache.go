@@ -179,22 +179,22 @@ func New(c cluster.Cluster, opts Options) (*Cache, error) {
 // is nothing left to judge.
 func (c *Cache) judge(obj any) (any, error) {
 	e, ok := obj.(*Entry)
-	if !ok || e.whole == nil {
+	if !ok {
 		return obj, nil
 	}
-	p := e.whole.payment()
-	e.whole = nil
+	whole := e.judged()
+	if whole == nil {
+		return obj, nil
+	}
+	p := whole.payment()
 	if c.wake != nil {
 		e.wake = c.wake(p)
 	}
 	for i, name := range c.names {
 		for _, k := range c.indexes[name](p) {
-			if h := tagged(i, k); !slices.Contains(e.keys, h) {
-				e.keys = append(e.keys, h)
-			}
+			e.addKey(tagged(i, k))
 		}
 	}
-	e.keys = slices.Clip(e.keys)
 	return e, nil
 }
 
@@ -231,7 +231,7 @@ func (c *Cache) count(obj any, n int) {
 	if !ok || !e.closed {
 		return
 	}
-	g := Group{Namespace: e.namespace, Provider: e.provider, Phase: e.phase}
+	g := Group{Namespace: e.GetNamespace(), Provider: e.Provider(), Phase: e.Phase()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed[g] += n; c.closed[g] <= 0 {
@@ -262,8 +262,8 @@ func (c *Cache) bucketsOf(obj any) []string {
 		return nil
 	}
 	var out []string
-	for _, h := range e.keys {
-		if v := e.namespace + "/" + c.bucket(h); !slices.Contains(out, v) {
+	for _, h := range e.keyHashes() {
+		if v := e.GetNamespace() + "/" + c.bucket(h); !slices.Contains(out, v) {
 			out = append(out, v)
 		}
 	}
@@ -411,7 +411,7 @@ func (c *Cache) Source(h handler.TypedEventHandler[*Entry, reconcile.Request], p
 func (c *Cache) InNamespace(ns string) []*Entry {
 	var out []*Entry
 	for _, o := range c.held() {
-		if e, ok := o.(*Entry); ok && (ns == "" || e.namespace == ns) {
+		if e, ok := o.(*Entry); ok && (ns == "" || e.GetNamespace() == ns) {
 			out = append(out, e)
 		}
 	}
