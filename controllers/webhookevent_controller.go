@@ -200,13 +200,7 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	// it no more, so it is applied first (it goes once finished, or
 	// Orphaned), unless its provider is gone and it can never be.
 	if expiresIn <= 0 && (evt.Status.Result == v1alpha1.ResultOrphaned || prov == nil) {
-		uid := evt.UID
-		if err := r.Client.Delete(ctx, evt, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("delete expired event %s: %w", req.NamespacedName, err)
-		}
-		log.V(1).Info("deleted webhook event past retention", "eventID", evt.Spec.EventID, "result", evt.Status.Result)
-		r.expiredUnapplied(ctx, evt)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.deleteExpired(ctx, evt)
 	}
 
 	if evt.Status.Result == v1alpha1.ResultOrphaned {
@@ -252,32 +246,60 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return untilExpiry(out.Result, expiresIn), nil
 }
 
-// expiredUnapplied says so, on the Payment, when an event deleted past
-// retention was waiting for that Payment (news about money it had not taken
-// yet: a refund, a refund's failure, a dispute's outcome): the news is gone,
-// and a human may need it (a dispute lost). The Payment is the one named at
-// receipt, else the one the event matches now (an event stored before its
-// Payment knew its provider id). An event no Payment matches has no one to
-// tell; the log has it.
-func (r *WebhookEventReconciler) expiredUnapplied(ctx context.Context, evt *v1alpha1.WebhookEvent) {
-	if evt.Status.Result != v1alpha1.ResultOrphaned || r.Recorder == nil {
-		return
+// deleteExpired deletes an event past retention. One that was waiting for
+// a Payment (news about money it had not taken yet: a refund, a refund's
+// failure, a dispute's outcome) says so on that Payment: the news is gone,
+// and a human may need it (a dispute lost). The Payment is read first, so a
+// failed read comes back (with the controller's backoff) before the event
+// is gone, not after with no one told.
+func (r *WebhookEventReconciler) deleteExpired(ctx context.Context, evt *v1alpha1.WebhookEvent) error {
+	waiter, err := r.expiredWaiter(ctx, evt)
+	if err != nil {
+		return fmt.Errorf("read the payment expired event %s/%s waited for: %w", evt.Namespace, evt.Name, err)
 	}
-	p := &v1alpha1.Payment{}
-	if evt.Spec.Payment != "" {
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: evt.Namespace, Name: evt.Spec.Payment}, p); err != nil {
-			return
-		}
-	} else if found, err := r.inbox.PaymentOf(ctx, evt); err == nil {
-		p = found
-	} else {
-		return
+	uid := evt.UID
+	// Not found: deleted already, perhaps by this pass with its answer lost;
+	// the payment is told again rather than not at all.
+	if err := r.Client.Delete(ctx, evt, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete expired event %s/%s: %w", evt.Namespace, evt.Name, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("webhook event deleted past retention without being applied", "eventID", evt.Spec.EventID,
-		"type", evt.Spec.Type, "payment", p.Name, "waited", evt.Status.Message)
-	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, v1alpha1.ReasonWebhookEventExpired, "Expire",
+	log := ctrl.LoggerFrom(ctx)
+	log.V(1).Info("deleted webhook event past retention", "eventID", evt.Spec.EventID, "result", evt.Status.Result)
+	if waiter == nil {
+		return nil
+	}
+	log.Info("webhook event deleted past retention without being applied", "eventID", evt.Spec.EventID,
+		"type", evt.Spec.Type, "payment", waiter.Name, "waited", evt.Status.Message)
+	r.Recorder.Eventf(waiter, nil, corev1.EventTypeWarning, v1alpha1.ReasonWebhookEventExpired, "Expire",
 		"event %s (%s) waited for this payment past the provider's retention.webhookEvents and was deleted without being applied (%s)",
 		evt.Spec.EventID, evt.Spec.Type, evt.Status.Message)
+	return nil
+}
+
+// expiredWaiter is the Payment an Orphaned event waited for: the one named
+// at receipt, else the one the event matches now (an event stored before
+// its Payment knew its provider id). None when the event was not waiting,
+// when that Payment is gone, or when no Payment matches (no one to tell;
+// the log has it); an error when it cannot be read.
+func (r *WebhookEventReconciler) expiredWaiter(ctx context.Context, evt *v1alpha1.WebhookEvent) (*v1alpha1.Payment, error) {
+	if evt.Status.Result != v1alpha1.ResultOrphaned || r.Recorder == nil {
+		return nil, nil
+	}
+	if evt.Spec.Payment == "" {
+		p, err := r.inbox.PaymentOf(ctx, evt)
+		if inbox.IsNoPayment(err) {
+			return nil, nil
+		}
+		return p, err
+	}
+	p := &v1alpha1.Payment{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: evt.Namespace, Name: evt.Spec.Payment}, p); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return p, nil
 }
 
 // untilExpiry comes back to an event still open at its expiry, to delete

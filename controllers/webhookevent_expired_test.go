@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/controllers"
@@ -71,4 +75,58 @@ func TestAnEventThatWaitedForItsPaymentIsNotDroppedSilently(t *testing.T) {
 		slices.Sort(named)
 		return slices.Equal(named, []string{"evt_matched_later", "evt_waited"}), fmt.Sprintf("events named %v", named)
 	})
+}
+
+// TestAnExpiredEventWaitsUntilItsPaymentCanBeTold: the Payment an expired
+// event waited for is read before the event is deleted. While that read
+// fails the event stays (the reconcile comes back with its backoff); once it
+// succeeds the event goes and the Payment has its Warning. Deleting first
+// would lose the news with no one told.
+func TestAnExpiredEventWaitsUntilItsPaymentCanBeTold(t *testing.T) {
+	t.Parallel()
+	ns := fixture.Namespace(t, env.Client, "expired-read")
+	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "short", Type: v1alpha1.ProviderKukoPay, Quiet: true, Retention: time.Nanosecond})
+	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "owed", Provider: prov.Name})
+	var failing atomic.Bool
+	var failed atomic.Int32
+	failing.Store(true)
+	o := fixture.Run(controllers.ControllerInbox)
+	o.WrapClient = func(c client.Client) client.Client {
+		return fixture.Intercept(c, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*v1alpha1.Payment); ok && key.Name == p.Name && failing.Load() {
+				failed.Add(1)
+				return apierrors.NewServiceUnavailable("the API server is overloaded")
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}})
+	}
+	m := fixture.StartManager(t, env, ns, o)
+	fixture.WaitCached(t, m.Manager.GetCache(), p)
+
+	evt := &v1alpha1.WebhookEvent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.WebhookEventName(prov.Name, "evt_waited")},
+		Spec: v1alpha1.WebhookEventSpec{Provider: prov.Name, EventID: "evt_waited", Type: "dispute.closed", Via: v1alpha1.ViaBackfill,
+			ReceivedAt: metav1.Now(), Payment: p.Name},
+	}
+	if err := env.Client.Create(context.Background(), evt); err != nil {
+		t.Fatal(err)
+	}
+	evt.Status.Result, evt.Status.Message = v1alpha1.ResultOrphaned, "payment owed: waiting for the payment to succeed"
+	if err := env.Client.Status().Update(context.Background(), evt); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, fixture.Timeout, "the payment's read to fail twice (a second read comes only if the event was kept)", func() bool { return failed.Load() >= 2 })
+	if fixture.WebhookEventFor(t, env.Client, ns, prov.Name, "evt_waited") == nil {
+		t.Fatal("the expired event was deleted while its payment could not be read: no one was told")
+	}
+	if got := m.Events.About(p.Name, v1alpha1.ReasonWebhookEventExpired); len(got) != 0 {
+		t.Fatalf("Events %+v before the event was deleted", got)
+	}
+	failing.Store(false)
+	fixture.Eventually(t, fixture.Timeout, "the expired event deleted once its payment is read", func() bool {
+		return fixture.WebhookEventFor(t, env.Client, ns, prov.Name, "evt_waited") == nil
+	})
+	if e := m.Events.Wait(t, "Warning", v1alpha1.ReasonWebhookEventExpired); e.Name != p.Name || !strings.Contains(e.Message, "evt_waited ") {
+		t.Errorf("Event %+v; want one on payment %s naming evt_waited", e, p.Name)
+	}
 }

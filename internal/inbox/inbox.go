@@ -468,6 +468,10 @@ func (in *Inbox) decider() statuswriter.Writer {
 // errNoPayment means no Payment matches the event (yet): the event is Orphaned.
 var errNoPayment = errors.New("no matching payment")
 
+// IsNoPayment reports whether err (from PaymentOf) says that no Payment, or
+// more than one, matches the event, rather than that they could not be read.
+func IsNoPayment(err error) bool { return errors.Is(err, errNoPayment) }
+
 // resolve finds the Payment an event is about: by merchant reference, else by
 // the provider's payment id, and only among Payments in the provider's
 // namespace that reference the provider (the index keys carry its name).
