@@ -180,6 +180,9 @@ func (r *Retention) dueOf(ctx context.Context, e *paymentcache.Entry) []reconcil
 // namespaces), else from Client's cache, a provider at a time.
 func (r *Retention) finals(ctx context.Context, provs ...types.NamespacedName) (map[types.NamespacedName][]*paymentcache.Entry, error) {
 	out := map[types.NamespacedName][]*paymentcache.Entry{}
+	if len(provs) == 0 {
+		return out, nil
+	}
 	if r.Thin == nil {
 		for _, prov := range provs {
 			var list v1alpha1.PaymentList
