@@ -46,7 +46,7 @@ func bundleKey(prov *v1alpha1.PaymentProvider) types.NamespacedName {
 func waitBundle(t *testing.T, prov *v1alpha1.PaymentProvider, want ...string) *corev1.Secret {
 	t.Helper()
 	b := &corev1.Secret{}
-	fixture.Eventually(t, 15*time.Second, "bundle of "+prov.Name+" to hold "+fixture.Dump(want), func() bool {
+	fixture.Eventually(t, fixture.Timeout, "bundle of "+prov.Name+" to hold "+fixture.Dump(want), func() bool {
 		err := env.Client.Get(context.Background(), bundleKey(prov), b)
 		if want == nil {
 			return apierrors.IsNotFound(err)
