@@ -257,22 +257,22 @@ func (r *WebhookEventReconciler) deleteExpired(ctx context.Context, evt *v1alpha
 	if err != nil {
 		return fmt.Errorf("read the payment expired event %s/%s waited for: %w", evt.Namespace, evt.Name, err)
 	}
+	log := ctrl.LoggerFrom(ctx)
+	// Told before the delete: a delete whose answer is lost is not tried
+	// again (the cache shows the event gone), and a failed one tells twice,
+	// which the Event's count shows, rather than not at all.
+	if waiter != nil {
+		log.Info("webhook event deleted past retention without being applied", "eventID", evt.Spec.EventID,
+			"type", evt.Spec.Type, "payment", waiter.Name, "waited", evt.Status.Message)
+		r.Recorder.Eventf(waiter, nil, corev1.EventTypeWarning, v1alpha1.ReasonWebhookEventExpired, "Expire",
+			"event %s (%s) waited for this payment past the provider's retention.webhookEvents and is deleted without being applied (%s)",
+			evt.Spec.EventID, evt.Spec.Type, evt.Status.Message)
+	}
 	uid := evt.UID
-	// Not found: deleted already, perhaps by this pass with its answer lost;
-	// the payment is told again rather than not at all.
 	if err := r.Client.Delete(ctx, evt, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete expired event %s/%s: %w", evt.Namespace, evt.Name, err)
 	}
-	log := ctrl.LoggerFrom(ctx)
 	log.V(1).Info("deleted webhook event past retention", "eventID", evt.Spec.EventID, "result", evt.Status.Result)
-	if waiter == nil {
-		return nil
-	}
-	log.Info("webhook event deleted past retention without being applied", "eventID", evt.Spec.EventID,
-		"type", evt.Spec.Type, "payment", waiter.Name, "waited", evt.Status.Message)
-	r.Recorder.Eventf(waiter, nil, corev1.EventTypeWarning, v1alpha1.ReasonWebhookEventExpired, "Expire",
-		"event %s (%s) waited for this payment past the provider's retention.webhookEvents and was deleted without being applied (%s)",
-		evt.Spec.EventID, evt.Spec.Type, evt.Status.Message)
 	return nil
 }
 

@@ -30,30 +30,15 @@ func TestAnEventThatWaitedForItsPaymentIsNotDroppedSilently(t *testing.T) {
 	ns := fixture.Namespace(t, env.Client, "expired")
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "short", Type: v1alpha1.ProviderKukoPay, Quiet: true, Retention: time.Nanosecond})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "owed", Provider: prov.Name})
-	o := fixture.Run(controllers.ControllerInbox)
-	m := fixture.StartManager(t, env, ns, o)
-	fixture.WaitCached(t, m.Manager.GetCache(), p)
-
-	orphan := func(id, paymentName, merchantRef, why string) {
-		t.Helper()
-		evt := &v1alpha1.WebhookEvent{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.WebhookEventName(prov.Name, id)},
-			Spec: v1alpha1.WebhookEventSpec{Provider: prov.Name, EventID: id, Type: "dispute.closed", Via: v1alpha1.ViaBackfill,
-				ReceivedAt: metav1.Now(), Payment: paymentName, MerchantReference: merchantRef},
-		}
-		if err := env.Client.Create(context.Background(), evt); err != nil {
-			t.Fatal(err)
-		}
-		evt.Status.Result, evt.Status.Message = v1alpha1.ResultOrphaned, why
-		if err := env.Client.Status().Update(context.Background(), evt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	orphan("evt_unmatched", "", "nobody", "no payment matches")
-	orphan("evt_waited", p.Name, "", "payment owed: waiting for the payment to succeed")
+	// Stored Orphaned before the manager starts: no reconcile of a fresh
+	// event (Pending, applied or ignored by the processor) races the
+	// result written here.
+	orphan(t, prov, "evt_unmatched", "", "nobody", "no payment matches")
+	orphan(t, prov, "evt_waited", p.Name, "", "payment owed: waiting for the payment to succeed")
 	// Stored before its payment could be matched (spec.payment empty), and
 	// matched since: its payment is told too.
-	orphan("evt_matched_later", "", p.MerchantRef(), "payment owed: waiting for the payment to succeed")
+	orphan(t, prov, "evt_matched_later", "", p.MerchantRef(), "payment owed: waiting for the payment to succeed")
+	m := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerInbox))
 	for _, id := range []string{"evt_unmatched", "evt_waited", "evt_matched_later"} {
 		fixture.Eventually(t, fixture.Timeout, "event "+id+" deleted past retention", func() bool {
 			return fixture.WebhookEventFor(t, env.Client, ns, prov.Name, id) == nil
@@ -80,14 +65,16 @@ func TestAnEventThatWaitedForItsPaymentIsNotDroppedSilently(t *testing.T) {
 // TestAnExpiredEventWaitsUntilItsPaymentCanBeTold: the Payment an expired
 // event waited for is read before the event is deleted. While that read
 // fails the event stays (the reconcile comes back with its backoff); once it
-// succeeds the event goes and the Payment has its Warning. Deleting first
-// would lose the news with no one told.
+// succeeds the event goes and the Payment has its Warning, even when the
+// delete's answer is lost (the retry finds the event gone and does nothing
+// more). Deleting first, or telling after the delete, would lose the news
+// with no one told.
 func TestAnExpiredEventWaitsUntilItsPaymentCanBeTold(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "expired-read")
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "short", Type: v1alpha1.ProviderKukoPay, Quiet: true, Retention: time.Nanosecond})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "owed", Provider: prov.Name})
-	var failing atomic.Bool
+	var failing, answerLost atomic.Bool
 	var failed atomic.Int32
 	failing.Store(true)
 	o := fixture.Run(controllers.ControllerInbox)
@@ -98,23 +85,17 @@ func TestAnExpiredEventWaitsUntilItsPaymentCanBeTold(t *testing.T) {
 				return apierrors.NewServiceUnavailable("the API server is overloaded")
 			}
 			return c.Get(ctx, key, obj, opts...)
+		}, Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			err := c.Delete(ctx, obj, opts...)
+			if _, ok := obj.(*v1alpha1.WebhookEvent); ok && err == nil && answerLost.CompareAndSwap(false, true) {
+				time.Sleep(time.Second) // the cache hears of the delete before its answer is lost
+				return apierrors.NewServerTimeout(v1alpha1.GroupVersion.WithResource("webhookevents").GroupResource(), "delete", 1)
+			}
+			return err
 		}})
 	}
+	orphan(t, prov, "evt_waited", p.Name, "", "payment owed: waiting for the payment to succeed")
 	m := fixture.StartManager(t, env, ns, o)
-	fixture.WaitCached(t, m.Manager.GetCache(), p)
-
-	evt := &v1alpha1.WebhookEvent{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v1alpha1.WebhookEventName(prov.Name, "evt_waited")},
-		Spec: v1alpha1.WebhookEventSpec{Provider: prov.Name, EventID: "evt_waited", Type: "dispute.closed", Via: v1alpha1.ViaBackfill,
-			ReceivedAt: metav1.Now(), Payment: p.Name},
-	}
-	if err := env.Client.Create(context.Background(), evt); err != nil {
-		t.Fatal(err)
-	}
-	evt.Status.Result, evt.Status.Message = v1alpha1.ResultOrphaned, "payment owed: waiting for the payment to succeed"
-	if err := env.Client.Status().Update(context.Background(), evt); err != nil {
-		t.Fatal(err)
-	}
 	fixture.Eventually(t, fixture.Timeout, "the payment's read to fail twice (a second read comes only if the event was kept)", func() bool { return failed.Load() >= 2 })
 	if fixture.WebhookEventFor(t, env.Client, ns, prov.Name, "evt_waited") == nil {
 		t.Fatal("the expired event was deleted while its payment could not be read: no one was told")
@@ -128,5 +109,23 @@ func TestAnExpiredEventWaitsUntilItsPaymentCanBeTold(t *testing.T) {
 	})
 	if e := m.Events.Wait(t, "Warning", v1alpha1.ReasonWebhookEventExpired); e.Name != p.Name || !strings.Contains(e.Message, "evt_waited ") {
 		t.Errorf("Event %+v; want one on payment %s naming evt_waited", e, p.Name)
+	}
+}
+
+// orphan stores an event of prov that waits (Orphaned, why) for the payment
+// it names or the one its merchant reference will match.
+func orphan(t *testing.T, prov *v1alpha1.PaymentProvider, id, paymentName, merchantRef, why string) {
+	t.Helper()
+	evt := &v1alpha1.WebhookEvent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: prov.Namespace, Name: v1alpha1.WebhookEventName(prov.Name, id)},
+		Spec: v1alpha1.WebhookEventSpec{Provider: prov.Name, EventID: id, Type: "dispute.closed", Via: v1alpha1.ViaBackfill,
+			ReceivedAt: metav1.Now(), Payment: paymentName, MerchantReference: merchantRef},
+	}
+	if err := env.Client.Create(context.Background(), evt); err != nil {
+		t.Fatal(err)
+	}
+	evt.Status.Result, evt.Status.Message = v1alpha1.ResultOrphaned, why
+	if err := env.Client.Status().Update(context.Background(), evt); err != nil {
+		t.Fatal(err)
 	}
 }
