@@ -252,12 +252,29 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // and a human may need it (a dispute lost). The Payment is read first, so a
 // failed read comes back (with the controller's backoff) before the event
 // is gone, not after with no one told.
+//
+// The delete is of the version judged (a resourceVersion precondition): a
+// cached copy that lags (the event applied meanwhile) conflicts and is
+// judged again, rather than deleted as waiting. An event with a Payment to
+// tell is read from the API server first, so a lagging copy tells no one.
 func (r *WebhookEventReconciler) deleteExpired(ctx context.Context, evt *v1alpha1.WebhookEvent) error {
+	log := ctrl.LoggerFrom(ctx)
 	waiter, err := r.expiredWaiter(ctx, evt)
 	if err != nil {
 		return fmt.Errorf("read the payment expired event %s/%s waited for: %w", evt.Namespace, evt.Name, err)
 	}
-	log := ctrl.LoggerFrom(ctx)
+	if waiter != nil && r.APIReader != nil {
+		live := &v1alpha1.WebhookEvent{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(evt), live); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if live.UID != evt.UID || live.ResourceVersion != evt.ResourceVersion {
+			// The cache lags: judged again (with the controller's backoff,
+			// or sooner when the cache has the new version).
+			return fmt.Errorf("expired event %s/%s changed since the cache's copy (resourceVersion %s, now %s): judged again",
+				evt.Namespace, evt.Name, evt.ResourceVersion, live.ResourceVersion)
+		}
+	}
 	// Told before the delete: a delete whose answer is lost is not tried
 	// again (the cache shows the event gone), and a failed one tells twice,
 	// which the Event's count shows, rather than not at all.
@@ -268,8 +285,8 @@ func (r *WebhookEventReconciler) deleteExpired(ctx context.Context, evt *v1alpha
 			"event %s (%s) waited for this payment past the provider's retention.webhookEvents and is deleted without being applied (%s)",
 			evt.Spec.EventID, evt.Spec.Type, evt.Status.Message)
 	}
-	uid := evt.UID
-	if err := r.Client.Delete(ctx, evt, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+	uid, rv := evt.UID, evt.ResourceVersion
+	if err := r.Client.Delete(ctx, evt, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete expired event %s/%s: %w", evt.Namespace, evt.Name, err)
 	}
 	log.V(1).Info("deleted webhook event past retention", "eventID", evt.Spec.EventID, "result", evt.Status.Result)
