@@ -256,9 +256,24 @@ func (r *WebhookEventReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // The delete is of the version judged (a resourceVersion precondition): a
 // cached copy that lags (the event applied meanwhile) conflicts and is
 // judged again, rather than deleted as waiting. An event with a Payment to
-// tell is read from the API server first, so a lagging copy tells no one.
+// tell is read from the API server first, so a lagging copy tells no one
+// (a write in the moment between that read and the delete still can: the
+// Payment is told, and the delete conflicts).
 func (r *WebhookEventReconciler) deleteExpired(ctx context.Context, evt *v1alpha1.WebhookEvent) error {
 	log := ctrl.LoggerFrom(ctx)
+	if evt.Status.Result != v1alpha1.ResultOrphaned && r.APIReader != nil {
+		// Never applied, and going only because its provider is gone: that
+		// is asked of the API server, not of a cache that may lag a
+		// provider created again (the watch then wakes the event).
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: evt.Namespace, Name: evt.Spec.Provider}, &v1alpha1.PaymentProvider{})
+		switch {
+		case err == nil:
+			return fmt.Errorf("expired event %s/%s is %s and its provider %s exists, though the cache does not hold it yet: judged again",
+				evt.Namespace, evt.Name, evt.Status.Result, evt.Spec.Provider)
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("read the provider of expired event %s/%s: %w", evt.Namespace, evt.Name, err)
+		}
+	}
 	waiter, err := r.expiredWaiter(ctx, evt)
 	if err != nil {
 		return fmt.Errorf("read the payment expired event %s/%s waited for: %w", evt.Namespace, evt.Name, err)

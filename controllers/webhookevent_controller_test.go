@@ -21,10 +21,10 @@ import (
 
 // inboxKukoPay creates a KukoPay provider, with the signing secret "secret",
 // in a fresh namespace, visible to rcv.
-func inboxKukoPay(t *testing.T, rcv *fixture.Receiver, mods ...func(*fixture.Provider)) *v1alpha1.PaymentProvider {
+func inboxKukoPay(t *testing.T, rcv *fixture.Receiver, ns string, mods ...func(*fixture.Provider)) *v1alpha1.PaymentProvider {
 	t.Helper()
 	p := fixture.Provider{
-		Namespace: fixture.Namespace(t, env.Client, "inbox"), Name: "kukopay", Type: v1alpha1.ProviderKukoPay,
+		Namespace: ns, Name: "kukopay", Type: v1alpha1.ProviderKukoPay,
 		SigningSecrets: map[string]string{"current": "secret"},
 	}
 	for _, m := range mods {
@@ -80,10 +80,28 @@ func flushInboxProcessor(t *testing.T, ns string) {
 
 func TestWebhookEventProcessor(t *testing.T) {
 	t.Parallel()
-	// The inbox processor on a manager of its own over every namespace, as
-	// the manager process runs it, next to a receiver on its own manager.
-	// One worker makes its queue FIFO, which flushInboxProcessor relies on.
+	// The inbox processor on a manager of its own over several namespaces,
+	// as the manager process runs it over every one, next to a receiver on
+	// its own manager. Its namespaces are made first and it holds those
+	// only: over every namespace it would apply and expire the events of
+	// the tests beside it. One worker makes its queue FIFO, which
+	// flushInboxProcessor relies on.
+	spaces := make(chan string, 5)
 	o := fixture.Run(controllers.ControllerInbox)
+	for range cap(spaces) {
+		ns := fixture.Namespace(t, env.Client, "inbox")
+		spaces <- ns
+		o.Namespaces = append(o.Namespaces, ns)
+	}
+	next := func(t *testing.T) string {
+		select {
+		case ns := <-spaces:
+			return ns
+		default:
+			t.Fatal("every namespace made for the processor is taken: make more")
+			return ""
+		}
+	}
 	o.PendingGrace, o.InboxMaxConcurrentReconciles = 2*time.Second, 1
 	o.FinishedEventsEvery = time.Second
 	m := fixture.StartManager(t, env, "", o)
@@ -91,7 +109,7 @@ func TestWebhookEventProcessor(t *testing.T) {
 
 	// Issue 5, test 7.
 	t.Run("event before its payment is orphaned, then applied once the payment exists", func(t *testing.T) {
-		prov := inboxKukoPay(t, rcv)
+		prov := inboxKukoPay(t, rcv, next(t))
 		ev := fixture.KukoPayEvent{ID: "evt_7", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_7", MerchantRef: "order-7", Amount: 700, Currency: "USD"}
 		r := deliverKukoPay(t, rcv.WebhookURL(prov.Namespace, prov.Name), ev)
 		if r.Code != http.StatusOK {
@@ -114,7 +132,7 @@ func TestWebhookEventProcessor(t *testing.T) {
 	})
 
 	t.Run("a refund delivered before its success waits and is applied after it", func(t *testing.T) {
-		prov := inboxKukoPay(t, rcv)
+		prov := inboxKukoPay(t, rcv, next(t))
 		p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: prov.Namespace, Name: "order-r", Provider: prov.Name, MerchantReference: "order-r", ProviderPaymentID: "pay_r", Amount: 1000, Currency: "USD"})
 		fixture.WaitCached(t, rcv.Cache, p)
 		url := rcv.WebhookURL(prov.Namespace, prov.Name)
@@ -154,7 +172,7 @@ func TestWebhookEventProcessor(t *testing.T) {
 			}
 			return err
 		})})
-		prov := inboxKukoPay(t, dying)
+		prov := inboxKukoPay(t, dying, next(t))
 		p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: prov.Namespace, Name: "order-9", Provider: prov.Name, MerchantReference: "order-9", ProviderPaymentID: "pay_9", Amount: 900, Currency: "USD"})
 		fixture.WaitCached(t, dying.Cache, p)
 		ev := fixture.KukoPayEvent{ID: "evt_9", Type: "payment.succeeded", Status: "succeeded", PaymentID: "pay_9", MerchantRef: "order-9", Amount: 900, Currency: "USD"}
@@ -205,8 +223,8 @@ func TestWebhookEventProcessor(t *testing.T) {
 	})
 
 	t.Run("finished events leave the cache and are deleted past the provider's retention", func(t *testing.T) {
-		short := inboxKukoPay(t, rcv, func(p *fixture.Provider) { p.Retention = 3 * time.Second })
-		long := inboxKukoPay(t, rcv)
+		short := inboxKukoPay(t, rcv, next(t), func(p *fixture.Provider) { p.Retention = 3 * time.Second })
+		long := inboxKukoPay(t, rcv, next(t))
 		for _, c := range []struct {
 			prov *v1alpha1.PaymentProvider
 			id   string

@@ -26,12 +26,8 @@ import (
 // success, say) leaves a Warning Event WebhookEventExpired on that Payment:
 // the news is gone, and a human may need it. One no Payment matched has no
 // one to tell.
-//
-// Serial, as TestAnExpiredEventWaitsUntilItsPaymentCanBeTold: the inbox
-// processors that parallel tests run over every namespace would expire
-// these events too, and tell their own Event logs (the CI run of f6c37a5
-// saw every event deleted and no Warning here).
 func TestAnEventThatWaitedForItsPaymentIsNotDroppedSilently(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "expired")
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "short", Type: v1alpha1.ProviderKukoPay, Quiet: true, Retention: time.Nanosecond})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "owed", Provider: prov.Name})
@@ -73,9 +69,9 @@ func TestAnEventThatWaitedForItsPaymentIsNotDroppedSilently(t *testing.T) {
 // succeeds the event goes and the Payment has its Warning, even when the
 // delete's answer is lost (the retry finds the event gone and does nothing
 // more). Deleting first, or telling after the delete, would lose the news
-// with no one told. Serial: see
-// TestAnEventThatWaitedForItsPaymentIsNotDroppedSilently.
+// with no one told.
 func TestAnExpiredEventWaitsUntilItsPaymentCanBeTold(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "expired-read")
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "short", Type: v1alpha1.ProviderKukoPay, Quiet: true, Retention: time.Nanosecond})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "owed", Provider: prov.Name})
@@ -122,9 +118,9 @@ func TestAnExpiredEventWaitsUntilItsPaymentCanBeTold(t *testing.T) {
 // Past retention such a copy is neither told on its Payment (that one is
 // read from the API server first) nor deleted (the delete is of the
 // version judged, so it conflicts): it is judged again, and the version
-// the cache catches up with decides. Serial: see
-// TestAnEventThatWaitedForItsPaymentIsNotDroppedSilently.
+// the cache catches up with decides.
 func TestALaggingCopyOfAnExpiredEventIsJudgedAgain(t *testing.T) {
+	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "expired-lag")
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{Namespace: ns, Name: "short", Type: v1alpha1.ProviderKukoPay, Quiet: true, Retention: time.Nanosecond})
 	p := fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "owed", Provider: prov.Name})

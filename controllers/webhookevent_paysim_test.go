@@ -75,7 +75,10 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 	const secret = "whsec_cGF5c2ltLWZhdWx0cy1zZWNyZXQ=" // base64("paysim-faults-secret")
 	o := fixture.Run(controllers.ControllerInbox)
 	o.PendingGrace, o.InboxMaxConcurrentReconciles = 2*time.Second, 4
-	proc := fixture.StartManager(t, env, "", o)
+	// The processor holds this test's namespace only: over every namespace
+	// it would apply and expire the events of the tests beside it.
+	ns := fixture.Namespace(t, env.Client, "faults")
+	proc := fixture.StartManager(t, env, ns, o)
 	rcv := fixture.StartReceiver(t, env, fixture.ReceiverOptions{})
 
 	sim := fixture.StartSim(t, paysim.Options{
@@ -87,7 +90,6 @@ func TestPaysimDeliveryWithFaults(t *testing.T) {
 		Faults:         paysim.Faults{DropRate: 0.3, DuplicateRate: 0.3, ReorderRate: 0.3},
 	})
 
-	ns := fixture.Namespace(t, env.Client, "faults")
 	prov := fixture.CreateProvider(t, env.Client, fixture.Provider{
 		Namespace: ns, Name: "jobs", Type: v1alpha1.ProviderGeneric, Sim: sim,
 		Credentials: map[string]string{"token": "test-token"}, SigningSecrets: map[string]string{"current": secret},
