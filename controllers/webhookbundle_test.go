@@ -216,9 +216,12 @@ func TestWebhookBundleOfAProviderNotYetCachedIsKept(t *testing.T) {
 // the SecretReader holds the data of referenced Secrets only.
 func TestManagerCacheHoldsNoUnrelatedSecretData(t *testing.T) {
 	t.Parallel()
-	m := fixture.StartManager(t, env, "", withBundles())
-	ctx := context.Background()
+	// Its namespace (and the bundles'): over every namespace its
+	// controllers would validate, and write a bundle for, the provider of
+	// every test beside it.
 	ns := fixture.Namespace(t, env.Client, "pay")
+	m := fixture.StartManager(t, env, ns, withBundles())
+	ctx := context.Background()
 	fixture.CreateSecret(t, env.Client, ns, "kuko-credentials", map[string]string{"apiKey": "sk_live"})
 	fixture.CreateSecret(t, env.Client, ns, "kuko-webhook", map[string]string{"current": "s1"})
 	kuko := bundleProvider(t, ns, "kuko", v1alpha1.ProviderKukoPay, "kuko-webhook")
@@ -262,9 +265,7 @@ func TestManagerCacheHoldsNoUnrelatedSecretData(t *testing.T) {
 			t.Errorf("the SecretReader holds %s, which no provider references", held)
 		}
 	}
-	// The bundle may have been written by another test's manager (they
-	// watch every namespace too): this one reads the Secret on its own
-	// reconcile, which may come after.
+	// The reader may not hold it yet when the bundle is seen: waited for.
 	fixture.Eventually(t, fixture.Timeout, "the SecretReader to hold the referenced signing Secret", func() bool {
 		return slices.Contains(m.Secrets.Held(), types.NamespacedName{Namespace: ns, Name: "kuko-webhook"})
 	})
