@@ -531,14 +531,8 @@ func (m *machine) refund() {
 		m.obs.OccurredAt.Unix() <= lowered.Unix() {
 		// The event is older than a read that answered for a refund's
 		// failure (the second before it was sent): its total is one the
-		// read has answered for, and is not taken. Older by the provider's
-		// clock, which is not paywarden's: one running behind stamps a
-		// refund made after the read before it. So the figure is read
-		// again (the read's answer is the provider's own), and a refund
-		// made in the provider's dashboard, with no Refund to count it,
-		// is not lost to the skew.
-		m.askForRead()
-		m.decide(Stale, "refunded total %d reported at %s, before the read of %s that answered for a refund's failure; the refunded total is read again",
+		// read has answered for.
+		m.decide(Stale, "refunded total %d reported at %s, before the read of %s that answered for a refund's failure",
 			total.Value, m.obs.OccurredAt.UTC().Format(time.RFC3339), lowered.UTC().Format(time.RFC3339))
 		return
 	}
