@@ -198,6 +198,11 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, rf); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if _, kept := r.unstored.get(string(rf.UID), r.Clock.Now()); !kept && payment.RefundAtRest(rf, r.Clock.Now()) {
+		// Settled and owned, nothing to do: its payment (once closed, a
+		// read of the API server) and provider are not read.
+		return ctrl.Result{}, nil
+	}
 	logger := log.FromContext(ctx).WithValues("refund", req.NamespacedName.String(), "payment", rf.Spec.PaymentRef.Name)
 	ctx = log.IntoContext(ctx, logger)
 	p := &v1alpha1.Payment{}

@@ -206,43 +206,94 @@ func eventOf(events []payment.Event, reason string) *payment.Event {
 }
 
 // TestPlanRefundAtRest: a settled Refund needs nothing, unless it still
-// shows a schedule or a wait, which one write clears; one parked in Unknown
-// waits for a final answer or an operator; one in flight without a next
-// query is queried, not left.
+// shows a schedule or a wait, which one write clears, or an operator action
+// not taken yet; one parked in Unknown waits for a final answer or an
+// operator; one in flight without a next query is queried, not left.
+// RefundAtRest, on which the controller skips the reads of the payment and
+// provider, holds only where the plan is Nothing whatever the facts, and
+// only for a Refund owned by a Payment of the name it refunds.
 func TestPlanRefundAtRest(t *testing.T) {
 	pol := testPolicy()
 	facts := payment.RefundFacts{Payment: paidPayment(0)}
+	owner := metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Payment", Name: "order-1", UID: "uid-order-1"}
 	settled := func(set func(r *v1alpha1.Refund)) *v1alpha1.Refund {
 		r := sentAt(v1alpha1.RefundSucceeded, "")
 		r.Status.CreateRequestedAt = ptrTime(t0)
+		r.OwnerReferences = []metav1.OwnerReference{owner}
 		set(r)
 		return r
 	}
+	annotate := func(k, v string) func(r *v1alpha1.Refund) {
+		return func(r *v1alpha1.Refund) { r.Annotations = map[string]string{k: v} }
+	}
+	deleting := metav1.NewTime(t0)
 	for name, tc := range map[string]struct {
 		r    *v1alpha1.Refund
 		want payment.Action
+		rest bool
 	}{
-		"settled":                 {settled(func(*v1alpha1.Refund) {}), payment.Nothing},
-		"settled with a schedule": {settled(func(r *v1alpha1.Refund) { r.Status.Query.NextTime = micro(t0) }), payment.Write},
-		"settled with a wait":     {settled(func(r *v1alpha1.Refund) { r.Status.WaitingFor = "Provider" }), payment.Write},
+		"settled":                  {settled(func(*v1alpha1.Refund) {}), payment.Nothing, true},
+		"settled Failed":           {settled(func(r *v1alpha1.Refund) { r.Status.Phase = v1alpha1.RefundFailed }), payment.Nothing, true},
+		"settled with a schedule":  {settled(func(r *v1alpha1.Refund) { r.Status.Query.NextTime = micro(t0) }), payment.Write, false},
+		"settled with a wait":      {settled(func(r *v1alpha1.Refund) { r.Status.WaitingFor = "Provider" }), payment.Write, false},
+		"settled, a requery asked": {settled(annotate(v1alpha1.AnnotationRequery, "1")), payment.Write, false},
+		"settled, a requery taken": {settled(func(r *v1alpha1.Refund) {
+			annotate(v1alpha1.AnnotationRequery, "1")(r)
+			r.Status.Actions.Requery = "1"
+		}), payment.Nothing, true},
+		"settled, a resolve asked": {settled(annotate(v1alpha1.AnnotationResolve, string(v1alpha1.RefundFailed))), payment.Write, false},
+		"settled, not owned":       {settled(func(r *v1alpha1.Refund) { r.OwnerReferences = nil }), payment.Nothing, false},
+		"settled, owned by another payment": {settled(func(r *v1alpha1.Refund) {
+			o := owner
+			o.Name = "order-2"
+			r.OwnerReferences = []metav1.OwnerReference{o}
+		}), payment.Nothing, false},
+		"settled, owned by a namesake of another kind": {settled(func(r *v1alpha1.Refund) {
+			o := owner
+			o.Kind = "Refund"
+			r.OwnerReferences = []metav1.OwnerReference{o}
+		}), payment.Nothing, false},
+		"settled, owned by a Payment of another API": {settled(func(r *v1alpha1.Refund) {
+			o := owner
+			o.APIVersion = "shop.example.com/v1"
+			r.OwnerReferences = []metav1.OwnerReference{o}
+		}), payment.Nothing, false},
+		"settled and deleted": {settled(func(r *v1alpha1.Refund) { r.DeletionTimestamp = &deleting }), payment.Nothing, false},
 		"parked in Unknown": {func() *v1alpha1.Refund {
 			r := sentAt(v1alpha1.RefundUnknown, v1alpha1.ReasonRetriesExhausted)
 			r.Status.CreateRequestedAt = ptrTime(t0)
+			r.OwnerReferences = []metav1.OwnerReference{owner}
 			return r
-		}(), payment.Nothing},
+		}(), payment.Nothing, false},
 	} {
-		step := payment.PlanRefund(tc.r, pol, facts, t0.Add(time.Hour))
+		now := t0.Add(time.Hour)
+		step := payment.PlanRefund(tc.r, pol, facts, now)
 		if step.Action != tc.want {
 			t.Errorf("%s: %s (%s), want %s", name, step.Action, step.Why, tc.want)
 		}
 		if step.Action == payment.Write && (step.Outcome.Status.Query.NextTime != nil || step.Outcome.Status.WaitingFor != "") {
 			t.Errorf("%s: the write keeps %+v, waiting for %q", name, step.Outcome.Status.Query.NextTime, step.Outcome.Status.WaitingFor)
 		}
+		if got := payment.RefundAtRest(tc.r, now); got != tc.rest {
+			t.Errorf("%s: at rest %v, want %v", name, got, tc.rest)
+		}
+		if payment.RefundAtRest(tc.r, now) {
+			// Whatever the payment and ledger say: gone, or under review.
+			for _, f := range []payment.RefundFacts{{}, facts, {Payment: paidPayment(500), Ledger: []payment.LedgerRecord{{}}}} {
+				if step := payment.PlanRefund(tc.r, pol, f, now); step.Action != payment.Nothing {
+					t.Errorf("%s: at rest, yet planned %s (%s) on facts %+v", name, step.Action, step.Why, f)
+				}
+			}
+		}
 	}
 	inFlight := sentAt(v1alpha1.RefundProcessing, "")
 	inFlight.Status.CreateRequestedAt = ptrTime(t0)
+	inFlight.OwnerReferences = []metav1.OwnerReference{owner}
 	if step := payment.PlanRefund(inFlight, pol, facts, t0.Add(time.Hour)); step.Action == payment.Nothing {
 		t.Errorf("a refund in flight without a next query: %s (%s), want it followed", step.Action, step.Why)
+	}
+	if payment.RefundAtRest(inFlight, t0.Add(time.Hour)) {
+		t.Error("a refund in flight is at rest")
 	}
 }
 

@@ -99,6 +99,30 @@ func refundParked(st *v1alpha1.RefundStatus) bool {
 	return st.Phase == v1alpha1.RefundUnknown && st.Query.NextTime == nil
 }
 
+// RefundAtRest reports whether a Refund leaves its controller nothing to
+// do, whatever its payment and provider say: settled, with no schedule to
+// clear, no operator action to take and no deletion under way, and owned by
+// a Payment of the name it refunds (a Payment of that name made again gets
+// no Refund of an earlier one: the garbage collector takes those). PlanRefund
+// plans Nothing for it; the controller skips the reads of its payment and
+// provider (a manager's start reconciles every Refund, and a closed
+// payment is a read of the API server).
+func RefundAtRest(r *v1alpha1.Refund, now time.Time) bool {
+	st := &r.Status
+	if !st.Phase.IsFinal() || st.Query.NextTime != nil || st.WaitingFor != "" || !r.DeletionTimestamp.IsZero() {
+		return false
+	}
+	if _, _, acts := RefundOperatorAction(r, now); acts {
+		return false
+	}
+	for _, o := range r.OwnerReferences {
+		if o.APIVersion == v1alpha1.GroupVersion.String() && o.Kind == "Payment" && o.Name == r.Spec.PaymentRef.Name {
+			return true
+		}
+	}
+	return false
+}
+
 // PlanRefund decides what the refund controller does for a Refund now:
 // operator actions, the guard rails before any call (the payment must have
 // taken the money; the refunds of one payment never add up to more than it
