@@ -201,6 +201,9 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if _, kept := r.unstored.get(string(rf.UID), r.Clock.Now()); !kept && payment.RefundAtRest(rf, r.Clock.Now()) {
 		// Settled and owned, nothing to do: its payment (once closed, a
 		// read of the API server) and provider are not read.
+		if r.Gateway != nil {
+			r.Gateway.ReleaseEverywhere(string(rf.UID))
+		}
 		return ctrl.Result{}, nil
 	}
 	logger := log.FromContext(ctx).WithValues("refund", req.NamespacedName.String(), "payment", rf.Spec.PaymentRef.Name)

@@ -102,11 +102,12 @@ func refundParked(st *v1alpha1.RefundStatus) bool {
 // RefundAtRest reports whether a Refund leaves its controller nothing to
 // do, whatever its payment and provider say: settled, with no schedule to
 // clear, no operator action to take and no deletion under way, and owned by
-// a Payment of the name it refunds (a Payment of that name made again gets
-// no Refund of an earlier one: the garbage collector takes those). PlanRefund
-// plans Nothing for it; the controller skips the reads of its payment and
-// provider (a manager's start reconciles every Refund, and a closed
-// payment is a read of the API server).
+// a Payment of the name it refunds (the owner's UID is not checked: a
+// settled Refund whose owner is gone is the garbage collector's to delete,
+// and then not at rest). PlanRefund plans Nothing for it; the controller
+// skips the reads of its payment and provider (a manager's start
+// reconciles every Refund, and a closed payment is a read of the API
+// server).
 func RefundAtRest(r *v1alpha1.Refund, now time.Time) bool {
 	st := &r.Status
 	if !st.Phase.IsFinal() || st.Query.NextTime != nil || st.WaitingFor != "" || !r.DeletionTimestamp.IsZero() {
