@@ -20,7 +20,8 @@ import (
 )
 
 // inboxKukoPay creates a KukoPay provider, with the signing secret "secret",
-// in a fresh namespace, visible to rcv.
+// in ns (one of the processor's namespaces that no other subtest uses),
+// and waits until rcv sees it.
 func inboxKukoPay(t *testing.T, rcv *fixture.Receiver, ns string, mods ...func(*fixture.Provider)) *v1alpha1.PaymentProvider {
 	t.Helper()
 	p := fixture.Provider{
