@@ -3,14 +3,10 @@ package controllers_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,42 +17,6 @@ import (
 	"github.com/paywarden/paywarden/internal/paymentcache"
 )
 
-// slowBody delays every read of a watch stream: the events it carries
-// reach the informer late.
-type slowBody struct {
-	io.ReadCloser
-	delay time.Duration
-	on    *atomic.Bool
-}
-
-func (b slowBody) Read(p []byte) (int, error) {
-	if b.on.Load() {
-		time.Sleep(b.delay)
-	}
-	return b.ReadCloser.Read(p)
-}
-
-// lagThinWatch makes the watch of every Payment (the thin cache's: no field
-// selector) deliver its events delay late, as an informer that is behind
-// (relisting a large collection after its watch expired, say). The typed
-// cache's watch (fieldSelector status.closed!=true) is untouched.
-type lagThinWatch struct {
-	rt     http.RoundTripper
-	delay  time.Duration
-	lagged *atomic.Int32
-	on     *atomic.Bool
-}
-
-func (l lagThinWatch) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := l.rt.RoundTrip(r)
-	q := r.URL.Query()
-	if err == nil && strings.HasSuffix(r.URL.Path, "/payments") && q.Get("watch") == "true" && q.Get("fieldSelector") == "" {
-		l.lagged.Add(1)
-		resp.Body = slowBody{ReadCloser: resp.Body, delay: l.delay, on: l.on}
-	}
-	return resp, err
-}
-
 // Two Payments of one order, created 1.1 s apart (the second is the newer
 // by creation time). The second's reconcile is triggered by the typed
 // cache, which has both; its merchant-reference look-up goes to the thin
@@ -66,19 +26,16 @@ func TestALookupFindsAnOrderTheThinCacheHasNotSeenYet(t *testing.T) {
 	t.Parallel()
 	ns := fixture.Namespace(t, env.Client, "pay")
 	s, _ := kukopayAt(t, ns, fixture.Provider{Schedule: []string{"1h"}})
-	var lagged atomic.Int32
-	var on atomic.Bool
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return lagThinWatch{rt: rt, delay: 4 * time.Second, lagged: &lagged, on: &on}
-	}
+	// The thin cache's watch (of every Payment: no field selector) is
+	// lagged; the typed cache's (status.closed!=true) is not.
+	lag := fixture.NewWatchLag(4*time.Second, fixture.PaymentWatches(false))
 	o := fixture.Run(controllers.ControllerPayment)
-	o.Config = cfg
+	o.Config = lag.Config(env.Config)
 	m := fixture.StartManager(t, env, ns, o)
 	if !m.PaymentCache.WaitForCacheSync(context.Background()) {
 		t.Fatal("thin cache not synced")
 	}
-	on.Store(true) // from now on the thin cache's watch is behind
+	lag.Start() // from now on the thin cache's watch is behind
 	// An unrelated change takes the read the watch was already waiting in;
 	// every later event reaches the thin cache 4 s late.
 	fixture.CreatePayment(t, env.Client, fixture.Payment{Namespace: ns, Name: "unrelated", Provider: "nobody", MerchantReference: "ORD-9"})
@@ -96,7 +53,7 @@ func TestALookupFindsAnOrderTheThinCacheHasNotSeenYet(t *testing.T) {
 		return st.Phase != "" || st.CreateRequestedAt != nil
 	})
 	time.Sleep(2 * time.Second)
-	if lagged.Load() == 0 {
+	if lag.Lagged() == 0 {
 		t.Fatal("the thin cache's watch was not lagged: the test proves nothing")
 	}
 	got := fixture.GetPayment(t, env.Client, second)

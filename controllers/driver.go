@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -219,8 +220,8 @@ func readFresh[T client.Object, S step, C any](ctx context.Context, k kind[T, S,
 	x := k.state()
 	x.fresh = true
 	obj := k.object()
-	latest := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(T)
-	if err := x.reader.Get(ctx, x.key, latest); err != nil {
+	latest, err := readLatest(ctx, x.reader, x.key, obj)
+	if err != nil {
 		return false, true, client.IgnoreNotFound(err)
 	}
 	if latest.GetUID() != obj.GetUID() {
@@ -231,4 +232,38 @@ func readFresh[T client.Object, S step, C any](ctx context.Context, k kind[T, S,
 		return true, false, nil
 	}
 	return false, false, nil
+}
+
+// readLatest reads the object key names from reader (the API server) into
+// a new object of cached's type.
+func readLatest[T client.Object](ctx context.Context, reader client.Reader, key types.NamespacedName, cached T) (T, error) {
+	latest := reflect.New(reflect.TypeOf(cached).Elem()).Interface().(T)
+	return latest, reader.Get(ctx, key, latest)
+}
+
+// current is the copy of an object a reconcile starts from: the cached one,
+// unless the cache has not caught up with the reconciler's last write of it
+// (own.behind), then the API server's. A reconcile requeued right after a
+// write (the next call of a step, at most one per reconcile) can run
+// before that write reaches the cache; planned on the older copy, it would
+// ask the provider again what it was just told, or take a settled object
+// for an open one. Costs one read, only while the cache lags.
+func current[T client.Object](ctx context.Context, reader client.Reader, own *ownWrites, key types.NamespacedName, cached T) (T, error) {
+	if !own.behind(cached.GetUID(), cached.GetResourceVersion()) {
+		return cached, nil
+	}
+	latest, err := readLatest(ctx, reader, key, cached)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			own.caughtUp(cached.GetUID())
+		}
+		return cached, err
+	}
+	if latest.GetUID() != cached.GetUID() || latest.GetResourceVersion() == cached.GetResourceVersion() {
+		// Another object of the name, or the cache holds the newest copy
+		// (written by someone else after this reconciler).
+		own.caughtUp(cached.GetUID())
+		return cached, nil
+	}
+	return latest, nil
 }

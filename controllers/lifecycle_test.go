@@ -376,7 +376,13 @@ func TestPayPalManualCapture(t *testing.T) {
 // approval was learned: by a webhook (no status query before the marker),
 // or by a status query answered a few milliseconds before the marker, which
 // is not a lookup of the capture's outcome (operation.requestedAt is stored
-// to the second; the query's time to the microsecond).
+// to the second; the query's time to the microsecond). The new manager's
+// watch of payments is behind (each read of it waits 2 s, as a loaded API
+// server's can): the reconcile after the lookup, requeued at once to make
+// the capture, starts from the API server's copy, not the cache's older
+// one. On the older copy it would look the outcome up again, and that
+// lookup would mark the capture again, in a later second, again and again
+// while the cache lags.
 func TestCaptureAfterACrashLooksTheOutcomeUpFirst(t *testing.T) {
 	t.Parallel()
 	for _, approval := range []string{"query", "webhook"} {
@@ -431,7 +437,11 @@ func TestCaptureAfterACrashLooksTheOutcomeUpFirst(t *testing.T) {
 					t.Fatalf("after the crash: phase %s, operation %+v; want Processing with the capture's marker", stored.Status.Phase, op)
 				}
 				restarted := time.Now()
-				second := fixture.StartManager(t, env, ns, fixture.Run(controllers.ControllerPayment))
+				lag := fixture.NewWatchLag(2*time.Second, fixture.PaymentWatches(true))
+				o = fixture.Run(controllers.ControllerPayment)
+				o.Config = lag.Config(env.Config)
+				second := fixture.StartManager(t, env, ns, o)
+				lag.Start()
 				got := fixture.WaitPhase(t, env.Client, p, v1alpha1.PhaseSucceeded, fixture.Timeout)
 
 				calls := second.Requests.Calls(nil)
@@ -449,6 +459,9 @@ func TestCaptureAfterACrashLooksTheOutcomeUpFirst(t *testing.T) {
 						id, c.CapturesByPayment[id], c.ActionsByKey[key], before.ActionsByKey[key])
 				}
 				wantNoReview(t, got)
+				if lag.Lagged() == 0 {
+					t.Error("the new manager's watch of payments was not lagged: the test proves less than it says")
+				}
 				t.Logf("first manager: %s; new manager: %s", fixture.Kinds(first.Requests.Calls(nil)), fixture.Kinds(calls))
 			})
 		}

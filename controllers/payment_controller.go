@@ -268,6 +268,10 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	p, err := current(ctx, r.APIReader, &r.own, req.NamespacedName, p)
+	if err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
 	logger := log.FromContext(ctx).WithValues("payment", req.NamespacedName.String(), "provider", p.Spec.ProviderRef.Name)
 	ctx = log.IntoContext(ctx, logger)
 	if !p.DeletionTimestamp.IsZero() {

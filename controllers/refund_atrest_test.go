@@ -18,6 +18,7 @@ import (
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
+	"github.com/paywarden/paywarden/internal/payment"
 )
 
 // TestARefundSettledWhileHoldingATokenReleasesIt: a Refund whose status
@@ -71,5 +72,41 @@ func TestARefundSettledWhileHoldingATokenReleasesIt(t *testing.T) {
 	}
 	if adm := e.Admit("next", gateway.Scheduled, now); adm.Wait > 1500*time.Millisecond {
 		t.Errorf("the next caller waits %s behind a token still reserved for the settled Refund (want about 1s)", adm.Wait)
+	}
+}
+
+// TestTheRefundControllerRemembersItsWrites: each write of a Refund by its
+// controller (its status, its owner) is remembered until the cache shows
+// it, so that a reconcile does not start from the copy before it (current).
+func TestTheRefundControllerRemembersItsWrites(t *testing.T) {
+	t.Parallel()
+	scheme := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(scheme)
+	p := &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "order", UID: "uid-order"}}
+	rf := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rf", UID: "uid-rf"}}
+	rf.Spec.PaymentRef.Name = "order"
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(p, rf).WithStatusSubresource(&v1alpha1.Refund{}).Build()
+	r := &RefundReconciler{Client: c, APIReader: c, Scheme: scheme, Clock: clock.RealClock{}}
+	ctx := context.Background()
+	if err := c.Get(ctx, client.ObjectKeyFromObject(rf), rf); err != nil {
+		t.Fatal(err)
+	}
+	before := rf.ResourceVersion
+	if _, err := r.store(ctx, rf, p, func(rf *v1alpha1.Refund) payment.RefundOutcome {
+		st := rf.Status
+		st.Phase = v1alpha1.RefundPending
+		return payment.RefundOutcome{Status: st}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rf.ResourceVersion == before || !r.own.behind(rf.UID, before) || r.own.behind(rf.UID, rf.ResourceVersion) {
+		t.Errorf("after a status write (%s → %s): a copy at %s is not taken for behind it", before, rf.ResourceVersion, before)
+	}
+	before = rf.ResourceVersion
+	if err := r.ownBy(ctx, rf, p); err != nil {
+		t.Fatal(err)
+	}
+	if rf.ResourceVersion == before || !r.own.behind(rf.UID, before) {
+		t.Errorf("after the owner's write (%s → %s): a copy at %s is not taken for behind it", before, rf.ResourceVersion, before)
 	}
 }

@@ -61,6 +61,9 @@ type RefundReconciler struct {
 	// never both see the other as not sent.
 	admission keyedLocks
 	unstored  unstoredAnswers[payment.RefundStep, payment.RefundCall]
+	// own: the reconciler's writes of each Refund, until the cache has
+	// them (a reconcile never starts from an older copy: current).
+	own ownWrites
 }
 
 // refundAnswer is a refund call's answer.
@@ -106,7 +109,7 @@ func (r *RefundReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return b.
 		Named("refund").
-		For(&v1alpha1.Refund{}, builder.WithPredicates(refundNews{})).
+		For(&v1alpha1.Refund{}, builder.WithPredicates(refundNews{own: &r.own})).
 		// A payment whose change may move its Refunds' allowance (it took
 		// its money, ended, was reviewed or resolved, learned a new
 		// refunded total) may let its waiting Refunds go, and one that
@@ -155,13 +158,20 @@ func (r *RefundReconciler) waitingSiblings(ctx context.Context, o client.Object)
 }
 
 // refundNews: like paymentNews, a Refund's own schedule writes are not news.
-type refundNews struct{ predicate.Funcs }
+// It tells own (when set) that the cache holds the version delivered.
+type refundNews struct {
+	predicate.Funcs
+	own *ownWrites
+}
 
-func (refundNews) Update(e event.UpdateEvent) bool {
+func (f refundNews) Update(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*v1alpha1.Refund)
 	n, ok2 := e.ObjectNew.(*v1alpha1.Refund)
 	if !ok1 || !ok2 {
 		return true
+	}
+	if f.own != nil {
+		f.own.take(n.UID, n.ResourceVersion)
 	}
 	return o.Generation != n.Generation || !maps.Equal(o.Annotations, n.Annotations) ||
 		o.Status.Phase != n.Status.Phase || o.Status.ProviderRefundID != n.Status.ProviderRefundID || !n.DeletionTimestamp.IsZero()
@@ -196,6 +206,10 @@ func listRefunds(ctx context.Context, c client.Reader, ns, paymentName string) (
 func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	rf := &v1alpha1.Refund{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rf); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	rf, err := current(ctx, r.APIReader, &r.own, req.NamespacedName, rf)
+	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if _, kept := r.unstored.get(string(rf.UID), r.Clock.Now()); !kept && payment.RefundAtRest(rf, r.Clock.Now()) {
@@ -358,6 +372,7 @@ func (x *refundPass) hold(ctx context.Context, step payment.RefundStep) (ctrl.Re
 	if err := x.r.holdMoney(ctx, rf, p, own...); err != nil {
 		return ctrl.Result{}, true, err
 	}
+	x.r.own.add(rf.UID, rf.ResourceVersion, x.r.Clock.Now())
 	return ctrl.Result{}, false, nil
 }
 
@@ -445,7 +460,11 @@ func (r *RefundReconciler) ownBy(ctx context.Context, rf *v1alpha1.Refund, p *v1
 	if err := r.setOwner(rf, p); err != nil {
 		return err
 	}
-	return r.Client.Patch(ctx, rf, client.MergeFrom(base))
+	if err := r.Client.Patch(ctx, rf, client.MergeFrom(base)); err != nil {
+		return err
+	}
+	r.own.add(rf.UID, rf.ResourceVersion, r.Clock.Now())
+	return nil
 }
 
 // setOwner makes p rf's owner, in memory.
@@ -539,6 +558,7 @@ func (r *RefundReconciler) store(ctx context.Context, rf *v1alpha1.Refund, p *v1
 		return false, err
 	}
 	if wrote {
+		r.own.add(rf.UID, rf.ResourceVersion, r.Clock.Now())
 		payment.RecordRefund(r.Recorder, rf, p, out)
 	}
 	return wrote, nil
