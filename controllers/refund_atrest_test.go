@@ -19,6 +19,7 @@ import (
 	"github.com/paywarden/paywarden/internal/gateway"
 	"github.com/paywarden/paywarden/internal/inbox"
 	"github.com/paywarden/paywarden/internal/payment"
+	"github.com/paywarden/paywarden/internal/provider"
 )
 
 // TestARefundSettledWhileHoldingATokenReleasesIt: a Refund whose status
@@ -72,6 +73,52 @@ func TestARefundSettledWhileHoldingATokenReleasesIt(t *testing.T) {
 	}
 	if adm := e.Admit("next", gateway.Scheduled, now); adm.Wait > 1500*time.Millisecond {
 		t.Errorf("the next caller waits %s behind a token still reserved for the settled Refund (want about 1s)", adm.Wait)
+	}
+}
+
+// TestARefundAtRestStillStoresAKeptAnswer: a Refund settled meanwhile (by a
+// webhook) whose own query's answer could not be stored (the API server was
+// away) is not skipped as at rest: the kept answer is stored first, and not
+// left behind to be stored by a later reconcile, over whatever came since.
+func TestARefundAtRestStillStoresAKeptAnswer(t *testing.T) {
+	t.Parallel()
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	prov := &v1alpha1.PaymentProvider{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kukopay"},
+		Spec: v1alpha1.PaymentProviderSpec{
+			Type: v1alpha1.ProviderKukoPay, APIURL: "http://127.0.0.1:1",
+			CredentialsSecretRef: v1alpha1.SecretReference{Name: "creds"},
+		},
+	}
+	p := &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "order", UID: "uid-order"}}
+	p.Spec.ProviderRef.Name = "kukopay"
+	p.Status.Phase, p.Status.ProviderPaymentID = v1alpha1.PhaseSucceeded, "pay_1"
+	rf := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rf", UID: "uid-rf",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Payment", Name: "order", UID: "uid-order"}}}}
+	rf.Spec.PaymentRef.Name = "order"
+	rf.Status.Phase, rf.Status.ProviderRefundID, rf.Status.ProviderPaymentID = v1alpha1.RefundSucceeded, "re_1", "pay_1"
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: map[string][]byte{"apiKey": []byte("k")}},
+		prov, p, rf,
+	).WithStatusSubresource(&v1alpha1.Refund{}).
+		WithIndex(&v1alpha1.Refund{}, inbox.IndexRefundPayment, func(o client.Object) []string { return []string{o.(*v1alpha1.Refund).Spec.PaymentRef.Name} }).
+		Build()
+	if !payment.RefundAtRest(rf, time.Now()) {
+		t.Fatal("the Refund is not at rest: the test proves nothing")
+	}
+	r := &RefundReconciler{Client: c, APIReader: c, Scheme: scheme, Clock: clock.RealClock{}, Gateway: &gateway.Gateway{Reader: c}}
+	r.unstored.put("uid-rf", refundAnswer{
+		step: payment.RefundStep{Action: payment.Query},
+		call: payment.RefundCall{Refund: provider.Refund{ID: "re_1", PaymentID: "pay_1", Status: provider.RefundSucceeded, Amount: 500, Currency: "USD"}},
+		at:   time.Now(),
+	})
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "rf"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, kept := r.unstored.get("uid-rf", time.Now()); kept {
+		t.Error("the kept answer is still kept: the Refund at rest was skipped without storing it")
 	}
 }
 
