@@ -241,29 +241,38 @@ func readLatest[T client.Object](ctx context.Context, reader client.Reader, key 
 	return latest, reader.Get(ctx, key, latest)
 }
 
-// current is the copy of an object a reconcile starts from: the cached one,
-// unless the cache has not caught up with the reconciler's last write of it
-// (own.behind), then the API server's. A reconcile requeued right after a
-// write (the next call of a step, at most one per reconcile) can run
-// before that write reaches the cache; planned on the older copy, it would
-// ask the provider again what it was just told, or take a settled object
-// for an open one. Costs one read, only while the cache lags.
-func current[T client.Object](ctx context.Context, reader client.Reader, own *ownWrites, key types.NamespacedName, cached T) (T, error) {
-	if !own.behind(cached.GetUID(), cached.GetResourceVersion()) {
-		return cached, nil
+// current is the copy of an object a reconcile starts from: the cached
+// one, unless it may be older than w, the reconciler's last write of the
+// object not delivered to the cache yet (ownWrites.pending, asked before
+// the cache was read; nil: none), then the API server's. A reconcile
+// requeued right after a write (the next call of a step, at most one per
+// reconcile) can run before that write reaches the cache; planned on the
+// older copy, it would ask the provider again what it was just told, or
+// take a settled object for an open one. Costs one read, only while the
+// cache lags. fresh: the copy is the API server's. done: the object is
+// gone, or another object has its name (it gets its own reconcile): the
+// reconcile ends.
+func current[T client.Object](ctx context.Context, reader client.Reader, own *ownWrites, w *lastWrite, key types.NamespacedName, cached T) (obj T, fresh, done bool, err error) {
+	if w == nil || !w.behind(cached.GetUID(), cached.GetResourceVersion()) {
+		if w != nil && w.uid == cached.GetUID() {
+			own.caughtUp(*w) // the cache holds the write (its event may not come: a closing write)
+		}
+		return cached, false, false, nil
 	}
 	latest, err := readLatest(ctx, reader, key, cached)
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			own.caughtUp(cached.GetUID())
-		}
-		return cached, err
+	switch {
+	case apierrors.IsNotFound(err):
+		own.caughtUp(*w)
+		return cached, false, true, nil
+	case err != nil:
+		return cached, false, false, err
+	case latest.GetUID() != cached.GetUID():
+		own.caughtUp(*w)
+		return cached, false, true, nil
+	case latest.GetResourceVersion() == cached.GetResourceVersion():
+		// The cache holds the newest copy (written by someone else after
+		// this reconciler).
+		own.caughtUp(*w)
 	}
-	if latest.GetUID() != cached.GetUID() || latest.GetResourceVersion() == cached.GetResourceVersion() {
-		// Another object of the name, or the cache holds the newest copy
-		// (written by someone else after this reconciler).
-		own.caughtUp(cached.GetUID())
-		return cached, nil
-	}
-	return latest, nil
+	return latest, true, false, nil
 }

@@ -377,7 +377,7 @@ func TestPayPalManualCapture(t *testing.T) {
 // or by a status query answered a few milliseconds before the marker, which
 // is not a lookup of the capture's outcome (operation.requestedAt is stored
 // to the second; the query's time to the microsecond). The new manager's
-// watch of payments is behind (each read of it waits 2 s, as a loaded API
+// watch of payments is behind (its events arrive 2 s late, as a loaded API
 // server's can): the reconcile after the lookup, requeued at once to make
 // the capture, starts from the API server's copy, not the cache's older
 // one. On the older copy it would look the outcome up again, and that

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -21,7 +22,7 @@ const ownWriteMaxAge = 10 * time.Minute
 //     create marker and the provider's answer each moved the phase or the
 //     provider id, and each write came back as news);
 //   - a reconcile does not plan on a cached copy older than the
-//     reconciler's last write of the object (behind, current): one
+//     reconciler's last write of the object (pending, current): one
 //     requeued right after a call can run before that write reaches the
 //     cache, and would ask the provider again what it was just told.
 //
@@ -30,8 +31,10 @@ type ownWrites struct {
 	mu   sync.Mutex
 	seen map[ownWrite]time.Time
 	// last is each object's latest own write whose watch event has not
-	// arrived.
-	last  map[types.UID]lastWrite
+	// arrived, by name: a reconcile asks before it reads the cache
+	// (pending), so an event that arrives in between cannot hide a copy
+	// older than the write.
+	last  map[types.NamespacedName]lastWrite
 	swept time.Time
 }
 
@@ -40,23 +43,29 @@ type ownWrite struct {
 	rv  string
 }
 
+// lastWrite is an object's latest own write: its object's name, UID and
+// resourceVersion.
 type lastWrite struct {
-	rv string
-	at time.Time
+	key types.NamespacedName
+	uid types.UID
+	rv  string
+	at  time.Time
 }
 
-// add remembers a write stored at resourceVersion rv.
-func (o *ownWrites) add(uid types.UID, rv string, now time.Time) {
+// add remembers a write of obj, stored at its resourceVersion.
+func (o *ownWrites) add(obj metav1.Object, now time.Time) {
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	if uid == "" || rv == "" {
 		return
 	}
+	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.seen == nil {
-		o.seen, o.last = map[ownWrite]time.Time{}, map[types.UID]lastWrite{}
+		o.seen, o.last = map[ownWrite]time.Time{}, map[types.NamespacedName]lastWrite{}
 	}
 	o.seen[ownWrite{uid, rv}] = now
-	o.last[uid] = lastWrite{rv: rv, at: now}
+	o.last[key] = lastWrite{key: key, uid: uid, rv: rv, at: now}
 	if now.Sub(o.swept) > time.Minute {
 		o.swept = now
 		for k, at := range o.seen {
@@ -64,42 +73,54 @@ func (o *ownWrites) add(uid types.UID, rv string, now time.Time) {
 				delete(o.seen, k)
 			}
 		}
-		for uid, w := range o.last {
+		for k, w := range o.last {
 			if now.Sub(w.at) > ownWriteMaxAge {
-				delete(o.last, uid)
+				delete(o.last, k)
 			}
 		}
 	}
 }
 
-// take reports whether rv is one of the reconciler's own writes, and
-// forgets it: a resourceVersion is delivered once.
-func (o *ownWrites) take(uid types.UID, rv string) bool {
+// take reports whether obj's resourceVersion is one of the reconciler's own
+// writes, and forgets it: a resourceVersion is delivered once. A watch
+// event calls it once the cache holds that version.
+func (o *ownWrites) take(obj metav1.Object) bool {
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	k := ownWrite{uid, rv}
 	_, ok := o.seen[k]
 	delete(o.seen, k)
-	if w, ok := o.last[uid]; ok && w.rv == rv {
-		delete(o.last, uid)
+	if w, ok := o.last[key]; ok && w.uid == uid && w.rv == rv {
+		delete(o.last, key)
 	}
 	return ok
 }
 
-// behind reports whether a copy of object uid at resourceVersion rv may be
-// older than the reconciler's last write of it: that write's watch event
-// has not arrived, and rv is not the write's.
-func (o *ownWrites) behind(uid types.UID, rv string) bool {
+// pending returns the last own write of the object key names whose watch
+// event has not arrived; nil: none.
+func (o *ownWrites) pending(key types.NamespacedName) *lastWrite {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	w, ok := o.last[uid]
-	return ok && w.rv != rv
+	if w, ok := o.last[key]; ok {
+		return &w
+	}
+	return nil
 }
 
-// caughtUp forgets the last write of uid: the API server has nothing newer
-// than the cache.
-func (o *ownWrites) caughtUp(uid types.UID) {
+// behind reports whether a copy at resourceVersion rv of the object w
+// names may be older than w: the same object, another version.
+func (w lastWrite) behind(uid types.UID, rv string) bool {
+	return w.uid == uid && w.rv != rv
+}
+
+// caughtUp forgets w: the API server has nothing newer than the cache, or
+// the object is gone. A later write of the object stays remembered.
+func (o *ownWrites) caughtUp(w lastWrite) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	delete(o.last, uid)
+	if cur, ok := o.last[w.key]; ok && cur.uid == w.uid && cur.rv == w.rv {
+		delete(o.last, w.key)
+	}
 }

@@ -159,7 +159,7 @@ func (f paymentNews) Update(e event.UpdateEvent) bool {
 	if !ok1 || !ok2 {
 		return true
 	}
-	if f.own != nil && f.own.take(n.UID, n.ResourceVersion) {
+	if f.own != nil && f.own.take(n) {
 		return false
 	}
 	return paymentcache.News(o) != paymentcache.News(n) || !n.DeletionTimestamp.IsZero()
@@ -185,7 +185,11 @@ func (closedNews) Create(e event.TypedCreateEvent[*paymentcache.Entry]) bool {
 
 func (f closedNews) Update(e event.TypedUpdateEvent[*paymentcache.Entry]) bool {
 	o, n := e.ObjectOld, e.ObjectNew
-	if !o.Closed() || !n.Closed() || f.own != nil && f.own.take(n.GetUID(), n.GetResourceVersion()) {
+	// Only a closed payment's own writes are taken here: the manager's
+	// typed cache, which an open one is read from, may not hold this
+	// version yet. (A closing write stays waited for until a reconcile
+	// reads the payment at that version, or ownWriteMaxAge.)
+	if !o.Closed() || !n.Closed() || f.own != nil && f.own.take(n) {
 		return false
 	}
 	return o.News() != n.News() || n.Deleting()
@@ -264,13 +268,14 @@ func (r *PaymentReconciler) paymentsOfProvider(ctx context.Context, o client.Obj
 // what the core makes of the result (drive). At most one provider call per
 // reconcile.
 func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	written := r.own.pending(req.NamespacedName) // before the cache is read
 	p := &v1alpha1.Payment{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	p, err := current(ctx, r.APIReader, &r.own, req.NamespacedName, p)
-	if err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	p, fresh, done, err := current(ctx, r.APIReader, &r.own, written, req.NamespacedName, p)
+	if done || err != nil {
+		return ctrl.Result{}, err
 	}
 	logger := log.FromContext(ctx).WithValues("payment", req.NamespacedName.String(), "provider", p.Spec.ProviderRef.Name)
 	ctx = log.IntoContext(ctx, logger)
@@ -296,7 +301,7 @@ func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		pol = pol.WithCapabilities(&prov.Spec, entry.Caps)
 	}
 	x := &paymentPass{
-		pass: pass{key: req.NamespacedName, uid: string(p.UID), reader: r.APIReader, clock: r.Clock, entry: entry, unusable: perr},
+		pass: pass{key: req.NamespacedName, uid: string(p.UID), reader: r.APIReader, clock: r.Clock, entry: entry, unusable: perr, fresh: fresh},
 		r:    r, p: p, prov: prov, pol: pol,
 	}
 	defer func() {
@@ -323,7 +328,7 @@ func (r *PaymentReconciler) holdTracked(ctx context.Context, p *v1alpha1.Payment
 	if err := holdMoney(ctx, r.Client, p, nil); err != nil {
 		return err
 	}
-	r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
+	r.own.add(p, r.Clock.Now())
 	return nil
 }
 
@@ -401,7 +406,7 @@ func (x *paymentPass) hold(ctx context.Context, step payment.Step) (ctrl.Result,
 	if err := holdMoney(ctx, r.Client, p, nil); err != nil {
 		return ctrl.Result{}, true, err
 	}
-	r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
+	r.own.add(p, r.Clock.Now())
 	return ctrl.Result{}, false, nil
 }
 
@@ -732,7 +737,7 @@ func (r *PaymentReconciler) store(ctx context.Context, p *v1alpha1.Payment, fact
 		return false, err
 	}
 	if wrote {
-		r.own.add(p.UID, p.ResourceVersion, r.Clock.Now())
+		r.own.add(p, r.Clock.Now())
 		payment.Record(r.Recorder, p, out)
 	}
 	return wrote, nil

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
 	"github.com/paywarden/paywarden/internal/gateway"
@@ -21,6 +22,61 @@ import (
 	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/provider"
 )
+
+// atRest is a fake API server with a KukoPay provider, a Payment "order"
+// that succeeded and its Refund "rf", owned and Succeeded ("re_1"): at rest.
+// edit changes the objects before they are stored.
+type atRest struct {
+	scheme *runtime.Scheme
+	prov   *v1alpha1.PaymentProvider
+	p      *v1alpha1.Payment
+	rf     *v1alpha1.Refund
+	api    client.WithWatch
+}
+
+func newAtRest(t *testing.T, edit func(*atRest)) *atRest {
+	t.Helper()
+	w := &atRest{scheme: runtime.NewScheme()}
+	if err := corev1.AddToScheme(w.scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(w.scheme); err != nil {
+		t.Fatal(err)
+	}
+	w.prov = &v1alpha1.PaymentProvider{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kukopay"},
+		Spec: v1alpha1.PaymentProviderSpec{
+			Type: v1alpha1.ProviderKukoPay, APIURL: "http://127.0.0.1:1",
+			CredentialsSecretRef: v1alpha1.SecretReference{Name: "creds"},
+		},
+	}
+	w.p = &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "order", UID: "uid-order"}}
+	w.p.Spec.ProviderRef.Name = "kukopay"
+	w.p.Status.Phase, w.p.Status.ProviderPaymentID = v1alpha1.PhaseSucceeded, "pay_1"
+	w.rf = &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rf", UID: "uid-rf",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Payment", Name: "order", UID: "uid-order"}}}}
+	w.rf.Spec.PaymentRef.Name = "order"
+	w.rf.Status.Phase, w.rf.Status.ProviderRefundID, w.rf.Status.ProviderPaymentID = v1alpha1.RefundSucceeded, "re_1", "pay_1"
+	if edit != nil {
+		edit(w)
+	}
+	w.api = fake.NewClientBuilder().WithScheme(w.scheme).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: map[string][]byte{"apiKey": []byte("k")}},
+		w.prov, w.p, w.rf,
+	).WithStatusSubresource(&v1alpha1.Refund{}).
+		WithIndex(&v1alpha1.Refund{}, inbox.IndexRefundPayment, func(o client.Object) []string { return []string{o.(*v1alpha1.Refund).Spec.PaymentRef.Name} }).
+		Build()
+	return w
+}
+
+// reconciler is a RefundReconciler reading the fake API server through
+// cache (nil: the API server itself).
+func (w *atRest) reconciler(cache client.Client) *RefundReconciler {
+	if cache == nil {
+		cache = w.api
+	}
+	return &RefundReconciler{Client: cache, APIReader: w.api, Scheme: w.scheme, Clock: clock.RealClock{}, Gateway: &gateway.Gateway{Reader: w.api}}
+}
 
 // TestARefundSettledWhileHoldingATokenReleasesIt: a Refund whose status
 // query was held back by its provider's rate limit (a token reserved for
@@ -30,32 +86,11 @@ import (
 // kept for a Refund that never calls, it would make every later caller
 // wait one token more.
 func TestARefundSettledWhileHoldingATokenReleasesIt(t *testing.T) {
-	scheme := runtime.NewScheme()
-	_ = corev1.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	prov := &v1alpha1.PaymentProvider{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kukopay"},
-		Spec: v1alpha1.PaymentProviderSpec{
-			Type: v1alpha1.ProviderKukoPay, APIURL: "http://127.0.0.1:1",
-			CredentialsSecretRef: v1alpha1.SecretReference{Name: "creds"},
-		},
-	}
-	prov.Spec.StatusQuery.QPS, prov.Spec.StatusQuery.Burst = ptr.To[int32](1), ptr.To[int32](1)
-	p := &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "order", UID: "uid-order"}}
-	p.Spec.ProviderRef.Name = "kukopay"
-	rf := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rf", UID: "uid-rf",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Payment", Name: "order", UID: "uid-order"}}}}
-	rf.Spec.PaymentRef.Name = "order"
-	rf.Status.Phase = v1alpha1.RefundSucceeded
-	rf.Status.ProviderRefundID = "re_1"
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: map[string][]byte{"apiKey": []byte("k")}},
-		prov, p, rf,
-	).WithStatusSubresource(&v1alpha1.Refund{}).
-		WithIndex(&v1alpha1.Refund{}, inbox.IndexRefundPayment, func(o client.Object) []string { return []string{o.(*v1alpha1.Refund).Spec.PaymentRef.Name} }).
-		Build()
-	g := &gateway.Gateway{Reader: c}
-	e, err := g.For(context.Background(), prov)
+	w := newAtRest(t, func(w *atRest) {
+		w.prov.Spec.StatusQuery.QPS, w.prov.Spec.StatusQuery.Burst = ptr.To[int32](1), ptr.To[int32](1)
+	})
+	r := w.reconciler(nil)
+	e, err := r.Gateway.For(context.Background(), w.prov)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +102,6 @@ func TestARefundSettledWhileHoldingATokenReleasesIt(t *testing.T) {
 	if adm := e.Admit("uid-rf", gateway.Scheduled, now); adm.OK {
 		t.Fatalf("the refund's query was not held back: %+v", adm)
 	}
-	r := &RefundReconciler{Client: c, APIReader: c, Scheme: scheme, Clock: clock.RealClock{}, Gateway: g}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "rf"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,33 +116,11 @@ func TestARefundSettledWhileHoldingATokenReleasesIt(t *testing.T) {
 // left behind to be stored by a later reconcile, over whatever came since.
 func TestARefundAtRestStillStoresAKeptAnswer(t *testing.T) {
 	t.Parallel()
-	scheme := runtime.NewScheme()
-	_ = corev1.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	prov := &v1alpha1.PaymentProvider{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "kukopay"},
-		Spec: v1alpha1.PaymentProviderSpec{
-			Type: v1alpha1.ProviderKukoPay, APIURL: "http://127.0.0.1:1",
-			CredentialsSecretRef: v1alpha1.SecretReference{Name: "creds"},
-		},
-	}
-	p := &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "order", UID: "uid-order"}}
-	p.Spec.ProviderRef.Name = "kukopay"
-	p.Status.Phase, p.Status.ProviderPaymentID = v1alpha1.PhaseSucceeded, "pay_1"
-	rf := &v1alpha1.Refund{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rf", UID: "uid-rf",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Payment", Name: "order", UID: "uid-order"}}}}
-	rf.Spec.PaymentRef.Name = "order"
-	rf.Status.Phase, rf.Status.ProviderRefundID, rf.Status.ProviderPaymentID = v1alpha1.RefundSucceeded, "re_1", "pay_1"
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: map[string][]byte{"apiKey": []byte("k")}},
-		prov, p, rf,
-	).WithStatusSubresource(&v1alpha1.Refund{}).
-		WithIndex(&v1alpha1.Refund{}, inbox.IndexRefundPayment, func(o client.Object) []string { return []string{o.(*v1alpha1.Refund).Spec.PaymentRef.Name} }).
-		Build()
-	if !payment.RefundAtRest(rf, time.Now()) {
+	w := newAtRest(t, nil)
+	if !payment.RefundAtRest(w.rf, time.Now()) {
 		t.Fatal("the Refund is not at rest: the test proves nothing")
 	}
-	r := &RefundReconciler{Client: c, APIReader: c, Scheme: scheme, Clock: clock.RealClock{}, Gateway: &gateway.Gateway{Reader: c}}
+	r := w.reconciler(nil)
 	r.unstored.put("uid-rf", refundAnswer{
 		step: payment.RefundStep{Action: payment.Query},
 		call: payment.RefundCall{Refund: provider.Refund{ID: "re_1", PaymentID: "pay_1", Status: provider.RefundSucceeded, Amount: 500, Currency: "USD"}},
@@ -119,6 +131,65 @@ func TestARefundAtRestStillStoresAKeptAnswer(t *testing.T) {
 	}
 	if _, kept := r.unstored.get("uid-rf", time.Now()); kept {
 		t.Error("the kept answer is still kept: the Refund at rest was skipped without storing it")
+	}
+}
+
+// TestARefundReconcileDoesNotStartFromACopyOlderThanItsWrite: the refund
+// controller settled a Refund (its last write), and its cache still holds
+// the copy from before, with a status query due. The next reconcile starts
+// from the API server's copy: at rest, it calls nobody and writes nothing.
+func TestARefundReconcileDoesNotStartFromACopyOlderThanItsWrite(t *testing.T) {
+	t.Parallel()
+	w := newAtRest(t, func(w *atRest) {
+		// Before the write that settled it: Pending, a status query due.
+		w.rf.Status.Phase = v1alpha1.RefundPending
+		due := metav1.NewMicroTime(time.Now().Add(-time.Minute))
+		w.rf.Status.Query.NextTime = &due
+	})
+	api, rf := w.api, w.rf
+	ctx := context.Background()
+	older := &v1alpha1.Refund{}
+	if err := api.Get(ctx, client.ObjectKeyFromObject(rf), older); err != nil {
+		t.Fatal(err)
+	}
+	// The controller's write that settled it.
+	settled := older.DeepCopy()
+	settled.Status.Phase, settled.Status.Query.NextTime = v1alpha1.RefundSucceeded, nil
+	if err := api.Status().Update(ctx, settled); err != nil {
+		t.Fatal(err)
+	}
+	if !payment.RefundAtRest(settled, time.Now()) || payment.RefundAtRest(older, time.Now()) {
+		t.Fatal("want the settled copy at rest and the older one not: the test proves nothing")
+	}
+	var writes int
+	cache := interceptor.NewClient(api, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if r, ok := obj.(*v1alpha1.Refund); ok && key.Name == "rf" {
+				older.DeepCopyInto(r) // the watch has not delivered the write
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			writes++
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			writes++
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			writes++
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	r := w.reconciler(cache)
+	r.own.add(settled, time.Now())
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rf)}); err != nil {
+		t.Fatal(err)
+	}
+	if writes != 0 {
+		t.Errorf("%d writes by a reconcile of a Refund settled by the controller's last write, want none (planned on the cache's older copy)", writes)
 	}
 }
 
@@ -146,14 +217,15 @@ func TestTheRefundControllerRemembersItsWrites(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if rf.ResourceVersion == before || !r.own.behind(rf.UID, before) || r.own.behind(rf.UID, rf.ResourceVersion) {
+	key := client.ObjectKeyFromObject(rf)
+	if w := r.own.pending(key); rf.ResourceVersion == before || w == nil || !w.behind(rf.UID, before) || w.behind(rf.UID, rf.ResourceVersion) {
 		t.Errorf("after a status write (%s → %s): a copy at %s is not taken for behind it", before, rf.ResourceVersion, before)
 	}
 	before = rf.ResourceVersion
 	if err := r.ownBy(ctx, rf, p); err != nil {
 		t.Fatal(err)
 	}
-	if rf.ResourceVersion == before || !r.own.behind(rf.UID, before) {
+	if w := r.own.pending(key); rf.ResourceVersion == before || w == nil || !w.behind(rf.UID, before) {
 		t.Errorf("after the owner's write (%s → %s): a copy at %s is not taken for behind it", before, rf.ResourceVersion, before)
 	}
 }

@@ -171,7 +171,7 @@ func (f refundNews) Update(e event.UpdateEvent) bool {
 		return true
 	}
 	if f.own != nil {
-		f.own.take(n.UID, n.ResourceVersion)
+		f.own.take(n)
 	}
 	return o.Generation != n.Generation || !maps.Equal(o.Annotations, n.Annotations) ||
 		o.Status.Phase != n.Status.Phase || o.Status.ProviderRefundID != n.Status.ProviderRefundID || !n.DeletionTimestamp.IsZero()
@@ -204,13 +204,14 @@ func listRefunds(ctx context.Context, c client.Reader, ns, paymentName string) (
 // Reconcile asks the core what to do for the Refund, does it, and stores
 // what the core makes of the result. At most one provider call per reconcile.
 func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	written := r.own.pending(req.NamespacedName) // before the cache is read
 	rf := &v1alpha1.Refund{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rf); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	rf, err := current(ctx, r.APIReader, &r.own, req.NamespacedName, rf)
-	if err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	rf, fresh, done, err := current(ctx, r.APIReader, &r.own, written, req.NamespacedName, rf)
+	if done || err != nil {
+		return ctrl.Result{}, err
 	}
 	if _, kept := r.unstored.get(string(rf.UID), r.Clock.Now()); !kept && payment.RefundAtRest(rf, r.Clock.Now()) {
 		// Settled and owned, nothing to do: its payment (once closed, a
@@ -236,7 +237,7 @@ func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// Money may be moving: the refund is driven on until it settles.
 	}
 	x := &refundPass{
-		pass: pass{key: req.NamespacedName, uid: string(rf.UID), reader: r.APIReader, clock: r.Clock, keptIsWrite: true},
+		pass: pass{key: req.NamespacedName, uid: string(rf.UID), reader: r.APIReader, clock: r.Clock, keptIsWrite: true, fresh: fresh},
 		r:    r, rf: rf, p: p, decided: func() {},
 	}
 	defer func() { x.decided() }()
@@ -372,7 +373,6 @@ func (x *refundPass) hold(ctx context.Context, step payment.RefundStep) (ctrl.Re
 	if err := x.r.holdMoney(ctx, rf, p, own...); err != nil {
 		return ctrl.Result{}, true, err
 	}
-	x.r.own.add(rf.UID, rf.ResourceVersion, x.r.Clock.Now())
 	return ctrl.Result{}, false, nil
 }
 
@@ -463,7 +463,7 @@ func (r *RefundReconciler) ownBy(ctx context.Context, rf *v1alpha1.Refund, p *v1
 	if err := r.Client.Patch(ctx, rf, client.MergeFrom(base)); err != nil {
 		return err
 	}
-	r.own.add(rf.UID, rf.ResourceVersion, r.Clock.Now())
+	r.own.add(rf, r.Clock.Now())
 	return nil
 }
 
@@ -558,7 +558,7 @@ func (r *RefundReconciler) store(ctx context.Context, rf *v1alpha1.Refund, p *v1
 		return false, err
 	}
 	if wrote {
-		r.own.add(rf.UID, rf.ResourceVersion, r.Clock.Now())
+		r.own.add(rf, r.Clock.Now())
 		payment.RecordRefund(r.Recorder, rf, p, out)
 	}
 	return wrote, nil
