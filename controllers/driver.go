@@ -241,6 +241,21 @@ func readLatest[T client.Object](ctx context.Context, reader client.Reader, key 
 	return latest, reader.Get(ctx, key, latest)
 }
 
+// readCurrent reads the object key names into obj as a reconcile starts
+// from it: the cache's copy, or the API server's (reader) while that copy
+// may be older than the reconciler's own last write of it (current). The
+// write waited for is asked before the cache is read: its watch event,
+// arriving in between, cannot hide an older copy. done: there is nothing
+// to reconcile (not found, or read on a deleted object's copy: its
+// successor gets its own reconcile).
+func readCurrent[T client.Object](ctx context.Context, cache, reader client.Reader, own *ownWrites, key types.NamespacedName, obj T) (_ T, fresh, done bool, err error) {
+	written := own.pending(key)
+	if err := cache.Get(ctx, key, obj); err != nil {
+		return obj, false, true, client.IgnoreNotFound(err)
+	}
+	return current(ctx, reader, own, written, key, obj)
+}
+
 // current is the copy of an object a reconcile starts from: the cached
 // one, unless it may be older than w, the reconciler's last write of the
 // object not delivered to the cache yet (ownWrites.pending, asked before

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/paywarden/paywarden/api/v1alpha1"
+	"github.com/paywarden/paywarden/internal/payment"
 	"github.com/paywarden/paywarden/internal/paymentcache"
 )
 
@@ -225,5 +226,35 @@ func TestTheNewsFiltersEndTheWaitForAnOwnWrite(t *testing.T) {
 	}
 	if own.pending(key) != nil {
 		t.Error("after the thin cache's event of a closed payment's write, it is still waited for")
+	}
+}
+
+// TestASettledCopyOlderThanAnOwnWriteDoesNotMakeAQueryMoot: a status query
+// is moot when the cache shows the payment settled meanwhile; a cached copy
+// that may be older than the reconciler's last write of the payment is no
+// such news (that write came after it: a refund's failure read, say, took
+// the payment out of a final phase).
+func TestASettledCopyOlderThanAnOwnWriteDoesNotMakeAQueryMoot(t *testing.T) {
+	t.Parallel()
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cached := &v1alpha1.Payment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-1"},
+		Status: v1alpha1.PaymentStatus{Phase: v1alpha1.PhaseSucceeded}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cached).Build()
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(cached), cached); err != nil {
+		t.Fatal(err)
+	}
+	r := &PaymentReconciler{Client: c}
+	query := payment.Step{Action: payment.Query}
+	if _, moot := r.settledMeanwhile(context.Background(), cached, query); !moot {
+		t.Fatal("a settled cached copy does not make a query moot: the test proves nothing")
+	}
+	newer := cached.DeepCopy()
+	newer.ResourceVersion = "100000"
+	r.own.add(newer, time.Now())
+	if seen, moot := r.settledMeanwhile(context.Background(), newer, query); moot || seen != nil {
+		t.Errorf("a settled copy older than the reconciler's own last write made the query moot (seen %v)", seen != nil)
 	}
 }

@@ -268,12 +268,7 @@ func (r *PaymentReconciler) paymentsOfProvider(ctx context.Context, o client.Obj
 // what the core makes of the result (drive). At most one provider call per
 // reconcile.
 func (r *PaymentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	written := r.own.pending(req.NamespacedName) // before the cache is read
-	p := &v1alpha1.Payment{}
-	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	p, fresh, done, err := current(ctx, r.APIReader, &r.own, written, req.NamespacedName, p)
+	p, fresh, done, err := readCurrent(ctx, r.Client, r.APIReader, &r.own, req.NamespacedName, &v1alpha1.Payment{})
 	if done || err != nil {
 		return ctrl.Result{}, err
 	}
@@ -403,10 +398,13 @@ func (x *paymentPass) hold(ctx context.Context, step payment.Step) (ctrl.Result,
 		}
 	}
 	// The object must outlive the call the marker announces.
+	wrote := !held(p)
 	if err := holdMoney(ctx, r.Client, p, nil); err != nil {
 		return ctrl.Result{}, true, err
 	}
-	r.own.add(p, r.Clock.Now())
+	if wrote {
+		r.own.add(p, r.Clock.Now())
+	}
 	return ctrl.Result{}, false, nil
 }
 
@@ -651,8 +649,12 @@ func (r *PaymentReconciler) settledMeanwhile(ctx context.Context, p *v1alpha1.Pa
 	if step.Action != payment.Query {
 		return nil, false
 	}
+	key := client.ObjectKeyFromObject(p)
+	written := r.own.pending(key)
 	seen := &v1alpha1.Payment{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(p), seen); err != nil || seen.UID != p.UID {
+	if err := r.Client.Get(ctx, key, seen); err != nil || seen.UID != p.UID || written != nil && written.behind(seen.UID, seen.ResourceVersion) {
+		// (A copy that may be older than this reconciler's last write is
+		// no news of the payment.)
 		return nil, false
 	}
 	return seen, payment.QueryMoot(step, seen)

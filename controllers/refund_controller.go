@@ -204,12 +204,7 @@ func listRefunds(ctx context.Context, c client.Reader, ns, paymentName string) (
 // Reconcile asks the core what to do for the Refund, does it, and stores
 // what the core makes of the result. At most one provider call per reconcile.
 func (r *RefundReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	written := r.own.pending(req.NamespacedName) // before the cache is read
-	rf := &v1alpha1.Refund{}
-	if err := r.Client.Get(ctx, req.NamespacedName, rf); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	rf, fresh, done, err := current(ctx, r.APIReader, &r.own, written, req.NamespacedName, rf)
+	rf, fresh, done, err := readCurrent(ctx, r.Client, r.APIReader, &r.own, req.NamespacedName, &v1alpha1.Refund{})
 	if done || err != nil {
 		return ctrl.Result{}, err
 	}
@@ -438,7 +433,14 @@ func (r *RefundReconciler) ledgerFacts(ctx context.Context, rf *v1alpha1.Refund,
 // ledger identity it will be remembered under (its Payment may be gone by
 // the time it is let go).
 func (r *RefundReconciler) holdMoney(ctx context.Context, rf *v1alpha1.Refund, p *v1alpha1.Payment, also ...func() error) error {
-	return holdMoney(ctx, r.Client, rf, ledgerIdentity(rf, p), also...)
+	wrote := !held(rf)
+	if err := holdMoney(ctx, r.Client, rf, ledgerIdentity(rf, p), also...); err != nil {
+		return err
+	}
+	if wrote {
+		r.own.add(rf, r.Clock.Now())
+	}
+	return nil
 }
 
 // ledgerIdentity is the annotation that remembers rf's order (its payment's)
